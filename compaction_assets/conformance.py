@@ -1,0 +1,171 @@
+"""Conformance runner (../shared/conformance/FORMAT.md): every case through the real store, planner and
+Spark job, one Spark session for all. One JSON line per case on stdout; everything else on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+from . import engine, log_ops
+from .config import build_config
+from .errors import CompactionError
+from .names import sanitize_topic
+from .planner import evaluate
+from .reader import latest_state_df, segment_records
+from .store import LogStore
+
+STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
+
+
+def _text(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", errors="replace")
+
+
+class CaseRun:
+    def __init__(self, case: dict, spark, root: str):
+        self.case = case
+        self.spark = spark
+        self.name = str(case.get("name", "case"))
+        self.store = LogStore(root, gc_grace_s=0)
+        self.handle = self.store.log(f"{sanitize_topic(self.name)}-0")
+        self.config = None
+        self.steps: list[dict] = []
+        self.given_headers: dict[int, list] = {}
+
+    def run(self) -> dict:
+        error = None
+        try:
+            self.config = build_config(self.case.get("config") or {}, sanitize_topic(self.name))
+            for i, step in enumerate(self.case.get("steps") or []):
+                self.step(i, step)
+        except CompactionError as exc:
+            error = str(exc)
+        return {"name": self.name, "error": error, "steps": self.steps, "log": self.log_json(),
+                "latest_state": self.latest_state()}
+
+    def step(self, i: int, step: dict) -> None:
+        if not isinstance(step, dict) or len(step) - ("now" in step and "append" in step) != 1:
+            raise CompactionError(f"step {i}: malformed step {step!r}")
+        action = next(k for k in step if k != "now" or "append" not in step)
+        arg = step[action]
+        if action == "append":
+            records = [self.record(r) for r in arg]
+            result = log_ops.append(self.handle, self.config, records, now=step.get("now"), source=f"step {i}")
+            if result.records:
+                offsets = [r for r in self._offsets(records, result)]
+                for off, rec in zip(offsets, arg):
+                    self.given_headers[off] = rec.get("headers") or []
+        elif action == "roll":
+            log_ops.roll(self.handle)
+        elif action == "set_log_start":
+            log_ops.set_log_start(self.handle, int(arg["offset"]))
+        elif action == "set_checkpoint":
+            log_ops.set_checkpoint(self.handle, int(arg["offset"]))
+        elif action == "plan":
+            m = self.handle.manifest()
+            ev = evaluate(m, self.config, int(arg["now"]))
+            self.steps.append(self.entry(i, "plan", ev, ev.reason_for(False), False, m.checkpoint, None))
+        elif action == "clean":
+            rep = engine.run(self.handle, self.config, int(arg["now"]), spark=self.spark,
+                             force=bool(arg.get("force", False)))
+            stats = None
+            if rep.cleaned:
+                stats = {k: rep.stats[k] for k in STAT_KEYS}
+                stats.update({k: v for k, v in rep.stats.items() if k not in stats})
+            self.steps.append(self.entry(i, "clean", rep.evaluation, rep.reason, rep.cleaned, rep.checkpoint, stats))
+        else:
+            raise CompactionError(f"step {i}: unknown action {action!r}")
+
+    @staticmethod
+    def _offsets(records: list[dict], result) -> list[int]:
+        out, nxt = [], result.first_offset
+        for rec in records:
+            off = rec.get("offset")
+            off = nxt if off is None else off
+            out.append(off)
+            nxt = off + 1
+        return out
+
+    @staticmethod
+    def record(r: dict) -> dict:
+        out = {"key": r.get("key"), "value": r.get("value"), "timestamp": r.get("timestamp"),
+               "headers": [list(h) for h in (r.get("headers") or [])]}
+        if "offset" in r:
+            out["offset"] = r["offset"]
+        return out
+
+    @staticmethod
+    def entry(i, action, ev, reason, cleaned, checkpoint, stats) -> dict:
+        return {"step": i, "action": action, "eligible": ev.eligible, "reason": reason,
+                "first_dirty_offset": ev.first_dirty_offset,
+                "first_uncleanable_offset": ev.first_uncleanable_offset, "dirty_ratio": ev.dirty_ratio,
+                "max_compaction_delay_ms": ev.max_compaction_delay_ms, "cleaned": cleaned,
+                "checkpoint": checkpoint, "stats": stats}
+
+    def log_json(self) -> dict | None:
+        try:
+            m = self.handle.manifest()
+            segments = []
+            for idx, (seg, records) in enumerate(segment_records(self.handle, m)):
+                segments.append({
+                    "base_offset": seg.base_offset, "next_offset": seg.next_offset,
+                    "active": idx == len(m.segments) - 1,
+                    "records": [{"offset": r.offset, "key": _text(r.key), "value": _text(r.value),
+                                 "timestamp": r.timestamp, "headers": self.headers_json(r),
+                                 "delete_horizon": r.delete_horizon} for r in records]})
+            return {"log_start_offset": m.log_start_offset, "log_end_offset": m.log_end_offset,
+                    "checkpoint": m.checkpoint, "segments": segments}
+        except Exception as exc:  # report, do not crash the runner
+            print(f"[{self.name}] cannot render the log: {exc}", file=sys.stderr)
+            return None
+
+    def headers_json(self, r) -> list:
+        given = self.given_headers.get(r.offset)
+        if given is not None and len(given) == len(r.headers):
+            return [list(h) for h in given]
+        return [[n, _text(v)] for n, v in r.headers]
+
+    def latest_state(self) -> dict | None:
+        if self.config is None or not self.handle.exists():
+            return {}
+        try:
+            rows = latest_state_df(self.spark, self.handle, self.config).select("key", "value").collect()
+            return {_text(r["key"]): _text(r["value"]) for r in rows}
+        except Exception as exc:
+            print(f"[{self.name}] cannot compute the latest state: {exc}", file=sys.stderr)
+            return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if not paths:
+        print("usage: python -m compaction_assets.conformance CASE.json [CASE.json ...]", file=sys.stderr)
+        return 2
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # anything else printed to stdout (Spark, py4j) goes to stderr
+    from .spark import get_spark, spark_conf_from_env
+    spark = get_spark(spark_conf_from_env({"spark.sql.shuffle.partitions": "2",
+                                           "spark.master": os.environ.get("SPARK_MASTER", "local[2]")}))
+    tmp = tempfile.mkdtemp(prefix="conformance-")
+    try:
+        for n, path in enumerate(paths):
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    case = json.load(fh)
+            except (OSError, ValueError) as exc:
+                print(f"cannot read case {path}: {exc}", file=sys.stderr)
+                return 2
+            result = CaseRun(case, spark, os.path.join(tmp, f"case-{n}")).run()
+            out.write(json.dumps(result) + "\n")
+            out.flush()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Errors the engine raises. Each carries a one-line, user-facing message."""
+
+
+class CompactionError(Exception):
+    """Base class: a refusal or failure the user can act on (CLI prints it as one line)."""
+
+
+class ConfigError(CompactionError):
+    """An invalid topic configuration (SPEC §2)."""
+
+
+class LogNameError(CompactionError):
+    """A topic, partition or log name that SPEC §1 does not allow."""
+
+
+class InvalidInputError(CompactionError):
+    """Records refused at ingestion (null key, bad offset, bad timestamp, bad column)."""
+
+
+class OffsetError(CompactionError):
+    """An offset operation outside what SPEC §1 allows (e.g. log start beyond the log end)."""
+
+
+class LockedError(CompactionError):
+    """Another process holds the log's lock (a cleaning or an ingestion is running)."""
+
+
+class ConflictError(CompactionError):
+    """The log changed under a cleaning in a way the cleaning cannot rebase onto."""
+
+
+class CorruptLogError(CompactionError):
+    """A log's files or metadata cannot be read."""
+
+
+class UnknownLogError(CompactionError):
+    """No such log in the store."""

@@ -1,0 +1,78 @@
+"""Per-segment metadata computed from records (what the planner later reads instead of records)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .manifest import FileRef, Segment, merge_horizons, new_id
+from .records import SEGMENT_SCHEMA, sizes_array
+
+
+def chunk_stats(table: pa.Table) -> dict:
+    """Stats of records already in offset order (columns of SEGMENT_SCHEMA, delete_horizon effective)."""
+    n = len(table)
+    if n == 0:
+        return dict(records=0, size=0, min_ts=None, max_ts=None, first_ts=None, min_pos_ts=None,
+                    tombstones=0, horizons=())
+    ts = table.column("timestamp").to_numpy()
+    pos = ts[ts > 0]
+    tomb_mask = pc.is_null(table.column("value"))
+    tombstones = int(pc.sum(tomb_mask).as_py() or 0)
+    horizons: tuple = ()
+    if tombstones and "delete_horizon" in table.column_names:
+        hz = pc.filter(table.column("delete_horizon"), tomb_mask).drop_null()
+        if len(hz):
+            vals, counts = np.unique(hz.to_numpy(), return_counts=True)
+            horizons = tuple((int(v), int(c)) for v, c in zip(vals, counts))
+    return dict(records=n, size=int(pc.sum(sizes_array(table)).as_py()), min_ts=int(ts.min()),
+                max_ts=int(ts.max()), first_ts=int(ts[0]), min_pos_ts=int(pos.min()) if pos.size else None,
+                tombstones=tombstones, horizons=horizons)
+
+
+def add_chunk(seg: Segment, ref: FileRef, stats: dict) -> Segment:
+    """The segment with one more file of records appended after its existing ones."""
+    if stats["records"] == 0:
+        return seg
+    def lo(a, b):
+        return b if a is None else a if b is None else min(a, b)
+    def hi(a, b):
+        return b if a is None else a if b is None else max(a, b)
+    return Segment(
+        id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=seg.files + (ref,),
+        records=seg.records + stats["records"], size=seg.size + stats["size"],
+        min_ts=lo(seg.min_ts, stats["min_ts"]), max_ts=hi(seg.max_ts, stats["max_ts"]),
+        first_ts=seg.first_ts if seg.records else stats["first_ts"],
+        min_pos_ts=lo(seg.min_pos_ts, stats["min_pos_ts"]),
+        tombstones=seg.tombstones + stats["tombstones"],
+        horizons=merge_horizons(seg.horizons, stats["horizons"]))
+
+
+def read_file(handle, ref: FileRef, min_offset: int | None = None) -> pa.Table:
+    """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon."""
+    st = handle.st
+    table = pq.read_table(handle.path(ref.name), filesystem=st.fs if not st.local else None,
+                          schema=SEGMENT_SCHEMA)
+    if min_offset is not None:
+        table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
+    if ref.stamp is not None and len(table):
+        hz = table.column("delete_horizon")
+        fill = pc.if_else(pc.is_null(table.column("value")), pa.scalar(ref.stamp, pa.int64()),
+                          pa.scalar(None, pa.int64()))
+        table = table.set_column(table.schema.get_field_index("delete_horizon"), "delete_horizon",
+                                 pc.coalesce(hz, fill))
+    return table
+
+
+def read_segment(handle, seg: Segment, min_offset: int | None = None) -> pa.Table:
+    tables = [read_file(handle, f, min_offset) for f in seg.files]
+    return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.empty_table()
+
+
+def restat(handle, seg: Segment, min_offset: int) -> Segment:
+    """Recompute a segment's stats over its records at or above `min_offset` (log-start moves)."""
+    stats = chunk_stats(read_segment(handle, seg, min_offset))
+    return Segment(id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset,
+                   files=seg.files, **stats)

@@ -1,0 +1,50 @@
+"""The Spark session the engine uses when the caller does not bring one."""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    "spark.sql.parquet.compression.codec": "snappy",
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+}
+
+
+def spark_conf_from_env(extra: dict | None = None) -> dict:
+    """Spark settings: SPARK_REMOTE (sc://...) or SPARK_MASTER (local[*], spark://...), plus defaults."""
+    conf = dict(DEFAULT_CONF)
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        conf = {"spark.remote": remote}
+    else:
+        conf["spark.master"] = os.environ.get("SPARK_MASTER", "local[*]")
+        if os.environ.get("SPARK_DRIVER_MEMORY"):
+            conf["spark.driver.memory"] = os.environ["SPARK_DRIVER_MEMORY"]
+    conf.update(extra or {})
+    return conf
+
+
+def get_spark(conf: dict | None = None):
+    """Get or create the process's Spark session (the first session's settings win)."""
+    from pyspark.sql import SparkSession
+
+    conf = conf or spark_conf_from_env()
+    builder = SparkSession.builder.appName("compaction-assets")
+    if "spark.remote" in conf:
+        builder = builder.remote(conf["spark.remote"])
+        conf = {k: v for k, v in conf.items() if k != "spark.remote"}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+    except Exception:  # Spark Connect has no SparkContext
+        pass
+    return spark
