@@ -13,8 +13,9 @@ DEFAULT_CONF = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+    "spark.ui.showConsoleProgress": "false",
 }
+LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 
 
 def spark_conf_from_env(extra: dict | None = None) -> dict:
@@ -25,6 +26,11 @@ def spark_conf_from_env(extra: dict | None = None) -> dict:
         conf = {"spark.remote": remote}
     else:
         conf["spark.master"] = os.environ.get("SPARK_MASTER", "local[*]")
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{LOG4J}"
+        if conf["spark.master"].startswith("local"):
+            # A local session serves this machine only: bind the driver to loopback.
+            conf["spark.driver.host"] = os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1")
+            conf["spark.driver.bindAddress"] = os.environ.get("SPARK_DRIVER_BIND_ADDRESS", "127.0.0.1")
         if os.environ.get("SPARK_DRIVER_MEMORY"):
             conf["spark.driver.memory"] = os.environ["SPARK_DRIVER_MEMORY"]
     conf.update(extra or {})

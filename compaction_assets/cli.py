@@ -1,0 +1,282 @@
+"""Operator command line: `python -m compaction_assets COMMAND ...` (or the `compaction` script).
+
+Errors are one line on stderr and a non-zero exit; progress goes to stderr; results to stdout as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from . import engine, log_ops
+from .config import TopicsFile, load_topics
+from .errors import CompactionError
+from .landing import read_input_file
+from .names import parse_log_name
+from .planner import evaluate, order
+from .store import LogStore, wall_ms
+
+DEFAULT_STORE = os.path.join("var", "store")
+
+
+def _progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _emit(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+class Context:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.store = LogStore(args.store)
+        topics = args.topics or os.environ.get("COMPACTION_TOPICS")
+        if topics is None and os.path.exists("topics.yaml"):
+            topics = "topics.yaml"
+        self.topics: TopicsFile = load_topics(topics)
+        self.now = args.now if args.now is not None else wall_ms()
+        self._spark = None
+
+    def config(self, log: str):
+        topic, _ = parse_log_name(log)
+        return self.topics.config_for(topic)
+
+    def handle(self, log: str, must_exist: bool = True):
+        return self.store.log(log, must_exist=must_exist)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            _progress("starting Spark")
+            from .spark import get_spark
+            self._spark = get_spark()
+        return self._spark
+
+
+def cmd_logs(ctx: Context) -> int:
+    rows = []
+    for name in ctx.store.logs():
+        ev = evaluate(ctx.handle(name).manifest(), ctx.config(name), ctx.now)
+        rows.append({"log": name, "dirty_ratio": round(ev.dirty_ratio, 6), "eligible": ev.eligible,
+                     "reason": ev.reason, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+                     "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable})
+    _emit(rows)
+    return 0
+
+
+def cmd_describe(ctx: Context) -> int:
+    from .reader import describe
+    _emit(describe(ctx.handle(ctx.args.log), ctx.config(ctx.args.log), ctx.now))
+    return 0
+
+
+def cmd_plan(ctx: Context) -> int:
+    logs = ctx.args.logs or ctx.store.logs()
+    out = []
+    for name in logs:
+        handle, cfg = ctx.handle(name), ctx.config(name)
+        if ctx.args.metadata_only:
+            out.append(evaluate(handle.manifest(), cfg, ctx.now).as_dict())
+        else:
+            _progress(f"{name}: dry run")
+            out.append(engine.dry_run(handle, cfg, ctx.now, spark=ctx.spark, force=ctx.args.force))
+    _emit(out)
+    return 0
+
+
+def cmd_clean(ctx: Context) -> int:
+    if ctx.args.all:
+        evs = []
+        for name in ctx.store.logs():
+            ev = evaluate(ctx.handle(name).manifest(), ctx.config(name), ctx.now)
+            if ev.uncleanable:
+                _progress(f"{name}: skipped, marked uncleanable")
+            elif ev.eligible or ctx.config(name).delete:
+                evs.append(ev)
+        targets = [e.log for e in order(evs)]
+    elif ctx.args.logs:
+        targets = ctx.args.logs
+    else:
+        raise CompactionError("name one or more logs, or use --all")
+    reports, failed = [], 0
+    for n, name in enumerate(targets, 1):
+        _progress(f"[{n}/{len(targets)}] {name}: evaluating")
+        try:
+            rep = engine.run(ctx.handle(name), ctx.config(name), ctx.now, spark=ctx.spark,
+                             force=ctx.args.force, progress=lambda m, name=name: _progress(f"{name}: {m}"))
+        except CompactionError as exc:
+            failed += 1
+            print(f"error: {exc}", file=sys.stderr)
+            continue
+        if rep.cleaned:
+            s = rep.stats
+            _progress(f"{name}: cleaned ({rep.reason}) {s['records_read']} -> {s['records_written']} records "
+                      f"in {s['clean_time_secs']:.1f}s")
+        else:
+            _progress(f"{name}: not eligible, nothing cleaned")
+        reports.append(rep.as_dict())
+    _emit(reports)
+    return 1 if failed else 0
+
+
+def _enc(b: bytes | None):
+    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8."""
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(b).decode()}
+
+
+def _record_json(r) -> dict:
+    return {"offset": r.offset, "key": _enc(r.key), "value": _enc(r.value), "timestamp": r.timestamp,
+            "headers": [[n, _enc(v)] for n, v in r.headers], "delete_horizon": r.delete_horizon}
+
+
+def cmd_read(ctx: Context) -> int:
+    from .reader import iter_records
+    for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
+        if ctx.args.limit is not None and i >= ctx.args.limit:
+            break
+        print(json.dumps(_record_json(rec)))
+    return 0
+
+
+def cmd_latest_state(ctx: Context) -> int:
+    from .reader import latest_state_df
+    df = latest_state_df(ctx.spark, ctx.handle(ctx.args.log), ctx.config(ctx.args.log))
+    if ctx.args.output:
+        df.write.mode("overwrite").parquet(ctx.args.output)
+        _progress(f"wrote the latest state to {ctx.args.output}")
+        return 0
+    for row in df.orderBy("key").toLocalIterator():
+        print(json.dumps({"key": _enc(row["key"]), "value": _enc(row["value"]), "offset": row["offset"]}))
+    return 0
+
+
+def cmd_append(ctx: Context) -> int:
+    name = ctx.args.log
+    handle, cfg = ctx.handle(name, must_exist=False), ctx.config(name)
+    total = 0
+    for path in ctx.args.files:
+        table = read_input_file(path)
+        res = log_ops.append(handle, cfg, table, now=ctx.args.default_timestamp,
+                             drop_invalid=ctx.args.drop_invalid, source=path)
+        total += res.records
+        _progress(f"{name}: appended {res.records} records from {path} (offsets {res.first_offset}.."
+                  f"{res.last_offset}, {res.invalid_records} invalid dropped)")
+    _emit({"log": name, "appended": total, "log_end_offset": handle.manifest().log_end_offset})
+    return 0
+
+
+def cmd_set_log_start(ctx: Context) -> int:
+    m = log_ops.set_log_start(ctx.handle(ctx.args.log), ctx.args.offset)
+    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
+    return 0
+
+
+def cmd_set_checkpoint(ctx: Context) -> int:
+    m = log_ops.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
+    _emit({"log": ctx.args.log, "checkpoint": m.checkpoint})
+    return 0
+
+
+def cmd_clear_uncleanable(ctx: Context) -> int:
+    m = engine.clear_uncleanable(ctx.handle(ctx.args.log))
+    _emit({"log": ctx.args.log, "uncleanable": m.uncleanable})
+    return 0
+
+
+def cmd_gc(ctx: Context) -> int:
+    handle = ctx.handle(ctx.args.log)
+    with handle.lock("clean", purpose="garbage collection"):
+        removed = handle.collect_garbage(ctx.args.grace_seconds)
+    _emit({"log": ctx.args.log, "removed_files": len(removed)})
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="compaction", description=__doc__.splitlines()[0])
+    p.add_argument("--store", default=os.environ.get("COMPACTION_STORE", DEFAULT_STORE),
+                   help="log store root (env COMPACTION_STORE; default %(default)s)")
+    p.add_argument("--topics", help="topics file (env COMPACTION_TOPICS; default ./topics.yaml if present)")
+    p.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(fn=cmd_logs)
+    s = sub.add_parser("describe", help="segments, ranges, sizes, checkpoint and state of a log")
+    s.add_argument("log")
+    s.set_defaults(fn=cmd_describe)
+    s = sub.add_parser("plan", help="dry run: what a cleaning would remove and why")
+    s.add_argument("logs", nargs="*", help="logs (default: all)")
+    s.add_argument("--metadata-only", action="store_true", help="only the evaluation; no Spark")
+    s.add_argument("--force", action="store_true")
+    s.set_defaults(fn=cmd_plan)
+    s = sub.add_parser("clean", help="clean logs (eligible ones with --all, in priority order)")
+    s.add_argument("logs", nargs="*")
+    s.add_argument("--all", action="store_true", help="every eligible log, highest dirty ratio first")
+    s.add_argument("--force", action="store_true", help="clean even if not eligible")
+    s.set_defaults(fn=cmd_clean)
+    s = sub.add_parser("read", help="records from an offset, as JSON lines")
+    s.add_argument("log")
+    s.add_argument("--from", dest="from_offset", type=int, default=0)
+    s.add_argument("--limit", type=int)
+    s.set_defaults(fn=cmd_read)
+    s = sub.add_parser("latest-state", help="the key -> value table of a log")
+    s.add_argument("log")
+    s.add_argument("--output", help="write Parquet here instead of printing JSON lines")
+    s.set_defaults(fn=cmd_latest_state)
+    s = sub.add_parser("append", help="append Parquet or JSON Lines files to a log")
+    s.add_argument("log")
+    s.add_argument("files", nargs="+")
+    s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
+    s.add_argument("--default-timestamp", type=int, help="timestamp for records that have none")
+    s.set_defaults(fn=cmd_append)
+    s = sub.add_parser("set-log-start", help="move the log start offset up (deletes history below it)")
+    s.add_argument("log")
+    s.add_argument("offset", type=int)
+    s.set_defaults(fn=cmd_set_log_start)
+    s = sub.add_parser("set-checkpoint", help="overwrite the cleaner checkpoint")
+    s.add_argument("log")
+    s.add_argument("offset", type=int)
+    s.set_defaults(fn=cmd_set_checkpoint)
+    s = sub.add_parser("clear-uncleanable", help="clear the uncleanable mark once the log is repaired")
+    s.add_argument("log")
+    s.set_defaults(fn=cmd_clear_uncleanable)
+    s = sub.add_parser("gc", help="remove files left by interrupted changes")
+    s.add_argument("log")
+    s.add_argument("--grace-seconds", type=float, default=600.0)
+    s.set_defaults(fn=cmd_gc)
+    s = sub.add_parser("demo", help="build a small changelog, clean it and print a summary")
+    s.add_argument("--records", type=int, default=20000)
+    s.set_defaults(fn=lambda ctx: __import__("compaction_assets.demo", fromlist=["main"]).run_cli(ctx))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(Context(args))
+    except CompactionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # never a bare traceback for operators; details with COMPACTION_DEBUG=1
+        if os.environ.get("COMPACTION_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              "(set COMPACTION_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

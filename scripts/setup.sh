@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up from nothing: a virtualenv in .venv with the pinned dependencies and this project installed.
+# Needs Python 3.10-3.12 and Java 17 (PySpark); installs Java with apt-get when it is missing and we are root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! command -v java >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Java 17 (needed by Spark)" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "setup: Java 17 is required by Spark; install it (e.g. apt-get install openjdk-17-jre-headless)" >&2
+    exit 1
+  fi
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing dependencies (a few minutes the first time)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  rm -f .venv/.installed-* && touch "$stamp"
+fi
+echo "setup: ready (.venv)" >&2

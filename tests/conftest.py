@@ -1,0 +1,31 @@
+"""Shared fixtures: one local Spark session for the whole test session; a fresh store per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from compaction_assets.config import build_config
+from compaction_assets.store import LogStore
+
+os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from compaction_assets.spark import get_spark, spark_conf_from_env
+
+    session = get_spark(spark_conf_from_env({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"}))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def store(tmp_path):
+    return LogStore(str(tmp_path / "store"), gc_grace_s=0)
+
+
+@pytest.fixture
+def make_config():
+    return lambda **kw: build_config({k.replace("_", "."): v for k, v in kw.items()})
