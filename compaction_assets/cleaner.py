@@ -28,7 +28,7 @@ from .store import LogHandle
 def spark_schema():
     from pyspark.sql.types import (ArrayType, BinaryType, LongType, StringType, StructField,
                                    StructType)
-    header = StructType([StructField("name", StringType(), False), StructField("value", BinaryType())])
+    header = StructType([StructField("name", StringType()), StructField("value", BinaryType())])
     return StructType([
         StructField("offset", LongType(), False), StructField("key", BinaryType(), False),
         StructField("value", BinaryType()), StructField("timestamp", LongType(), False),

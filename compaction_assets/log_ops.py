@@ -90,35 +90,51 @@ def find_rolls(sizes: np.ndarray, ts: np.ndarray, active_size: int, active_min_t
     return rolls
 
 
-def _validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, source: str):
-    offsets = assign_offsets(table.column("offset"), leo, source)
-    null_keys = pc.is_null(table.column("key"))
-    invalid = int(pc.sum(null_keys).as_py() or 0)
+def plan_batch(explicit: pa.Array, null_keys: np.ndarray, timestamps: pa.Array, leo: int, now: int | None,
+               drop_invalid: bool, source: str):
+    """Offsets and timestamps of a batch, checked (SPEC §1). Returns (keep mask or None, offsets,
+    timestamps, invalid count); raises InvalidInputError naming the source and offset."""
+    offsets = assign_offsets(explicit, leo, source)
+    invalid = int(null_keys.sum())
+    keep = None
     if invalid and not drop_invalid:
-        first = int(np.flatnonzero(null_keys.to_numpy(zero_copy_only=False))[0])
+        first = int(np.flatnonzero(null_keys)[0])
         raise InvalidInputError(
             f"{source}: record at offset {offsets[first]} has a null key; a compacted log needs keyed "
             f"records ({invalid} such record(s); nothing of this batch was written)")
     if invalid:
-        table = table.filter(pc.invert(null_keys))
-        offsets = assign_offsets(table.column("offset"), leo, source)
-    ts = table.column("timestamp")
-    if ts.null_count:
+        keep = ~null_keys
+        explicit = explicit.filter(pa.array(keep))
+        timestamps = timestamps.filter(pa.array(keep))
+        offsets = assign_offsets(explicit, leo, source)
+    if timestamps.null_count:
         if now is None:
-            first = int(np.flatnonzero(pc.is_null(ts).to_numpy(zero_copy_only=False))[0])
+            first = int(np.flatnonzero(pc.is_null(timestamps).to_numpy(zero_copy_only=False))[0])
             raise InvalidInputError(f"{source}: record at offset {offsets[first]} has no timestamp")
-        ts = pc.fill_null(ts, now)
-    ts_np = ts.to_numpy().astype(np.int64) if len(ts) else np.empty(0, np.int64)
-    neg = np.flatnonzero(ts_np < 0)
+        timestamps = pc.fill_null(timestamps, now)
+    ts = timestamps.to_numpy().astype(np.int64) if len(timestamps) else np.empty(0, np.int64)
+    neg = np.flatnonzero(ts < 0)
     if neg.size:
-        raise InvalidInputError(
-            f"{source}: record at offset {offsets[neg[0]]} has a negative timestamp {ts_np[neg[0]]}")
+        raise InvalidInputError(f"{source}: record at offset {offsets[neg[0]]} has a negative timestamp {ts[neg[0]]}")
+    return keep, offsets, ts, invalid
+
+
+def _validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, source: str):
+    null_keys = pc.is_null(table.column("key")).to_numpy(zero_copy_only=False)
+    keep, offsets, ts, invalid = plan_batch(_array(table.column("offset")), null_keys,
+                                            _array(table.column("timestamp")), leo, now, drop_invalid, source)
+    if keep is not None:
+        table = table.filter(pa.array(keep))
     out = pa.table({
         "offset": pa.array(offsets, pa.int64()), "key": table.column("key").cast(pa.binary()),
-        "value": table.column("value"), "timestamp": pa.array(ts_np, pa.int64()),
+        "value": table.column("value"), "timestamp": pa.array(ts, pa.int64()),
         "headers": table.column("headers"), "delete_horizon": pa.nulls(len(table), pa.int64()),
     }, schema=SEGMENT_SCHEMA)
     return out, invalid
+
+
+def _array(col) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 def _write(handle: LogHandle, table: pa.Table) -> FileRef:
@@ -149,32 +165,36 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
         refs = [(_write(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
                 for a, b in zip(bounds, bounds[1:])]
         holds = new_holds(handle, base, config, records)
-
-        def change(m: Manifest) -> Manifest:
-            if m.active.id != active.id or m.log_end_offset != base.log_end_offset:
-                raise ConflictError(f"log {handle.name!r} changed during the append; nothing was written")
-            segs = list(m.segments[:-1])
-            cur = m.active
-            if starts_log:
-                cur = Segment(new_id(), int(offsets[0]), int(offsets[0]))
-            for idx, (ref, stats) in enumerate(refs):
-                if idx > 0:  # seal: the sealed segment ends where the triggering record begins
-                    first = int(offsets[bounds[idx]])
-                    segs.append(Segment(**{**cur.__dict__, "next_offset": first}))
-                    cur = Segment(new_id(), first, first)
-                cur = add_chunk(cur, ref, stats)
-            leo = int(offsets[-1]) + 1
-            segs.append(Segment(**{**cur.__dict__, "next_offset": leo}))
-            changes: dict[str, Any] = dict(segments=tuple(segs), log_end_offset=leo,
-                                           invalid_records=m.invalid_records + invalid,
-                                           holds=m.holds + holds)
-            if starts_log:
-                changes.update(log_start_offset=int(offsets[0]), checkpoint=int(offsets[0]))
-            return m.with_(**changes)
-
-        handle.update(change)
+        commit_append(handle, base, [(int(offsets[a]), [ref], st) for a, (ref, st) in zip(bounds, refs)],
+                      int(offsets[-1]) + 1, invalid, holds)
     return AppendResult(len(records), int(offsets[0]), int(offsets[-1]), invalid, len(rolls),
                         int(offsets[-1]) + 1)
+
+
+def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, list[FileRef], dict]], leo: int,
+                  invalid: int, holds: tuple[Hold, ...]) -> Manifest:
+    """Commit appended chunks (first offset, files, stats), each after the first opening a new segment."""
+    active = base.active
+    starts_log = base.is_empty_log
+
+    def change(m: Manifest) -> Manifest:
+        if m.active.id != active.id or m.log_end_offset != base.log_end_offset:
+            raise ConflictError(f"log {handle.name!r} changed during the append; nothing was written")
+        segs = list(m.segments[:-1])
+        first_offset = chunks[0][0]
+        cur = Segment(new_id(), first_offset, first_offset) if starts_log else m.active
+        for idx, (first, refs, stats) in enumerate(chunks):
+            if idx > 0:  # seal: the sealed segment ends where the triggering record begins
+                segs.append(Segment(**{**cur.__dict__, "next_offset": first}))
+                cur = Segment(new_id(), first, first)
+            cur = add_chunk(cur, refs, stats)
+        segs.append(Segment(**{**cur.__dict__, "next_offset": leo}))
+        changes: dict[str, Any] = dict(segments=tuple(segs), log_end_offset=leo,
+                                       invalid_records=m.invalid_records + invalid, holds=m.holds + holds)
+        if starts_log:
+            changes.update(log_start_offset=first_offset, checkpoint=first_offset)
+        return m.with_(**changes)
+    return handle.update(change)
 
 
 def new_holds(handle: LogHandle, m: Manifest, config: TopicConfig, records: pa.Table) -> tuple[Hold, ...]:
@@ -229,3 +249,89 @@ def set_checkpoint(handle: LogHandle, offset: int) -> Manifest:
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise OffsetError(f"checkpoint {offset!r} is not an integer")
     return handle.update(lambda m: m.with_(checkpoint=offset))
+
+
+def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None = None,
+                 drop_invalid: bool = False, source: str = "spark dataframe") -> AppendResult:
+    """Append a Spark DataFrame (key, value, optional timestamp, headers, offset) in its row order.
+
+    The rows are staged once (so their order is fixed), only narrow columns (row id, offset, timestamp,
+    size, null key) reach the driver to apply the roll rules, and Spark writes one file per segment.
+    """
+    import uuid
+
+    from pyspark.sql import functions as F
+
+    from .cleaner import logical_size, spark_schema
+
+    missing = [c for c in ("key", "value") if c not in df.columns]
+    unknown = [c for c in df.columns if c not in ("key", "value", "timestamp", "headers", "offset")]
+    if missing or unknown:
+        raise InvalidInputError(f"{source}: " + (f"missing required column(s) {missing}" if missing
+                                                 else f"unknown column(s) {unknown}"))
+    target = {f.name: f.dataType for f in spark_schema().fields}
+    cols = []
+    for name in ("key", "value", "timestamp", "headers", "offset"):
+        col = F.col(name) if name in df.columns else F.lit(None)
+        typ = target["timestamp"] if name == "offset" else target[name]
+        cols.append(col.cast(typ).alias(name))
+    spark = df.sparkSession
+    with handle.lock("append", purpose=f"append from {source}"):
+        base = handle.manifest()
+        stage = f"data/stage-{uuid.uuid4().hex}"
+        df.select(*cols).withColumn("_rid", F.monotonically_increasing_id()).write.parquet(handle.spark_uri(stage))
+        try:
+            staged = spark.read.parquet(handle.spark_uri(stage))
+            narrow = staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key")) \
+                .orderBy("_rid").toArrow()
+            keep, offsets, ts, invalid = plan_batch(
+                _array(narrow.column("offset")), narrow.column("null_key").to_numpy(zero_copy_only=False),
+                _array(narrow.column("timestamp")), base.log_end_offset, now, drop_invalid, source)
+            rids = _array(narrow.column("_rid"))
+            if keep is not None:
+                rids = rids.filter(pa.array(keep))
+            if len(offsets) == 0:
+                if invalid:
+                    handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
+                return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
+            sizes = staged.select("_rid", logical_size().alias("size")).orderBy("_rid").toArrow()
+            size_by_rid = dict(zip(sizes.column("_rid").to_pylist(), sizes.column("size").to_pylist()))
+            sizes_np = np.array([size_by_rid[r] for r in rids.to_pylist()], dtype=np.int64)
+            active = base.active
+            rolls = find_rolls(sizes_np, ts, active.size, active.min_ts if not active.empty else None,
+                               config.segment_bytes, config.roll_interval_ms)
+            seg_of = np.zeros(len(offsets), dtype=np.int32)
+            for r in rolls:
+                seg_of[r:] += 1
+            assign = spark.createDataFrame(pa.table({"_rid": rids, "offset": pa.array(offsets),
+                                                     "timestamp": pa.array(ts), "seg": pa.array(seg_of)}).to_pandas())
+            out_dir = f"data/append-{uuid.uuid4().hex}"
+            rows = staged.drop("offset", "timestamp").join(assign, "_rid").select(
+                "offset", "key", "value", "timestamp", "headers",
+                F.lit(None).cast("long").alias("delete_horizon"), "seg")
+            rows = rows.repartition(max(1, min(len(rolls) + 1, 64)), "seg").sortWithinPartitions("seg", "offset")
+            rows.write.partitionBy("seg").parquet(handle.spark_uri(out_dir))
+            written = spark.read.schema(spark_schema()).parquet(handle.spark_uri(out_dir))
+            stats_rows = {int(r["seg"]): r.asDict() for r in written.withColumn("size", logical_size()).groupBy("seg").agg(
+                F.count(F.lit(1)).alias("records"), F.sum("size").alias("size"), F.min("timestamp").alias("min_ts"),
+                F.max("timestamp").alias("max_ts"), F.min(F.struct("offset", "timestamp"))["timestamp"].alias("first_ts"),
+                F.min(F.when(F.col("timestamp") > 0, F.col("timestamp"))).alias("min_pos_ts"),
+                F.sum(F.col("value").isNull().cast("long")).alias("tombstones")).collect()}
+            chunks = []
+            bounds = [0, *rolls]
+            for seg, first in enumerate(bounds):
+                refs = [FileRef(f"{out_dir}/seg={seg}/{n}", 0) for n in handle.st.list_dir(handle.path(f"{out_dir}/seg={seg}"))
+                        if n.endswith(".parquet")]
+                st = {k: v for k, v in stats_rows[seg].items() if k != "seg"}
+                st["horizons"] = ()
+                refs = [FileRef(r.name, int(st["records"]) if len(refs) == 1 else 0) for r in refs]
+                chunks.append((int(offsets[first]), sorted(refs, key=lambda r: r.name), st))
+            holds = ()
+            if config.strategy != "offset" and base.tombstone_index and base.tombstone_index.get("count"):
+                index = spark.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
+                probe = written.join(index, "key", "left_semi").toArrow()
+                holds = new_holds(handle, base, config, probe)
+            commit_append(handle, base, chunks, int(offsets[-1]) + 1, invalid, holds)
+        finally:
+            handle.st.delete(handle.path(stage))
+    return AppendResult(len(offsets), int(offsets[0]), int(offsets[-1]), invalid, len(rolls), int(offsets[-1]) + 1)

@@ -32,8 +32,8 @@ def chunk_stats(table: pa.Table) -> dict:
                 tombstones=tombstones, horizons=horizons)
 
 
-def add_chunk(seg: Segment, ref: FileRef, stats: dict) -> Segment:
-    """The segment with one more file of records appended after its existing ones."""
+def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
+    """The segment with more files of records (described together by `stats`) after its existing ones."""
     if stats["records"] == 0:
         return seg
     def lo(a, b):
@@ -41,7 +41,7 @@ def add_chunk(seg: Segment, ref: FileRef, stats: dict) -> Segment:
     def hi(a, b):
         return b if a is None else a if b is None else max(a, b)
     return Segment(
-        id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=seg.files + (ref,),
+        id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=seg.files + tuple(refs),
         records=seg.records + stats["records"], size=seg.size + stats["size"],
         min_ts=lo(seg.min_ts, stats["min_ts"]), max_ts=hi(seg.max_ts, stats["max_ts"]),
         first_ts=seg.first_ts if seg.records else stats["first_ts"],

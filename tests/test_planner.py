@@ -427,15 +427,17 @@ def test_max_delay_saturates_and_is_exact(store):
 
 
 def test_max_delay_scope_from_first_dirty_segment(store):
-    c = cfg(max_compaction_lag_ms=1000, min_cleanable_dirty_ratio=1)
-    # S0 [0,3) ts 100 (clean), S1 [3,6) ts 2000..2002 with a 50 at offset 3 (straddles first dirty)
-    log = build(store, "x-0", c, recs(3, 100), recs(3, [50, 2001, 2002]), recs(3, 3000))
-    log_ops.set_checkpoint(log, 4)
-    e = ev(log, c, 10_000)
-    # S0 is wholly clean and ignored; every visible record of the straddling S1 counts (50)
-    assert e.max_compaction_delay_ms == 10_000 - 1000 - 50
+    c = cfg(max_compaction_lag_ms=5000, min_cleanable_dirty_ratio=1)
+    # S0 [0,3) ts 10 (clean), S1 [3,6) ts 2001, 50, 2002 (straddles first dirty), S2 [6,9) ts 3000
+    log = build(store, "x-0", c, recs(3, 10), recs(3, [2001, 50, 2002]), recs(3, 3000))
+    assert [(s.base_offset, s.next_offset) for s in log.manifest().segments[:-1]] == [(0, 3), (3, 6), (6, 9)]
+    log_ops.set_checkpoint(log, 5)
+    e = ev(log, c, 100_000)
+    # S0 is wholly clean and ignored; every visible record of the straddling S1 counts (50, below
+    # first_dirty)
+    assert e.max_compaction_delay_ms == 100_000 - 5000 - 50
     log_ops.set_checkpoint(log, 6)
-    assert ev(log, c, 10_000).max_compaction_delay_ms == 10_000 - 1000 - 3000
+    assert ev(log, c, 100_000).max_compaction_delay_ms == 100_000 - 5000 - 3000
 
 
 def test_max_delay_includes_min_lag_blocked_segments(store):

@@ -15,3 +15,23 @@ def test_append_clean_read(store, spark):
     assert [r.offset for r in iter_records(log)] == [1, 2]
     state = {r["key"]: r["value"] for r in latest_state_df(spark, log, cfg).collect()}
     assert state == {b"a": b"2"}
+
+
+def test_append_from_spark_dataframe_matches_arrow_append(store, spark, tmp_path):
+    from compaction_assets.log_ops import append, append_spark
+    from compaction_assets.store import LogStore
+
+    cfg = build_config({"segment.bytes": 60})
+    rows = [(f"k{i % 3}", None if i == 4 else f"v{i}", 100 + i, [("h", b"x")] if i % 2 else []) for i in range(8)]
+    df = spark.createDataFrame(rows, "key string, value string, timestamp long, headers array<struct<name:string,value:binary>>")
+    a = store.log("a-0")
+    append_spark(a, cfg, df)
+    b = LogStore(str(tmp_path / "other")).log("a-0")
+    append(b, cfg, [{"key": k, "value": v, "timestamp": t, "headers": h} for k, v, t, h in rows])
+    ma, mb = a.manifest(), b.manifest()
+    assert [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.first_ts, s.tombstones)
+            for s in ma.segments] == [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts,
+                                       s.first_ts, s.tombstones) for s in mb.segments]
+    assert len(ma.segments) > 2
+    assert [(r.offset, r.key, r.value, r.headers) for r in iter_records(a)] == \
+        [(r.offset, r.key, r.value, r.headers) for r in iter_records(b)]

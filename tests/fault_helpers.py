@@ -1,0 +1,142 @@
+"""The subprocess side of tests/test_store_faults.py: engine work that a test SIGKILLs at chosen moments.
+
+    python -m tests.fault_helpers clean ROOT LOG NOW CONFIG_JSON [--ttl S] [--force]
+    python -m tests.fault_helpers append ROOT LOG CONFIG_JSON N SEED [--ttl S]
+    python -m tests.fault_helpers hold-lock ROOT LOG KIND TTL
+
+Each prints one line per milestone on stdout (flushed), so that the test can kill it right after one:
+    READY                   set-up done (Spark started for `clean`), about to start the work
+    START                   the engine call begins
+    PROGRESS <message>      the cleaner's progress messages (deciding, rewriting, side tables)
+    UPDATE <n>              the n-th manifest commit attempt of the log is about to happen
+    UPDATED <n> <version>   ... and it returned (committed, or nothing to commit)
+    DONE <json>             the engine call returned
+    LOCKED                  (hold-lock) the lease is held; the process then sleeps until killed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line.replace("\n", " ") + "\n")
+    sys.stdout.flush()
+
+
+def _instrument(handle) -> None:
+    """Announce each manifest commit of this handle (the kill points around commits)."""
+    original = handle.update
+    count = [0]
+
+    def update(change, **kw):
+        count[0] += 1
+        n = count[0]
+        say(f"UPDATE {n}")
+        result = original(change, **kw)
+        say(f"UPDATED {n} {result.version}")
+        return result
+
+    handle.update = update
+
+
+def batch(n: int, seed: int, first_key: int = 0) -> list[dict]:
+    """A deterministic batch of records (the test builds the same one to compare)."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        key = f"key-{first_key + rng.randrange(2000):05d}"
+        value = None if rng.random() < 0.05 else (f"v{seed}-{i}-" + "x" * rng.randrange(40)).encode()
+        out.append({"key": key, "value": value, "timestamp": 1 + rng.randrange(1_000_000)})
+    return out
+
+
+def small_spark():
+    from compaction_assets.spark import get_spark, spark_conf_from_env
+
+    return get_spark(spark_conf_from_env({
+        "spark.master": "local[1]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+        "spark.driver.memory": "512m"}))
+
+
+def cmd_clean(args) -> None:
+    from compaction_assets import engine
+    from compaction_assets.config import build_config
+    from compaction_assets.store import LogStore
+
+    config = build_config(json.loads(args.config))
+    spark = small_spark()
+    handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log, must_exist=True)
+    _instrument(handle)
+    say("READY")
+    say("START")
+    report = engine.run(handle, config, args.now, spark=spark, force=args.force,
+                        progress=lambda msg: say(f"PROGRESS {msg}"))
+    say("DONE " + json.dumps({"cleaned": report.cleaned, "reason": report.reason,
+                              "checkpoint": report.checkpoint}))
+
+
+def cmd_append(args) -> None:
+    import pyarrow as pa
+
+    from compaction_assets import log_ops
+    from compaction_assets.config import build_config
+    from compaction_assets.records import records_to_table
+    from compaction_assets.store import LogStore
+
+    config = build_config(json.loads(args.config))
+    handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log)
+    table: pa.Table = records_to_table(batch(args.n, args.seed), "killed-append")
+    _instrument(handle)
+    say("READY")
+    say("START")
+    result = log_ops.append(handle, config, table, source="killed-append")
+    say("DONE " + json.dumps({"records": result.records, "log_end_offset": result.log_end_offset}))
+
+
+def cmd_hold_lock(args) -> None:
+    from compaction_assets.store import LogStore
+
+    handle = LogStore(args.root).log(args.log)
+    with handle.lock(args.kind, ttl_s=args.ttl, purpose="held by a test subprocess"):
+        say("LOCKED")
+        while True:
+            time.sleep(3600)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.fault_helpers")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("clean")
+    p.add_argument("root")
+    p.add_argument("log")
+    p.add_argument("now", type=int)
+    p.add_argument("config")
+    p.add_argument("--ttl", type=float, default=2.0)
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=cmd_clean)
+    p = sub.add_parser("append")
+    p.add_argument("root")
+    p.add_argument("log")
+    p.add_argument("config")
+    p.add_argument("n", type=int)
+    p.add_argument("seed", type=int)
+    p.add_argument("--ttl", type=float, default=1.0)
+    p.set_defaults(func=cmd_append)
+    p = sub.add_parser("hold-lock")
+    p.add_argument("root")
+    p.add_argument("log")
+    p.add_argument("kind")
+    p.add_argument("ttl", type=float)
+    p.set_defaults(func=cmd_hold_lock)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

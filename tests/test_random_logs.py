@@ -1,0 +1,323 @@
+"""Property tests: random small logs through the real engine and through an independent brute-force replay
+of SPEC.md (tests/oracle.py); the full results must be equal for every strategy.
+
+Each case is generated from its own seed (printed on failure). Reproduce one case with
+    RANDOM_LOGS_CASE=<strategy>:<seed> .venv/bin/python -m pytest tests/test_random_logs.py -k single
+and change the whole sample with RANDOM_LOGS_SEED=<int> (default: a fixed seed, so runs are reproducible).
+
+What is compared, per case: `error` (both null or both set; messages are free text), every step entry
+(eligible, reason, first_dirty_offset, first_uncleanable_offset, dirty_ratio within 1e-9,
+max_compaction_delay_ms, cleaned, checkpoint, and the four SPEC §8 counters of `stats`), the whole log
+(log_start_offset, log_end_offset, checkpoint, every segment's base/next/active and every record with its
+delete_horizon) and latest_state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from compaction_assets.conformance import CaseRun
+
+from .oracle import INT64_MAX, run_case as oracle_run
+
+STRATEGIES = ("offset", "timestamp", "header")
+STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
+BASE_SEED = int(os.environ.get("RANDOM_LOGS_SEED", "20250611"))
+FAST_CASES = int(os.environ.get("RANDOM_LOGS_CASES", "30"))
+SLOW_CASES = 200
+MAX_RECORDS = 60
+
+
+# ---------------------------------------------------------------------------------------------------
+# case generation
+# ---------------------------------------------------------------------------------------------------
+
+def _config(rng: random.Random, strategy: str) -> dict:
+    cfg: dict = {"compaction.strategy": strategy}
+    if strategy == "header":
+        cfg["compaction.strategy.header"] = rng.choice(["v", "v", "ver"])
+    elif rng.random() < 0.1:
+        cfg["compaction.strategy.header"] = "v"          # valid but ignored
+    cfg["min.cleanable.dirty.ratio"] = rng.choice([0, 0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1, 1.0,
+                                                   round(rng.random(), 3)])
+    r = rng.random()
+    if r < 0.75:
+        cfg["segment.bytes"] = rng.randint(40, 200)
+    elif r < 0.85:
+        cfg["segment.bytes"] = rng.randint(10, 39)       # records may exceed a whole segment
+    if rng.random() < 0.5:
+        cfg["segment.ms"] = rng.choice([rng.randint(50, 400), rng.randint(400, 3000)])
+    max_lag = None
+    if rng.random() < 0.45:
+        max_lag = rng.choice([rng.randint(1, 300), rng.randint(300, 4000)])
+        cfg["max.compaction.lag.ms"] = max_lag
+    r = rng.random()
+    if r < 0.4:
+        lag = rng.choice([rng.randint(1, 200), rng.randint(200, 1500)])
+        cfg["min.compaction.lag.ms"] = min(lag, max_lag) if max_lag is not None else lag
+    elif r < 0.55:
+        cfg["min.compaction.lag.ms"] = 0
+    r = rng.random()
+    if r < 0.25:
+        cfg["delete.retention.ms"] = 0
+    elif r < 0.85:
+        cfg["delete.retention.ms"] = rng.choice([rng.randint(1, 300), rng.randint(300, 3000)])
+    elif r < 0.92:
+        cfg["delete.retention.ms"] = INT64_MAX            # the horizon saturates
+    if rng.random() < 0.3:
+        cfg["cleanup.policy"] = rng.choice(["compact,delete", "delete,compact", " compact , delete"])
+        cfg["retention.ms"] = rng.choice([-1, rng.randint(300, 6000), rng.randint(300, 6000)])
+        cfg["retention.bytes"] = rng.choice([-1, -1, rng.randint(60, 600)])
+    elif rng.random() < 0.15:
+        cfg["cleanup.policy"] = "compact"
+        cfg["retention.ms"] = rng.randint(0, 100)         # valid but unused without delete
+    return cfg
+
+
+def _headers(rng: random.Random, strategy: str, name: str) -> list | None:
+    if strategy != "header":
+        r = rng.random()
+        if r < 0.7:
+            return None
+        return [["h", rng.choice([1, "x", None, "abcdefgh"])]]
+    choices = [
+        lambda: [[name, rng.randint(-2, 6)]],
+        lambda: [[name, rng.randint(-2, 6)]],
+        lambda: [[name, rng.randint(-2, 6)]],
+        lambda: [],                                          # missing
+        lambda: None,                                        # no headers at all
+        lambda: [[name, None]],                              # null value
+        lambda: [[name, rng.choice(["abc", "abcdefghi", ""])]],   # not 8 bytes
+        lambda: [[name, rng.choice(["abcdefgh", "\x00\x00\x00\x00\x00\x00\x00\x03"])]],  # exactly 8 bytes
+        lambda: [[name, rng.randint(-2, 6)], [name, rng.randint(-2, 6)]],   # the last one counts
+        lambda: [[name, rng.randint(0, 6)], ["x", 1], [name, "bad"]],       # last is not 8 bytes
+        lambda: [[name.upper(), rng.randint(0, 6)]],         # names are case-sensitive
+        lambda: [["other", rng.randint(0, 6)], [name, rng.randint(-2, 6)]],
+    ]
+    return rng.choice(choices)()
+
+
+class _Gen:
+    def __init__(self, rng: random.Random, strategy: str, cfg: dict):
+        self.rng, self.strategy, self.cfg = rng, strategy, cfg
+        self.keys = [f"k{i}" for i in range(rng.randint(3, 6))]
+        self.leo = 0
+        self.records = 0
+        self.now = rng.choice([0, 100, 1000, rng.randint(0, 2000)])
+        self.vseq = 0
+
+    def tick(self) -> int:
+        r = self.rng.random()
+        if r < 0.2:
+            step = 0
+        elif r < 0.7:
+            step = self.rng.randint(1, 150)
+        elif r < 0.95:
+            step = self.rng.randint(150, 1500)
+        else:
+            step = self.rng.randint(1500, 8000)
+        self.now += step
+        return self.now
+
+    def record(self, explicit: bool) -> dict:
+        rng = self.rng
+        self.vseq += 1
+        rec: dict = {"key": rng.choice(self.keys),
+                     "value": None if rng.random() < 0.12 else f"v{self.vseq}" + "x" * rng.randint(0, 6)}
+        r = rng.random()
+        if r < 0.06:
+            rec["timestamp"] = 0
+        elif r < 0.13:
+            pass                                             # takes the step's `now`
+        else:
+            rec["timestamp"] = max(0, self.now + rng.randint(-400, 40))
+        h = _headers(rng, self.strategy, self.cfg.get("compaction.strategy.header", "v"))
+        if h is not None:
+            rec["headers"] = h
+        if explicit and rng.random() < 0.8:
+            off = self.leo + rng.choice([0, 0, 1, 2, 5])
+            if self.leo == 0 and rng.random() < 0.5:
+                off = rng.randint(1, 40)
+            rec["offset"] = off
+            self.leo = off + 1
+        else:
+            self.leo += 1
+        return rec
+
+    def append(self) -> dict:
+        now = self.tick()
+        explicit = self.rng.random() < 0.15 or (self.leo == 0 and self.rng.random() < 0.25)
+        n = min(self.rng.randint(1, 5), MAX_RECORDS - self.records)
+        recs = [self.record(explicit) for _ in range(n)]
+        self.records += n
+        step: dict = {"append": recs}
+        if any("timestamp" not in r for r in recs):
+            step["now"] = now
+        return step
+
+    def steps(self) -> list:
+        rng = self.rng
+        out: list = []
+        n_steps = rng.randint(6, 22)
+        cleans = 0
+        while len(out) < n_steps:
+            r = rng.random()
+            if r < 0.42 and self.records < MAX_RECORDS:
+                out.append(self.append())
+            elif r < 0.5:
+                out.append({"roll": {}})
+            elif r < 0.64:
+                out.append({"plan": {"now": self.tick()}})
+            elif r < 0.88:
+                if cleans >= 6:
+                    continue
+                cleans += 1
+                step = {"now": self.tick()}
+                if rng.random() < 0.25:
+                    step["force"] = True
+                elif rng.random() < 0.1:
+                    step["force"] = False
+                out.append({"clean": step})
+            elif r < 0.94:
+                if rng.random() < 0.03:
+                    target = self.leo + 1                    # refused: beyond LEO (ends the case)
+                else:
+                    target = rng.randint(0, self.leo) if self.leo else 0
+                out.append({"set_log_start": {"offset": target}})
+            elif self.leo > 0:                               # not on a log that never had a record
+                out.append({"set_checkpoint": {"offset": rng.randint(0, self.leo + 3)}})
+        # end with evaluations, so that the final state has been cleaned at least once
+        if rng.random() < 0.7:
+            out.append({"plan": {"now": self.tick()}})
+            out.append({"clean": {"now": self.now, "force": rng.random() < 0.3}})
+        return out
+
+
+def make_case(strategy: str, seed: int) -> dict:
+    rng = random.Random(seed)
+    cfg = _config(rng, strategy)
+    gen = _Gen(rng, strategy, cfg)
+    return {"name": f"random-{strategy}-{seed}", "config": cfg, "steps": gen.steps()}
+
+
+def case_seeds(strategy: str, count: int, salt: int = 0) -> list[int]:
+    rng = random.Random(f"{BASE_SEED}:{strategy}:{salt}")
+    return [rng.randrange(2**31) for _ in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# comparison
+# ---------------------------------------------------------------------------------------------------
+
+def _normalise(result: dict) -> dict:
+    out = json.loads(json.dumps(result))
+    for st in out.get("steps") or []:
+        if isinstance(st.get("stats"), dict):
+            st["stats"] = {k: st["stats"].get(k) for k in STAT_KEYS}
+    return out
+
+
+def _diff(exp, act, path: str, out: list) -> None:
+    if isinstance(exp, dict) and isinstance(act, dict):
+        for k in sorted(set(exp) | set(act)):
+            if k not in act:
+                out.append(f"{path}.{k}: oracle {json.dumps(exp[k])}, engine: missing")
+            elif k not in exp:
+                out.append(f"{path}.{k}: engine has unexpected {json.dumps(act[k])}")
+            else:
+                _diff(exp[k], act[k], f"{path}.{k}", out)
+    elif isinstance(exp, list) and isinstance(act, list):
+        if len(exp) != len(act):
+            out.append(f"{path}: oracle {len(exp)} items {json.dumps(exp)}, engine {len(act)} {json.dumps(act)}")
+            return
+        for i, (e, a) in enumerate(zip(exp, act)):
+            _diff(e, a, f"{path}[{i}]", out)
+    elif isinstance(exp, float) or isinstance(act, float):
+        if isinstance(exp, bool) or isinstance(act, bool) or not isinstance(exp, (int, float)) \
+                or not isinstance(act, (int, float)) or abs(exp - act) > 1e-9:
+            out.append(f"{path}: oracle {exp!r}, engine {act!r}")
+    elif type(exp) is not type(act) or exp != act:
+        out.append(f"{path}: oracle {json.dumps(exp)}, engine {json.dumps(act)}")
+
+
+def compare_results(oracle: dict, engine: dict) -> list[str]:
+    o, e = _normalise(oracle), _normalise(engine)
+    out: list[str] = []
+    if (o.get("error") is None) != (e.get("error") is None):
+        out.append(f"error: oracle {o.get('error')!r}, engine {e.get('error')!r}")
+    o.pop("error", None)
+    e.pop("error", None)
+    _diff(o, e, "result", out)
+    return out
+
+
+def run_both(case: dict, spark, root: str) -> tuple[dict, dict, list[str]]:
+    expected = oracle_run(case)
+    actual = CaseRun(case, spark, root).run()
+    return expected, actual, compare_results(expected, actual)
+
+
+def _check_many(strategy: str, seeds: list[int], spark, tmp_path) -> None:
+    failures = []
+    for n, seed in enumerate(seeds):
+        case = make_case(strategy, seed)
+        _, _, diffs = run_both(case, spark, str(tmp_path / f"case-{n}"))
+        if diffs:
+            failures.append((seed, case, diffs))
+    if failures:
+        lines = [f"{len(failures)} of {len(seeds)} random {strategy!r} cases differ from the oracle "
+                 f"(RANDOM_LOGS_SEED={BASE_SEED}); reproduce one with RANDOM_LOGS_CASE={strategy}:<seed>"]
+        for seed, case, diffs in failures[:3]:
+            lines.append(f"--- seed {seed}: {len(diffs)} difference(s)")
+            lines += ["  " + d for d in diffs[:12]]
+            lines.append("  case: " + json.dumps(case))
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------------------
+
+def test_oracle_matches_the_example_cases():
+    """The oracle itself passes every example case of the conformance suite (it must, to be trusted)."""
+    import glob
+    import importlib.util
+
+    here = "/work/shared/conformance"
+    spec = importlib.util.spec_from_file_location("conformance_check", os.path.join(here, "check.py"))
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    files = sorted(glob.glob(os.path.join(here, "cases", "*.json")))
+    assert files, "no example cases found"
+    problems = {}
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            case = json.load(fh)
+        diffs = check.compare(case.get("expect") or {}, oracle_run(case))
+        if diffs:
+            problems[os.path.basename(f)] = diffs
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_random_logs_match_oracle(strategy, spark, tmp_path):
+    _check_many(strategy, case_seeds(strategy, FAST_CASES), spark, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_random_logs_match_oracle_many(strategy, spark, tmp_path):
+    _check_many(strategy, case_seeds(strategy, SLOW_CASES, salt=1), spark, tmp_path)
+
+
+@pytest.mark.skipif("RANDOM_LOGS_CASE" not in os.environ, reason="set RANDOM_LOGS_CASE=<strategy>:<seed>")
+def test_single_case(spark, tmp_path):
+    strategy, seed = os.environ["RANDOM_LOGS_CASE"].split(":")
+    case = make_case(strategy, int(seed))
+    print(json.dumps(case))
+    _, _, diffs = run_both(case, spark, str(tmp_path / "case"))
+    assert not diffs, "\n".join(diffs)
