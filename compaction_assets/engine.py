@@ -34,6 +34,8 @@ class StepReport:
     retention: dict | None = None
     error: str | None = None
     log: str = ""
+    before_version: int = 0        # the manifest the cleaning read (after the evaluation's own changes)
+    after_version: int = 0         # the manifest it committed
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -136,7 +138,8 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             handle.collect_garbage()
         m, ev = prepare(handle, config, now)
         reason = ev.reason_for(force)
-        report = StepReport(evaluation=ev, reason=reason, checkpoint=m.checkpoint, log=handle.name)
+        report = StepReport(evaluation=ev, reason=reason, checkpoint=m.checkpoint, log=handle.name,
+                            before_version=m.version, after_version=m.version)
         if reason is not None:
             if spark is None:
                 from .spark import get_spark
@@ -151,6 +154,7 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
                 raise CompactionError(f"cleaning of log {handle.name!r} failed, the log is unchanged and "
                                       f"marked uncleanable: {_one_line(exc)}") from exc
             m = commit_cleaning(handle, m, out, u, reason, ev)
+            report.after_version = m.version
             report.cleaned = True
             report.stats = {k: out.stats[k] for k in out.stats}
             report.checkpoint = m.checkpoint

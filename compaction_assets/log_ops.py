@@ -26,6 +26,7 @@ class AppendResult:
     invalid_records: int
     segments_rolled: int
     log_end_offset: int
+    already_ingested: bool = False
 
 
 def assign_offsets(explicit: pa.Array, leo: int, source: str) -> np.ndarray:
@@ -145,15 +146,21 @@ def _write(handle: LogHandle, table: pa.Table) -> FileRef:
 
 
 def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None = None,
-           drop_invalid: bool = False, source: str = "input") -> AppendResult:
-    """Append a batch (Arrow table, pandas DataFrame or dicts) with SPEC §1's rules; all or nothing."""
+           drop_invalid: bool = False, source: str = "input", ingest_name: str | None = None) -> AppendResult:
+    """Append a batch (Arrow table, pandas DataFrame or dicts) with SPEC §1's rules; all or nothing.
+
+    With `ingest_name` (a landing file), the name is recorded in the same commit and a second append
+    with the same name is a no-op, so re-running an ingestion never appends a file twice.
+    """
     table = coerce_table(data, source)
     with handle.lock("append", purpose=f"append from {source}"):
         base = handle.manifest()
+        if ingest_name is not None and ingest_name in base.ingested:
+            return AppendResult(0, None, None, 0, 0, base.log_end_offset, already_ingested=True)
         records, invalid = _validate(table, base.log_end_offset, now, drop_invalid, source)
         if len(records) == 0:
-            if invalid:
-                handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
+            handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid,
+                                            ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
             return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
         offsets = records.column("offset").to_numpy()
         active = base.active
@@ -166,13 +173,13 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
                 for a, b in zip(bounds, bounds[1:])]
         holds = new_holds(handle, base, config, records)
         commit_append(handle, base, [(int(offsets[a]), [ref], st) for a, (ref, st) in zip(bounds, refs)],
-                      int(offsets[-1]) + 1, invalid, holds)
+                      int(offsets[-1]) + 1, invalid, holds, ingest_name)
     return AppendResult(len(records), int(offsets[0]), int(offsets[-1]), invalid, len(rolls),
                         int(offsets[-1]) + 1)
 
 
 def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, list[FileRef], dict]], leo: int,
-                  invalid: int, holds: tuple[Hold, ...]) -> Manifest:
+                  invalid: int, holds: tuple[Hold, ...], ingest_name: str | None = None) -> Manifest:
     """Commit appended chunks (first offset, files, stats), each after the first opening a new segment."""
     active = base.active
     starts_log = base.is_empty_log
@@ -191,6 +198,8 @@ def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, lis
         segs.append(Segment(**{**cur.__dict__, "next_offset": leo}))
         changes: dict[str, Any] = dict(segments=tuple(segs), log_end_offset=leo,
                                        invalid_records=m.invalid_records + invalid, holds=m.holds + holds)
+        if ingest_name is not None:
+            changes["ingested"] = m.ingested + (ingest_name,)
         if starts_log:
             changes.update(log_start_offset=first_offset, checkpoint=first_offset)
         return m.with_(**changes)

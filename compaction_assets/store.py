@@ -109,6 +109,13 @@ class LogHandle:
                 errors.append(f"version {v}: {exc}")
         raise CorruptLogError(f"log {self.name!r}: no readable manifest ({'; '.join(errors[:3])})")
 
+    def manifest_version(self, version: int) -> Manifest:
+        """A past version (kept for the last few changes), e.g. the log as it was before a cleaning."""
+        try:
+            return Manifest.from_json(self.st.read_bytes(self.path(f"_log/{version:020d}.json")))
+        except (OSError, ValueError) as exc:
+            raise CorruptLogError(f"log {self.name!r}: version {version} is not available ({exc})") from None
+
     def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
         """Commit `change(current)` as the next version; re-apply it if another writer got there first.
 

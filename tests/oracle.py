@@ -124,6 +124,10 @@ class Log:
         self.leo = 0
         self.checkpoint = 0
         self.remembered: list[dict] = []   # {"key", "rank", "expiry"}
+        self.events: dict = {}             # how often each rule fired (for the tests' coverage report)
+
+    def note(self, event: str, n: int = 1) -> None:
+        self.events[event] = self.events.get(event, 0) + n
 
     # --- configuration helpers ---
     @property
@@ -201,6 +205,7 @@ class Log:
                 too_big = seg_size(act) + size(rec) > self.cfg["segment.bytes"]
                 too_old = rec["timestamp"] - min(r["timestamp"] for r in act["records"]) > self.roll_interval()
                 if too_big or too_old:
+                    self.note("roll_by_size" if too_big else "roll_by_time")
                     act["next"] = rec["offset"]          # the sealed segment ends where rec begins
                     self.segments.append({"base": rec["offset"], "next": rec["offset"], "records": []})
             self.active["records"].append(rec)
@@ -221,6 +226,8 @@ class Log:
             last = i == len(self.segments) - 1
             if s["next"] <= n and not last:
                 continue
+            if s["base"] < n and any(r["offset"] < n for r in s["records"]):
+                self.note("log_start_splits_segment")
             s["records"] = [r for r in s["records"] if r["offset"] >= n]
             kept.append(s)
         self.segments = kept
@@ -232,8 +239,11 @@ class Log:
         act = self.active
         if act["records"] and min(r["timestamp"] for r in act["records"]) < now - self.roll_interval():
             self.seal_active()                             # deadline roll
+            self.note("deadline_roll")
         cp = self.checkpoint
         fd = cp if self.log_start <= cp <= self.leo else self.log_start
+        if fd != cp:
+            self.note("checkpoint_reset")
         if may_clean:
             self.checkpoint = fd
             self.remembered = [e for e in self.remembered if now < e["expiry"]]
@@ -245,6 +255,7 @@ class Log:
             for s in from_fd:
                 if s["records"] and max(r["timestamp"] for r in s["records"]) > now - lag:
                     u = min(u, s["base"])
+                    self.note("min_lag_blocks")
                     break
         if u < fd:
             u = fd
@@ -295,6 +306,7 @@ class Log:
         stamped = removed = 0
         for key, w in best.items():
             if any(e["key"] == key and self.rank(w) < e["rank"] for e in self.remembered):
+                self.note("lost_to_remembered_delete")
                 continue                                    # loses to a remembered delete
             if w["value"] is not None:
                 keep.add(w["offset"])
@@ -307,6 +319,7 @@ class Log:
             elif self.strategy != "offset" and any(
                     o["key"] == key and self.rank(o) < self.rank(w) for o in outside):
                 keep.add(w["offset"])                       # held: a loser lives outside the range
+                self.note("tombstone_held")
             else:
                 removed += 1
                 if self.strategy != "offset":
@@ -338,6 +351,7 @@ class Log:
             if not q:
                 break
             self.segments.pop(0)
+            self.note("retention_deleted_segment")
             self.log_start = self.segments[0]["base"]
 
     # --- §7.5 ---
@@ -379,7 +393,8 @@ def _entry(i, action, ev, reason, cleaned, checkpoint, stats) -> dict:
             "checkpoint": checkpoint, "stats": stats}
 
 
-def run_case(case: dict) -> dict:
+def run_case(case: dict, events: dict | None = None) -> dict:
+    """Replay a case; `events`, when given, receives how often each rule fired."""
     name = str(case.get("name", "case"))
     steps: list = []
     log = None
@@ -418,5 +433,15 @@ def run_case(case: dict) -> dict:
         error = str(exc)
     if log is None:
         log = Log(dict(DEFAULTS))
+    if events is not None:
+        for k, n in log.events.items():
+            events[k] = events.get(k, 0) + n
+        for st in steps:
+            events[f"reason={st['reason']}"] = events.get(f"reason={st['reason']}", 0) + 1
+            for k, n in (st["stats"] or {}).items():
+                if k in ("tombstones_stamped", "tombstones_removed") and n:
+                    events[k] = events.get(k, 0) + n
+        if error:
+            events["error"] = events.get("error", 0) + 1
     return {"name": name, "error": error, "steps": steps, "log": log.to_json(),
             "latest_state": log.latest_state()}

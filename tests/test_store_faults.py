@@ -526,8 +526,8 @@ def test_cleaning_killed_at_random_moments(clean_base, spark):
 # --- append -----------------------------------------------------------------------------------------------
 
 APPEND_LOG = "ingest-0"
-APPEND_CONF = {"segment.bytes": 20_000}
-APPEND_N = 150_000
+APPEND_CONF = {"segment.bytes": 10_000}
+APPEND_N = 60_000
 APPEND_SEED = 11
 
 
@@ -571,15 +571,15 @@ def append_base(tmp_path_factory):
     return AppendBase(root, work, before, bm, expected_all, duration)
 
 
-def append_trial(base: AppendBase, name: str, delay: float) -> str:
+def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START") -> str:
     root = base.work / "trials" / name
     shutil.copytree(base.root, root)
     helper = Helper(["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N),
                      str(APPEND_SEED), "--ttl", "1"], base.work / "logs")
-    assert helper.wait_for("START", timeout=120) is not None, helper.stderr()[-3000:]
+    assert helper.wait_for(marker, timeout=120) is not None, helper.stderr()[-3000:]
     time.sleep(delay)
     helper.kill()
-    where = f"trial {name} (kill {delay:.3f}s after START), output {[line for _, line in helper.lines]}"
+    where = f"trial {name} (kill {delay:.3f}s after {marker}), output {[line for _, line in helper.lines]}"
 
     st = LogStore(str(root), lock_ttl_s=1, gc_grace_s=0)
     h = st.log(APPEND_LOG)
@@ -618,14 +618,18 @@ def append_trial(base: AppendBase, name: str, delay: float) -> str:
 def test_append_killed_mid_way_all_or_nothing(append_base):
     rng = random.Random(99)
     d = append_base.duration
-    delays = [0.0, 0.05 * d, 0.3 * d, 0.6 * d, 0.9 * d] + [rng.uniform(0, 1.1 * d) for _ in range(3)]
+    delays = [0.0, 0.1 * d, 0.4 * d, 0.7 * d, rng.uniform(0, d)]
     outcomes = [append_trial(append_base, f"a{i}", delay) for i, delay in enumerate(delays)]
     assert outcomes[0] == "none"
+    # killed while committing (either outcome), and right after the commit returned (all of it)
+    append_trial(append_base, "at-commit", 0.0, "UPDATE 1")
+    assert append_trial(append_base, "after-commit", 0.0, "UPDATED 1") == "all"
 
 
 @pytest.mark.slow
 def test_append_killed_at_random_moments(append_base):
     rng = random.Random(1234)
     d = append_base.duration
-    outcomes = [append_trial(append_base, f"r{i}", rng.uniform(0, 1.2 * d)) for i in range(30)]
+    outcomes = [append_trial(append_base, f"r{i}", rng.uniform(0, 1.2 * d)) for i in range(24)]
+    outcomes += [append_trial(append_base, f"c{i}", rng.uniform(0, 0.01), "UPDATE 1") for i in range(6)]
     assert set(outcomes) <= {"none", "all"}
