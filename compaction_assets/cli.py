@@ -16,7 +16,7 @@ from typing import Any
 from . import engine, log_ops
 from .config import TopicsFile, load_topics
 from .errors import CompactionError
-from .landing import read_input_file
+from .landing import ingest, landing_logs, read_input_file
 from .names import parse_log_name
 from .planner import evaluate, order
 from .store import LogStore, wall_ms
@@ -176,6 +176,20 @@ def cmd_append(ctx: Context) -> int:
     return 0
 
 
+def cmd_ingest(ctx: Context) -> int:
+    found, refused = landing_logs(ctx.args.landing)
+    for reason in refused:
+        _progress(f"ignored: {reason}")
+    out = {}
+    for name in ctx.args.logs or sorted(found):
+        if name not in found:
+            raise CompactionError(f"no landing folder for log {name!r} under {ctx.args.landing}")
+        out[name] = ingest(ctx.handle(name, must_exist=False), ctx.config(name), found[name],
+                           drop_invalid=ctx.args.drop_invalid, progress=_progress)
+    _emit(out)
+    return 0
+
+
 def cmd_set_log_start(ctx: Context) -> int:
     m = log_ops.set_log_start(ctx.handle(ctx.args.log), ctx.args.offset)
     _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
@@ -254,9 +268,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("log")
     s.add_argument("--grace-seconds", type=float, default=600.0)
     s.set_defaults(fn=cmd_gc)
-    s = sub.add_parser("demo", help="build a small changelog, clean it and print a summary")
-    s.add_argument("--records", type=int, default=20000)
-    s.set_defaults(fn=lambda ctx: __import__("compaction_assets.demo", fromlist=["main"]).run_cli(ctx))
+    s = sub.add_parser("ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
+    s.add_argument("logs", nargs="*", help="logs (default: every landing folder)")
+    s.add_argument("--landing", default=os.environ.get("COMPACTION_LANDING", os.path.join("var", "landing")))
+    s.add_argument("--drop-invalid", action="store_true")
+    s.set_defaults(fn=cmd_ingest)
     return p
 
 

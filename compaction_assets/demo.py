@@ -1,6 +1,10 @@
-"""A realistic demo changelog: user profiles over 3 partitions, updates, deletes, late versioned records.
+"""The main job: a realistic changelog taken end to end through the Dagster code location.
 
-`write_landing` lays the files out as Kafka Connect sinks do: <landing>/<topic>/partition=<p>/<file>.
+User profiles over 3 partitions of `user-profiles` (updates, ~5% deletes) and `user-profiles-versioned`
+(the `header` strategy, with late records carrying older versions), landed as Kafka Connect sinks
+write them: <landing>/<topic>/partition=<p>/<file>. `python -m compaction_assets.demo` then runs,
+headless and on the Dagster instance in $DAGSTER_HOME: discovery (sensor tick), ingestion, plan,
+cleaning with its checks, latest state; and prints a summary. `scripts/ui.sh` opens the same data.
 """
 
 from __future__ import annotations
@@ -69,39 +73,69 @@ def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, even
     return written
 
 
-def run_cli(ctx) -> int:
-    """`compaction demo`: land files, append them, clean every eligible log, print a summary."""
-    from . import engine, log_ops
-    from .landing import read_input_file
-    from .reader import latest_state_df
+def _instance_home() -> str:
+    home = os.environ.setdefault("DAGSTER_HOME", os.path.abspath(os.path.join("var", "dagster_home")))
+    os.makedirs(home, exist_ok=True)
+    cfg = os.path.join(home, "dagster.yaml")
+    if not os.path.exists(cfg):
+        with open(cfg, "w") as fh:
+            fh.write("telemetry:\n  enabled: false\n")
+    return home
 
-    landing = Path(ctx.args.store).parent / "landing"
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m compaction_assets.demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=20000, help="change events to land (default %(default)s)")
+    args = ap.parse_args(argv)
+    _instance_home()
+    import dagster as dg
+
+    from .definitions import defs
+    from .partitions import log_partitions
+
     started = time.monotonic()
-    files = write_landing(landing, events=ctx.args.records)
-    before = after = 0
-    for path in files:
-        topic = path.parent.parent.name
-        part = path.parent.name.split("=", 1)[1]
-        handle = ctx.store.log(f"{topic}-{part}")
-        res = log_ops.append(handle, ctx.config(handle.name), read_input_file(path), source=str(path))
-        before += res.records
-    now = max(BASE_TS + 10**9, int(time.time() * 1000))
-    checks = []
-    for name in ctx.store.logs():
-        handle, cfg = ctx.store.log(name), ctx.config(name)
-        log_ops.roll(handle)
-        rep = engine.run(handle, cfg, now, spark=ctx.spark)
-        m = handle.manifest()
-        after += m.total_records
-        state = latest_state_df(ctx.spark, handle, cfg).count()
-        print(f"{name}: {rep.stats['records_read'] if rep.stats else 0} -> {m.total_records} records, "
-              f"{state} keys in the latest state, reason {rep.reason}", file=sys.stderr)
-        checks.append(rep.cleaned)
-    print(json.dumps({"logs": len(checks), "records_before": before, "records_after": after,
-                      "cleaned": sum(checks), "seconds": round(time.monotonic() - started, 1)}))
-    return 0
+    store = defs.resources["log_store"]
+    files = write_landing(store.landing, events=args.events)
+    print(f"landed {len(files)} files under {store.landing}", file=sys.stderr)
+    instance = dg.DagsterInstance.get()
+
+    tick = defs.get_sensor_def("log_discovery_sensor").evaluate_tick(
+        dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources))
+    for request in tick.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
+    logs = sorted(instance.get_dynamic_partitions(log_partitions.name))
+    print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
+
+    assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
+    summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
+               "checks_failed": 0, "keys_in_latest_state": 0}
+    for log in logs:
+        result = dg.materialize(assets, partition_key=log, instance=instance, resources=defs.resources,
+                                tags={"log": log, "source": "demo"}, raise_on_error=False,
+                                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        mats = {e.asset_key.path[-1]: e.materialization.metadata
+                for e in result.get_asset_materialization_events()}
+        checks = result.get_asset_check_evaluations()
+        passed = sum(1 for c in checks if c.passed)
+        summary["checks_passed"] += passed
+        summary["checks_failed"] += len(checks) - passed
+        clean = mats.get("compacted_log", {})
+        read = clean.get("records_read").value if clean.get("records_read") else 0
+        written = clean.get("records_written").value if clean.get("records_written") else 0
+        total = mats.get("raw_segments", {}).get("records")
+        keys = mats.get("latest_state", {}).get("keys")
+        summary["records_before"] += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
+        summary["records_after"] += (total.value if total else 0) - read + written
+        summary["keys_in_latest_state"] += keys.value if keys else 0
+        print(f"{log}: {'ok' if result.success else 'FAILED'}; cleaned {read} -> {written} records "
+              f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
+              file=sys.stderr)
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps(summary))
+    return 0 if summary["checks_failed"] == 0 else 1
 
 
 if __name__ == "__main__":
-    os.makedirs("var", exist_ok=True)
-    write_landing(sys.argv[1] if len(sys.argv) > 1 else "var/landing")
+    sys.exit(main())

@@ -116,3 +116,71 @@ def read_parquet(path: str | Path) -> pa.Table:
 def read_input_file(path: str | Path) -> pa.Table:
     """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset."""
     return read_parquet(path) if file_format(path) == "parquet" else read_jsonl(path)
+
+
+# --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout) ----------
+
+def landing_logs(landing: str | Path) -> tuple[dict[str, Path], list[str]]:
+    """Logs found in the landing area ({log name: folder}) and the folders refused for their names."""
+    from .errors import LogNameError
+    from .names import check_partition, check_topic
+
+    found: dict[str, Path] = {}
+    refused: list[str] = []
+    root = Path(landing)
+    if not root.is_dir():
+        return found, refused
+    for topic_dir in sorted(root.iterdir()):
+        if not topic_dir.is_dir() or topic_dir.is_symlink():
+            continue
+        try:
+            topic = check_topic(topic_dir.name, "landing folder")
+        except LogNameError as exc:
+            refused.append(str(exc))
+            continue
+        for part_dir in sorted(topic_dir.iterdir()):
+            if not part_dir.is_dir() or part_dir.is_symlink():
+                continue
+            name = part_dir.name
+            try:
+                if not name.startswith("partition="):
+                    raise LogNameError(f"landing folder {str(part_dir)!r} is not named partition=<p>")
+                p = check_partition(name.split("=", 1)[1], f"landing folder {str(part_dir)!r}")
+            except LogNameError as exc:
+                refused.append(str(exc))
+                continue
+            found[f"{topic}-{p}"] = part_dir
+    return found, refused
+
+
+def pending_files(folder: Path, ingested: set[str] | tuple[str, ...]) -> list[Path]:
+    """Input files of a landing folder not yet ingested, in name order (sinks name files by offset)."""
+    done = set(ingested)
+    return [p for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS
+            and p.name not in done]
+
+
+def ingest(handle, config, folder: Path, *, drop_invalid: bool = False, progress=None) -> dict:
+    """Append every pending file of a landing folder, in order, each all-or-nothing and at most once.
+
+    Stops at the first file that fails validation (later files would otherwise land before it) and
+    raises InvalidInputError naming the file and the reason; files before it stay ingested.
+    """
+    from . import log_ops
+
+    files = pending_files(folder, handle.manifest().ingested)
+    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+    for n, path in enumerate(files, 1):
+        if progress:
+            progress(f"{handle.name}: ingesting {path.name} ({n}/{len(files)})")
+        table = read_input_file(path)
+        res = log_ops.append(handle, config, table, drop_invalid=drop_invalid, source=str(path),
+                             ingest_name=path.name)
+        if res.already_ingested:
+            continue
+        report["files_ingested"] += 1
+        report["records_appended"] += res.records
+        report["invalid_records_dropped"] += res.invalid_records
+        report["files"].append(path.name)
+    return report

@@ -31,6 +31,7 @@ class Evaluation:
     uncleanable: bool
     log_start_offset: int
     log_end_offset: int
+    version: int = 0              # the manifest version evaluated (the log's state)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -114,7 +115,7 @@ def evaluate(m: Manifest, config: TopicConfig, now: int) -> Evaluation:
         max_compaction_delay_ms=delay, eligible=reason is not None, reason=reason, deadline_roll=roll,
         checkpoint_reset=fd != m.checkpoint, stored_checkpoint=m.checkpoint, expired_tombstones=expired,
         uncleanable=m.uncleanable is not None, log_start_offset=m.log_start_offset,
-        log_end_offset=m.log_end_offset)
+        log_end_offset=m.log_end_offset, version=m.version)
 
 
 def expired_tombstones(m: Manifest, now: int, fd: int, u: int) -> int:

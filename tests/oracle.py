@@ -323,6 +323,7 @@ class Log:
             else:
                 removed += 1
                 if self.strategy != "offset":
+                    self.note("remembered_delete_added")
                     self.remembered.append({"key": key, "rank": self.rank(w), "expiry": sat(now + dr)})
         for s in rewritten:
             s["records"] = [r for r in s["records"] if r["offset"] in keep]
@@ -365,6 +366,7 @@ class Log:
             if w["value"] is None:
                 continue
             if any(e["key"] == key and self.rank(w) < e["rank"] for e in self.remembered):
+                self.note("latest_state_hides_loser")
                 continue
             out[key] = w["value"]
         return out

@@ -36,7 +36,7 @@ MAX_RECORDS = 60
 # case generation
 # ---------------------------------------------------------------------------------------------------
 
-def _config(rng: random.Random, strategy: str) -> dict:
+def _config(rng: random.Random, strategy: str, delete_focus: bool) -> dict:
     cfg: dict = {"compaction.strategy": strategy}
     if strategy == "header":
         cfg["compaction.strategy.header"] = rng.choice(["v", "v", "ver"])
@@ -62,7 +62,10 @@ def _config(rng: random.Random, strategy: str) -> dict:
     elif r < 0.55:
         cfg["min.compaction.lag.ms"] = 0
     r = rng.random()
-    if r < 0.25:
+    if delete_focus:   # horizons and remembered deletes that expire within the case, mostly
+        cfg["delete.retention.ms"] = (0 if r < 0.1 else rng.randint(1, 300) if r < 0.55
+                                      else rng.randint(300, 2000) if r < 0.95 else INT64_MAX)
+    elif r < 0.25:
         cfg["delete.retention.ms"] = 0
     elif r < 0.85:
         cfg["delete.retention.ms"] = rng.choice([rng.randint(1, 300), rng.randint(300, 3000)])
@@ -70,23 +73,26 @@ def _config(rng: random.Random, strategy: str) -> dict:
         cfg["delete.retention.ms"] = INT64_MAX            # the horizon saturates
     if rng.random() < 0.3:
         cfg["cleanup.policy"] = rng.choice(["compact,delete", "delete,compact", " compact , delete"])
-        cfg["retention.ms"] = rng.choice([-1, rng.randint(300, 6000), rng.randint(300, 6000)])
-        cfg["retention.bytes"] = rng.choice([-1, -1, rng.randint(60, 600)])
+        cfg["retention.ms"] = rng.choice([-1, rng.randint(100, 1500), rng.randint(1500, 6000)])
+        cfg["retention.bytes"] = rng.choice([-1, -1, rng.randint(60, 400)])
     elif rng.random() < 0.15:
         cfg["cleanup.policy"] = "compact"
         cfg["retention.ms"] = rng.randint(0, 100)         # valid but unused without delete
     return cfg
 
 
-def _headers(rng: random.Random, strategy: str, name: str) -> list | None:
+def _headers(rng: random.Random, strategy: str, name: str, version: int) -> list | None:
+    """Headers of one record; for the header strategy, `version` is the one to use when it has one."""
     if strategy != "header":
         r = rng.random()
         if r < 0.7:
             return None
         return [["h", rng.choice([1, "x", None, "abcdefgh"])]]
     choices = [
-        lambda: [[name, rng.randint(-2, 6)]],
-        lambda: [[name, rng.randint(-2, 6)]],
+        lambda: [[name, version]],
+        lambda: [[name, version]],
+        lambda: [[name, version]],
+        lambda: [[name, version]],
         lambda: [[name, rng.randint(-2, 6)]],
         lambda: [],                                          # missing
         lambda: None,                                        # no headers at all
@@ -109,10 +115,19 @@ class _Gen:
         self.records = 0
         self.now = rng.choice([0, 100, 1000, rng.randint(0, 2000)])
         self.vseq = 0
+        self.latest_ts: dict = {}       # per key: highest timestamp so far
+        self.latest_version: dict = {}  # per key: highest version so far (header strategy)
+        self.deleted: set = set()       # keys that got a tombstone
+        self.tombstone_rate = 0.12 if strategy == "offset" else 0.18
 
-    def tick(self) -> int:
+    def tick(self, big: bool = False, small: bool = False) -> int:
         r = self.rng.random()
-        if r < 0.2:
+        dr = self.cfg.get("delete.retention.ms", 86_400_000)
+        if big and dr <= 5000:   # around the delete retention: before and after horizons and expiries
+            step = self.rng.choice([0, dr // 3, dr // 2, dr, dr + 1, 2 * dr + 1, self.rng.randint(1, 300)])
+        elif small:
+            step = self.rng.randint(0, 20)
+        elif r < 0.2:
             step = 0
         elif r < 0.7:
             step = self.rng.randint(1, 150)
@@ -123,73 +138,160 @@ class _Gen:
         self.now += step
         return self.now
 
-    def record(self, explicit: bool) -> dict:
+    def record(self, explicit: bool, key: str | None = None, stale: bool | None = None,
+               tombstone_rate: float | None = None, fresh_tombstones: bool = False) -> dict:
         rng = self.rng
         self.vseq += 1
-        rec: dict = {"key": rng.choice(self.keys),
-                     "value": None if rng.random() < 0.12 else f"v{self.vseq}" + "x" * rng.randint(0, 6)}
+        key = key or rng.choice(self.keys)
+        rate = self.tombstone_rate if tombstone_rate is None else tombstone_rate
+        rec: dict = {"key": key, "value": None if rng.random() < rate else f"v{self.vseq}" + "x" * rng.randint(0, 6)}
+        if rec["value"] is None:
+            self.deleted.add(key)
+        # a stale write (older timestamp / lower version than the key's latest) now and then, so that
+        # the timestamp and header strategies meet late losers, held tombstones and remembered deletes
+        if stale is None:
+            stale = rng.random() < 0.25
+        stale = stale and key in self.latest_ts
+        fresh = fresh_tombstones and rec["value"] is None
         r = rng.random()
-        if r < 0.06:
+        if fresh:   # a delete that wins: newest timestamp and version of its key
+            stale = False
+            rec["timestamp"] = max(self.latest_ts.get(key, 0), self.now) + rng.randint(0, 20)
+        elif stale:
+            rec["timestamp"] = max(0, self.latest_ts[key] - rng.randint(0, 300))
+        elif r < 0.06:
             rec["timestamp"] = 0
         elif r < 0.13:
             pass                                             # takes the step's `now`
         else:
             rec["timestamp"] = max(0, self.now + rng.randint(-400, 40))
-        h = _headers(rng, self.strategy, self.cfg.get("compaction.strategy.header", "v"))
+        ts = rec.get("timestamp", self.now)
+        self.latest_ts[key] = max(ts, self.latest_ts.get(key, ts))
+        top = self.latest_version.get(key)
+        if top is None:
+            version = rng.randint(-2, 6)
+        elif fresh:
+            version = top + rng.randint(1, 3)
+        elif stale:
+            version = top - rng.randint(0, 3)
+        else:
+            version = top + rng.randint(0, 3)
+        self.latest_version[key] = version if top is None else max(top, version)
+        h = _headers(rng, self.strategy, self.cfg.get("compaction.strategy.header", "v"), version)
+        if self.strategy == "header" and (fresh or (stale and rng.random() < 0.7)):
+            h = [[self.cfg["compaction.strategy.header"], version]] if fresh or rng.random() < 0.8 else []
         if h is not None:
             rec["headers"] = h
         if explicit and rng.random() < 0.8:
             off = self.leo + rng.choice([0, 0, 1, 2, 5])
             if self.leo == 0 and rng.random() < 0.5:
-                off = rng.randint(1, 40)
+                off = rng.randint(1, 40)                     # data exported from Kafka: starts late
             rec["offset"] = off
             self.leo = off + 1
         else:
             self.leo += 1
+        self.records += 1
         return rec
 
-    def append(self) -> dict:
-        now = self.tick()
+    def append(self, n: int | None = None, small_tick: bool = False, **kw) -> dict:
+        now = self.tick(small=small_tick)
         explicit = self.rng.random() < 0.15 or (self.leo == 0 and self.rng.random() < 0.25)
-        n = min(self.rng.randint(1, 5), MAX_RECORDS - self.records)
-        recs = [self.record(explicit) for _ in range(n)]
-        self.records += n
+        n = min(n or self.rng.randint(1, 5), MAX_RECORDS - self.records)
+        recs = [self.record(explicit, **kw) for _ in range(max(n, 1))]
         step: dict = {"append": recs}
         if any("timestamp" not in r for r in recs):
             step["now"] = now
         return step
 
-    def steps(self) -> list:
+    def clean(self, big_tick: bool = False) -> dict:
+        step: dict = {"now": self.tick(big_tick)}
+        if self.rng.random() < 0.25:
+            step["force"] = True
+        elif self.rng.random() < 0.1:
+            step["force"] = False
+        return {"clean": step}
+
+    def random_step(self, out: list, budget: dict) -> None:
+        rng = self.rng
+        r = rng.random()
+        if r < 0.42 and self.records < MAX_RECORDS:
+            out.append(self.append())
+        elif r < 0.5:
+            out.append({"roll": {}})
+        elif r < 0.64:
+            out.append({"plan": {"now": self.tick()}})
+        elif r < 0.88:
+            if budget["cleans"] > 0:
+                budget["cleans"] -= 1
+                out.append(self.clean())
+        elif r < 0.94:
+            if rng.random() < 0.03:
+                target = self.leo + 1                        # refused: beyond LEO (ends the case)
+            else:
+                target = rng.randint(0, self.leo) if self.leo else 0
+            out.append({"set_log_start": {"offset": target}})
+        elif self.leo > 0:                                   # not on a log that never had a record
+            out.append({"set_checkpoint": {"offset": rng.randint(0, self.leo + 3)}})
+
+    def delete_episode(self, out: list) -> None:
+        """A delete's life, with random variations: tombstones get cleaned (stamped); stale writes of the
+        deleted keys arrive, sealed or still in the active segment (held tombstones); time passes beyond
+        the horizon (removal, remembered delete); more stale writes arrive and are cleaned before or after
+        the remembered delete expires, or stay uncleaned (latest state)."""
+        rng = self.rng
+        dr = self.cfg.get("delete.retention.ms", 86_400_000)
+        short = dr <= 5000
+
+        def clean(after: int) -> None:
+            self.now += after
+            step: dict = {"now": self.now}
+            if rng.random() < 0.5:
+                step["force"] = True
+            out.append({"clean": step})
+
+        def stale_writes(n: int) -> None:
+            if self.records >= MAX_RECORDS:
+                return
+            key = rng.choice(sorted(self.deleted)) if self.deleted else None
+            out.append(self.append(n=n, key=key, stale=rng.random() < 0.85, tombstone_rate=0.1,
+                                   small_tick=True))
+
+        out.append(self.append(tombstone_rate=0.5, fresh_tombstones=True))
+        if rng.random() < 0.8:
+            out.append({"roll": {}})
+        clean(rng.randint(0, 50))                                  # stamps the horizons
+        for _ in range(rng.randint(2, 4)):
+            r = rng.random()
+            if r < 0.7:
+                stale_writes(rng.randint(1, 2))
+            elif r < 0.85:
+                out.append(self.append(small_tick=True))
+            if rng.random() < 0.5:
+                out.append({"roll": {}})
+            if rng.random() < 0.3:
+                out.append({"plan": {"now": self.now + rng.randint(0, 30)}})
+            if short:
+                clean(rng.choice([0, dr // 4, dr // 3, dr // 2, dr - 1, dr, dr + 1, 2 * dr + 1])
+                      if dr > 1 else rng.randint(0, 3))
+            else:
+                clean(rng.randint(0, 500))
+        if rng.random() < 0.5:
+            stale_writes(1)                                        # left for the latest state
+
+    def steps(self, max_cleans: int, episode: bool) -> list:
         rng = self.rng
         out: list = []
-        n_steps = rng.randint(6, 22)
-        cleans = 0
-        while len(out) < n_steps:
-            r = rng.random()
-            if r < 0.42 and self.records < MAX_RECORDS:
-                out.append(self.append())
-            elif r < 0.5:
-                out.append({"roll": {}})
-            elif r < 0.64:
-                out.append({"plan": {"now": self.tick()}})
-            elif r < 0.88:
-                if cleans >= 6:
-                    continue
-                cleans += 1
-                step = {"now": self.tick()}
-                if rng.random() < 0.25:
-                    step["force"] = True
-                elif rng.random() < 0.1:
-                    step["force"] = False
-                out.append({"clean": step})
-            elif r < 0.94:
-                if rng.random() < 0.03:
-                    target = self.leo + 1                    # refused: beyond LEO (ends the case)
-                else:
-                    target = rng.randint(0, self.leo) if self.leo else 0
-                out.append({"set_log_start": {"offset": target}})
-            elif self.leo > 0:                               # not on a log that never had a record
-                out.append({"set_checkpoint": {"offset": rng.randint(0, self.leo + 3)}})
+        budget = {"cleans": max_cleans}
+        if episode:   # a shorter random prefix, then a delete's life, then a few random steps
+            for _ in range(rng.randint(1, 6)):
+                self.random_step(out, budget)
+            self.delete_episode(out)
+            for _ in range(rng.randint(0, 3)):
+                self.random_step(out, budget)
+        else:
+            n_steps = rng.randint(6, 22)
+            while len(out) < n_steps:
+                self.random_step(out, budget)
         # end with evaluations, so that the final state has been cleaned at least once
         if rng.random() < 0.7:
             out.append({"plan": {"now": self.tick()}})
@@ -197,11 +299,14 @@ class _Gen:
         return out
 
 
-def make_case(strategy: str, seed: int) -> dict:
+def make_case(strategy: str, seed: int, max_cleans: int = 4) -> dict:
+    """A random case, a pure function of its arguments. `max_cleans` bounds the `clean` steps (each one
+    that cleans is a Spark job) before the closing plan/clean pair."""
     rng = random.Random(seed)
-    cfg = _config(rng, strategy)
+    episode = rng.random() < (0.5 if strategy != "offset" else 0.3)
+    cfg = _config(rng, strategy, delete_focus=episode)
     gen = _Gen(rng, strategy, cfg)
-    return {"name": f"random-{strategy}-{seed}", "config": cfg, "steps": gen.steps()}
+    return {"name": f"random-{strategy}-{seed}", "config": cfg, "steps": gen.steps(max_cleans, episode)}
 
 
 def case_seeds(strategy: str, count: int, salt: int = 0) -> list[int]:

@@ -45,8 +45,8 @@ class Helper:
         self._stderr = open(self.stderr_path, "wb")
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.fault_helpers", *args], cwd=str(REPO),
-                                     stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True,
-                                     start_new_session=True)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     env=env, text=True, start_new_session=True)
         self.lines: list[tuple[float, str]] = []
         self._cond = threading.Condition()
         self._eof = False
@@ -85,6 +85,11 @@ class Helper:
                     raise AssertionError(f"helper did not print {prefix!r} within {timeout}s; "
                                          f"output: {self.lines[-5:]}; stderr: {self.stderr()[-2000:]}")
                 self._cond.wait(left)
+
+    def go(self) -> None:
+        """Open the gate of a helper started with --gate."""
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def kill(self) -> None:
         """SIGKILL the helper's whole process group (Python, its JVM and Spark's Python workers)."""
@@ -147,8 +152,13 @@ def check_layout(handle, m) -> list:
 
 
 def referenced_files_exist(handle) -> None:
+    """Every file a recent manifest references exists; a side table (a folder) still holds its data."""
     for name in handle.referenced():
-        assert os.path.exists(handle.path(name)), f"referenced file {name} is missing"
+        path = handle.path(name)
+        assert os.path.exists(path), f"referenced file {name} is missing"
+        if os.path.isdir(path):
+            parts = [n for _, _, names in os.walk(path) for n in names if n.endswith(".parquet")]
+            assert parts, f"referenced side table {name} has lost its files"
 
 
 def only_referenced_data_left(handle) -> None:
@@ -318,6 +328,24 @@ def test_collect_garbage_removes_unreferenced_keeps_referenced(log):
     assert log.collect_garbage(grace_s=0) == []
 
 
+def test_collect_garbage_keeps_referenced_side_tables(log):
+    # side tables (tombstone index, remembered deletes) are folders written by Spark: part files
+    # plus _SUCCESS; a manifest references the folder. Garbage collection must keep what is inside.
+    for table in ("side/tombstones-0a1b", "side/remembered-2c3d"):
+        os.makedirs(log.path(table))
+        pq.write_table(pa.table({"key": [b"k1"], "m_offset": [3]}), log.path(f"{table}/part-00000-x.snappy.parquet"))
+        open(log.path(f"{table}/_SUCCESS"), "w").close()
+    log.update(lambda m: m.with_(tombstone_index={"file": "side/tombstones-0a1b", "count": 1},
+                                 remembered={"file": "side/remembered-2c3d", "count": 1, "min_expiry": 10**12}))
+    os.makedirs(log.path("side/remembered-dead"))
+    pq.write_table(pa.table({"key": [b"k1"]}), log.path("side/remembered-dead/part-00000.parquet"))
+    removed = [os.path.relpath(p, log.path("")) for p in log.collect_garbage(grace_s=0)]
+    assert removed == ["side/remembered-dead/part-00000.parquet"]
+    for table in ("side/tombstones-0a1b", "side/remembered-2c3d"):
+        assert pq.read_table(log.path(table)).num_rows == 1
+    referenced_files_exist(log)
+
+
 def test_collect_garbage_keeps_files_of_recent_manifest_versions(log):
     # files of the previous manifest versions stay (a reader may still hold such a version)
     old_files = {f.name for f in log.manifest().files()}
@@ -412,25 +440,25 @@ def clean_base(tmp_path_factory, spark):
 
 
 def start_clean_trial(base: CleanBase, name: str) -> tuple[Path, Helper]:
+    """Copy the base log and start a gated cleaning subprocess on it (Spark started and warmed up)."""
     root = base.trials_dir / name
     shutil.copytree(base.root, root)
-    helper = Helper(["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2"],
-                    base.work / "logs")
+    helper = Helper(["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2",
+                     "--gate", "--warmup", str(base.work / f"warmup-{name}")], base.work / "logs")
     return root, helper
 
 
-def kill_clean_trial(base: CleanBase, name: str, marker: str, delay: float) -> tuple[Path, Helper]:
-    """Start a cleaning subprocess, wait for `marker`, sleep `delay` seconds, SIGKILL it."""
-    root, helper = start_clean_trial(base, name)
-    t = helper.wait_for(marker)
-    if t is None:  # ended before the marker: only acceptable for markers after the end
+def kill_at(helper: Helper, marker: str, delay: float) -> None:
+    """Open the gate, wait for `marker`, sleep `delay` seconds, SIGKILL the helper."""
+    assert helper.wait_for("READY") is not None, helper.stderr()[-3000:]
+    helper.go()
+    if helper.wait_for(marker) is None:
         rc = helper.finish()
         raise AssertionError(f"cleaning ended (rc={rc}) before {marker!r}: {helper.lines[-5:]} "
                              f"{helper.stderr()[-3000:]}")
     if delay > 0:
         time.sleep(delay)
     helper.kill()
-    return root, helper
 
 
 def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> bool:
@@ -462,12 +490,14 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
             engine.run(h, base.config, NOW2, spark=spark, force=True)
         assert CLEAN_LOG in str(info.value) and "clean" in str(info.value), where
     wait_lease_expiry(h, "clean")
+    # a following run (it collects the leftovers first, grace 0) succeeds and ends where an
+    # uninterrupted cleaning ends
     report = engine.run(h, base.config, NOW2, spark=spark, force=True)
     assert report.cleaned, where
     m2 = h.manifest()
     assert check_layout(h, m2) == base.after, where
     assert m2.checkpoint == base.after_checkpoint and m2.uncleanable is None, where
-    assert latest_state(spark, h, base.config) == base.latest, where
+    referenced_files_exist(h)
     h.collect_garbage(grace_s=0)
     only_referenced_data_left(h)
     referenced_files_exist(h)
@@ -476,11 +506,21 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
 
 
 def run_clean_trials(base: CleanBase, spark, plans: list[tuple[str, str, float]]) -> list[bool]:
+    """Kill one cleaning per plan (name, marker, delay); the next helper warms up during the checks."""
     outcomes = []
-    for name, marker, delay in plans:
-        root, helper = kill_clean_trial(base, name, marker, delay)
-        outcomes.append(verify_after_kill(base, spark, root, helper))
-        shutil.rmtree(root, ignore_errors=True)
+    pending = start_clean_trial(base, plans[0][0]) if plans else None
+    try:
+        for i, (name, marker, delay) in enumerate(plans):
+            root, helper = pending
+            pending = None
+            kill_at(helper, marker, delay)
+            if i + 1 < len(plans):
+                pending = start_clean_trial(base, plans[i + 1][0])
+            outcomes.append(verify_after_kill(base, spark, root, helper))
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        if pending is not None:
+            pending[1].kill()
     return outcomes
 
 
@@ -489,33 +529,26 @@ def test_cleaning_killed_at_several_moments(clean_base, spark):
     plans = [
         ("start", "START", 0.0),                                   # lock taken, nothing else
         ("deciding", "PROGRESS deciding", 0.0),
-        ("deciding-late", "PROGRESS deciding", rng.uniform(0.2, 2.0)),
+        ("deciding-late", "PROGRESS deciding", rng.uniform(0.2, 1.5)),
         ("rewriting", "PROGRESS rewriting", rng.uniform(0.0, 1.0)),
         ("side-tables", "PROGRESS updating", rng.uniform(0.0, 0.5)),
         ("commit", "UPDATE 2", 0.0),                               # the cleaning's commit under way
+        ("after-commit", "UPDATED 2", 0.0),                        # committed, lock not yet released
     ]
     outcomes = run_clean_trials(clean_base, spark, plans)
-    # the early kills cannot have committed
-    assert outcomes[:3] == [False, False, False]
-
-
-def test_cleaning_killed_after_commit_and_completed_run(clean_base, spark):
-    # killed right after its commit returned, before it released the lock
-    root, helper = kill_clean_trial(clean_base, "after-commit", "UPDATED 2", 0.0)
-    assert verify_after_kill(clean_base, spark, root, helper) is True
-    # not killed at all: the reference outcome
-    root, helper = start_clean_trial(clean_base, "complete")
-    assert helper.finish() == 0, helper.stderr()[-3000:]
-    assert helper.seen("DONE")
-    assert verify_after_kill(clean_base, spark, root, helper) is True
+    assert outcomes[:3] == [False, False, False]                   # too early to have committed
+    assert outcomes[-1] is True
 
 
 @pytest.mark.slow
 def test_cleaning_killed_at_random_moments(clean_base, spark):
-    # calibrate: the typical duration of the work from START to DONE
+    # calibrate: the typical duration of the (warm) cleaning from START to DONE, not killed
     root, helper = start_clean_trial(clean_base, "calibrate")
+    assert helper.wait_for("READY") is not None, helper.stderr()[-3000:]
+    helper.go()
     assert helper.finish() == 0, helper.stderr()[-3000:]
     duration = helper.seen("DONE") - helper.seen("START")
+    assert verify_after_kill(clean_base, spark, root, helper) is True
     shutil.rmtree(root, ignore_errors=True)
     rng = random.Random(7)
     plans = [(f"random-{i}", "START", rng.uniform(0, duration * 1.1)) for i in range(30)]

@@ -1,0 +1,92 @@
+"""Alerts: every failed run and every failed asset check, to the log and optionally to a webhook.
+
+COMPACTION_ALERT_WEBHOOK_URL (http or https only) receives a JSON POST {log, check, run, reason,
+severity}; COMPACTION_ALERT_WEBHOOK_TOKEN, when set, is sent as a bearer token and never logged.
+"""
+
+
+import json
+import os
+import urllib.error
+import urllib.request
+from urllib.parse import urlparse
+
+import dagster as dg
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+from .assets import CHECK_SEVERITY
+from .errors import ConfigError
+
+URL_ENV = "COMPACTION_ALERT_WEBHOOK_URL"
+TOKEN_ENV = "COMPACTION_ALERT_WEBHOOK_TOKEN"
+
+
+def webhook_url() -> str | None:
+    url = os.environ.get(URL_ENV)
+    if not url:
+        return None
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"{URL_ENV} must be an http or https URL (got a {parsed.scheme or 'schemeless'} URL)")
+    return url
+
+
+def _redact(text: str) -> str:
+    token = os.environ.get(TOKEN_ENV)
+    return text.replace(token, "***") if token else text
+
+
+def send_alert(payload: dict, log) -> bool:
+    """Log the alert; POST it to the webhook when one is configured. True when delivered (or no webhook)."""
+    log.error(_redact(f"compaction alert: {json.dumps(payload, sort_keys=True)}"))
+    try:
+        url = webhook_url()
+    except ConfigError as exc:
+        log.error(str(exc))
+        return False
+    if url is None:
+        return True
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get(TOKEN_ENV):
+        headers["Authorization"] = f"Bearer {os.environ[TOKEN_ENV]}"
+    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError) as exc:
+        log.error(_redact(f"alert webhook failed: {exc}"))
+        return False
+
+
+@dg.run_failure_sensor(name="run_failure_alert", minimum_interval_seconds=30,
+                       default_status=dg.DefaultSensorStatus.RUNNING)
+def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
+    run = context.dagster_run
+    send_alert({"log": run.tags.get("dagster/partition"), "check": None, "run": run.run_id,
+                "job": run.job_name, "reason": context.failure_event.message or "run failed",
+                "severity": "ERROR"}, context.log)
+
+
+@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def check_failure_alert(context: dg.SensorEvaluationContext):
+    """Polls the history of the compacted_log checks and alerts once per new failed evaluation."""
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    storage = context.instance.event_log_storage
+    sent = 0
+    for name, severity in CHECK_SEVERITY.items():
+        key = dg.AssetCheckKey(dg.AssetKey("compacted_log"), name)
+        records = storage.get_asset_check_execution_history(
+            key, limit=100, status={AssetCheckExecutionRecordStatus.FAILED})
+        seen = cursor.get(name, 0)
+        for rec in sorted(records, key=lambda r: r.id):
+            if rec.id <= seen:
+                continue
+            evaluation = rec.event.dagster_event.event_specific_data if rec.event and rec.event.dagster_event else None
+            reason = getattr(evaluation, "description", None) or "check failed"
+            send_alert({"log": rec.partition, "check": name, "run": rec.run_id, "reason": reason,
+                        "severity": severity.value}, context.log)
+            cursor[name] = rec.id
+            sent += 1
+    context.update_cursor(json.dumps(cursor))
+    if not sent:
+        return dg.SkipReason("no new failed checks")

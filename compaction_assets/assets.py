@@ -1,0 +1,141 @@
+"""The partitioned assets: raw segments (ingestion), the cleanable range (plan), the compacted log
+(the cleaning, with its checks in-step) and the latest state. Every decision is the engine's."""
+
+
+import os
+import shutil
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from resources.log_store import LogStoreResource
+
+from . import engine, verify
+from .errors import CompactionError
+from .landing import ingest, landing_logs
+from .names import parse_log_name
+from .partitions import log_partitions
+from .reader import latest_state_df
+from .store import wall_ms
+
+CHECK_SEVERITY = {
+    "latest_value_per_key": dg.AssetCheckSeverity.ERROR,
+    "tombstone_retention": dg.AssetCheckSeverity.ERROR,
+    "offsets_and_order_preserved": dg.AssetCheckSeverity.ERROR,
+    "max_compaction_delay": dg.AssetCheckSeverity.WARN,
+}
+CHECK_DESCRIPTIONS = {
+    "latest_value_per_key": "Recomputes every key's winner from the log before the cleaning; the output keeps exactly it.",
+    "tombstone_retention": "No tombstone removed before its horizon, none kept after it (unless held), no deleted key back.",
+    "offsets_and_order_preserved": "Surviving offsets are a subset of the input's, in order; nothing at or above the "
+                                   "first uncleanable offset changed.",
+    "max_compaction_delay": "No dirty record waits longer than max.compaction.lag.ms.",
+}
+
+
+class CleaningConfig(dg.Config):
+    force: bool = False        # clean even when the log is not eligible (SPEC §5)
+    now_ms: int | None = None  # evaluate at this time instead of the clock (replays, tests)
+
+
+def _log(context) -> str:
+    log = context.partition_key
+    parse_log_name(log, "partition key")
+    return log
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"parquet"},
+          description="Ingests new files from <landing>/<topic>/partition=<p>/ into the log, each file at most once.")
+def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource) -> dg.MaterializeResult:
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    folder = landing_logs(log_store.landing)[0].get(log)
+    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+    if folder is not None:
+        try:
+            report = ingest(handle, cfg, folder, progress=context.log.info)
+        except CompactionError as exc:
+            raise dg.Failure(description=f"ingestion of {log} stopped: {exc}",
+                             metadata={"log": log, "reason": str(exc)}) from None
+    m = handle.manifest()
+    return dg.MaterializeResult(metadata={
+        "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
+        "invalid_records_dropped": report["invalid_records_dropped"], "log_end_offset": m.log_end_offset,
+        "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
+        "files": dg.MetadataValue.json(report["files"][-50:])})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[raw_segments],
+          description="The plan (SPEC §3-§5) and a dry run: what a cleaning would remove and why.")
+def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
+                    pyspark: LazyPySparkResource) -> dg.MaterializeResult:
+    log = _log(context)
+    now = config.now_ms if config.now_ms is not None else wall_ms()
+    dry = engine.dry_run(log_store.handle(log), log_store.config_for(log), now,
+                         spark=pyspark.spark_session, force=config.force)
+    ev = dry["evaluation"]
+    return dg.MaterializeResult(metadata={
+        "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],
+        "dirty_ratio": float(ev["dirty_ratio"]), "max_compaction_delay_ms": ev["max_compaction_delay_ms"],
+        "eligible": ev["eligible"], "reason": dry["reason"] or "none",
+        "would_remove_superseded_records": dry["superseded"]["records"],
+        "would_remove_superseded_bytes": dry["superseded"]["bytes"],
+        "would_remove_expired_tombstones": dry["tombstones_expired"]["records"],
+        "would_remove_by_retention_records": dry["retention"]["records"],
+        "segments_to_rewrite": dry["segments_to_rewrite"], "evaluated_at_ms": now})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],
+          check_specs=[dg.AssetCheckSpec(name, asset="compacted_log", blocking=sev == dg.AssetCheckSeverity.ERROR,
+                                         description=CHECK_DESCRIPTIONS[name])
+                       for name, sev in CHECK_SEVERITY.items()],
+          description="Cleans the log (SPEC §6) when eligible or forced, then applies retention; checks run in-step.")
+def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
+                  pyspark: LazyPySparkResource):
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    now = config.now_ms if config.now_ms is not None else wall_ms()
+    spark = pyspark.spark_session
+    try:
+        rep = engine.run(handle, cfg, now, spark=spark, force=config.force, progress=context.log.info)
+    except CompactionError as exc:
+        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+    ev, s = rep.evaluation, rep.stats or {}
+    yield dg.MaterializeResult(metadata={
+        "cleaned": rep.cleaned, "reason": rep.reason or "none",
+        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "records_read": s.get("records_read", 0), "records_written": s.get("records_written", 0),
+        "records_superseded": s.get("records_superseded", 0), "tombstones_stamped": s.get("tombstones_stamped", 0),
+        "tombstones_removed": s.get("tombstones_removed", 0), "bytes_read": s.get("bytes_read", 0),
+        "bytes_written": s.get("bytes_written", 0), "cleaner_recopy_percent": float(s.get("cleaner_recopy_percent", 0.0)),
+        "clean_time_secs": float(s.get("clean_time_secs", 0.0)), "checkpoint": rep.checkpoint,
+        "retention_removed_records": (rep.retention or {}).get("records", 0)})
+    before = handle.manifest_version(rep.before_version)
+    after = handle.manifest_version(rep.after_version)
+    u = ev.first_uncleanable_offset if rep.cleaned else before.checkpoint
+    for name, severity in CHECK_SEVERITY.items():
+        outcome = verify.CHECKS[name](spark, handle, cfg, before, after, u, now)
+        yield dg.AssetCheckResult(check_name=name, asset_key="compacted_log", passed=outcome.passed,
+                                  severity=severity, description=outcome.description,
+                                  metadata={**outcome.metadata, "log": log, "cleaned": rep.cleaned})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark", "parquet"}, deps=[compacted_log],
+          description="The current key -> value table (SPEC §7.5) as Parquet, for downstream readers.")
+def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
+                 pyspark: LazyPySparkResource) -> dg.MaterializeResult:
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    m = handle.manifest()
+    folder = os.path.abspath(os.path.join(log_store.latest_state_root, log))
+    target = os.path.join(folder, f"version={m.version}")
+    df = latest_state_df(pyspark.spark_session, handle, cfg, m)
+    df.write.mode("overwrite").parquet("file://" + target if "://" not in target else target)
+    keys = pyspark.spark_session.read.parquet("file://" + target).count()
+    for old in sorted(os.listdir(folder)):  # keep this version and the one before (readers in flight)
+        if old.startswith("version=") and old != f"version={m.version}" and \
+                int(old.split("=")[1]) < m.version - 1:
+            shutil.rmtree(os.path.join(folder, old), ignore_errors=True)
+    return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(target),
+                                          "log_version": m.version})

@@ -1,0 +1,104 @@
+"""Sensors. They read manifests only (no Spark): the planner's evaluation is metadata arithmetic.
+
+- log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files.
+- dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
+  ratio and delay as observations so the UI charts them between runs.
+- max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
+  tombstones passed their delete horizon.
+Run keys carry the log's manifest version, so one state never triggers twice.
+"""
+
+
+import hashlib
+import json
+
+import dagster as dg
+
+from resources.log_store import LogStoreResource
+
+from .errors import CompactionError
+from .jobs import compaction_job, ingest_job
+from .landing import landing_logs, pending_files
+from .partitions import log_partitions
+from .planner import Evaluation, evaluate, order
+from .store import wall_ms
+
+INTERVAL_S = 30
+
+
+@dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    store = log_store.store
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    landed, refused = landing_logs(log_store.landing)
+    for reason in refused:
+        context.log.warning(f"ignored: {reason}")
+    logs = set(store.logs()) | set(landed)
+    new = sorted(logs - known)
+    runs = []
+    for log, folder in sorted(landed.items()):
+        try:
+            pending = [p.name for p in pending_files(folder, store.log(log).manifest().ingested)]
+        except CompactionError as exc:
+            context.log.warning(f"{log}: {exc}")
+            continue
+        if pending:
+            digest = hashlib.sha1("\n".join(pending).encode()).hexdigest()[:12]
+            runs.append(dg.RunRequest(partition_key=log, run_key=f"ingest:{log}:{digest}",
+                                      tags={"log": log}))
+    return dg.SensorResult(
+        run_requests=runs,
+        dynamic_partitions_requests=[log_partitions.build_add_request(new)] if new else [],
+        skip_reason=None if runs or new else dg.SkipReason("no new logs or landing files"))
+
+
+def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[Evaluation]:
+    out = []
+    for name in log_store.store.logs():
+        if name not in known:
+            continue
+        try:
+            out.append(evaluate(log_store.handle(name).manifest(), log_store.config_for(name), now))
+        except CompactionError as exc:
+            if log:
+                log.warning(f"{name}: cannot evaluate: {exc}")
+    return out
+
+
+def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]:
+    runs = []
+    for ev in order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable]):
+        runs.append(dg.RunRequest(partition_key=ev.log, run_key=f"{ev.log}:v{ev.version}:{ev.reason}",
+                                  tags={"log": ev.log, "reason": ev.reason,
+                                        "dirty_ratio": f"{ev.dirty_ratio:.4f}"}))
+    return runs
+
+
+@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    now = wall_ms()
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    evals = evaluate_all(log_store, known, now, context.log)
+    last = json.loads(context.cursor) if context.cursor else {}
+    observations, seen = [], {}
+    for ev in evals:
+        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms]
+        seen[ev.log] = point
+        if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
+            observations.append(dg.AssetObservation(
+                asset_key="compacted_log", partition=ev.log,
+                metadata={"dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+                          "cleanable_bytes": ev.cleanable_bytes, "eligible": ev.eligible}))
+    runs = _requests(evals, {"dirty_ratio"})
+    return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
+                           skip_reason=None if runs else dg.SkipReason(
+                               f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"))
+
+
+@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    evals = evaluate_all(log_store, known, wall_ms(), context.log)
+    runs = _requests(evals, {"max_compaction_lag", "delete_horizon"})
+    return dg.SensorResult(run_requests=runs, skip_reason=None if runs else dg.SkipReason(
+        f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"))
