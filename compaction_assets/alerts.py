@@ -83,7 +83,9 @@ def check_failure_alert(context: dg.SensorEvaluationContext):
                 continue
             evaluation = rec.event.dagster_event.event_specific_data if rec.event and rec.event.dagster_event else None
             reason = getattr(evaluation, "description", None) or "check failed"
-            send_alert({"log": rec.partition, "check": name, "run": rec.run_id, "reason": reason,
+            meta = getattr(evaluation, "metadata", None) or {}
+            log = rec.partition or (meta["log"].value if "log" in meta else None)
+            send_alert({"log": log, "check": name, "run": rec.run_id, "reason": reason,
                         "severity": severity.value}, context.log)
             cursor[name] = rec.id
             sent += 1

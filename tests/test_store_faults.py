@@ -442,7 +442,8 @@ def clean_base(tmp_path_factory, spark):
 def start_clean_trial(base: CleanBase, name: str) -> tuple[Path, Helper]:
     """Copy the base log and start a gated cleaning subprocess on it (Spark started and warmed up)."""
     root = base.trials_dir / name
-    shutil.copytree(base.root, root)
+    # fresh modification times: the copy must not look like hour-old leftovers to a garbage collection
+    shutil.copytree(base.root, root, copy_function=shutil.copy)
     helper = Helper(["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2",
                      "--gate", "--warmup", str(base.work / f"warmup-{name}")], base.work / "logs")
     return root, helper
@@ -513,10 +514,13 @@ def run_clean_trials(base: CleanBase, spark, plans: list[tuple[str, str, float]]
         for i, (name, marker, delay) in enumerate(plans):
             root, helper = pending
             pending = None
+            t0 = time.monotonic()
             kill_at(helper, marker, delay)
+            t1 = time.monotonic()
             if i + 1 < len(plans):
                 pending = start_clean_trial(base, plans[i + 1][0])
             outcomes.append(verify_after_kill(base, spark, root, helper))
+            print("TIMING", name, round(t1 - t0, 1), round(time.monotonic() - t1, 1), outcomes[-1], flush=True)
             shutil.rmtree(root, ignore_errors=True)
     finally:
         if pending is not None:
@@ -528,15 +532,14 @@ def test_cleaning_killed_at_several_moments(clean_base, spark):
     rng = random.Random(20240607)
     plans = [
         ("start", "START", 0.0),                                   # lock taken, nothing else
-        ("deciding", "PROGRESS deciding", 0.0),
-        ("deciding-late", "PROGRESS deciding", rng.uniform(0.2, 1.5)),
+        ("deciding", "PROGRESS deciding", rng.uniform(0.0, 1.0)),
         ("rewriting", "PROGRESS rewriting", rng.uniform(0.0, 1.0)),
         ("side-tables", "PROGRESS updating", rng.uniform(0.0, 0.5)),
         ("commit", "UPDATE 2", 0.0),                               # the cleaning's commit under way
         ("after-commit", "UPDATED 2", 0.0),                        # committed, lock not yet released
     ]
     outcomes = run_clean_trials(clean_base, spark, plans)
-    assert outcomes[:3] == [False, False, False]                   # too early to have committed
+    assert outcomes[:2] == [False, False]                          # too early to have committed
     assert outcomes[-1] is True
 
 
@@ -606,7 +609,7 @@ def append_base(tmp_path_factory):
 
 def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START") -> str:
     root = base.work / "trials" / name
-    shutil.copytree(base.root, root)
+    shutil.copytree(base.root, root, copy_function=shutil.copy)
     helper = Helper(["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N),
                      str(APPEND_SEED), "--ttl", "1"], base.work / "logs")
     assert helper.wait_for(marker, timeout=120) is not None, helper.stderr()[-3000:]

@@ -1,0 +1,25 @@
+"""Test helper: replace a log's records below an offset with edited ones (a deliberately bad cleaning)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from compaction_assets.manifest import FileRef, Segment, new_id
+from compaction_assets.records import SEGMENT_SCHEMA
+from compaction_assets.segment_stats import chunk_stats, read_segment
+
+
+def rewrite_below(handle, upto: int, edit) -> None:
+    """Records of the segments wholly below `upto` -> edit(list of dicts) -> one new segment."""
+    m = handle.manifest()
+    k = sum(1 for s in m.segments[:-1] if s.next_offset <= upto)
+    rows = [r for s in m.segments[:k] for r in read_segment(handle, s, m.log_start_offset).to_pylist()]
+    rows = sorted(edit(rows), key=lambda r: r["offset"])
+    table = pa.Table.from_pylist(rows, schema=SEGMENT_SCHEMA)
+    name = handle.new_data_name()
+    handle.st.makedirs(handle.path("data"))
+    pq.write_table(table, handle.path(name))
+    seg = Segment(id=new_id(), base_offset=m.segments[0].base_offset, next_offset=m.segments[k - 1].next_offset,
+                  files=(FileRef(name, len(table)),), **chunk_stats(table))
+    handle.update(lambda cur: cur.with_(segments=(seg,) + cur.segments[k:]))
