@@ -139,22 +139,38 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
                .persist(StorageLevel.MEMORY_AND_DISK))
 
     keep = F.col("keep")
-    rows = decided.groupBy("seg_idx").agg(
+    # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
+    hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
+    rows = decided.groupBy("seg_idx", hkey).agg(
         F.count(F.lit(1)).alias("read"), F.sum("size").alias("bytes_read"),
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
-        F.min(F.when(keep, F.struct("offset", "timestamp")))["timestamp"].alias("first_ts"),
+        F.min(F.when(keep, F.struct("offset", "timestamp"))).alias("first"),
         F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
         F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
         F.sum(F.col("stamped").cast("long")).alias("stamped"),
         F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
-        F.sum((keep & F.col("tomb") & F.col("until").isNotNull()).cast("long")).alias("held"),
     ).collect()
-    per_segment = {r["seg_idx"]: r.asDict() for r in rows}
+    per_segment: dict[int, dict] = {}
     horizons: dict[int, list[tuple[int, int]]] = {}
-    for r in (decided.where(keep & F.col("tomb")).groupBy("seg_idx", "new_horizon").count().collect()):
-        horizons.setdefault(r["seg_idx"], []).append((int(r["new_horizon"]), int(r["count"])))
+    for r in rows:
+        idx = r["seg_idx"]
+        if r["hkey"] is not None:
+            horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"])))
+        cur = per_segment.setdefault(idx, {"read": 0, "bytes_read": 0, "kept": 0, "kept_bytes": 0, "min_ts": None,
+                                           "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0,
+                                           "stamped": 0, "removed_tomb": 0})
+        for name in ("read", "bytes_read", "kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
+            cur[name] += int(r[name] or 0)
+        for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
+            val = r[name]
+            if val is not None:
+                val = (val["offset"], val["timestamp"]) if name == "first" else val
+                cur[name] = val if cur[name] is None else pick(cur[name], val)
+    for cur in per_segment.values():
+        first = cur.pop("first")
+        cur["first_ts"] = first[1] if first is not None else None
 
     def total(name):
         return int(sum((p[name] or 0) for p in per_segment.values()))

@@ -51,6 +51,18 @@ def _expected_winners(spark, handle, before: Manifest, config: TopicConfig, u: i
     return df.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn"), hi
 
 
+def _counts(**frames) -> dict[str, int]:
+    """Row counts of several DataFrames in one Spark job (shared sub-plans are computed once)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    parts = [df.select(F.lit(name).alias("kind")) for name, df in frames.items()]
+    rows = reduce(lambda a, b: a.unionByName(b), parts).groupBy("kind").count().collect()
+    found = {r["kind"]: int(r["count"]) for r in rows}
+    return {name: found.get(name, 0) for name in frames}
+
+
 def _examples(df, cols) -> list:
     return [{c: (r[c].decode("utf-8", "replace") if isinstance(r[c], (bytes, bytearray)) else r[c]) for c in cols}
             for r in df.select(*cols).limit(EXAMPLES).collect()]
@@ -72,8 +84,9 @@ def latest_value_per_key(spark, handle: LogHandle, config: TopicConfig, before: 
     rem = remembered_df(spark, handle, before) if config.strategy != "offset" else None
     if rem is not None:  # a winner that loses to a remembered delete may legitimately go
         missing = missing.join(rem, "key", "left").where(F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
-    n_stale, n_dupes, n_missing = stale.count(), dupes.count(), missing.count()
-    meta = {"keys_checked": w.count(), "records_not_the_winner": n_stale, "keys_with_several_records": n_dupes,
+    c = _counts(stale=stale, dupes=dupes, missing=missing, keys=w)
+    n_stale, n_dupes, n_missing = c["stale"], c["dupes"], c["missing"]
+    meta = {"keys_checked": c["keys"], "records_not_the_winner": n_stale, "keys_with_several_records": n_dupes,
             "winning_values_missing": n_missing, "first_uncleanable_offset": u}
     if n_stale:
         meta["examples_not_the_winner"] = _examples(stale, ["key", "o_offset", "w_offset"])
@@ -108,8 +121,9 @@ def tombstone_retention(spark, handle: LogHandle, config: TopicConfig, before: M
     # 3. no deleted key brought back: a value in the output for a key whose winner was a tombstone
     back = out.where(F.col("value").isNotNull()).select("key", "offset").join(
         tomb_w.select("key"), "key", "left_semi")
-    n_early, n_late, n_back = early.count(), expired_kept.count(), back.count()
-    meta = {"winning_tombstones": tomb_w.count(), "removed_before_horizon": n_early,
+    c = _counts(early=early, late=expired_kept, back=back, tombs=tomb_w)
+    n_early, n_late, n_back = c["early"], c["late"], c["back"]
+    meta = {"winning_tombstones": c["tombs"], "removed_before_horizon": n_early,
             "kept_after_horizon": n_late, "deleted_keys_brought_back": n_back, "now": now}
     if n_early:
         meta["examples_removed_early"] = _examples(early, ["key", "offset", "delete_horizon"])
@@ -138,19 +152,20 @@ def offsets_and_order_preserved(spark, handle: LogHandle, config: TopicConfig, b
     records = _range(spark, handle, after, config).select("offset", "seg_idx")
     bounds = spark.createDataFrame([(i, s.base_offset, s.next_offset) for i, s in enumerate(after.segments)],
                                    "seg_idx int, base long, next long")
-    outside = records.join(F.broadcast(bounds), "seg_idx").where(
-        (F.col("offset") < F.col("base")) | (F.col("offset") >= F.col("next"))).count()
-    dup = records.groupBy("offset").count().where("count > 1").count()
+    outside_df = records.join(F.broadcast(bounds), "seg_idx").where(
+        (F.col("offset") < F.col("base")) | (F.col("offset") >= F.col("next")))
+    dup_df = records.groupBy("offset").count().where("count > 1")
     # surviving offsets are a subset of the input's
     cols = ["offset", "key", "value", "timestamp", "headers"]
     new = _range(spark, handle, after, config, lo=after.log_start_offset).select(*cols).exceptAll(
         _range(spark, handle, before, config).select(*cols))  # exceptAll: nulls (tombstones) compare equal
-    new_count = new.count()
     # nothing at or above u changed (records the cleaning could see: below the old log end)
     lo = max(u, after.log_start_offset)
     above_before = _range(spark, handle, before, config, lo=lo, hi=before.log_end_offset).select(*cols)
     above_after = _range(spark, handle, after, config, lo=lo, hi=before.log_end_offset).select(*cols)
-    changed = above_before.exceptAll(above_after).count() + above_after.exceptAll(above_before).count()
+    c = _counts(outside=outside_df, dup=dup_df, new=new, gone=above_before.exceptAll(above_after),
+                altered=above_after.exceptAll(above_before))
+    outside, dup, new_count, changed = c["outside"], c["dup"], c["new"], c["gone"] + c["altered"]
     if outside:
         problems.append(f"{outside} record(s) lie outside their segment's offset range")
     if dup:

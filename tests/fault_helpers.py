@@ -1,11 +1,11 @@
 """The subprocess side of tests/test_store_faults.py: engine work that a test SIGKILLs at chosen moments.
 
-    python -m tests.fault_helpers clean ROOT LOG NOW CONFIG_JSON [--ttl S] [--force] [--gate] [--warmup DIR]
+    python -m tests.fault_helpers clean ROOT LOG NOW CONFIG_JSON [--ttl S] [--force] [--gate]
     python -m tests.fault_helpers append ROOT LOG CONFIG_JSON N SEED [--ttl S]
     python -m tests.fault_helpers hold-lock ROOT LOG KIND TTL
 
 Each prints one line per milestone on stdout (flushed), so that the test can kill it right after one:
-    READY                   set-up done (Spark started and warmed up for `clean`); with --gate the
+    READY                   set-up done (Spark started for `clean`); with --gate the
                             helper then waits for a line on stdin before it starts the work
     START                   the engine call begins
     PROGRESS <message>      the cleaner's progress messages (deciding, rewriting, side tables)
@@ -72,8 +72,6 @@ def cmd_clean(args) -> None:
 
     config = build_config(json.loads(args.config))
     spark = small_spark()
-    if args.warmup:
-        _warm_up(spark, args.warmup, config)
     handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log, must_exist=True)
     _instrument(handle)
     say("READY")
@@ -84,22 +82,6 @@ def cmd_clean(args) -> None:
                         progress=lambda msg: say(f"PROGRESS {msg}"))
     say("DONE " + json.dumps({"cleaned": report.cleaned, "reason": report.reason,
                               "checkpoint": report.checkpoint}))
-
-
-def _warm_up(spark, folder: str, config) -> None:
-    """One small cleaning on a scratch log, so that the cleaning under test does not run on a cold JVM."""
-    import shutil
-
-    from compaction_assets import engine, log_ops
-    from compaction_assets.store import LogStore
-
-    try:
-        handle = LogStore(folder).log("warmup-0")
-        log_ops.append(handle, config, batch(300, seed=5))
-        log_ops.roll(handle)
-        engine.run(handle, config, 10**7, spark=spark, force=True)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def cmd_append(args) -> None:
@@ -141,7 +123,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--ttl", type=float, default=2.0)
     p.add_argument("--force", action="store_true")
     p.add_argument("--gate", action="store_true")
-    p.add_argument("--warmup", default=None, help="scratch folder for a warm-up cleaning")
     p.set_defaults(func=cmd_clean)
     p = sub.add_parser("append")
     p.add_argument("root")

@@ -113,8 +113,8 @@ def webserver(demo_instance):
         yield url
     finally:
         ui_dagster.stop(proc)
-        left = ui_dagster.group_members(proc.pid)
-        assert not left, f"processes of dagster dev still alive after stop: {left}"
+        assert ui_dagster.wait_group_gone(proc.pid, 10), (
+            f"processes of dagster dev still alive after stop: {ui_dagster.group_members(proc.pid)}")
 
 
 DEFINITIONS = """{
@@ -146,14 +146,16 @@ def test_graphql_lists_assets_checks_and_sensors(webserver):
     sensors = {s["name"] for r in repos["nodes"] for s in r["sensors"]}
     assert SENSORS <= sensors, f"sensors missing from the UI: {sorted(SENSORS - sensors)}"
 
-    # The demo left materializations of partitions, and check results from those partitions' runs.
+    # The demo left materializations of partitions, and a passed result of every check for those partitions.
     for check in sorted(CHECKS):
         history = ui_dagster.graphql(webserver, HISTORY, {"check": check})
         mats = history["assetOrError"]["assetMaterializations"]
-        partition_runs = {m["runId"] for m in mats if m["partition"]}
-        assert partition_runs, f"no partitioned materialization of compacted_log: {mats}"
-        ran = [e for e in history["assetCheckExecutions"] if e["runId"] in partition_runs]
-        assert ran and all(e["status"] == "SUCCEEDED" for e in ran), (check, history["assetCheckExecutions"])
+        materialized = {(m["runId"], m["partition"]) for m in mats if m["partition"]}
+        assert materialized, f"no partitioned materialization of compacted_log: {mats}"
+        executions = history["assetCheckExecutions"]
+        checked = {(e["runId"], e["partition"]) for e in executions if e["status"] == "SUCCEEDED"}
+        assert checked & materialized, f"{check}: no passed result for a materialized partition: {executions}"
+        assert all(e["status"] == "SUCCEEDED" for e in executions), (check, executions)
 
 
 def _is_loopback(url: str) -> bool:
@@ -186,6 +188,9 @@ def _save(page, name: str, tmp_dir: Path) -> bytes:
 def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwright_api, tmp_path):
     # Mark the community newsletter dialog as seen, as its Skip button would, so it covers nothing.
     assert ui_dagster.graphql(webserver, "mutation { setNuxSeen }")["setNuxSeen"] is True
+    latest = ui_dagster.graphql(webserver, HISTORY, {"check": CHECK_PAGE})["assetCheckExecutions"]
+    assert latest and latest[0]["partition"], f"no partitioned result of {CHECK_PAGE}: {latest}"
+    latest_partition = latest[0]["partition"]  # the check page shows the latest execution's partition
     blocked: list[str] = []
     page_errors: list[str] = []
 
@@ -213,11 +218,12 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
             assert page.locator("text=compacted_log").count() >= 2  # in the sidebar and as a graph node
             _save(page, "asset_graph.png", tmp_path)
 
-            # A check result of compacted_log: the Checks tab with one check's latest execution.
+            # A check result of compacted_log: the Checks tab with one check's latest execution (of a partition).
             page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={CHECK_PAGE}",
                       wait_until="domcontentloaded")
             text = _wait_for_texts(page, [f"Checks ({len(CHECKS)})", *sorted(CHECKS), "Latest execution",
-                                          "Evaluation result", "Passed", "Metadata"], f"check {CHECK_PAGE}")
+                                          "Evaluation result", "Passed", f"Partition\n{latest_partition}", "Metadata"],
+                                   f"check {CHECK_PAGE}")
             assert "This is a blocking asset check." in text
             assert "Join the Dagster community" not in text
             _save(page, f"compacted_log_check_{CHECK_PAGE}.png", tmp_path)

@@ -57,6 +57,15 @@ def group_members(pgid: int) -> list[int]:
     return out
 
 
+def wait_group_gone(pgid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while group_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def stop(proc: subprocess.Popen, *, grace_s: float = 60, stragglers_s: float = 20) -> None:
     """SIGINT the leader, wait for it, give its group a moment, then SIGKILL what is left of the group."""
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
@@ -67,9 +76,7 @@ def stop(proc: subprocess.Popen, *, grace_s: float = 60, stragglers_s: float = 2
                 proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 pass
-        deadline = time.monotonic() + stragglers_s
-        while group_members(pgid) and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_group_gone(pgid, stragglers_s)
     finally:
         try:
             os.killpg(pgid, signal.SIGKILL)
