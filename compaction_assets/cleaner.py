@@ -222,7 +222,8 @@ def clean(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, no
         stats = {"records_read": 0, "records_written": 0, "tombstones_stamped": 0, "tombstones_removed": 0,
                  "records_superseded": 0, "bytes_read": 0, "bytes_written": 0, "cleaner_recopy_percent": 0.0,
                  "clean_time_secs": time.monotonic() - started}
-        return CleanOutput((), (), stats)
+        # nothing to rewrite: the guard's state carries over unchanged
+        return CleanOutput((), (), stats, holds=m.holds, remembered=m.remembered, tombstone_index=m.tombstone_index)
     say(f"deciding winners over {len(range_segs)} segment(s), offsets "
         f"[{range_segs[0].base_offset}, {u})")
     d = decide(spark, handle, m, config, u, now)

@@ -82,13 +82,13 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, u: 
         if tuple(s.id for s in m.segments[:k]) != out.replaced:
             raise ConflictError(f"log {handle.name!r} changed under the cleaning (retention or a log-start "
                                 "move); nothing was changed, run the cleaning again")
-        concurrent = tuple(h for h in m.holds if h.until >= snapshot.log_end_offset)
+        concurrent = tuple(h for h in m.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
         summary = {**out.stats, "reason": reason, "now": ev.now, "first_dirty_offset": ev.first_dirty_offset,
                    "first_uncleanable_offset": u, "dirty_ratio": ev.dirty_ratio,
                    "files_rewritten": out.files_rewritten, "finished_ms": wall_ms()}
         changes = dict(segments=out.segments + m.segments[k:], checkpoint=u, uncleanable=None,
                        last_cleaning=summary)
-        if ev.compact and out.replaced is not None:
+        if ev.compact:
             changes.update(holds=out.holds + concurrent, remembered=out.remembered,
                            tombstone_index=out.tombstone_index)
         return m.with_(**changes)

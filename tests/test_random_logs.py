@@ -1,9 +1,14 @@
 """Property tests: random small logs through the real engine and through an independent brute-force replay
 of SPEC.md (tests/oracle.py); the full results must be equal for every strategy.
 
-Each case is generated from its own seed (printed on failure). Reproduce one case with
-    RANDOM_LOGS_CASE=<strategy>:<seed> .venv/bin/python -m pytest tests/test_random_logs.py -k single
-and change the whole sample with RANDOM_LOGS_SEED=<int> (default: a fixed seed, so runs are reproducible).
+Each case is generated from its own seed (printed on failure, with the case JSON). Replay one case with
+    RANDOM_LOGS_CASE=<strategy>:<seed>:<max cleans> .venv/bin/python -m pytest tests/test_random_logs.py -k single
+change the whole sample with RANDOM_LOGS_SEED=<int> (default: a fixed seed, so runs are reproducible) and
+its size with RANDOM_LOGS_CASES=<n> (default 25 per strategy; the `slow` variant runs 200 per strategy).
+
+The generator (checked by test_generator_exercises_the_rules) mixes random steps with "delete episodes"
+(fresh tombstones, stale writes of deleted keys, cleanings timed around delete.retention.ms) so that
+horizons, held tombstones and remembered deletes actually happen.
 
 What is compared, per case: `error` (both null or both set; messages are free text), every step entry
 (eligible, reason, first_dirty_offset, first_uncleanable_offset, dirty_ratio within 1e-9,
@@ -14,21 +19,27 @@ delete_horizon) and latest_state.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
 import json
 import os
 import random
+import traceback
 
 import pytest
 
 from compaction_assets.conformance import CaseRun
 
-from .oracle import INT64_MAX, run_case as oracle_run
+from .oracle import INT64_MAX, INT64_MIN, run_case as oracle_run
 
 STRATEGIES = ("offset", "timestamp", "header")
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
+CONFORMANCE = os.environ.get("CONFORMANCE_DIR", "/work/shared/conformance")
 BASE_SEED = int(os.environ.get("RANDOM_LOGS_SEED", "20250611"))
-FAST_CASES = int(os.environ.get("RANDOM_LOGS_CASES", "30"))
-SLOW_CASES = 200
+FAST_CASES = int(os.environ.get("RANDOM_LOGS_CASES", "25"))   # per strategy
+FAST_MAX_CLEANS = 3
+SLOW_CASES = 200                                                # per strategy
+SLOW_MAX_CLEANS = 5
 MAX_RECORDS = 60
 
 
@@ -87,13 +98,15 @@ def _headers(rng: random.Random, strategy: str, name: str, version: int) -> list
         r = rng.random()
         if r < 0.7:
             return None
-        return [["h", rng.choice([1, "x", None, "abcdefgh"])]]
+        return [[rng.choice(["h", "hé"]), rng.choice([1, "x", None, "abcdefgh", "€"])]]
     choices = [
         lambda: [[name, version]],
         lambda: [[name, version]],
         lambda: [[name, version]],
         lambda: [[name, version]],
         lambda: [[name, rng.randint(-2, 6)]],
+        lambda: [[name, rng.choice([INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 2**32, -2**32])]],
+        lambda: [[name, rng.choice(["ÿÿÿÿ", "\u20ac\u20acab", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f"])]],  # 8 UTF-8 bytes
         lambda: [],                                          # missing
         lambda: None,                                        # no headers at all
         lambda: [[name, None]],                              # null value
@@ -111,9 +124,13 @@ class _Gen:
     def __init__(self, rng: random.Random, strategy: str, cfg: dict):
         self.rng, self.strategy, self.cfg = rng, strategy, cfg
         self.keys = [f"k{i}" for i in range(rng.randint(3, 6))]
+        if rng.random() < 0.2:
+            self.keys[-1] = "kä€"                            # sizes count UTF-8 bytes, not characters
         self.leo = 0
         self.records = 0
-        self.now = rng.choice([0, 100, 1000, rng.randint(0, 2000)])
+        # times near 0 mostly; sometimes a realistic epoch, sometimes near the int64 end (saturation)
+        epoch = rng.choices([0, 1_700_000_000_000, INT64_MAX - 1_000_000], [90, 7, 3])[0]
+        self.now = epoch + rng.choice([0, 100, 1000, rng.randint(0, 2000)])
         self.vseq = 0
         self.latest_ts: dict = {}       # per key: highest timestamp so far
         self.latest_version: dict = {}  # per key: highest version so far (header strategy)
@@ -135,7 +152,7 @@ class _Gen:
             step = self.rng.randint(150, 1500)
         else:
             step = self.rng.randint(1500, 8000)
-        self.now += step
+        self.now = min(self.now + step, INT64_MAX)
         return self.now
 
     def record(self, explicit: bool, key: str | None = None, stale: bool | None = None,
@@ -144,7 +161,8 @@ class _Gen:
         self.vseq += 1
         key = key or rng.choice(self.keys)
         rate = self.tombstone_rate if tombstone_rate is None else tombstone_rate
-        rec: dict = {"key": key, "value": None if rng.random() < rate else f"v{self.vseq}" + "x" * rng.randint(0, 6)}
+        rec: dict = {"key": key, "value": None if rng.random() < rate
+                     else f"v{self.vseq}" + rng.choice(["x", "x", "x", "é"]) * rng.randint(0, 6)}
         if rec["value"] is None:
             self.deleted.add(key)
         # a stale write (older timestamp / lower version than the key's latest) now and then, so that
@@ -156,7 +174,7 @@ class _Gen:
         r = rng.random()
         if fresh:   # a delete that wins: newest timestamp and version of its key
             stale = False
-            rec["timestamp"] = max(self.latest_ts.get(key, 0), self.now) + rng.randint(0, 20)
+            rec["timestamp"] = min(max(self.latest_ts.get(key, 0), self.now) + rng.randint(0, 20), INT64_MAX)
         elif stale:
             rec["timestamp"] = max(0, self.latest_ts[key] - rng.randint(0, 300))
         elif r < 0.06:
@@ -164,7 +182,7 @@ class _Gen:
         elif r < 0.13:
             pass                                             # takes the step's `now`
         else:
-            rec["timestamp"] = max(0, self.now + rng.randint(-400, 40))
+            rec["timestamp"] = min(max(0, self.now + rng.randint(-400, 40)), INT64_MAX)
         ts = rec.get("timestamp", self.now)
         self.latest_ts[key] = max(ts, self.latest_ts.get(key, ts))
         top = self.latest_version.get(key)
@@ -243,7 +261,7 @@ class _Gen:
         short = dr <= 5000
 
         def clean(after: int) -> None:
-            self.now += after
+            self.now = min(self.now + after, INT64_MAX)
             step: dict = {"now": self.now}
             if rng.random() < 0.5:
                 step["force"] = True
@@ -269,7 +287,7 @@ class _Gen:
             if rng.random() < 0.5:
                 out.append({"roll": {}})
             if rng.random() < 0.3:
-                out.append({"plan": {"now": self.now + rng.randint(0, 30)}})
+                out.append({"plan": {"now": min(self.now + rng.randint(0, 30), INT64_MAX)}})
             if short:
                 clean(rng.choice([0, dr // 4, dr // 3, dr // 2, dr - 1, dr, dr + 1, 2 * dr + 1])
                       if dr > 1 else rng.randint(0, 3))
@@ -360,25 +378,31 @@ def compare_results(oracle: dict, engine: dict) -> list[str]:
     return out
 
 
-def run_both(case: dict, spark, root: str) -> tuple[dict, dict, list[str]]:
+def run_both(case: dict, spark, root: str) -> tuple[dict, dict | None, list[str]]:
+    """Run a case through the oracle and the engine; the differences ([] when they agree). An engine
+    crash (an exception other than a refusal, which the runner reports as `error`) is a difference too."""
     expected = oracle_run(case)
-    actual = CaseRun(case, spark, root).run()
+    try:
+        actual = CaseRun(case, spark, root).run()
+    except Exception as exc:  # noqa: BLE001 - any crash of the engine is a finding
+        tb = traceback.format_exception(exc, limit=-3)
+        return expected, None, [f"engine crashed: {type(exc).__name__}: {exc}", *"".join(tb).splitlines()[-8:]]
     return expected, actual, compare_results(expected, actual)
 
 
-def _check_many(strategy: str, seeds: list[int], spark, tmp_path) -> None:
+def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path) -> None:
     failures = []
     for n, seed in enumerate(seeds):
-        case = make_case(strategy, seed)
+        case = make_case(strategy, seed, max_cleans)
         _, _, diffs = run_both(case, spark, str(tmp_path / f"case-{n}"))
         if diffs:
             failures.append((seed, case, diffs))
     if failures:
         lines = [f"{len(failures)} of {len(seeds)} random {strategy!r} cases differ from the oracle "
-                 f"(RANDOM_LOGS_SEED={BASE_SEED}); reproduce one with RANDOM_LOGS_CASE={strategy}:<seed>"]
+                 f"(RANDOM_LOGS_SEED={BASE_SEED}); seeds: {[f[0] for f in failures]}"]
         for seed, case, diffs in failures[:3]:
-            lines.append(f"--- seed {seed}: {len(diffs)} difference(s)")
-            lines += ["  " + d for d in diffs[:12]]
+            lines.append(f"--- RANDOM_LOGS_CASE={strategy}:{seed}:{max_cleans}  ({len(diffs)} difference(s))")
+            lines += ["  " + d[:600] for d in diffs[:12]]
             lines.append("  case: " + json.dumps(case))
         pytest.fail("\n".join(lines), pytrace=False)
 
@@ -389,15 +413,11 @@ def _check_many(strategy: str, seeds: list[int], spark, tmp_path) -> None:
 
 def test_oracle_matches_the_example_cases():
     """The oracle itself passes every example case of the conformance suite (it must, to be trusted)."""
-    import glob
-    import importlib.util
-
-    here = "/work/shared/conformance"
-    spec = importlib.util.spec_from_file_location("conformance_check", os.path.join(here, "check.py"))
+    spec = importlib.util.spec_from_file_location("conformance_check", os.path.join(CONFORMANCE, "check.py"))
     check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(check)
-    files = sorted(glob.glob(os.path.join(here, "cases", "*.json")))
-    assert files, "no example cases found"
+    files = sorted(glob.glob(os.path.join(CONFORMANCE, "cases", "*.json")))
+    assert len(files) >= 17, f"example cases not found under {CONFORMANCE}"
     problems = {}
     for f in files:
         with open(f, encoding="utf-8") as fh:
@@ -409,20 +429,41 @@ def test_oracle_matches_the_example_cases():
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
+def test_generator_exercises_the_rules(strategy):
+    """Oracle only (no Spark): the case generator reaches the rules worth testing, so that a passing
+    comparison means something. Counted over the slow sample, in number of cases."""
+    seen: dict = {}
+    for seed in case_seeds(strategy, SLOW_CASES, salt=1):
+        events: dict = {}
+        oracle_run(make_case(strategy, seed, SLOW_MAX_CLEANS), events)
+        for k in events:
+            seen[k] = seen.get(k, 0) + 1
+    wanted = ["roll_by_size", "roll_by_time", "deadline_roll", "checkpoint_reset", "min_lag_blocks",
+              "log_start_splits_segment", "retention_deleted_segment", "tombstones_stamped",
+              "tombstones_removed", "reason=dirty_ratio", "reason=max_compaction_lag",
+              "reason=delete_horizon", "reason=forced", "reason=None"]
+    if strategy != "offset":
+        wanted += ["tombstone_held", "remembered_delete_added", "lost_to_remembered_delete"]
+    missing = {k: seen.get(k, 0) for k in wanted if seen.get(k, 0) < 3}
+    assert not missing, f"rules the generator rarely reaches: {missing} (all: {seen})"
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle(strategy, spark, tmp_path):
-    _check_many(strategy, case_seeds(strategy, FAST_CASES), spark, tmp_path)
+    _check_many(strategy, case_seeds(strategy, FAST_CASES), FAST_MAX_CLEANS, spark, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle_many(strategy, spark, tmp_path):
-    _check_many(strategy, case_seeds(strategy, SLOW_CASES, salt=1), spark, tmp_path)
+    _check_many(strategy, case_seeds(strategy, SLOW_CASES, salt=1), SLOW_MAX_CLEANS, spark, tmp_path)
 
 
-@pytest.mark.skipif("RANDOM_LOGS_CASE" not in os.environ, reason="set RANDOM_LOGS_CASE=<strategy>:<seed>")
+@pytest.mark.skipif("RANDOM_LOGS_CASE" not in os.environ,
+                    reason="set RANDOM_LOGS_CASE=<strategy>:<seed>[:<max cleans>] to replay one case")
 def test_single_case(spark, tmp_path):
-    strategy, seed = os.environ["RANDOM_LOGS_CASE"].split(":")
-    case = make_case(strategy, int(seed))
+    strategy, seed, *rest = os.environ["RANDOM_LOGS_CASE"].split(":")
+    case = make_case(strategy, int(seed), int(rest[0]) if rest else FAST_MAX_CLEANS)
     print(json.dumps(case))
     _, _, diffs = run_both(case, spark, str(tmp_path / "case"))
     assert not diffs, "\n".join(diffs)
