@@ -188,6 +188,8 @@ def parse_topics(data: Any, source: str = "topics file") -> TopicsFile:
         raise ConfigError(f"{source}: 'defaults' must be a mapping of Kafka configuration keys")
     if not isinstance(topics, dict):
         raise ConfigError(f"{source}: 'topics' must be a mapping of topic name to configuration")
+    # YAML reads an unquoted numeric topic name (e.g. 2024) as an integer; it is still a name.
+    topics = {str(k) if isinstance(k, int) and not isinstance(k, bool) else k: v for k, v in topics.items()}
     for name, overrides in topics.items():
         check_topic(name, f"{source}: topic")
         if overrides is not None and not isinstance(overrides, dict):

@@ -6,12 +6,12 @@ import re
 
 from .errors import LogNameError
 
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-_LOG_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>[0-9]+)$")
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_LOG_RE = re.compile(r"(?P<topic>.+)-(?P<partition>[0-9]+)")
 
 
 def check_topic(topic: object, source: str = "topic name") -> str:
-    if not isinstance(topic, str) or not _TOPIC_RE.match(topic) or topic in (".", ".."):
+    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
         raise LogNameError(
             f"{source} {topic!r} is not a valid Kafka topic name "
             "(1-249 characters of a-z A-Z 0-9 . _ -, not '.' or '..')")
@@ -23,7 +23,7 @@ def check_partition(partition: object, source: str = "partition") -> int:
         raise LogNameError(f"{source} {partition!r} is not a non-negative integer")
     if isinstance(partition, int):
         value = partition
-    elif isinstance(partition, str) and partition.isascii() and partition.isdigit():
+    elif isinstance(partition, str) and re.fullmatch(r"[0-9]+", partition):
         value = int(partition)
     else:
         raise LogNameError(f"{source} {partition!r} is not a non-negative integer")
@@ -40,7 +40,7 @@ def parse_log_name(name: object, source: str = "log name") -> tuple[str, int]:
     """Split `<topic>-<partition>` and validate both parts; refuse anything else."""
     if not isinstance(name, str):
         raise LogNameError(f"{source} {name!r} is not a string")
-    match = _LOG_RE.match(name)
+    match = _LOG_RE.fullmatch(name)
     if not match:
         raise LogNameError(f"{source} {name!r} is not of the form <topic>-<partition>")
     topic = check_topic(match.group("topic"), f"{source} {name!r}: topic")

@@ -193,6 +193,9 @@ def _conform_arrow(table: pa.Table, source: str) -> pa.Table:
     for field in INPUT_SCHEMA:
         if field.name in table.column_names:
             col = table.column(field.name)
+            if not _acceptable(field.name, col.type):
+                raise InvalidInputError(
+                    f"{source}: column {field.name!r} has type {col.type}, expected {field.type}")
             if field.name in ("key", "value") and (pa.types.is_string(col.type)
                                                    or pa.types.is_large_string(col.type)):
                 col = pc.cast(col, pa.binary())
@@ -205,6 +208,18 @@ def _conform_arrow(table: pa.Table, source: str) -> pa.Table:
             col = pa.nulls(len(table), field.type)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=INPUT_SCHEMA)
+
+
+def _acceptable(name: str, typ: pa.DataType) -> bool:
+    """Input column types that convert without changing meaning (no strings-as-numbers, no bools)."""
+    if pa.types.is_null(typ):
+        return True
+    if name in ("offset", "timestamp"):
+        return pa.types.is_integer(typ)
+    if name in ("key", "value"):
+        return pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_string(typ) \
+            or pa.types.is_large_string(typ) or pa.types.is_fixed_size_binary(typ)
+    return pa.types.is_list(typ) or pa.types.is_large_list(typ)
 
 
 def decode_headers(raw: list[dict[str, Any]] | None) -> list[tuple[str, bytes | None]]:

@@ -176,7 +176,7 @@ class LogHandle:
     def collect_garbage(self, grace_s: float | None = None) -> list[str]:
         """Delete files under data/ and side/ that no recent manifest references (interrupted changes)."""
         grace_ms = int((self.store.gc_grace_s if grace_s is None else grace_s) * 1000)
-        keep = {self.path(n) for n in self.referenced()}
+        keep = {self.path(n) for n in self.referenced()}  # files, and side tables that are folders
         keep_dirs = {os.path.dirname(p) for p in keep}
         now = wall_ms()
         removed = []
@@ -185,7 +185,8 @@ class LogHandle:
                 base = path.rsplit("/", 1)[-1]
                 if top == "_log" and not base.startswith(".tmp-"):
                     continue
-                if path in keep or (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs):
+                if path in keep or any(path.startswith(k + "/") for k in keep) or \
+                        (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs):
                     continue
                 mtime = self.st.mtime_ms(path)
                 if mtime is not None and now - mtime < grace_ms:
@@ -194,6 +195,7 @@ class LogHandle:
                 removed.append(path)
         if self.st.local:
             _remove_empty_dirs(self.path("data"))
+            _remove_empty_dirs(self.path("side"))
         return removed
 
 
