@@ -7,11 +7,21 @@ Written from the SPEC alone (not from the engine): a plain-Python replay of one 
 Everything is kept as simple lists of dicts and recomputed from scratch whenever needed; performance is
 irrelevant (cases hold a few dozen records).
 
-Readings chosen where the SPEC leaves room (see the test module's docstring for the list):
+Readings chosen where the SPEC leaves room:
 - records below log_start_offset are physically dropped from the segment that straddles it ("gone for
   every purpose"); an active segment whose records are all gone counts as empty (roll rules, `roll`,
-  deadline roll); the last segment is never deleted by a log-start move, even when it lies wholly below.
-- a remembered delete is one entry per removed tombstone (key, rank, expiry); several may coexist.
+  deadline roll); the last segment is never deleted by a log-start move, even when it lies wholly below
+  (a move to LEO leaves the active segment [base, LEO) with no visible record, base < log start).
+- the first append to a log that never had a record sets log start and checkpoint to its first offset,
+  explicit or not (the generator never overwrites the checkpoint before that first append).
+- `clean_bytes` is literally every segment whose base < first_dirty, the active one included.
+- `delete_horizon` eligibility counts stamped tombstones at offsets in [log_start, first_dirty) (the clean
+  section), and "held" is judged as the cleaning would judge it: against the records outside the
+  segments wholly below U (the range that cleaning would rewrite).
+- the cleaning that stamps a horizon never removes that tombstone, even with delete.retention.ms = 0.
+- a remembered delete is one entry per removed tombstone (key, rank, expiry); several may coexist; it is
+  dropped by a `clean` evaluation at now >= expiry, before that evaluation's cleaning.
+- a forced clean with nothing to rewrite still counts as a cleaning (cleaned, zero counters).
 """
 
 from __future__ import annotations
@@ -435,6 +445,7 @@ def run_case(case: dict, events: dict | None = None) -> dict:
         error = str(exc)
     if log is None:
         log = Log(dict(DEFAULTS))
+    state = log.latest_state()
     if events is not None:
         for k, n in log.events.items():
             events[k] = events.get(k, 0) + n
@@ -445,5 +456,4 @@ def run_case(case: dict, events: dict | None = None) -> dict:
                     events[k] = events.get(k, 0) + n
         if error:
             events["error"] = events.get("error", 0) + 1
-    return {"name": name, "error": error, "steps": steps, "log": log.to_json(),
-            "latest_state": log.latest_state()}
+    return {"name": name, "error": error, "steps": steps, "log": log.to_json(), "latest_state": state}

@@ -39,7 +39,13 @@ def env(tmp_path, spark):
 
 
 def materialize(assets, log, resources, instance, **kw):
-    return dg.materialize(assets, partition_key=log, resources=resources, instance=instance, run_config=QUIET, **kw)
+    # Dagster keeps the "current" defs-state storage in a process-wide context variable; after several
+    # test instances come and go it can point at a disposed one. Bind it to this test's instance.
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(instance.defs_state_storage):
+        return dg.materialize(assets, partition_key=log, resources=resources, instance=instance,
+                              run_config=QUIET, **kw)
 
 
 def test_materialize_a_partition_end_to_end(env):
