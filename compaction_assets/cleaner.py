@@ -67,7 +67,7 @@ def logical_size():
 class Decision:
     """The outcome of the decide phase, before anything is written."""
     per_segment: dict[int, dict]
-    horizons: dict[int, list[tuple[int, int]]]
+    horizons: dict[int, list[tuple[int, int, int, int]]]
     stats: dict
     decided: object            # the persisted Spark DataFrame of the range with decisions
     new_horizon: int
@@ -151,13 +151,16 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
         F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
         F.sum(F.col("stamped").cast("long")).alias("stamped"),
         F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
+        F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
+        F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
     ).collect()
     per_segment: dict[int, dict] = {}
-    horizons: dict[int, list[tuple[int, int]]] = {}
+    horizons: dict[int, list[tuple[int, int, int, int]]] = {}
     for r in rows:
         idx = r["seg_idx"]
         if r["hkey"] is not None:
-            horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"])))
+            horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
+                                                 int(r["tomb_hi"])))
         cur = per_segment.setdefault(idx, {"read": 0, "bytes_read": 0, "kept": 0, "kept_bytes": 0, "min_ts": None,
                                            "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0,
                                            "stamped": 0, "removed_tomb": 0})

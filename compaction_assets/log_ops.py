@@ -213,6 +213,7 @@ def new_holds(handle: LogHandle, m: Manifest, config: TopicConfig, records: pa.T
     from .ranking import losers_to_tombstones  # local import: only these strategies need it
     idx = pq.read_table(handle.path(m.tombstone_index["file"]),
                         filesystem=None if handle.st.local else handle.st.fs)
+    idx = idx.filter(pc.greater_equal(idx.column("offset"), m.log_start_offset))  # gone below log start
     found = losers_to_tombstones(idx, records, config)
     return tuple(Hold(offset=o, horizon=h, until=u) for o, h, u in found)
 

@@ -40,7 +40,8 @@ class Segment:
     first_ts: int | None = None        # timestamp of the first record
     min_pos_ts: int | None = None      # earliest timestamp > 0 (SPEC §5)
     tombstones: int = 0
-    horizons: tuple[tuple[int, int], ...] = ()  # (delete horizon, tombstones carrying it)
+    # (delete horizon, tombstones carrying it, lowest and highest offset among them)
+    horizons: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -58,7 +59,7 @@ class Segment:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Segment":
         return cls(**{**d, "files": tuple(FileRef(**f) for f in d.get("files", [])),
-                      "horizons": tuple((int(h), int(c)) for h, c in d.get("horizons", []))})
+                      "horizons": tuple(tuple(int(x) for x in h) for h in d.get("horizons", []))})
 
 
 def _min(values: Iterable[int | None]) -> int | None:
@@ -71,12 +72,14 @@ def _max(values: Iterable[int | None]) -> int | None:
     return max(vals) if vals else None
 
 
-def merge_horizons(*groups: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    counts: dict[int, int] = {}
+def merge_horizons(*groups: Iterable[tuple[int, int, int, int]]) -> tuple[tuple[int, int, int, int], ...]:
+    merged: dict[int, list[int]] = {}
     for group in groups:
-        for h, c in group:
-            counts[h] = counts.get(h, 0) + c
-    return tuple(sorted((h, c) for h, c in counts.items() if c))
+        for h, c, lo, hi in group:
+            cur = merged.setdefault(h, [0, lo, hi])
+            cur[0] += c
+            cur[1], cur[2] = min(cur[1], lo), max(cur[2], hi)
+    return tuple(sorted((h, c, lo, hi) for h, (c, lo, hi) in merged.items() if c))
 
 
 def combine(segments: list[Segment]) -> Segment:

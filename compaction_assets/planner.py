@@ -119,15 +119,23 @@ def evaluate(m: Manifest, config: TopicConfig, now: int) -> Evaluation:
 
 
 def expired_tombstones(m: Manifest, now: int, fd: int, u: int) -> int:
-    """Clean-section tombstones with horizon <= now, less those a record at or above `u` still holds."""
-    clean = [s for s in m.segments if s.base_offset < fd]
-    due = sum(c for s in clean for h, c in s.horizons if h <= now)
+    """Tombstones of the clean section [log_start, first_dirty) whose horizon is <= now, less those a
+    record at or above `u` still holds (SPEC §5, §6). A segment straddling first_dirty contributes its
+    horizon groups wholly below it, and at least one tombstone of a group that starts below it."""
+    due = 0
+    for s in m.segments:
+        if s.base_offset >= fd:
+            break
+        for h, c, lo, hi in s.horizons:
+            if h <= now and lo < fd:
+                due += c if hi < fd else 1
     if not due:
         return 0
-    in_clean = [(s.base_offset, s.next_offset) for s in clean]
-    held = sum(1 for h in m.holds if h.horizon <= now and h.until >= u
-               and any(a <= h.offset < b for a, b in in_clean))
-    return max(due - held, 0)
+    held: dict[int, int] = {}
+    for h in m.holds:  # one tombstone may be held by several appends: count it once
+        if h.horizon <= now and m.log_start_offset <= h.offset < fd:
+            held[h.offset] = max(held.get(h.offset, -1), h.until)
+    return max(due - sum(1 for until in held.values() if until >= u), 0)
 
 
 def order(evaluations: list[Evaluation]) -> list[Evaluation]:

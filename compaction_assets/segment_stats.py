@@ -23,10 +23,14 @@ def chunk_stats(table: pa.Table) -> dict:
     tombstones = int(pc.sum(tomb_mask).as_py() or 0)
     horizons: tuple = ()
     if tombstones and "delete_horizon" in table.column_names:
-        hz = pc.filter(table.column("delete_horizon"), tomb_mask).drop_null()
-        if len(hz):
-            vals, counts = np.unique(hz.to_numpy(), return_counts=True)
-            horizons = tuple((int(v), int(c)) for v, c in zip(vals, counts))
+        tombs = table.filter(tomb_mask).filter(pc.is_valid(pc.field("delete_horizon")))
+        if len(tombs):
+            grouped = tombs.group_by("delete_horizon").aggregate(
+                [("offset", "count"), ("offset", "min"), ("offset", "max")])
+            horizons = tuple(sorted(
+                (int(h), int(c), int(lo), int(hi)) for h, c, lo, hi in zip(
+                    *(grouped.column(n).to_pylist() for n in
+                      ("delete_horizon", "offset_count", "offset_min", "offset_max")))))
     return dict(records=n, size=int(pc.sum(sizes_array(table)).as_py()), min_ts=int(ts.min()),
                 max_ts=int(ts.max()), first_ts=int(ts[0]), min_pos_ts=int(pos.min()) if pos.size else None,
                 tombstones=tombstones, horizons=horizons)

@@ -530,7 +530,8 @@ def test_deadline_roll_and_max_delay(store):
 def with_horizons(log, index, horizons):
     def change(m):
         segs = list(m.segments)
-        segs[index] = replace(segs[index], horizons=tuple(horizons),
+        base = segs[index].base_offset  # the tombstones are the segment's first records
+        segs[index] = replace(segs[index], horizons=tuple((h, c, base, base + c - 1) for h, c in horizons),
                               tombstones=sum(c for _, c in horizons))
         return m.with_(segments=tuple(segs))
     return log.update(change)
@@ -592,7 +593,7 @@ def test_delete_horizon_from_a_real_cleaning(store, spark):
     assert report.cleaned and report.stats["tombstones_stamped"] == 1
     m = log.manifest()
     assert m.checkpoint == 3
-    assert sum(cnt for s in m.segments for _, cnt in s.horizons) == 1
+    assert sum(cnt for s in m.segments for _, cnt, *_ in s.horizons) == 1
     assert ev(log, c, 5999).reason is None           # horizon = 5000 + 1000
     e = ev(log, c, 6000)
     assert e.expired_tombstones == 1 and e.reason == "delete_horizon"
