@@ -321,8 +321,8 @@ class _Gen:
 
 
 def make_case(strategy: str, seed: int, max_cleans: int = 4) -> dict:
-    """A random case, a pure function of its arguments. `max_cleans` bounds the `clean` steps (each one
-    that cleans is a Spark job) before the closing plan/clean pair."""
+    """A random case, a pure function of its arguments. `max_cleans` bounds the random `clean` steps and
+    the rounds of a delete episode (each cleaning is a Spark job); a closing plan/clean pair may follow."""
     rng = random.Random(seed)
     episode = rng.random() < (0.5 if strategy != "offset" else 0.3)
     cfg = _config(rng, strategy, delete_focus=episode)
