@@ -86,7 +86,8 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
         "would_remove_superseded_bytes": dry["superseded"]["bytes"],
         "would_remove_expired_tombstones": dry["tombstones_expired"]["records"],
         "would_remove_by_retention_records": dry["retention"]["records"],
-        "segments_to_rewrite": dry["segments_to_rewrite"], "evaluated_at_ms": now})
+        "segments_to_rewrite": dry["segments_to_rewrite"], "segments_to_mark": dry["segments_to_mark"],
+        "evaluated_at_ms": now})
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],

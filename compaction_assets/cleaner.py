@@ -1,12 +1,15 @@
 """How to clean (SPEC §6): the Spark job that rewrites the segments below the first uncleanable offset.
 
-Two phases, so that values are read only where a file must be rewritten:
+Two phases, so that full records are read only where a file must be rewritten and never shuffled:
   decide  - a narrow scan (key, offset, rank, tombstone flag, horizon) of the rewritten range picks
             the winner of every key, applies the delete horizons, the resurrection guard and the
             remembered deletes, and aggregates per segment (small results only reach the driver);
-  rewrite - only segments that lose a record are rewritten (one Spark write, one file per segment);
+  rewrite - a segment with at least REWRITE_DEAD_FRACTION of its rows dead is rewritten by one
+            Python-worker task that streams its files through pyarrow (rewrite_task.py); a segment that
+            loses fewer records keeps its files and its removed offsets go to the log's deletion vector;
             a segment that only needs tombstone horizons gets them as a file-level stamp.
-Nothing is collected to the driver but per-segment figures and the few held tombstones.
+So a cleaning's writes follow what changed, not the log's size. Nothing is collected to the driver but
+per-segment figures, the names of written files and the few held tombstones.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from .planner import rewritten_segments
 from .ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
 from .store import LogHandle
 
+BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
+REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its rows is dead
+
 
 def spark_schema():
     from pyspark.sql.types import (ArrayType, BinaryType, LongType, StringType, StructField,
@@ -36,13 +42,18 @@ def spark_schema():
     ])
 
 
-def read_segments(spark, handle: LogHandle, segments: list[tuple[int, Segment]], log_start: int):
-    """Records of the given (index, segment) pairs with `seg_idx` and the effective delete horizon."""
+def read_segments(spark, handle: LogHandle, m: Manifest, segments: list[tuple[int, Segment]], *,
+                  mark_dead: bool = False):
+    """Records of the given (index, segment) pairs of `m` with `seg_idx` and the effective delete horizon.
+
+    Records in the log's deletion vector are left out, or with `mark_dead` kept with `dead` = true.
+    """
     from pyspark.sql import functions as F
 
     entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
     if not entries:
-        return spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
+        df = spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
+        return df.withColumn("dead", F.lit(False)) if mark_dead else df
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
     meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
                                  "file_ref string, seg_idx int, stamp long")
@@ -50,9 +61,20 @@ def read_segments(spark, handle: LogHandle, segments: list[tuple[int, Segment]],
     df = (spark.read.schema(spark_schema()).parquet(*uris)
           .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
           .join(F.broadcast(meta), "file_ref")
-          .where(F.col("offset") >= F.lit(log_start)))
+          .where(F.col("offset") >= F.lit(m.log_start_offset)))
     horizon = F.when(F.col("value").isNull(), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
-    return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
+    df = df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
+    if m.deleted:
+        dv = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
+        dv = F.broadcast(dv) if m.deleted["count"] <= BROADCAST_DEAD_MAX else dv
+        if mark_dead:
+            df = (df.join(dv.withColumn("dead", F.lit(True)), "offset", "left")
+                  .withColumn("dead", F.coalesce(F.col("dead"), F.lit(False))))
+        else:
+            df = df.join(dv, "offset", "left_anti")
+    elif mark_dead:
+        df = df.withColumn("dead", F.lit(False))
+    return df
 
 
 def logical_size():
@@ -81,6 +103,7 @@ class CleanOutput:
     holds: tuple[Hold, ...] = ()
     remembered: dict | None = None
     tombstone_index: dict | None = None
+    deleted: dict | None = None
     files_rewritten: int = 0
     extra: dict = field(default_factory=dict)
 
@@ -101,11 +124,12 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     range_segs = list(enumerate(rewritten_segments(m, u)))  # a prefix of m.segments
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
 
-    df = with_spark_ranks(read_segments(spark, handle, range_segs, m.log_start_offset), config)
+    df = with_spark_ranks(read_segments(spark, handle, m, range_segs, mark_dead=True), config)
     narrow = df.select("offset", "key", "timestamp", (F.col("value").isNull()).alias("tomb"),
-                       "delete_horizon", "seg_idx", logical_size().alias("size"), *ranks)
-    winner = F.max(spark_order(config)).over(Window.partitionBy("key"))
-    narrow = narrow.withColumn("is_winner", winner["offset"] == F.col("offset"))
+                       "delete_horizon", "seg_idx", logical_size().alias("size"), "dead", *ranks)
+    # dead rows (the deletion vector) take no part in the decision; they are kept to rebuild the vector
+    winner = F.max(F.when(~F.col("dead"), spark_order(config))).over(Window.partitionBy("key"))
+    narrow = narrow.withColumn("is_winner", ~F.col("dead") & (winner["offset"] == F.col("offset")))
 
     rem = remembered_df(spark, handle, m) if guard else None
     if rem is not None:
@@ -117,7 +141,7 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
 
     outside = [(i, s) for i, s in enumerate(m.segments) if s.next_offset > u and s.records]
     if guard and outside:
-        out = with_spark_ranks(read_segments(spark, handle, outside, m.log_start_offset), config)
+        out = with_spark_ranks(read_segments(spark, handle, m, outside), config)
         out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
         tombs = narrow.where(F.col("is_winner") & F.col("tomb")).select(
             "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])
@@ -141,8 +165,10 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     keep = F.col("keep")
     # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
     hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
+    alive = ~F.col("dead")
     rows = decided.groupBy("seg_idx", hkey).agg(
-        F.count(F.lit(1)).alias("read"), F.sum("size").alias("bytes_read"),
+        F.count(F.lit(1)).alias("physical"),
+        F.sum(alive.cast("long")).alias("read"), F.sum(F.when(alive, F.col("size"))).alias("bytes_read"),
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
@@ -161,10 +187,11 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
         if r["hkey"] is not None:
             horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
                                                  int(r["tomb_hi"])))
-        cur = per_segment.setdefault(idx, {"read": 0, "bytes_read": 0, "kept": 0, "kept_bytes": 0, "min_ts": None,
-                                           "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0,
-                                           "stamped": 0, "removed_tomb": 0})
-        for name in ("read", "bytes_read", "kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
+        cur = per_segment.setdefault(idx, {"physical": 0, "read": 0, "bytes_read": 0, "kept": 0, "kept_bytes": 0,
+                                           "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None,
+                                           "tombstones": 0, "stamped": 0, "removed_tomb": 0})
+        for name in ("physical", "read", "bytes_read", "kept", "kept_bytes", "tombstones", "stamped",
+                     "removed_tomb"):
             cur[name] += int(r[name] or 0)
         for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
             val = r[name]
@@ -197,66 +224,135 @@ def merge_layout(segments: list[Segment], segment_bytes: int) -> list[Segment]:
     return [g[0] if len(g) == 1 else combine(g) for g in groups]
 
 
-def _list_written(handle: LogHandle, relative_dir: str) -> dict[int, list[FileRef]]:
+def _empty_stats() -> dict:
+    return {"records_read": 0, "records_written": 0, "tombstones_stamped": 0, "tombstones_removed": 0,
+            "records_superseded": 0, "bytes_read": 0, "bytes_written": 0, "cleaner_recopy_percent": 0.0,
+            "segments_rewritten": 0, "segments_marked": 0, "records_rewritten": 0, "files_bytes_written": 0,
+            "deletion_vector_records": 0}
+
+
+def rewrite_plan(d: Decision) -> tuple[list[int], list[int]]:
+    """Segments to rewrite (enough of them dead) and segments that only get deletion-vector entries."""
+    rewrite, mark = [], []
+    for i, p in sorted(d.per_segment.items()):
+        if p["kept"] == p["physical"] or p["kept"] == 0:
+            continue  # untouched, or left with no file at all
+        if (p["physical"] - p["kept"]) >= REWRITE_DEAD_FRACTION * p["physical"]:
+            rewrite.append(i)
+        else:
+            mark.append(i)
+    return rewrite, mark
+
+
+def _parallelism(spark) -> int:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
+
+
+def _rewrite(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], rewrite: list[int],
+             work_dir: str) -> dict[int, tuple[FileRef, int]]:
+    """Rewrite whole segments in Python workers; only the offsets to keep (or drop) are shuffled."""
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    from . import rewrite_task
+    from .records import SEGMENT_SCHEMA
+
+    kept = sum(d.per_segment[i]["kept"] for i in rewrite)
+    dropped = sum(d.per_segment[i]["physical"] for i in rewrite) - kept
+    keep_listed = kept <= dropped
+    listed = F.col("keep") if keep_listed else ~F.col("keep")
+    offsets_dir = f"{work_dir}/offsets"
+    (d.decided.where(listed & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
+        .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx")
+        .write.partitionBy("seg_idx").parquet(handle.spark_uri(offsets_dir)))
+    specs = [rewrite_task.RewriteSpec(
+        seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
+        offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"), keep_listed=keep_listed,
+        min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
+        for i in rewrite]
+    # longest first onto the least loaded task
+    n_tasks = max(1, min(len(specs), _parallelism(spark)))
+    tasks: list[list] = [[] for _ in range(n_tasks)]
+    loads = [0] * n_tasks
+    for spec in sorted(specs, key=lambda sp: -d.per_segment[sp.seg]["physical"]):
+        t = loads.index(min(loads))
+        tasks[t].append(spec)
+        loads[t] += d.per_segment[spec.seg]["physical"]
     st = handle.st
-    out: dict[int, list[FileRef]] = {}
-    for entry in st.list_dir(handle.path(relative_dir)):
-        if not entry.startswith("seg_idx="):
-            continue
-        idx = int(entry.split("=", 1)[1])
-        for name in st.list_dir(handle.path(f"{relative_dir}/{entry}")):
-            if name.endswith(".parquet") and not name.startswith((".", "_")):
-                rel = f"{relative_dir}/{entry}/{name}"
-                meta = pq.read_metadata(handle.path(rel), filesystem=None if st.local else st.fs)
-                if meta.num_rows:
-                    out.setdefault(idx, []).append(FileRef(rel, meta.num_rows))
+    fs_uri = None if st.local else f"{st.scheme}://{st.root}"
+    cloudpickle.register_pickle_by_value(rewrite_task)
+    runner = rewrite_task.partition_runner(tasks, fs_uri, SEGMENT_SCHEMA)
+    rows = (spark.range(0, n_tasks, 1, n_tasks)
+            .mapInArrow(runner, "seg int, path string, records long, bytes long").collect())
+    prefix = handle.path("")
+    out = {}
+    for r in rows:
+        rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
+        out[int(r["seg"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
     return out
+
+
+def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: list[int],
+                   range_end: int) -> dict | None:
+    """The new deletion vector: dead rows of segments kept as they are, plus old entries above the range."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    if mark:
+        parts.append(d.decided.where(~F.col("keep") & F.col("seg_idx").isin(mark)).select("offset"))
+    if m.deleted:
+        old = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
+        parts.append(old.where(F.col("offset") >= F.lit(range_end)))
+    if not parts:
+        return None
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    name = f"side/deleted-{uuid.uuid4().hex}"
+    df.coalesce(1).sortWithinPartitions("offset").write.parquet(handle.spark_uri(name))
+    st = handle.st
+    count = 0
+    for entry in st.list_dir(handle.path(name)):
+        if entry.endswith(".parquet") and not entry.startswith((".", "_")):
+            count += pq.read_metadata(handle.path(f"{name}/{entry}"),
+                                      filesystem=None if st.local else st.fs).num_rows
+    return {"file": name, "count": count} if count else None
 
 
 def clean(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, now: int,
           progress=None) -> CleanOutput:
     """Clean `m` (a snapshot) below `u` at `now`; write new files; return what the commit replaces."""
-    from pyspark.sql import functions as F
-
     started = time.monotonic()
     say = progress or (lambda msg: None)
     range_segs = rewritten_segments(m, u)
     if not range_segs:
-        stats = {"records_read": 0, "records_written": 0, "tombstones_stamped": 0, "tombstones_removed": 0,
-                 "records_superseded": 0, "bytes_read": 0, "bytes_written": 0, "cleaner_recopy_percent": 0.0,
-                 "clean_time_secs": time.monotonic() - started}
+        stats = {**_empty_stats(), "clean_time_secs": time.monotonic() - started}
         # nothing to rewrite: the guard's state carries over unchanged
-        return CleanOutput((), (), stats, holds=m.holds, remembered=m.remembered, tombstone_index=m.tombstone_index)
+        return CleanOutput((), (), stats, holds=m.holds, remembered=m.remembered,
+                           tombstone_index=m.tombstone_index, deleted=m.deleted)
     say(f"deciding winners over {len(range_segs)} segment(s), offsets "
         f"[{range_segs[0].base_offset}, {u})")
     d = decide(spark, handle, m, config, u, now)
     try:
-        rewrite = [i for i, p in d.per_segment.items() if p["kept"] < p["read"]]
-        written: dict[int, list[FileRef]] = {}
+        rewrite, mark = rewrite_plan(d)
+        work_dir = f"data/clean-{uuid.uuid4().hex}"
+        written: dict[int, tuple[FileRef, int]] = {}
         if rewrite:
             say(f"rewriting {len(rewrite)} of {len(range_segs)} segment(s)")
-            out_dir = f"data/clean-{uuid.uuid4().hex}"
-            full = read_segments(spark, handle, [(i, m.segments[i]) for i in rewrite], m.log_start_offset)
-            survivors = d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select(
-                "offset", "new_horizon")
-            (full.drop("delete_horizon").join(survivors, "offset")
-                 .select("offset", "key", "value", "timestamp", "headers",
-                         F.col("new_horizon").alias("delete_horizon"), "seg_idx")
-                 .repartition(max(1, min(len(rewrite), 64)), "seg_idx")
-                 .sortWithinPartitions("seg_idx", "offset")
-                 .write.mode("errorifexists").partitionBy("seg_idx").parquet(handle.spark_uri(out_dir)))
-            written = _list_written(handle, out_dir)
-            for refs in written.values():
-                if len(refs) > 1:
-                    refs.sort(key=lambda r: r.name)
+            written = _rewrite(spark, handle, m, d, range_segs, rewrite, work_dir)
+        if mark or m.deleted:
+            say(f"marking removed records of {len(mark)} segment(s) in the deletion vector")
+        deleted = _write_deleted(spark, handle, m, d, mark, range_segs[-1].next_offset) \
+            if (mark or m.deleted) else None
         new_segments = []
         for i, seg in enumerate(range_segs):
             p = d.per_segment.get(i)
-            if p is None:  # a segment with no visible record
+            if p is None or p["kept"] == 0:  # no visible record left
                 new_segments.append(Segment(new_id(), seg.base_offset, seg.next_offset))
                 continue
-            if i in rewrite:
-                files = tuple(written.get(i, ()))
+            if i in written:
+                files = (written[i][0],)
             elif p["stamped"]:
                 files = tuple(FileRef(f.name, f.records, f.stamp if f.stamp is not None else d.new_horizon)
                               for f in seg.files)
@@ -268,8 +364,13 @@ def clean(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, no
                 first_ts=p["first_ts"], min_pos_ts=p["min_pos_ts"], tombstones=int(p["tombstones"]),
                 horizons=tuple(sorted(d.horizons.get(i, [])))))
         merged = merge_layout(new_segments, config.segment_bytes)
-        out = CleanOutput(tuple(merged), tuple(s.id for s in range_segs), dict(d.stats),
-                          files_rewritten=sum(len(v) for v in written.values()))
+        stats = dict(d.stats)
+        stats.update(segments_rewritten=len(written), segments_marked=len(mark),
+                     records_rewritten=sum(ref.records for ref, _ in written.values()),
+                     files_bytes_written=sum(b for _, b in written.values()),
+                     deletion_vector_records=(deleted or {}).get("count", 0))
+        out = CleanOutput(tuple(merged), tuple(s.id for s in range_segs), stats,
+                          files_rewritten=len(written), deleted=deleted)
         if config.strategy != "offset":
             say("updating the tombstone index and remembered deletes")
             _guard_outputs(spark, handle, m, config, d, now, out)

@@ -10,13 +10,14 @@ A failed cleaning changes nothing and marks the log uncleanable until a later su
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass, field
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .cleaner import CleanOutput, clean, merge_layout
+from .cleaner import CleanOutput, clean, merge_layout, rewrite_plan
 from .config import TopicConfig
 from .errors import CompactionError, ConflictError
 from .manifest import Manifest
@@ -87,7 +88,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, u: 
                    "first_uncleanable_offset": u, "dirty_ratio": ev.dirty_ratio,
                    "files_rewritten": out.files_rewritten, "finished_ms": wall_ms()}
         changes = dict(segments=out.segments + m.segments[k:], checkpoint=u, uncleanable=None,
-                       last_cleaning=summary)
+                       last_cleaning=summary, deleted=out.deleted)
         if ev.compact:
             changes.update(holds=out.holds + concurrent, remembered=out.remembered,
                            tombstone_index=out.tombstone_index)
@@ -164,8 +165,13 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    first = text[0] if text else ""
+    # Errors raised in Python workers: the useful part is the worker's own last error line.
+    cause = next((line for line in reversed(text) if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)), None)
+    if cause and cause != first:
+        first = f"{first} {cause}"
+    return f"{type(exc).__name__}: {first}"[:500]
 
 
 def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
@@ -193,7 +199,7 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
     result = {"evaluation": ev.as_dict(), "reason": reason, "would_clean": reason is not None,
               "superseded": {"records": 0, "bytes": 0}, "tombstones_expired": {"records": 0, "bytes": 0},
               "tombstones_to_stamp": 0, "retention": {"segments": 0, "records": 0, "bytes": 0},
-              "segments_to_rewrite": 0}
+              "segments_to_rewrite": 0, "segments_to_mark": 0}
     segments = list(virtual.segments)
     if reason is not None and rewritten_segments(virtual, ev.first_uncleanable_offset):
         if spark is None:
@@ -205,9 +211,10 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
         from .manifest import Segment, new_id
         d = decide(spark, handle, virtual, config, ev.first_uncleanable_offset, now)
         try:
+            superseded = ~F.col("dead") & ~F.col("keep") & ~F.col("removed_tomb")
             row = d.decided.agg(
-                F.sum((~F.col("keep") & ~F.col("removed_tomb")).cast("long")).alias("sr"),
-                F.sum(F.when(~F.col("keep") & ~F.col("removed_tomb"), F.col("size"))).alias("sb"),
+                F.sum(superseded.cast("long")).alias("sr"),
+                F.sum(F.when(superseded, F.col("size"))).alias("sb"),
                 F.sum(F.col("removed_tomb").cast("long")).alias("tr"),
                 F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("tb")).collect()[0]
         finally:
@@ -215,7 +222,9 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
         result["superseded"] = {"records": int(row["sr"] or 0), "bytes": int(row["sb"] or 0)}
         result["tombstones_expired"] = {"records": int(row["tr"] or 0), "bytes": int(row["tb"] or 0)}
         result["tombstones_to_stamp"] = d.stats["tombstones_stamped"]
-        result["segments_to_rewrite"] = sum(1 for p in d.per_segment.values() if p["kept"] < p["read"])
+        rewrite, mark = rewrite_plan(d)
+        result["segments_to_rewrite"] = len(rewrite)
+        result["segments_to_mark"] = len(mark)
         k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
         after = []
         for i, seg in enumerate(segments[:k]):

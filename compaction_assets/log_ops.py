@@ -14,7 +14,7 @@ from .config import TopicConfig
 from .errors import ConflictError, InvalidInputError, OffsetError
 from .manifest import FileRef, Hold, Manifest, Segment, new_id
 from .records import SEGMENT_SCHEMA, coerce_table, sizes_array
-from .segment_stats import add_chunk, chunk_stats, restat
+from .segment_stats import add_chunk, chunk_stats, dead_offsets, restat
 from .store import LogHandle
 
 
@@ -243,12 +243,13 @@ def set_log_start(handle: LogHandle, offset: int) -> Manifest:
 
 def move_log_start(handle: LogHandle, m: Manifest, offset: int) -> Manifest:
     segs = []
+    dead = dead_offsets(handle, m)
     for i, seg in enumerate(m.segments):
         last = i == len(m.segments) - 1
         if seg.next_offset <= offset and not last:
             continue  # wholly below: deleted
         if seg.base_offset < offset and seg.records:
-            seg = restat(handle, seg, offset)
+            seg = restat(handle, seg, offset, dead)
         segs.append(seg)
     holds = tuple(h for h in m.holds if h.offset >= offset)
     return m.with_(segments=tuple(segs), log_start_offset=offset, holds=holds)

@@ -114,6 +114,8 @@ class Manifest:
     holds: tuple[Hold, ...] = ()
     remembered: dict[str, Any] | None = None        # {"file", "count", "min_expiry"}
     tombstone_index: dict[str, Any] | None = None   # {"file", "count"}
+    # Deletion vector: offsets a cleaning removed from files it did not rewrite {"file", "count"}
+    deleted: dict[str, Any] | None = None
     uncleanable: dict[str, Any] | None = None       # {"error", "since_ms"}
     last_cleaning: dict[str, Any] | None = None
     invalid_records: int = 0
@@ -167,7 +169,7 @@ class Manifest:
             "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
             "checkpoint": self.checkpoint, "segments": [s.to_json() for s in self.segments],
             "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
-            "tombstone_index": self.tombstone_index, "uncleanable": self.uncleanable,
+            "tombstone_index": self.tombstone_index, "deleted": self.deleted, "uncleanable": self.uncleanable,
             "last_cleaning": self.last_cleaning, "invalid_records": self.invalid_records,
             "ingested": list(self.ingested), "committed_ms": self.committed_ms, "extra": self.extra,
         }

@@ -11,7 +11,7 @@ from .config import TopicConfig
 from .manifest import Manifest
 from .planner import evaluate
 from .records import Record, rows_to_records
-from .segment_stats import read_segment
+from .segment_stats import dead_offsets, read_segment
 from .store import LogHandle, wall_ms
 
 COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
@@ -24,7 +24,7 @@ def read_df(spark, handle: LogHandle, from_offset: int = 0, *, ordered: bool = T
     m = m or handle.manifest()
     start = max(from_offset, m.log_start_offset)
     segs = [(i, s) for i, s in enumerate(m.segments) if s.next_offset > start and s.files]
-    df = read_segments(spark, handle, segs, m.log_start_offset).where(F.col("offset") >= F.lit(start))
+    df = read_segments(spark, handle, m, segs).where(F.col("offset") >= F.lit(start))
     df = df.select(*COLUMNS)
     return df.orderBy("offset") if ordered else df
 
@@ -33,17 +33,19 @@ def iter_records(handle: LogHandle, from_offset: int = 0, m: Manifest | None = N
     """A small-reader iterator over visible records from `from_offset`, one segment in memory at a time."""
     m = m or handle.manifest()
     start = max(from_offset, m.log_start_offset)
+    dead = dead_offsets(handle, m)
     for seg in m.segments:
         if seg.next_offset <= start or not seg.files:
             continue
-        table = read_segment(handle, seg, m.log_start_offset)
+        table = read_segment(handle, seg, m.log_start_offset, dead)
         table = table.filter(pc.greater_equal(table.column("offset"), start))
         yield from rows_to_records(table)
 
 
 def segment_records(handle: LogHandle, m: Manifest) -> list[tuple[object, list[Record]]]:
     """Every segment with its visible records (for describing small logs and the conformance output)."""
-    return [(seg, rows_to_records(read_segment(handle, seg, m.log_start_offset)) if seg.files else [])
+    dead = dead_offsets(handle, m)
+    return [(seg, rows_to_records(read_segment(handle, seg, m.log_start_offset, dead)) if seg.files else [])
             for seg in m.segments]
 
 
@@ -56,7 +58,7 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, m: Manifest |
 
     m = m or handle.manifest()
     ranks = rank_columns(config)
-    df = with_spark_ranks(read_segments(spark, handle, list(enumerate(m.segments)), m.log_start_offset), config)
+    df = with_spark_ranks(read_segments(spark, handle, m, list(enumerate(m.segments))), config)
     payload = F.struct("offset", "value", "timestamp", "headers", *ranks)
     best = df.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
     best = best.where(F.col("value").isNotNull())

@@ -54,13 +54,25 @@ def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
         horizons=merge_horizons(seg.horizons, stats["horizons"]))
 
 
-def read_file(handle, ref: FileRef, min_offset: int | None = None) -> pa.Table:
-    """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon."""
+def dead_offsets(handle, m) -> pa.Array | None:
+    """The log's deletion vector: offsets a cleaning removed from files it kept (None when there are none)."""
+    if not m.deleted:
+        return None
+    st = handle.st
+    table = pq.read_table(handle.path(m.deleted["file"]), filesystem=st.fs if not st.local else None)
+    return table.column("offset").combine_chunks()
+
+
+def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
+    """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
+    without the records of the deletion vector `dead`."""
     st = handle.st
     table = pq.read_table(handle.path(ref.name), filesystem=st.fs if not st.local else None,
                           schema=SEGMENT_SCHEMA)
     if min_offset is not None:
         table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
+    if dead is not None and len(dead) and len(table):
+        table = table.filter(pc.invert(pc.is_in(table.column("offset"), value_set=dead)))
     if ref.stamp is not None and len(table):
         hz = table.column("delete_horizon")
         fill = pc.if_else(pc.is_null(table.column("value")), pa.scalar(ref.stamp, pa.int64()),
@@ -70,13 +82,13 @@ def read_file(handle, ref: FileRef, min_offset: int | None = None) -> pa.Table:
     return table
 
 
-def read_segment(handle, seg: Segment, min_offset: int | None = None) -> pa.Table:
-    tables = [read_file(handle, f, min_offset) for f in seg.files]
+def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
+    tables = [read_file(handle, f, min_offset, dead) for f in seg.files]
     return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.empty_table()
 
 
-def restat(handle, seg: Segment, min_offset: int) -> Segment:
+def restat(handle, seg: Segment, min_offset: int, dead: pa.Array | None = None) -> Segment:
     """Recompute a segment's stats over its records at or above `min_offset` (log-start moves)."""
-    stats = chunk_stats(read_segment(handle, seg, min_offset))
+    stats = chunk_stats(read_segment(handle, seg, min_offset, dead))
     return Segment(id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset,
                    files=seg.files, **stats)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -48,6 +49,10 @@ def get_spark(conf: dict | None = None):
         conf = {k: v for k, v in conf.items() if k != "spark.remote"}
     for key, value in conf.items():
         builder = builder.config(key, value)
+    master = conf.get("spark.master", "")
+    if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
+        # Python workers (the segment rewrite) on this machine run this interpreter unless told otherwise.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = builder.getOrCreate()
     try:
         spark.sparkContext.setLogLevel("ERROR")

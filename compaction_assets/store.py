@@ -168,7 +168,7 @@ class LogHandle:
         names: set[str] = set()
         for m in self.recent_manifests():
             names.update(f.name for f in m.files())
-            for side in (m.remembered, m.tombstone_index):
+            for side in (m.remembered, m.tombstone_index, m.deleted):
                 if side:
                     names.add(side["file"])
         return names

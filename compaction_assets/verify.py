@@ -31,7 +31,7 @@ def _range(spark, handle: LogHandle, m: Manifest, config: TopicConfig, lo: int |
 
     segs = [(i, s) for i, s in enumerate(m.segments) if s.files
             and (hi is None or s.base_offset < hi) and (lo is None or s.next_offset > lo)]
-    df = read_segments(spark, handle, segs, m.log_start_offset)
+    df = read_segments(spark, handle, m, segs)
     if lo is not None:
         df = df.where(F.col("offset") >= lo)
     if hi is not None:

@@ -7,14 +7,15 @@ import pyarrow.parquet as pq
 
 from compaction_assets.manifest import FileRef, Segment, new_id
 from compaction_assets.records import SEGMENT_SCHEMA
-from compaction_assets.segment_stats import chunk_stats, read_segment
+from compaction_assets.segment_stats import chunk_stats, dead_offsets, read_segment
 
 
 def rewrite_below(handle, upto: int, edit) -> None:
     """Records of the segments wholly below `upto` -> edit(list of dicts) -> one new segment."""
     m = handle.manifest()
     k = sum(1 for s in m.segments[:-1] if s.next_offset <= upto)
-    rows = [r for s in m.segments[:k] for r in read_segment(handle, s, m.log_start_offset).to_pylist()]
+    dead = dead_offsets(handle, m)
+    rows = [r for s in m.segments[:k] for r in read_segment(handle, s, m.log_start_offset, dead).to_pylist()]
     rows = sorted(edit(rows), key=lambda r: r["offset"])
     table = pa.Table.from_pylist(rows, schema=SEGMENT_SCHEMA)
     name = handle.new_data_name()
@@ -22,4 +23,7 @@ def rewrite_below(handle, upto: int, edit) -> None:
     pq.write_table(table, handle.path(name))
     seg = Segment(id=new_id(), base_offset=m.segments[0].base_offset, next_offset=m.segments[k - 1].next_offset,
                   files=(FileRef(name, len(table)),), **chunk_stats(table))
-    handle.update(lambda cur: cur.with_(segments=(seg,) + cur.segments[k:]))
+    # the deletion vector's entries below `upto` no longer apply to the rewritten records
+    keep_dv = dead is not None and bool(len(dead)) and max(dead.to_pylist()) >= upto
+    handle.update(lambda cur: cur.with_(segments=(seg,) + cur.segments[k:],
+                                        deleted=cur.deleted if keep_dv else None))
