@@ -1,0 +1,95 @@
+"""Planner and sensor ticks over many logs (metadata only, no Spark); was bench/sensors_1000_logs.py.
+
+    .venv/bin/python -m bench.sensors [--logs 1000] [--json OUT]
+
+Builds `--logs` small logs (two thirds with a sealed segment and a record in the active one), then times
+the planner per log (a manifest in memory, and reading it from the store first) and one tick of each
+sensor over all the logs on a real (temporary) Dagster instance. `bash bench/run.sh` runs this in a
+subprocess and checks planner < 5 ms per log and every sensor tick < 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+
+
+def measure(logs: int = 1000, root: str | None = None) -> dict:
+    import dagster as dg
+
+    from compaction_assets import log_ops
+    from compaction_assets.config import build_config
+    from compaction_assets.definitions import defs
+    from compaction_assets.partitions import log_partitions
+    from compaction_assets.planner import evaluate
+    from resources.log_store import LogStoreResource
+
+    own = root is None
+    root = root or tempfile.mkdtemp(prefix="sensor-bench-")
+    try:
+        store = LogStoreResource(root=os.path.join(root, "store"), landing=os.path.join(root, "landing"),
+                                 topics_file=None)
+        cfg = build_config({})
+        names = [f"topic{i % 50}-{i // 50}" for i in range(logs)]
+        t = time.monotonic()
+        for i, name in enumerate(names):
+            handle = store.handle(name)
+            log_ops.append(handle, cfg, [{"key": f"k{j % 7}", "value": "v" * 50, "timestamp": 1000 + j}
+                                         for j in range(20)])
+            if i % 3:
+                log_ops.roll(handle)
+                log_ops.append(handle, cfg, [{"key": "k1", "value": "w", "timestamp": 5000}])
+        out: dict = {"logs": logs, "build_seconds": time.monotonic() - t}
+
+        manifests = [store.handle(n).manifest() for n in names]
+        t = time.perf_counter()
+        for m in manifests:
+            evaluate(m, cfg, 10_000)
+        out["planner_ms_per_log_in_memory"] = (time.perf_counter() - t) / len(manifests) * 1000
+        t = time.perf_counter()
+        for n in names:
+            evaluate(store.handle(n).manifest(), cfg, 10_000)
+        out["planner_ms_per_log_with_read"] = (time.perf_counter() - t) / len(names) * 1000
+
+        out["sensors"] = {}
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions(log_partitions.name, names)
+            resources = {**defs.resources, "log_store": store}
+            for sensor_name in ("dirty_ratio_sensor", "max_compaction_lag_sensor", "log_discovery_sensor"):
+                sensor = defs.get_sensor_def(sensor_name)
+                ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
+                                              definitions=defs)
+                t = time.monotonic()
+                result = sensor.evaluate_tick(ctx)
+                out["sensors"][sensor_name] = {"seconds": time.monotonic() - t,
+                                               "run_requests": len(result.run_requests),
+                                               "observations": len(result.asset_events)}
+        return out
+    finally:
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--logs", type=int, default=1000)
+    ap.add_argument("--json", help="also write the figures as JSON to this file")
+    args = ap.parse_args()
+    out = measure(args.logs)
+    print(f"built {out['logs']} logs in {out['build_seconds']:.1f}s")
+    print(f"planner: {out['planner_ms_per_log_in_memory']:.3f} ms per log from a manifest in memory; "
+          f"{out['planner_ms_per_log_with_read']:.3f} ms including reading it")
+    for name, s in out["sensors"].items():
+        print(f"{name}: {s['seconds']:.2f}s over {out['logs']} logs, {s['run_requests']} run requests, "
+              f"{s['observations']} observations")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
