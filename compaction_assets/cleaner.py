@@ -43,17 +43,16 @@ def spark_schema():
 
 
 def read_segments(spark, handle: LogHandle, m: Manifest, segments: list[tuple[int, Segment]], *,
-                  mark_dead: bool = False):
+                  with_dead: bool = False):
     """Records of the given (index, segment) pairs of `m` with `seg_idx` and the effective delete horizon.
 
-    Records in the log's deletion vector are left out, or with `mark_dead` kept with `dead` = true.
+    Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it).
     """
     from pyspark.sql import functions as F
 
     entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
     if not entries:
-        df = spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
-        return df.withColumn("dead", F.lit(False)) if mark_dead else df
+        return spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
     meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
                                  "file_ref string, seg_idx int, stamp long")
@@ -64,16 +63,9 @@ def read_segments(spark, handle: LogHandle, m: Manifest, segments: list[tuple[in
           .where(F.col("offset") >= F.lit(m.log_start_offset)))
     horizon = F.when(F.col("value").isNull(), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     df = df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
-    if m.deleted:
+    if m.deleted and not with_dead:
         dv = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
-        dv = F.broadcast(dv) if m.deleted["count"] <= BROADCAST_DEAD_MAX else dv
-        if mark_dead:
-            df = (df.join(dv.withColumn("dead", F.lit(True)), "offset", "left")
-                  .withColumn("dead", F.coalesce(F.col("dead"), F.lit(False))))
-        else:
-            df = df.join(dv, "offset", "left_anti")
-    elif mark_dead:
-        df = df.withColumn("dead", F.lit(False))
+        df = df.join(F.broadcast(dv) if m.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
     return df
 
 
@@ -115,8 +107,12 @@ def remembered_df(spark, handle: LogHandle, m: Manifest):
 
 
 def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, now: int) -> Decision:
+    """Per key of the range, its winner and what happens to it; per segment, what the cleaning leaves.
+
+    Only winners can be kept, so the decision is a group-by over narrow rows (partial aggregation keeps
+    the shuffle to about one row per key and task); what a segment read comes from the manifest.
+    """
     from pyspark import StorageLevel
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     ranks = rank_columns(config)
@@ -124,17 +120,18 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     range_segs = list(enumerate(rewritten_segments(m, u)))  # a prefix of m.segments
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
 
-    df = with_spark_ranks(read_segments(spark, handle, m, range_segs, mark_dead=True), config)
+    df = with_spark_ranks(read_segments(spark, handle, m, range_segs), config)
     narrow = df.select("offset", "key", "timestamp", (F.col("value").isNull()).alias("tomb"),
-                       "delete_horizon", "seg_idx", logical_size().alias("size"), "dead", *ranks)
-    # dead rows (the deletion vector) take no part in the decision; they are kept to rebuild the vector
-    winner = F.max(F.when(~F.col("dead"), spark_order(config))).over(Window.partitionBy("key"))
-    narrow = narrow.withColumn("is_winner", ~F.col("dead") & (winner["offset"] == F.col("offset")))
+                       "delete_horizon", "seg_idx", logical_size().alias("size"), *ranks)
+    payload = F.struct(*[F.col(c) for c in ranks], "offset", "tomb", "delete_horizon", "seg_idx", "size",
+                       "timestamp")
+    order = spark_order(config) if ranks else F.col("offset")
+    winners = narrow.groupBy("key").agg(F.max_by(payload, order).alias("w")).select("key", "w.*")
 
     rem = remembered_df(spark, handle, m) if guard else None
     if rem is not None:
-        narrow = narrow.join(F.broadcast(rem.drop("m_expiry")) if m.remembered["count"] < 1_000_000
-                             else rem.drop("m_expiry"), "key", "left")
+        winners = winners.join(F.broadcast(rem.drop("m_expiry")) if m.remembered["count"] < 1_000_000
+                               else rem.drop("m_expiry"), "key", "left")
         rem_beats = F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
     else:
         rem_beats = F.lit(False)
@@ -143,18 +140,18 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     if guard and outside:
         out = with_spark_ranks(read_segments(spark, handle, m, outside), config)
         out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
-        tombs = narrow.where(F.col("is_winner") & F.col("tomb")).select(
+        tombs = winners.where(F.col("tomb")).select(
             "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])
         holds = (tombs.join(out, "key").where(spark_loses(config, "o_", "t_"))
                  .groupBy("t_offset").agg(F.max("o_offset").alias("until")))
-        narrow = narrow.join(F.broadcast(holds), narrow["offset"] == holds["t_offset"], "left").drop("t_offset")
+        winners = winners.join(F.broadcast(holds), winners["offset"] == holds["t_offset"], "left").drop("t_offset")
     else:
-        narrow = narrow.withColumn("until", F.lit(None).cast("long"))
+        winners = winners.withColumn("until", F.lit(None).cast("long"))
 
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = F.col("until").isNotNull() if guard else F.lit(False)
-    alive = F.col("is_winner") & ~rem_beats
-    decided = (narrow
+    alive = ~rem_beats
+    decided = (winners
                .withColumn("removed_tomb", alive & expired & ~held)
                .withColumn("keep", alive & ~(expired & ~held))
                .withColumn("stamped", F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull())
@@ -165,10 +162,7 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     keep = F.col("keep")
     # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
     hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
-    alive = ~F.col("dead")
     rows = decided.groupBy("seg_idx", hkey).agg(
-        F.count(F.lit(1)).alias("physical"),
-        F.sum(alive.cast("long")).alias("read"), F.sum(F.when(alive, F.col("size"))).alias("bytes_read"),
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
@@ -180,18 +174,19 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
         F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
         F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
     ).collect()
-    per_segment: dict[int, dict] = {}
+    per_segment: dict[int, dict] = {
+        i: {"physical": s.records + s.dead, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
+            "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0, "stamped": 0,
+            "removed_tomb": 0}
+        for i, s in range_segs if s.records}
     horizons: dict[int, list[tuple[int, int, int, int]]] = {}
     for r in rows:
         idx = r["seg_idx"]
         if r["hkey"] is not None:
             horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
                                                  int(r["tomb_hi"])))
-        cur = per_segment.setdefault(idx, {"physical": 0, "read": 0, "bytes_read": 0, "kept": 0, "kept_bytes": 0,
-                                           "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None,
-                                           "tombstones": 0, "stamped": 0, "removed_tomb": 0})
-        for name in ("physical", "read", "bytes_read", "kept", "kept_bytes", "tombstones", "stamped",
-                     "removed_tomb"):
+        cur = per_segment[idx]
+        for name in ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
             cur[name] += int(r[name] or 0)
         for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
             val = r[name]
@@ -260,17 +255,13 @@ def _rewrite(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: lis
     from . import rewrite_task
     from .records import SEGMENT_SCHEMA
 
-    kept = sum(d.per_segment[i]["kept"] for i in rewrite)
-    dropped = sum(d.per_segment[i]["physical"] for i in rewrite) - kept
-    keep_listed = kept <= dropped
-    listed = F.col("keep") if keep_listed else ~F.col("keep")
     offsets_dir = f"{work_dir}/offsets"
-    (d.decided.where(listed & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
+    (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
         .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx")
         .write.partitionBy("seg_idx").parquet(handle.spark_uri(offsets_dir)))
     specs = [rewrite_task.RewriteSpec(
         seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
-        offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"), keep_listed=keep_listed,
+        offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"),
         min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
         for i in rewrite]
     # longest first onto the least loaded task
@@ -302,7 +293,11 @@ def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: lis
 
     parts = []
     if mark:
-        parts.append(d.decided.where(~F.col("keep") & F.col("seg_idx").isin(mark)).select("offset"))
+        # every row of those segments' files (dead before or not) that the cleaning does not keep
+        rows = read_segments(spark, handle, m, [(i, m.segments[i]) for i in mark], with_dead=True).select("offset")
+        kept = d.decided.where(F.col("keep") & F.col("seg_idx").isin(mark)).select("offset")
+        small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
+        parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
     if m.deleted:
         old = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
         parts.append(old.where(F.col("offset") >= F.lit(range_end)))
@@ -362,7 +357,8 @@ def clean(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, no
                 id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=files,
                 records=int(p["kept"]), size=int(p["kept_bytes"] or 0), min_ts=p["min_ts"], max_ts=p["max_ts"],
                 first_ts=p["first_ts"], min_pos_ts=p["min_pos_ts"], tombstones=int(p["tombstones"]),
-                horizons=tuple(sorted(d.horizons.get(i, [])))))
+                horizons=tuple(sorted(d.horizons.get(i, []))),
+                dead=0 if i in written else int(p["physical"] - p["kept"])))
         merged = merge_layout(new_segments, config.segment_bytes)
         stats = dict(d.stats)
         stats.update(segments_rewritten=len(written), segments_marked=len(mark),

@@ -211,15 +211,16 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
         from .manifest import Segment, new_id
         d = decide(spark, handle, virtual, config, ev.first_uncleanable_offset, now)
         try:
-            superseded = ~F.col("dead") & ~F.col("keep") & ~F.col("removed_tomb")
+            # only winners are in the decision: superseded = read - kept - expired tombstones
             row = d.decided.agg(
-                F.sum(superseded.cast("long")).alias("sr"),
-                F.sum(F.when(superseded, F.col("size"))).alias("sb"),
                 F.sum(F.col("removed_tomb").cast("long")).alias("tr"),
                 F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("tb")).collect()[0]
+            kept_bytes = sum(int(p["kept_bytes"] or 0) for p in d.per_segment.values())
         finally:
             d.decided.unpersist()
-        result["superseded"] = {"records": int(row["sr"] or 0), "bytes": int(row["sb"] or 0)}
+        s = d.stats
+        result["superseded"] = {"records": s["records_read"] - s["records_written"] - s["tombstones_removed"],
+                                "bytes": s["bytes_read"] - kept_bytes - int(row["tb"] or 0)}
         result["tombstones_expired"] = {"records": int(row["tr"] or 0), "bytes": int(row["tb"] or 0)}
         result["tombstones_to_stamp"] = d.stats["tombstones_stamped"]
         rewrite, mark = rewrite_plan(d)

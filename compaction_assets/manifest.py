@@ -42,6 +42,7 @@ class Segment:
     tombstones: int = 0
     # (delete horizon, tombstones carrying it, lowest and highest offset among them)
     horizons: tuple[tuple[int, int, int, int], ...] = ()
+    dead: int = 0                      # rows of its files listed in the log's deletion vector
 
     @property
     def empty(self) -> bool:
@@ -92,7 +93,7 @@ def combine(segments: list[Segment]) -> Segment:
         min_ts=_min(s.min_ts for s in segments), max_ts=_max(s.max_ts for s in segments),
         first_ts=first, min_pos_ts=_min(s.min_pos_ts for s in segments),
         tombstones=sum(s.tombstones for s in segments),
-        horizons=merge_horizons(*(s.horizons for s in segments)))
+        horizons=merge_horizons(*(s.horizons for s in segments)), dead=sum(s.dead for s in segments))
 
 
 @dataclass(frozen=True)

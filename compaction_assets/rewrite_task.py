@@ -14,8 +14,7 @@ from dataclasses import dataclass
 class RewriteSpec:
     seg: int                           # the segment's index in the cleaning's range
     files: tuple[tuple[str, int | None], ...]   # (path, file stamp), in offset order
-    offsets_dir: str                   # folder of Parquet files with the `offset` column selecting rows
-    keep_listed: bool                  # True: keep only listed offsets; False: drop listed offsets
+    offsets_dir: str                   # folder of Parquet files with the `offset` column of rows to keep
     min_offset: int                    # the log start
     horizon: int                       # delete horizon for kept tombstones that carry none
     out: str                           # path of the file to write
@@ -46,7 +45,7 @@ def rewrite_one(spec: RewriteSpec, fs, schema, batch_rows: int = 65_536) -> tupl
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    listed = _listed_offsets(fs, spec.offsets_dir)
+    keep = _listed_offsets(fs, spec.offsets_dir)
     written = 0
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, compression="snappy") as writer:
         for path, stamp in spec.files:
@@ -54,11 +53,8 @@ def rewrite_one(spec: RewriteSpec, fs, schema, batch_rows: int = 65_536) -> tupl
             for batch in pf.iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
                 offsets = table.column("offset")
-                mask = pc.is_in(offsets, value_set=listed)
-                if not spec.keep_listed:
-                    mask = pc.invert(mask)
-                mask = pc.and_(mask, pc.greater_equal(offsets, spec.min_offset))
-                table = table.filter(mask)
+                table = table.filter(pc.and_(pc.is_in(offsets, value_set=keep),
+                                             pc.greater_equal(offsets, spec.min_offset)))
                 if not len(table):
                     continue
                 fill = spec.horizon if stamp is None else stamp

@@ -51,7 +51,7 @@ def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
         first_ts=seg.first_ts if seg.records else stats["first_ts"],
         min_pos_ts=lo(seg.min_pos_ts, stats["min_pos_ts"]),
         tombstones=seg.tombstones + stats["tombstones"],
-        horizons=merge_horizons(seg.horizons, stats["horizons"]))
+        horizons=merge_horizons(seg.horizons, stats["horizons"]), dead=seg.dead)
 
 
 def dead_offsets(handle, m) -> pa.Array | None:
@@ -91,4 +91,4 @@ def restat(handle, seg: Segment, min_offset: int, dead: pa.Array | None = None) 
     """Recompute a segment's stats over its records at or above `min_offset` (log-start moves)."""
     stats = chunk_stats(read_segment(handle, seg, min_offset, dead))
     return Segment(id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset,
-                   files=seg.files, **stats)
+                   files=seg.files, dead=seg.dead, **stats)
