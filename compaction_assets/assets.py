@@ -2,8 +2,6 @@
 (the cleaning, with its checks in-step) and the latest state. Every decision is the engine's."""
 
 
-import os
-import shutil
 import warnings
 
 import dagster as dg
@@ -13,6 +11,7 @@ from resources.log_store import LogStoreResource
 
 from . import engine, verify
 from .errors import CompactionError
+from .fs import Storage
 from .landing import ingest, landing_logs
 from .names import parse_log_name
 from .partitions import log_partitions
@@ -133,14 +132,16 @@ def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
     log = _log(context)
     handle, cfg = log_store.handle(log), log_store.config_for(log)
     m = handle.manifest()
-    folder = os.path.abspath(os.path.join(log_store.latest_state_root, log))
-    target = os.path.join(folder, f"version={m.version}")
+    # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
+    st = Storage.open(log_store.latest_state_root)
+    folder = st.join(log)
+    target = st.join(log, f"version={m.version}")
     df = latest_state_df(pyspark.spark_session, handle, cfg, m)
-    df.write.mode("overwrite").parquet("file://" + target if "://" not in target else target)
-    keys = pyspark.spark_session.read.parquet("file://" + target).count()
-    for old in sorted(os.listdir(folder)):  # keep this version and the one before (readers in flight)
+    df.write.mode("overwrite").parquet(st.spark_uri(target))
+    keys = pyspark.spark_session.read.parquet(st.spark_uri(target)).count()
+    for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and \
                 int(old.split("=")[1]) < m.version - 1:
-            shutil.rmtree(os.path.join(folder, old), ignore_errors=True)
-    return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(target),
-                                          "log_version": m.version})
+            st.delete(st.join(log, old))
+    return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(
+        target if st.local else f"{st.scheme}://{target}"), "log_version": m.version})

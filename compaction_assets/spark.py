@@ -24,7 +24,9 @@ def spark_conf_from_env(extra: dict | None = None) -> dict:
     conf = dict(DEFAULT_CONF)
     remote = os.environ.get("SPARK_REMOTE")
     if remote:
-        conf = {"spark.remote": remote}
+        # Spark Connect: the server owns the JVM settings; the SQL settings are session settings, which
+        # the Connect client applies to its session (same semantics as a local or cluster session).
+        conf = {"spark.remote": remote, **{k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}}
     else:
         conf["spark.master"] = os.environ.get("SPARK_MASTER", "local[*]")
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{LOG4J}"
@@ -32,6 +34,13 @@ def spark_conf_from_env(extra: dict | None = None) -> dict:
             # A local session serves this machine only: bind the driver to loopback.
             conf["spark.driver.host"] = os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1")
             conf["spark.driver.bindAddress"] = os.environ.get("SPARK_DRIVER_BIND_ADDRESS", "127.0.0.1")
+        else:
+            # On a cluster, executors connect back to the driver: the address they must use, when the
+            # host's default (its hostname) is not it.
+            for env, key in (("SPARK_DRIVER_HOST", "spark.driver.host"),
+                             ("SPARK_DRIVER_BIND_ADDRESS", "spark.driver.bindAddress")):
+                if os.environ.get(env):
+                    conf[key] = os.environ[env]
         if os.environ.get("SPARK_DRIVER_MEMORY"):
             conf["spark.driver.memory"] = os.environ["SPARK_DRIVER_MEMORY"]
     conf.update(extra or {})
