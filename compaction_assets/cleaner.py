@@ -72,9 +72,12 @@ def read_segments(spark, handle: LogHandle, m: Manifest, segments: list[tuple[in
 def logical_size():
     from pyspark.sql import functions as F
 
-    headers = F.aggregate(F.coalesce(F.col("headers"), F.array()), F.lit(0).cast("long"),
+    hs = F.coalesce(F.col("headers"), F.array())
+    headers = F.aggregate(hs, F.lit(0).cast("long"),
                           lambda acc, h: acc + F.octet_length(h["name"]) + F.coalesce(F.length(h["value"]), F.lit(0)))
-    return F.lit(16) + F.length("key") + F.coalesce(F.length("value"), F.lit(0)) + headers
+    base = F.lit(16).cast("long") + F.length("key") + F.coalesce(F.length("value"), F.lit(0))
+    # the lambda is interpreted, not compiled: skip it for the usual record without headers
+    return F.when(F.size(hs) > 0, base + headers).otherwise(base)
 
 
 @dataclass
@@ -123,10 +126,13 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     df = with_spark_ranks(read_segments(spark, handle, m, range_segs), config)
     narrow = df.select("offset", "key", "timestamp", (F.col("value").isNull()).alias("tomb"),
                        "delete_horizon", "seg_idx", logical_size().alias("size"), *ranks)
-    payload = F.struct(*[F.col(c) for c in ranks], "offset", "tomb", "delete_horizon", "seg_idx", "size",
-                       "timestamp")
-    order = spark_order(config) if ranks else F.col("offset")
-    winners = narrow.groupBy("key").agg(F.max_by(payload, order).alias("w")).select("key", "w.*")
+    fields = ("tomb", "delete_horizon", "seg_idx", "size", "timestamp")
+    if ranks:
+        payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)
+        winners = narrow.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+    else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
+        winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
+                                            *[F.max_by(c, "offset").alias(c) for c in fields])
 
     rem = remembered_df(spark, handle, m) if guard else None
     if rem is not None:
