@@ -1,7 +1,8 @@
 """Alerts: every failed run and every failed asset check, to the log and optionally to a webhook.
 
 COMPACTION_ALERT_WEBHOOK_URL (http or https only) receives a JSON POST {log, check, run, reason,
-severity}; COMPACTION_ALERT_WEBHOOK_TOKEN, when set, is sent as a bearer token and never logged.
+severity}; COMPACTION_ALERT_WEBHOOK_TOKEN, when set, is sent as a bearer token and never logged (nor
+sent in a payload, nor after a redirect: redirects are refused).
 """
 
 
@@ -36,6 +37,17 @@ def _redact(text: str) -> str:
     return text.replace(token, "***") if token else text
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are refused: urllib would follow one to any host (or to ftp://) and send the bearer
+    token along."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"redirect refused ({code})", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def send_alert(payload: dict, log) -> bool:
     """Log the alert; POST it to the webhook when one is configured. True when delivered (or no webhook)."""
     log.error(_redact(f"compaction alert: {json.dumps(payload, sort_keys=True)}"))
@@ -49,9 +61,10 @@ def send_alert(payload: dict, log) -> bool:
     headers = {"Content-Type": "application/json"}
     if os.environ.get(TOKEN_ENV):
         headers["Authorization"] = f"Bearer {os.environ[TOKEN_ENV]}"
-    req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers=headers, method="POST")
+    body = _redact(json.dumps(payload)).encode()
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with _OPENER.open(req, timeout=10) as resp:
             return 200 <= resp.status < 300
     except (urllib.error.URLError, OSError) as exc:
         log.error(_redact(f"alert webhook failed: {exc}"))

@@ -10,7 +10,7 @@ from dagster_pyspark import LazyPySparkResource
 from resources.log_store import LogStoreResource
 
 from . import engine, verify
-from .errors import CompactionError
+from .errors import CompactionError, CorruptLogError, LogNameError
 from .fs import Storage
 from .landing import ingest, landing_logs
 from .names import parse_log_name
@@ -42,8 +42,12 @@ class CleaningConfig(dg.Config):
 
 
 def _log(context) -> str:
+    """The partition key, refused (one line, nothing read or written) unless it is a valid log name."""
     log = context.partition_key
-    parse_log_name(log, "partition key")
+    try:
+        parse_log_name(log, "partition key")
+    except LogNameError as exc:
+        raise dg.Failure(description=str(exc)) from None
     return log
 
 
@@ -74,8 +78,15 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
                     pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     log = _log(context)
     now = config.now_ms if config.now_ms is not None else wall_ms()
-    dry = engine.dry_run(log_store.handle(log), log_store.config_for(log), now,
-                         spark=pyspark.spark_session, force=config.force)
+    handle = log_store.handle(log)
+    try:
+        dry = engine.dry_run(handle, log_store.config_for(log), now, spark=lambda: pyspark.spark_session,
+                             force=config.force)
+    except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
+        engine.mark_uncleanable(handle, exc)
+        raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log}) from None
+    except CompactionError as exc:
+        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
     ev = dry["evaluation"]
     return dg.MaterializeResult(metadata={
         "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],

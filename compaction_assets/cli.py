@@ -16,7 +16,8 @@ from typing import Any
 from . import engine, log_ops
 from .config import TopicsFile, load_topics
 from .errors import CompactionError
-from .landing import ingest, landing_logs, read_input_file
+from .landing import append_file, ingest, landing_logs
+from .metrics import evaluate_logs, figures
 from .names import parse_log_name
 from .planner import evaluate, order
 from .store import LogStore, wall_ms
@@ -61,12 +62,21 @@ class Context:
 
 def cmd_logs(ctx: Context) -> int:
     rows = []
-    for name in ctx.store.logs():
-        ev = evaluate(ctx.handle(name).manifest(), ctx.config(name), ctx.now)
-        rows.append({"log": name, "dirty_ratio": round(ev.dirty_ratio, 6), "eligible": ev.eligible,
+    for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+        ev = st.evaluation
+        if ev is None:
+            rows.append({"log": st.log, "error": st.error, "uncleanable": True})
+            continue
+        rows.append({"log": st.log, "dirty_ratio": round(ev.dirty_ratio, 6), "eligible": ev.eligible,
                      "reason": ev.reason, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-                     "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable})
+                     "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable,
+                     "uncleanable_error": (st.manifest.uncleanable or {}).get("error")})
     _emit(rows)
+    return 0
+
+
+def cmd_metrics(ctx: Context) -> int:
+    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)))
     return 0
 
 
@@ -91,24 +101,28 @@ def cmd_plan(ctx: Context) -> int:
 
 
 def cmd_clean(ctx: Context) -> int:
+    failed = 0
     if ctx.args.all:
         evs = []
-        for name in ctx.store.logs():
-            ev = evaluate(ctx.handle(name).manifest(), ctx.config(name), ctx.now)
-            if ev.uncleanable:
-                _progress(f"{name}: skipped, marked uncleanable")
-            elif ev.eligible or ctx.config(name).delete:
-                evs.append(ev)
+        for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+            if st.evaluation is None:  # unreadable: report it, clean the others
+                failed += 1
+                print(f"error: {st.error}", file=sys.stderr)
+            elif st.evaluation.uncleanable:
+                _progress(f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.get('error')}); "
+                          f"`clear-uncleanable {st.log}` once repaired")
+            elif st.evaluation.eligible or ctx.config(st.log).delete:
+                evs.append(st.evaluation)
         targets = [e.log for e in order(evs)]
     elif ctx.args.logs:
         targets = ctx.args.logs
     else:
         raise CompactionError("name one or more logs, or use --all")
-    reports, failed = [], 0
+    reports = []
     for n, name in enumerate(targets, 1):
         _progress(f"[{n}/{len(targets)}] {name}: evaluating")
         try:
-            rep = engine.run(ctx.handle(name), ctx.config(name), ctx.now, spark=ctx.spark,
+            rep = engine.run(ctx.handle(name), ctx.config(name), ctx.now, spark=lambda: ctx.spark,
                              force=ctx.args.force, progress=lambda m, name=name: _progress(f"{name}: {m}"))
         except CompactionError as exc:
             failed += 1
@@ -166,9 +180,7 @@ def cmd_append(ctx: Context) -> int:
     handle, cfg = ctx.handle(name, must_exist=False), ctx.config(name)
     total = 0
     for path in ctx.args.files:
-        table = read_input_file(path)
-        res = log_ops.append(handle, cfg, table, now=ctx.args.default_timestamp,
-                             drop_invalid=ctx.args.drop_invalid, source=path)
+        res = append_file(handle, cfg, path, now=ctx.args.default_timestamp, drop_invalid=ctx.args.drop_invalid)
         total += res.records
         _progress(f"{name}: appended {res.records} records from {path} (offsets {res.first_offset}.."
                   f"{res.last_offset}, {res.invalid_records} invalid dropped)")
@@ -225,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(fn=cmd_logs)
+    sub.add_parser("metrics", help="figures across logs (max-dirty-percent, uncleanable-partitions-count, "
+                   "uncleanable-bytes, ...)").set_defaults(fn=cmd_metrics)
     s = sub.add_parser("describe", help="segments, ranges, sizes, checkpoint and state of a log")
     s.add_argument("log")
     s.set_defaults(fn=cmd_describe)
@@ -279,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        names = [args.log] if getattr(args, "log", None) is not None else []
+        for name in names + list(getattr(args, "logs", None) or []):
+            parse_log_name(name)   # names become paths: refused before anything is read or written
         return args.fn(Context(args))
     except CompactionError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import integrity
 from .cleaner import CleanOutput, clean, merge_layout, rewrite_plan
 from .config import TopicConfig
 from .errors import CompactionError, ConflictError
@@ -132,7 +133,10 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> dict | 
 
 def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None, force: bool = False,
         progress=None, gc: bool = True) -> StepReport:
-    """Evaluate, maybe clean, apply retention. Raises CompactionError on refusal or failure."""
+    """Evaluate, maybe clean, apply retention. Raises CompactionError on refusal or failure.
+
+    `spark` may be a function returning the session: it is then started only once the cleaning lock is
+    held and a cleaning is due (so a refused or idle run never starts a JVM)."""
     now = wall_ms() if now is None else now
     with handle.lock("clean", purpose=f"cleaning at {now}"):
         if gc:
@@ -142,15 +146,16 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
         report = StepReport(evaluation=ev, reason=reason, checkpoint=m.checkpoint, log=handle.name,
                             before_version=m.version, after_version=m.version)
         if reason is not None:
-            if spark is None:
-                from .spark import get_spark
-                spark = get_spark()
             u = ev.first_uncleanable_offset
             try:
-                out = clean(spark, handle, m, config, u, now, progress)
+                integrity.check_files(handle, m)   # names a missing or corrupt file before Spark reads it
+                out = clean(_session(spark), handle, m, config, u, now, progress)
             except ConflictError:
                 raise
             except Exception as exc:
+                if not isinstance(exc, CompactionError):  # a corrupt page? name the file (the range first)
+                    exc = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
+                           or (config.strategy != "offset" and integrity.find_unreadable(handle, m)) or exc)
                 mark_uncleanable(handle, exc)
                 raise CompactionError(f"cleaning of log {handle.name!r} failed, the log is unchanged and "
                                       f"marked uncleanable: {_one_line(exc)}") from exc
@@ -162,6 +167,15 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
         report.retention = apply_retention(handle, config, now)
         report.checkpoint = handle.manifest().checkpoint
         return report
+
+
+def _session(spark):
+    """`spark` may be a session, a function returning one (started only when a cleaning needs it), or
+    None for the process's default session."""
+    if spark is None:
+        from .spark import get_spark
+        return get_spark()
+    return spark() if callable(spark) else spark
 
 
 def _one_line(exc: BaseException) -> str:
@@ -202,9 +216,8 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
               "segments_to_rewrite": 0, "segments_to_mark": 0}
     segments = list(virtual.segments)
     if reason is not None and rewritten_segments(virtual, ev.first_uncleanable_offset):
-        if spark is None:
-            from .spark import get_spark
-            spark = get_spark()
+        integrity.check_files(handle, virtual)
+        spark = _session(spark)
         from pyspark.sql import functions as F
 
         from .cleaner import decide

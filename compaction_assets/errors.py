@@ -14,7 +14,14 @@ class LogNameError(CompactionError):
 
 
 class InvalidInputError(CompactionError):
-    """Records refused at ingestion (null key, bad offset, bad timestamp, bad column)."""
+    """Records refused at ingestion (null key, bad offset, bad timestamp, bad column).
+
+    `row` is the index, in the input batch, of the refused record when there is one (so that a file
+    reader can name its line)."""
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
 
 
 class OffsetError(CompactionError):

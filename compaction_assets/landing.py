@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InvalidInputError
-from .records import coerce_table, records_to_table
+from .records import INT64_MAX, INT64_MIN, coerce_table, records_to_table
 
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 
@@ -65,6 +65,8 @@ def _json_record(obj: Any, where: str) -> dict:
         val = obj.get(name)
         if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
             raise InvalidInputError(f"{where}: {name} must be an integer, got {val!r}")
+        if val is not None and not INT64_MIN <= val <= INT64_MAX:
+            raise InvalidInputError(f"{where}: {name} {val} does not fit in a signed 64-bit integer")
         if val is not None:
             rec[name] = val
     headers = obj.get("headers")
@@ -78,14 +80,22 @@ def _json_record(obj: Any, where: str) -> dict:
             if not (isinstance(h, (list, tuple)) and len(h) == 2):
                 raise InvalidInputError(f"{where}: malformed header {h!r} (expected [name, value])")
             name, val = h
+            if not isinstance(name, str):
+                raise InvalidInputError(f"{where}: header name {name!r} is not a string")
             if isinstance(val, dict):
                 val = _b64(val.get("b64"), f"{where}: header {name!r}")
+            elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
+                raise InvalidInputError(f"{where}: header {name!r} value must be a string, an integer "
+                                        f"(8 bytes), null or {{\"b64\": ...}}, got {type(val).__name__}")
+            elif isinstance(val, int) and not INT64_MIN <= val <= INT64_MAX:
+                raise InvalidInputError(f"{where}: header {name!r} value {val} does not fit in 8 bytes")
             fixed.append([name, val])
         rec["headers"] = fixed
     return rec
 
 
-def read_jsonl(path: str | Path) -> pa.Table:
+def read_jsonl(path: str | Path, lines: list[int] | None = None) -> pa.Table:
+    """A JSON Lines file as a table; `lines`, when given, receives the line number of each record."""
     records = []
     try:
         with open(path, "rb") as fh:
@@ -99,7 +109,11 @@ def read_jsonl(path: str | Path) -> pa.Table:
                     raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
                 except json.JSONDecodeError as exc:
                     raise InvalidInputError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+                except RecursionError:
+                    raise InvalidInputError(f"{where}: JSON nested too deeply") from None
                 records.append(_json_record(obj, where))
+                if lines is not None:
+                    lines.append(n)
     except OSError as exc:
         raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return records_to_table(records, str(path))
@@ -113,9 +127,28 @@ def read_parquet(path: str | Path) -> pa.Table:
     return coerce_table(table, str(path))
 
 
-def read_input_file(path: str | Path) -> pa.Table:
-    """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset."""
-    return read_parquet(path) if file_format(path) == "parquet" else read_jsonl(path)
+def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:
+    """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset.
+    For JSON Lines, `lines` (when given) receives each record's line number."""
+    return read_parquet(path) if file_format(path) == "parquet" else read_jsonl(path, lines)
+
+
+def append_file(handle, config, path: str | Path, **kw):
+    """Append one input file (all or nothing). A refused record is named by the file and its line
+    (JSON Lines) or row (Parquet, counting from 1), besides its offset."""
+    from . import log_ops
+
+    lines: list[int] = []
+    table = read_input_file(path, lines)
+    try:
+        return log_ops.append(handle, config, table, source=str(path), **kw)
+    except InvalidInputError as exc:
+        prefix = f"{path}: "
+        msg = str(exc)
+        if exc.row is None or not msg.startswith(prefix):
+            raise
+        where = f"line {lines[exc.row]}" if lines else f"row {exc.row + 1}"
+        raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
 
 
 # --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout) ----------
@@ -145,7 +178,10 @@ def landing_logs(landing: str | Path) -> tuple[dict[str, Path], list[str]]:
             try:
                 if not name.startswith("partition="):
                     raise LogNameError(f"landing folder {str(part_dir)!r} is not named partition=<p>")
-                p = check_partition(name.split("=", 1)[1], f"landing folder {str(part_dir)!r}")
+                raw = name.split("=", 1)[1]
+                p = check_partition(raw, f"landing folder {str(part_dir)!r}")
+                if str(p) != raw:  # partition=01 and partition=1 would be the same log
+                    raise LogNameError(f"landing folder {str(part_dir)!r}: partition {raw!r} has leading zeros")
             except LogNameError as exc:
                 refused.append(str(exc))
                 continue
@@ -167,16 +203,12 @@ def ingest(handle, config, folder: Path, *, drop_invalid: bool = False, progress
     Stops at the first file that fails validation (later files would otherwise land before it) and
     raises InvalidInputError naming the file and the reason; files before it stay ingested.
     """
-    from . import log_ops
-
     files = pending_files(folder, handle.manifest().ingested)
     report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
     for n, path in enumerate(files, 1):
         if progress:
             progress(f"{handle.name}: ingesting {path.name} ({n}/{len(files)})")
-        table = read_input_file(path)
-        res = log_ops.append(handle, config, table, drop_invalid=drop_invalid, source=str(path),
-                             ingest_name=path.name)
+        res = append_file(handle, config, path, drop_invalid=drop_invalid, ingest_name=path.name)
         if res.already_ingested:
             continue
         report["files_ingested"] += 1

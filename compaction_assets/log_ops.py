@@ -18,6 +18,9 @@ from .segment_stats import add_chunk, chunk_stats, dead_offsets, restat
 from .store import LogHandle
 
 
+APPEND_ATTEMPTS = 5   # an append is re-planned when a concurrent evaluation sealed the active segment
+
+
 @dataclass
 class AppendResult:
     records: int
@@ -38,12 +41,13 @@ def assign_offsets(explicit: pa.Array, leo: int, source: str) -> np.ndarray:
         offs = explicit.to_numpy().astype(np.int64)
         if offs[0] < leo:
             raise InvalidInputError(
-                f"{source}: offset {offs[0]} is below the log end offset {leo} (offsets must be >= LEO)")
+                f"{source}: offset {offs[0]} is below the log end offset {leo} (offsets must be >= LEO)", row=0)
         bad = np.flatnonzero(offs[1:] <= offs[:-1])
         if bad.size:
             i = int(bad[0]) + 1
             raise InvalidInputError(
-                f"{source}: offset {offs[i]} follows offset {offs[i - 1]} (offsets must be strictly increasing)")
+                f"{source}: offset {offs[i]} follows offset {offs[i - 1]} (offsets must be strictly increasing)",
+                row=i)
         return offs
     out = np.empty(n, dtype=np.int64)
     nxt = leo
@@ -53,7 +57,7 @@ def assign_offsets(explicit: pa.Array, leo: int, source: str) -> np.ndarray:
         elif off < nxt:
             raise InvalidInputError(
                 f"{source}: offset {off} is below the next offset {nxt} (offsets must be strictly "
-                "increasing and >= the log end offset)")
+                "increasing and >= the log end offset)", row=i)
         out[i] = off
         nxt = off + 1
     return out
@@ -98,25 +102,33 @@ def plan_batch(explicit: pa.Array, null_keys: np.ndarray, timestamps: pa.Array, 
     offsets = assign_offsets(explicit, leo, source)
     invalid = int(null_keys.sum())
     keep = None
+    rows = np.arange(len(null_keys))     # batch row of each record still in play
     if invalid and not drop_invalid:
         first = int(np.flatnonzero(null_keys)[0])
         raise InvalidInputError(
             f"{source}: record at offset {offsets[first]} has a null key; a compacted log needs keyed "
-            f"records ({invalid} such record(s); nothing of this batch was written)")
+            f"records ({invalid} such record(s); nothing of this batch was written)", row=first)
     if invalid:
         keep = ~null_keys
+        rows = np.flatnonzero(keep)
         explicit = explicit.filter(pa.array(keep))
         timestamps = timestamps.filter(pa.array(keep))
-        offsets = assign_offsets(explicit, leo, source)
+        try:
+            offsets = assign_offsets(explicit, leo, source)
+        except InvalidInputError as exc:
+            exc.row = None if exc.row is None else int(rows[exc.row])
+            raise
     if timestamps.null_count:
         if now is None:
             first = int(np.flatnonzero(pc.is_null(timestamps).to_numpy(zero_copy_only=False))[0])
-            raise InvalidInputError(f"{source}: record at offset {offsets[first]} has no timestamp")
+            raise InvalidInputError(f"{source}: record at offset {offsets[first]} has no timestamp",
+                                    row=int(rows[first]))
         timestamps = pc.fill_null(timestamps, now)
     ts = timestamps.to_numpy().astype(np.int64) if len(timestamps) else np.empty(0, np.int64)
     neg = np.flatnonzero(ts < 0)
     if neg.size:
-        raise InvalidInputError(f"{source}: record at offset {offsets[neg[0]]} has a negative timestamp {ts[neg[0]]}")
+        raise InvalidInputError(f"{source}: record at offset {offsets[neg[0]]} has a negative timestamp {ts[neg[0]]}",
+                                row=int(rows[neg[0]]))
     return keep, offsets, ts, invalid
 
 
@@ -154,26 +166,35 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
     """
     table = coerce_table(data, source)
     with handle.lock("append", purpose=f"append from {source}"):
-        base = handle.manifest()
-        if ingest_name is not None and ingest_name in base.ingested:
-            return AppendResult(0, None, None, 0, 0, base.log_end_offset, already_ingested=True)
-        records, invalid = _validate(table, base.log_end_offset, now, drop_invalid, source)
-        if len(records) == 0:
-            handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid,
-                                            ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
-            return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
-        offsets = records.column("offset").to_numpy()
-        active = base.active
-        starts_log = base.is_empty_log
-        rolls = find_rolls(sizes_array(records).to_numpy(), records.column("timestamp").to_numpy(),
-                           active.size, active.min_ts if not active.empty else None,
-                           config.segment_bytes, config.roll_interval_ms)
-        bounds = [0, *rolls, len(records)]
-        refs = [(_write(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
-                for a, b in zip(bounds, bounds[1:])]
-        holds = new_holds(handle, base, config, records)
-        commit_append(handle, base, [(int(offsets[a]), [ref], st) for a, (ref, st) in zip(bounds, refs)],
-                      int(offsets[-1]) + 1, invalid, holds, ingest_name)
+        for attempt in range(APPEND_ATTEMPTS):
+            base = handle.manifest()
+            if ingest_name is not None and ingest_name in base.ingested:
+                return AppendResult(0, None, None, 0, 0, base.log_end_offset, already_ingested=True)
+            records, invalid = _validate(table, base.log_end_offset, now, drop_invalid, source)
+            if len(records) == 0:
+                handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid,
+                                                ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
+                return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
+            offsets = records.column("offset").to_numpy()
+            active = base.active
+            rolls = find_rolls(sizes_array(records).to_numpy(), records.column("timestamp").to_numpy(),
+                               active.size, active.min_ts if not active.empty else None,
+                               config.segment_bytes, config.roll_interval_ms)
+            bounds = [0, *rolls, len(records)]
+            refs = [(_write(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
+                    for a, b in zip(bounds, bounds[1:])]
+            holds = new_holds(handle, base, config, records)
+            try:
+                commit_append(handle, base, [(int(offsets[a]), [ref], st) for a, (ref, st) in zip(bounds, refs)],
+                              int(offsets[-1]) + 1, invalid, holds, ingest_name)
+                break
+            except ConflictError:
+                # A cleaning's evaluation sealed the active segment meanwhile (a deadline roll): the roll
+                # rules must be applied again to the new active segment. Our files are not referenced.
+                for ref, _ in refs:
+                    handle.st.delete(handle.path(ref.name))
+                if attempt == APPEND_ATTEMPTS - 1:
+                    raise
     return AppendResult(len(records), int(offsets[0]), int(offsets[-1]), invalid, len(rolls),
                         int(offsets[-1]) + 1)
 

@@ -32,6 +32,7 @@ SEGMENT_SCHEMA = pa.schema([
 ])
 
 RECORD_OVERHEAD = 16
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -115,6 +116,9 @@ def _headers_list(raw: Any, where: str) -> list[dict[str, Any]] | None:
         if not isinstance(name, str):
             raise InvalidInputError(f"{where}: header name {name!r} is not a string")
         if isinstance(value, int) and not isinstance(value, bool):
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise InvalidInputError(f"{where}: header {name!r} value {value} does not fit in 8 bytes "
+                                        "(a signed 64-bit integer)")
             value = value.to_bytes(8, "big", signed=True)
         out.append({"name": name, "value": to_bytes(value, f"{where}: header {name!r} value")})
     return out
@@ -139,6 +143,8 @@ def records_to_table(records: Iterable[Mapping[str, Any]], source: str = "input"
         for name, val in (("offset", offset), ("timestamp", ts)):
             if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
                 raise InvalidInputError(f"{where}: {name} {val!r} is not an integer")
+            if val is not None and not INT64_MIN <= val <= INT64_MAX:
+                raise InvalidInputError(f"{where}: {name} {val} does not fit in a signed 64-bit integer")
         cols["offset"].append(offset)
         cols["key"].append(to_bytes(rec.get("key"), f"{where}: key"))
         cols["value"].append(to_bytes(rec.get("value"), f"{where}: value"))

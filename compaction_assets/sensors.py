@@ -2,7 +2,9 @@
 
 - log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files.
 - dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
-  ratio and delay as observations so the UI charts them between runs.
+  ratio, delay and uncleanable state as observations so the UI charts them between runs, and the
+  across-logs figures (uncleanable-partitions-count, uncleanable-bytes, max-dirty-percent, ...) as an
+  observation of compacted_log without a partition.
 - max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
   tombstones passed their delete horizon.
 Run keys carry the log's manifest version, so one state never triggers twice.
@@ -19,8 +21,9 @@ from resources.log_store import LogStoreResource
 from .errors import CompactionError
 from .jobs import compaction_job, ingest_job
 from .landing import landing_logs, pending_files
+from .metrics import LogState, evaluate_logs, figures
 from .partitions import log_partitions
-from .planner import Evaluation, evaluate, order
+from .planner import Evaluation, order
 from .store import wall_ms
 
 import os
@@ -57,17 +60,17 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
         skip_reason=None if runs or new else dg.SkipReason("no new logs or landing files"))
 
 
+def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
+    store = log_store.store
+    states = evaluate_logs(store, log_store.config_for, now, [n for n in store.logs() if n in known])
+    for st in states:
+        if st.evaluation is None and log:
+            log.warning(f"{st.log}: cannot evaluate: {st.error}")
+    return states
+
+
 def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[Evaluation]:
-    out = []
-    for name in log_store.store.logs():
-        if name not in known:
-            continue
-        try:
-            out.append(evaluate(log_store.handle(name).manifest(), log_store.config_for(name), now))
-        except CompactionError as exc:
-            if log:
-                log.warning(f"{name}: cannot evaluate: {exc}")
-    return out
+    return [st.evaluation for st in evaluate_known(log_store, known, now, log) if st.evaluation is not None]
 
 
 def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]:
@@ -80,21 +83,48 @@ def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]
     return runs
 
 
+STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
+
+
+def _store_observation(states: list[LogState], last: list | None):
+    """The across-logs figures (SPEC §8) as an observation of compacted_log without a partition, when
+    they changed since the last tick: uncleanable-partitions-count, uncleanable-bytes and the rest."""
+    figs = figures(states)
+    stuck = figs.pop("uncleanable-logs")
+    point = [figs["uncleanable-partitions-count"], figs["uncleanable-bytes"], figs["max-dirty-percent"],
+             sorted(r["log"] for r in stuck)]
+    if last == point:
+        return point, None
+    return point, dg.AssetObservation(asset_key="compacted_log", metadata={
+        **{k: (float(v) if isinstance(v, float) else v) for k, v in figs.items()},
+        "uncleanable_logs": dg.MetadataValue.json(stuck[:50])})
+
+
 @dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
 def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     now = wall_ms()
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
-    evals = evaluate_all(log_store, known, now, context.log)
+    states = evaluate_known(log_store, known, now, context.log)
+    evals = [st.evaluation for st in states if st.evaluation is not None]
     last = json.loads(context.cursor) if context.cursor else {}
     observations, seen = [], {}
-    for ev in evals:
-        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms]
+    for st in states:
+        ev = st.evaluation
+        if ev is None:
+            continue
+        error = (st.manifest.uncleanable or {}).get("error")
+        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
         seen[ev.log] = point
         if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
             observations.append(dg.AssetObservation(
                 asset_key="compacted_log", partition=ev.log,
                 metadata={"dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-                          "cleanable_bytes": ev.cleanable_bytes, "eligible": ev.eligible}))
+                          "cleanable_bytes": ev.cleanable_bytes, "eligible": ev.eligible,
+                          "uncleanable": ev.uncleanable, "uncleanable_error": error or ""}))
+    store_obs = _store_observation(states, last.get(STORE_KEY))
+    seen[STORE_KEY] = store_obs[0]
+    if store_obs[1] is not None:
+        observations.append(store_obs[1])
     runs = _requests(evals, {"dirty_ratio"})
     return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
                            skip_reason=None if runs else dg.SkipReason(

@@ -22,7 +22,7 @@ import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from .errors import ConflictError, CorruptLogError, LockedError, UnknownLogError
+from .errors import ConfigError, ConflictError, CorruptLogError, LockedError, UnknownLogError
 from .fs import Storage
 from .manifest import Manifest
 from .names import parse_log_name
@@ -30,6 +30,22 @@ from .names import parse_log_name
 KEEP_VERSIONS = 5
 DEFAULT_LOCK_TTL_S = 300.0
 DEFAULT_GC_GRACE_S = 600.0
+CLOCK_SLACK_MS = 60_000   # file times against lease times (another host's clock, coarse mtimes)
+LOCK_TTL_ENV = "COMPACTION_LOCK_TTL_SECONDS"
+
+
+def lock_ttl_from_env() -> float:
+    """The lease expiry: COMPACTION_LOCK_TTL_SECONDS (a positive number of seconds), else 300 s."""
+    raw = os.environ.get(LOCK_TTL_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_LOCK_TTL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise ConfigError(f"{LOCK_TTL_ENV}={raw!r}: must be a positive number of seconds")
+    return value
 
 
 def wall_ms() -> int:
@@ -37,11 +53,11 @@ def wall_ms() -> int:
 
 
 class LogStore:
-    def __init__(self, root: str, *, lock_ttl_s: float = DEFAULT_LOCK_TTL_S,
+    def __init__(self, root: str, *, lock_ttl_s: float | None = None,
                  gc_grace_s: float = DEFAULT_GC_GRACE_S):
         self.storage = Storage.open(root)
         self.location = root
-        self.lock_ttl_s = lock_ttl_s
+        self.lock_ttl_s = lock_ttl_from_env() if lock_ttl_s is None else lock_ttl_s
         self.gc_grace_s = gc_grace_s
 
     def log(self, name: str, *, must_exist: bool = False) -> "LogHandle":
@@ -176,9 +192,16 @@ class LogHandle:
     def collect_garbage(self, grace_s: float | None = None) -> list[str]:
         """Delete files under data/ and side/ that no recent manifest references (interrupted changes)."""
         grace_ms = int((self.store.gc_grace_s if grace_s is None else grace_s) * 1000)
+        now = wall_ms()
+        # An append in flight (its lease is live) has written files it has not committed yet: keep
+        # everything written since it took the lease, however long it takes (a Spark append can take
+        # longer than the grace period).
+        appending = self.lock_holder("append")
+        in_flight_since = None
+        if appending is not None and appending.get("expires_ms", 0) > now:
+            in_flight_since = int(appending.get("acquired_ms", now)) - CLOCK_SLACK_MS
         keep = {self.path(n) for n in self.referenced()}  # files, and side tables that are folders
         keep_dirs = {os.path.dirname(p) for p in keep}
-        now = wall_ms()
         removed = []
         for top in ("data", "side", "_log"):
             for path in self.st.list_files_recursive(self.path(top)):
@@ -189,7 +212,8 @@ class LogHandle:
                         (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs):
                     continue
                 mtime = self.st.mtime_ms(path)
-                if mtime is not None and now - mtime < grace_ms:
+                if mtime is not None and (now - mtime < grace_ms or
+                                          (in_flight_since is not None and mtime >= in_flight_since)):
                     continue
                 self.st.delete(path)
                 removed.append(path)
@@ -224,12 +248,13 @@ class Lease:
     def _body(self) -> bytes:
         now = wall_ms()
         return json.dumps({"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                           "purpose": self.purpose, "acquired_ms": now,
+                           "purpose": self.purpose, "acquired_ms": self.acquired_ms,
                            "expires_ms": now + self.ttl_ms}).encode()
 
     def acquire(self) -> None:
         st = self.h.st
         st.makedirs(self.h.path("_locks"))
+        self.acquired_ms = wall_ms()     # kept by renewals: what was written since is the holder's
         for _ in range(3):
             if st.create_exclusive(self.path, self._body()):
                 self._start_heartbeat()
@@ -240,8 +265,9 @@ class Lease:
             if holder.get("expires_ms", 0) > wall_ms():
                 left = (holder["expires_ms"] - wall_ms()) / 1000
                 raise LockedError(
-                    f"log {self.h.name!r} is locked for {self.kind} by {holder.get('owner')} "
-                    f"({holder.get('purpose') or 'no purpose given'}); the lease expires in {left:.0f}s")
+                    f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.get('owner')} "
+                    f"(pid {holder.get('pid')} on {holder.get('host')}, {holder.get('purpose') or 'no purpose given'}); "
+                    f"the lease expires in {left:.0f}s unless its holder renews it")
             # An expired lease: its holder died. Take it over only if nobody renewed it meanwhile.
             if self.h.lock_holder(self.kind) == holder:
                 st.delete(self.path)

@@ -8,7 +8,7 @@ import dagster as dg
 
 from compaction_assets.config import TopicConfig, TopicsFile, load_topics
 from compaction_assets.names import parse_log_name
-from compaction_assets.store import LogHandle, LogStore
+from compaction_assets.store import LogHandle, LogStore, lock_ttl_from_env
 
 
 class LogStoreResource(dg.ConfigurableResource):
@@ -23,7 +23,8 @@ class LogStoreResource(dg.ConfigurableResource):
         return cls(root=os.environ.get("COMPACTION_STORE", "var/store"),
                    landing=os.environ.get("COMPACTION_LANDING", "var/landing"),
                    topics_file=os.environ.get("COMPACTION_TOPICS", "topics.yaml"),
-                   latest_state_root=os.environ.get("COMPACTION_LATEST_STATE", "var/latest_state"))
+                   latest_state_root=os.environ.get("COMPACTION_LATEST_STATE", "var/latest_state"),
+                   lock_ttl_seconds=lock_ttl_from_env())
 
     @property
     def store(self) -> LogStore:

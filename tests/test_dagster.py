@@ -110,7 +110,11 @@ def test_sensors_discover_ingest_and_request_cleanings(env):
     assert [r.partition_key for r in first.run_requests] == ["users-0"]
     run_key = first.run_requests[0].run_key
     assert run_key.startswith("users-0:v") and run_key.endswith(":dirty_ratio")
-    assert {e.partition for e in first.asset_events} == {"users-0", "laggy-0"}
+    # one observation per log, plus the across-logs figures (no partition: SPEC §8)
+    assert {e.partition for e in first.asset_events} == {"users-0", "laggy-0", None}
+    store_figures = [e for e in first.asset_events if e.partition is None][0].metadata
+    assert store_figures["uncleanable-partitions-count"].value == 0
+    assert store_figures["uncleanable-bytes"].value == 0
     assert tick(dirty_ratio_sensor).run_requests[0].run_key == run_key  # same state, same key
     quiet = tick(dirty_ratio_sensor, cursor=first.cursor)
     # unchanged figures are not recorded again (laggy-0's delay grows with the clock, so it is)
