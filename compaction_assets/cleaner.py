@@ -32,13 +32,14 @@ REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its
 
 
 def spark_schema():
-    from pyspark.sql.types import (ArrayType, BinaryType, LongType, StringType, StructField,
-                                   StructType)
+    from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, LongType, StringType,
+                                   StructField, StructType)
     header = StructType([StructField("name", StringType()), StructField("value", BinaryType())])
     return StructType([
         StructField("offset", LongType(), False), StructField("key", BinaryType(), False),
         StructField("value", BinaryType()), StructField("timestamp", LongType(), False),
         StructField("headers", ArrayType(header)), StructField("delete_horizon", LongType()),
+        StructField("record_size", LongType(), False), StructField("is_tombstone", BooleanType(), False),
     ])
 
 
@@ -61,7 +62,7 @@ def read_segments(spark, handle: LogHandle, m: Manifest, segments: list[tuple[in
           .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
           .join(F.broadcast(meta), "file_ref")
           .where(F.col("offset") >= F.lit(m.log_start_offset)))
-    horizon = F.when(F.col("value").isNull(), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
+    horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     df = df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
     if m.deleted and not with_dead:
         dv = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
@@ -124,8 +125,8 @@ def decide(spark, handle: LogHandle, m: Manifest, config: TopicConfig, u: int, n
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
 
     df = with_spark_ranks(read_segments(spark, handle, m, range_segs), config)
-    narrow = df.select("offset", "key", "timestamp", (F.col("value").isNull()).alias("tomb"),
-                       "delete_horizon", "seg_idx", logical_size().alias("size"), *ranks)
+    narrow = df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
+                       "delete_horizon", "seg_idx", F.col("record_size").alias("size"), *ranks)
     fields = ("tomb", "delete_horizon", "seg_idx", "size", "timestamp")
     if ranks:
         payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)

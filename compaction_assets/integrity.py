@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from .errors import CorruptLogError
 from .manifest import Manifest
 
-REQUIRED_COLUMNS = ("offset", "key", "value", "timestamp")
+REQUIRED_COLUMNS = ("offset", "key", "value", "timestamp", "record_size", "is_tombstone")
 
 
 def _fs(handle):

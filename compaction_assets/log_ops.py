@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from .config import TopicConfig
 from .errors import ConflictError, InvalidInputError, OffsetError
 from .manifest import FileRef, Hold, Manifest, Segment, new_id
-from .records import SEGMENT_SCHEMA, coerce_table, sizes_array
+from .records import SEGMENT_SCHEMA, coerce_table, sizes_array, with_derived_columns
 from .segment_stats import add_chunk, chunk_stats, dead_offsets, restat
 from .store import LogHandle
 
@@ -138,11 +138,11 @@ def _validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, so
                                             _array(table.column("timestamp")), leo, now, drop_invalid, source)
     if keep is not None:
         table = table.filter(pa.array(keep))
-    out = pa.table({
+    out = with_derived_columns(pa.table({
         "offset": pa.array(offsets, pa.int64()), "key": table.column("key").cast(pa.binary()),
         "value": table.column("value"), "timestamp": pa.array(ts, pa.int64()),
         "headers": table.column("headers"), "delete_horizon": pa.nulls(len(table), pa.int64()),
-    }, schema=SEGMENT_SCHEMA)
+    }))
     return out, invalid
 
 
@@ -340,7 +340,8 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
             out_dir = f"data/append-{uuid.uuid4().hex}"
             rows = staged.drop("offset", "timestamp").join(assign, "_rid").select(
                 "offset", "key", "value", "timestamp", "headers",
-                F.lit(None).cast("long").alias("delete_horizon"), "seg")
+                F.lit(None).cast("long").alias("delete_horizon"), logical_size().alias("record_size"),
+                F.col("value").isNull().alias("is_tombstone"), "seg")
             rows = rows.repartition(max(1, min(len(rolls) + 1, 64)), "seg").sortWithinPartitions("seg", "offset")
             rows.write.partitionBy("seg").parquet(handle.spark_uri(out_dir))
             written = spark.read.schema(spark_schema()).parquet(handle.spark_uri(out_dir))

@@ -22,6 +22,9 @@ INPUT_SCHEMA = pa.schema([
 ])
 
 # What a segment file holds: records sorted by offset; delete_horizon is set on tombstones kept by a cleaning.
+# record_size (SPEC §4) and is_tombstone are derived from the record when it is written, so that the
+# cleaning's narrow pass never reads values or headers.
+RECORD_COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
 SEGMENT_SCHEMA = pa.schema([
     pa.field("offset", pa.int64(), nullable=False),
     pa.field("key", pa.binary(), nullable=False),
@@ -29,6 +32,8 @@ SEGMENT_SCHEMA = pa.schema([
     pa.field("timestamp", pa.int64(), nullable=False),
     pa.field("headers", pa.list_(HEADER_TYPE)),
     pa.field("delete_horizon", pa.int64()),
+    pa.field("record_size", pa.int64(), nullable=False),
+    pa.field("is_tombstone", pa.bool_(), nullable=False),
 ])
 
 RECORD_OVERHEAD = 16
@@ -238,3 +243,11 @@ def rows_to_records(table: pa.Table) -> list[Record]:
         out.append(Record(row["offset"], row["key"], row["value"], row["timestamp"],
                           decode_headers(row.get("headers")), row.get("delete_horizon")))
     return out
+
+
+def with_derived_columns(table: pa.Table) -> pa.Table:
+    """The record columns of `table` plus record_size and is_tombstone, as SEGMENT_SCHEMA."""
+    table = table.select(list(RECORD_COLUMNS))
+    table = table.append_column("record_size", sizes_array(table))
+    table = table.append_column("is_tombstone", pc.is_null(table.column("value")))
+    return table.cast(SEGMENT_SCHEMA)

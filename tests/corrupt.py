@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.manifest import FileRef, Segment, new_id
-from compaction_assets.records import SEGMENT_SCHEMA
+from compaction_assets.records import RECORD_COLUMNS, SEGMENT_SCHEMA, with_derived_columns
 from compaction_assets.segment_stats import chunk_stats, dead_offsets, read_segment
 
 
@@ -17,7 +17,9 @@ def rewrite_below(handle, upto: int, edit) -> None:
     dead = dead_offsets(handle, m)
     rows = [r for s in m.segments[:k] for r in read_segment(handle, s, m.log_start_offset, dead).to_pylist()]
     rows = sorted(edit(rows), key=lambda r: r["offset"])
-    table = pa.Table.from_pylist(rows, schema=SEGMENT_SCHEMA)
+    record_schema = pa.schema([SEGMENT_SCHEMA.field(c) for c in RECORD_COLUMNS])
+    table = with_derived_columns(pa.Table.from_pylist(
+        [{c: r.get(c) for c in RECORD_COLUMNS} for r in rows], schema=record_schema))
     name = handle.new_data_name()
     handle.st.makedirs(handle.path("data"))
     pq.write_table(table, handle.path(name))
