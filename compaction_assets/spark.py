@@ -44,7 +44,16 @@ def spark_conf_from_env(extra: dict | None = None) -> dict:
         if os.environ.get("SPARK_DRIVER_MEMORY"):
             conf["spark.driver.memory"] = os.environ["SPARK_DRIVER_MEMORY"]
     conf.update(extra or {})
+    _default_worker_python(conf.get("spark.master", ""))
     return conf
+
+
+def _default_worker_python(master: str) -> None:
+    """Python workers (the segment rewrite) on this machine run this interpreter unless told otherwise.
+    PySpark reads PYSPARK_PYTHON when the session starts, whoever starts it (this module or Dagster's
+    resource), and otherwise runs `python3`, which may lack pyarrow."""
+    if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def get_spark(conf: dict | None = None):
@@ -58,10 +67,6 @@ def get_spark(conf: dict | None = None):
         conf = {k: v for k, v in conf.items() if k != "spark.remote"}
     for key, value in conf.items():
         builder = builder.config(key, value)
-    master = conf.get("spark.master", "")
-    if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
-        # Python workers (the segment rewrite) on this machine run this interpreter unless told otherwise.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = builder.getOrCreate()
     try:
         spark.sparkContext.setLogLevel("ERROR")

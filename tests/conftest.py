@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from compaction_assets.config import build_config
 from compaction_assets.store import LogStore
-
-os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
 
 
 @pytest.fixture(scope="session")
