@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from compaction_assets import engine, log_ops
+from compaction_assets.cleaning import engine
+from compaction_assets.log import writer
+from compaction_assets.log.store import LogStore
 from compaction_assets.spark import get_spark, spark_conf_from_env
-from compaction_assets.store import LogStore
 
 from . import metrics
 from .gen import NOW
@@ -110,7 +111,7 @@ def run_contender(kind: str, spark, cfg, pristine: str, work: str, case: str, re
     handle = LogStore(store_dir, gc_grace_s=0).log(LOG_NAME)
     m = handle.manifest()
     if kind == "A" and m.checkpoint != m.log_start_offset:
-        log_ops.set_checkpoint(handle, m.log_start_offset)  # no clean section (outside the timing)
+        writer.set_checkpoint(handle, m.log_start_offset)  # no clean section (outside the timing)
         m = handle.manifest()
     uris = [handle.spark_uri(f.name) for f in m.files()]
     paths = [handle.path(f.name) for f in m.files()]

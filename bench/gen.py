@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets import log_ops
-from compaction_assets.config import TopicConfig, build_config
+from compaction_assets.log import writer
+from compaction_assets.log.config import TopicConfig, build_config
 
 TS0 = 1_700_000_000_000
 NOW = 1_800_000_000_000          # the clock every cleaning of the benchmark uses (after every record)
@@ -65,8 +65,8 @@ def generate(handle, cfg: TopicConfig, records: int, keys: int, value_bytes: int
     chunk = chunk_records(value_bytes, cfg.segment_bytes)
     for start in range(0, records, chunk):
         n = min(chunk, records - start)
-        log_ops.append(handle, cfg, batch(rng, rng.integers(0, keys, n), value_bytes, TS0 + start))
-    log_ops.roll(handle)
+        writer.append(handle, cfg, batch(rng, rng.integers(0, keys, n), value_bytes, TS0 + start))
+    writer.roll(handle)
 
 
 def append_updates(handle, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int,
@@ -84,5 +84,5 @@ def append_updates(handle, cfg: TopicConfig, new_records: int, keys: int, value_
         new = rng.random(n) < new_key_fraction
         ids[new] = fresh + np.arange(int(new.sum()))
         fresh += int(new.sum())
-        log_ops.append(handle, cfg, batch(rng, ids, value_bytes, ts_start + start))
-    log_ops.roll(handle)
+        writer.append(handle, cfg, batch(rng, ids, value_bytes, ts_start + start))
+    writer.roll(handle)

@@ -21,11 +21,11 @@ import time
 def measure(logs: int = 1000, root: str | None = None) -> dict:
     import dagster as dg
 
-    from compaction_assets import log_ops
-    from compaction_assets.config import build_config
+    from compaction_assets.cleaning.planner import evaluate
     from compaction_assets.definitions import defs
-    from compaction_assets.partitions import log_partitions
-    from compaction_assets.planner import evaluate
+    from compaction_assets.defs.partitions import log_partitions
+    from compaction_assets.log import writer
+    from compaction_assets.log.config import build_config
     from resources.log_store import LogStoreResource
 
     own = root is None
@@ -38,11 +38,11 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
         t = time.monotonic()
         for i, name in enumerate(names):
             handle = store.handle(name)
-            log_ops.append(handle, cfg, [{"key": f"k{j % 7}", "value": "v" * 50, "timestamp": 1000 + j}
+            writer.append(handle, cfg, [{"key": f"k{j % 7}", "value": "v" * 50, "timestamp": 1000 + j}
                                          for j in range(20)])
             if i % 3:
-                log_ops.roll(handle)
-                log_ops.append(handle, cfg, [{"key": "k1", "value": "w", "timestamp": 5000}])
+                writer.roll(handle)
+                writer.append(handle, cfg, [{"key": "k1", "value": "w", "timestamp": 5000}])
         out: dict = {"logs": logs, "build_seconds": time.monotonic() - t}
 
         manifests = [store.handle(n).manifest() for n in names]

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from compaction_assets.cli import main
 
 sys.exit(main())

@@ -13,16 +13,16 @@ import sys
 import time
 from typing import Any
 
-from . import engine, log_ops
-from .config import TopicsFile, load_topics
-from .errors import CompactionError
-from .landing import append_file, ingest, landing_logs
-from .metrics import evaluate_logs, figures
-from .names import parse_log_name
-from .planner import evaluate, order
-from .store import LogStore, wall_ms
-
-DEFAULT_STORE = os.path.join("var", "store")
+from compaction_assets import settings
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.metrics import evaluate_logs, figures
+from compaction_assets.cleaning.planner import evaluate, order
+from compaction_assets.errors import CompactionError
+from compaction_assets.log import writer
+from compaction_assets.log.config import TopicsFile, load_topics
+from compaction_assets.log.landing import append_file, ingest, landing_logs
+from compaction_assets.log.names import parse_log_name
+from compaction_assets.log.store import LogStore, wall_ms
 
 
 def _progress(msg: str) -> None:
@@ -36,8 +36,10 @@ def _emit(obj: Any) -> None:
 class Context:
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.store = LogStore(args.store)
-        topics = args.topics or os.environ.get("COMPACTION_TOPICS")
+        env = settings.current()   # here, not in the parser: a bad variable is a one-line error
+        self.store = LogStore(args.store or env.store)
+        self.landing = getattr(args, "landing", None) or env.landing
+        topics = args.topics or env.topics_file
         if topics is None and os.path.exists("topics.yaml"):
             topics = "topics.yaml"
         self.topics: TopicsFile = load_topics(topics)
@@ -55,12 +57,13 @@ class Context:
     def spark(self):
         if self._spark is None:
             _progress("starting Spark")
-            from .spark import get_spark
+            from compaction_assets.spark import get_spark
             self._spark = get_spark()
         return self._spark
 
 
 def cmd_logs(ctx: Context) -> int:
+    """`logs`: every log of the store with its size and state."""
     rows = []
     for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
         ev = st.evaluation
@@ -76,17 +79,20 @@ def cmd_logs(ctx: Context) -> int:
 
 
 def cmd_metrics(ctx: Context) -> int:
+    """`metrics`: SPEC §8's figures across the store's logs."""
     _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)))
     return 0
 
 
 def cmd_describe(ctx: Context) -> int:
-    from .reader import describe
+    """`describe LOG`: the log's metadata and today's evaluation."""
+    from compaction_assets.cleaning.describe import describe
     _emit(describe(ctx.handle(ctx.args.log), ctx.config(ctx.args.log), ctx.now))
     return 0
 
 
 def cmd_plan(ctx: Context) -> int:
+    """`plan [LOG...]`: the evaluation and, unless --metadata-only, a dry run of the cleaning."""
     logs = ctx.args.logs or ctx.store.logs()
     out = []
     for name in logs:
@@ -95,12 +101,13 @@ def cmd_plan(ctx: Context) -> int:
             out.append(evaluate(handle.manifest(), cfg, ctx.now).as_dict())
         else:
             _progress(f"{name}: dry run")
-            out.append(engine.dry_run(handle, cfg, ctx.now, spark=ctx.spark, force=ctx.args.force))
+            out.append(engine.dry_run(handle, cfg, ctx.now, spark=ctx.spark, force=ctx.args.force).as_dict())
     _emit(out)
     return 0
 
 
 def cmd_clean(ctx: Context) -> int:
+    """`clean LOG... | --all`: run the cleanings that are due (or forced)."""
     failed = 0
     if ctx.args.all:
         evs = []
@@ -155,7 +162,8 @@ def _record_json(r) -> dict:
 
 
 def cmd_read(ctx: Context) -> int:
-    from .reader import iter_records
+    """`read LOG`: the log's visible records as JSON Lines."""
+    from compaction_assets.log.reader import iter_records
     for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
         if ctx.args.limit is not None and i >= ctx.args.limit:
             break
@@ -164,7 +172,8 @@ def cmd_read(ctx: Context) -> int:
 
 
 def cmd_latest_state(ctx: Context) -> int:
-    from .reader import latest_state_df
+    """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
+    from compaction_assets.cleaning.latest_state import latest_state_df
     df = latest_state_df(ctx.spark, ctx.handle(ctx.args.log), ctx.config(ctx.args.log))
     if ctx.args.output:
         df.write.mode("overwrite").parquet(ctx.args.output)
@@ -176,6 +185,7 @@ def cmd_latest_state(ctx: Context) -> int:
 
 
 def cmd_append(ctx: Context) -> int:
+    """`append LOG FILE`: append a Parquet or JSON Lines file."""
     name = ctx.args.log
     handle, cfg = ctx.handle(name, must_exist=False), ctx.config(name)
     total = 0
@@ -189,13 +199,14 @@ def cmd_append(ctx: Context) -> int:
 
 
 def cmd_ingest(ctx: Context) -> int:
-    found, refused = landing_logs(ctx.args.landing)
+    """`ingest`: ingest new files of the landing folders, each file at most once."""
+    found, refused = landing_logs(ctx.landing)
     for reason in refused:
         _progress(f"ignored: {reason}")
     out = {}
     for name in ctx.args.logs or sorted(found):
         if name not in found:
-            raise CompactionError(f"no landing folder for log {name!r} under {ctx.args.landing}")
+            raise CompactionError(f"no landing folder for log {name!r} under {ctx.landing}")
         out[name] = ingest(ctx.handle(name, must_exist=False), ctx.config(name), found[name],
                            drop_invalid=ctx.args.drop_invalid, progress=_progress)
     _emit(out)
@@ -203,24 +214,28 @@ def cmd_ingest(ctx: Context) -> int:
 
 
 def cmd_set_log_start(ctx: Context) -> int:
-    m = log_ops.set_log_start(ctx.handle(ctx.args.log), ctx.args.offset)
+    """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
+    m = writer.set_log_start(ctx.handle(ctx.args.log), ctx.args.offset)
     _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
     return 0
 
 
 def cmd_set_checkpoint(ctx: Context) -> int:
-    m = log_ops.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
+    """`set-checkpoint LOG OFFSET`: overwrite the cleaner checkpoint."""
+    m = writer.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
     _emit({"log": ctx.args.log, "checkpoint": m.checkpoint})
     return 0
 
 
 def cmd_clear_uncleanable(ctx: Context) -> int:
+    """`clear-uncleanable LOG`: clear a failed cleaning's mark."""
     m = engine.clear_uncleanable(ctx.handle(ctx.args.log))
     _emit({"log": ctx.args.log, "uncleanable": m.uncleanable})
     return 0
 
 
 def cmd_gc(ctx: Context) -> int:
+    """`gc`: collect files no manifest references, after the grace period."""
     handle = ctx.handle(ctx.args.log)
     with handle.lock("clean", purpose="garbage collection"):
         removed = handle.collect_garbage(ctx.args.grace_seconds)
@@ -229,9 +244,10 @@ def cmd_gc(ctx: Context) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: global options and one sub-command per operation."""
     p = argparse.ArgumentParser(prog="compaction", description=__doc__.splitlines()[0])
-    p.add_argument("--store", default=os.environ.get("COMPACTION_STORE", DEFAULT_STORE),
-                   help="log store root (env COMPACTION_STORE; default %(default)s)")
+    p.add_argument("--store", default=None,
+                   help="log store root (env COMPACTION_STORE; default var/store)")
     p.add_argument("--topics", help="topics file (env COMPACTION_TOPICS; default ./topics.yaml if present)")
     p.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock")
     sub = p.add_subparsers(dest="command", required=True)
@@ -284,13 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_gc)
     s = sub.add_parser("ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
     s.add_argument("logs", nargs="*", help="logs (default: every landing folder)")
-    s.add_argument("--landing", default=os.environ.get("COMPACTION_LANDING", os.path.join("var", "landing")))
+    s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing)")
     s.add_argument("--drop-invalid", action="store_true")
     s.set_defaults(fn=cmd_ingest)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; errors are one line on stderr and a non-zero exit code."""
     args = build_parser().parse_args(argv)
     try:
         names = [args.log] if getattr(args, "log", None) is not None else []
@@ -304,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # never a bare traceback for operators; details with COMPACTION_DEBUG=1
-        if os.environ.get("COMPACTION_DEBUG"):
+        if settings.debug_enabled():
             raise
         print(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
               "(set COMPACTION_DEBUG=1 for the traceback)", file=sys.stderr)

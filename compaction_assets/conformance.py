@@ -8,15 +8,17 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any
 
-from . import engine, log_ops
-from .config import build_config
-from .errors import CompactionError
-from .names import sanitize_topic
-from .planner import evaluate
-from .reader import latest_state_df, segment_records
-from .store import LogStore
+from compaction_assets import settings
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.cleaning.planner import evaluate
+from compaction_assets.errors import CompactionError
+from compaction_assets.log import writer
+from compaction_assets.log.config import build_config
+from compaction_assets.log.names import sanitize_topic
+from compaction_assets.log.reader import segment_records
+from compaction_assets.log.store import LogStore
 
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
 
@@ -54,17 +56,17 @@ class CaseRun:
         arg = step[action]
         if action == "append":
             records = [self.record(r) for r in arg]
-            result = log_ops.append(self.handle, self.config, records, now=step.get("now"), source=f"step {i}")
+            result = writer.append(self.handle, self.config, records, now=step.get("now"), source=f"step {i}")
             if result.records:
                 offsets = [r for r in self._offsets(records, result)]
                 for off, rec in zip(offsets, arg):
                     self.given_headers[off] = rec.get("headers") or []
         elif action == "roll":
-            log_ops.roll(self.handle)
+            writer.roll(self.handle)
         elif action == "set_log_start":
-            log_ops.set_log_start(self.handle, int(arg["offset"]))
+            writer.set_log_start(self.handle, int(arg["offset"]))
         elif action == "set_checkpoint":
-            log_ops.set_checkpoint(self.handle, int(arg["offset"]))
+            writer.set_checkpoint(self.handle, int(arg["offset"]))
         elif action == "plan":
             m = self.handle.manifest()
             ev = evaluate(m, self.config, int(arg["now"]))
@@ -99,11 +101,11 @@ class CaseRun:
         return out
 
     @staticmethod
-    def entry(i, action, ev, reason, cleaned, checkpoint, stats) -> dict:
-        return {"step": i, "action": action, "eligible": ev.eligible, "reason": reason,
-                "first_dirty_offset": ev.first_dirty_offset,
-                "first_uncleanable_offset": ev.first_uncleanable_offset, "dirty_ratio": ev.dirty_ratio,
-                "max_compaction_delay_ms": ev.max_compaction_delay_ms, "cleaned": cleaned,
+    def entry(i, action, evaluation, reason, cleaned, checkpoint, stats) -> dict:
+        return {"step": i, "action": action, "eligible": evaluation.eligible, "reason": reason,
+                "first_dirty_offset": evaluation.first_dirty_offset,
+                "first_uncleanable_offset": evaluation.first_uncleanable_offset, "dirty_ratio": evaluation.dirty_ratio,
+                "max_compaction_delay_ms": evaluation.max_compaction_delay_ms, "cleaned": cleaned,
                 "checkpoint": checkpoint, "stats": stats}
 
     def log_json(self) -> dict | None:
@@ -141,15 +143,16 @@ class CaseRun:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run conformance cases and print one JSON line per case (FORMAT.md)."""
     paths = list(sys.argv[1:] if argv is None else argv)
     if not paths:
         print("usage: python -m compaction_assets.conformance CASE.json [CASE.json ...]", file=sys.stderr)
         return 2
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed to stdout (Spark, py4j) goes to stderr
-    from .spark import get_spark, spark_conf_from_env
+    from compaction_assets.spark import get_spark, spark_conf_from_env
     spark = get_spark(spark_conf_from_env({"spark.sql.shuffle.partitions": "2",
-                                           "spark.master": os.environ.get("SPARK_MASTER", "local[2]")}))
+                                           "spark.master": settings.current().spark_master or "local[2]"}))
     tmp = tempfile.mkdtemp(prefix="conformance-")
     try:
         for n, path in enumerate(paths):

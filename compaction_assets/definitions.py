@@ -2,13 +2,12 @@
 
 import dagster as dg
 
+from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
+from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.jobs import compaction_job, ingest_job
+from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.log_store import LogStoreResource
 from resources.spark import make_spark_resource
-
-from .alerts import check_failure_alert, run_failure_alert
-from .assets import cleanable_range, compacted_log, latest_state, raw_segments
-from .jobs import compaction_job, ingest_job
-from .sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 
 defs = dg.Definitions(
     assets=[raw_segments, cleanable_range, compacted_log, latest_state],

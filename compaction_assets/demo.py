@@ -16,8 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
+
+from compaction_assets import settings
 
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -52,6 +53,7 @@ def changelog(rng: random.Random, users: int, events: int, partition: int, versi
 
 def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, events: int = 20000,
                   files_per_partition: int = 2) -> list[Path]:
+    """Write the demo's changelog files into the landing layout (Kafka Connect's)."""
     rng = random.Random(seed)
     written = []
     for topic, versioned in (("user-profiles", False), ("user-profiles-versioned", True)):
@@ -67,14 +69,14 @@ def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, even
                     path.write_text("".join(json.dumps(r) + "\n" for r in chunk))
                 else:
                     path = folder / f"{topic}+{p}+{i * per:010d}.parquet"
-                    from .records import records_to_table
+                    from compaction_assets.log.records import records_to_table
                     pq.write_table(records_to_table(chunk).drop(["offset"]), path)
                 written.append(path)
     return written
 
 
 def _instance_home() -> str:
-    home = os.environ.setdefault("DAGSTER_HOME", os.path.abspath(os.path.join("var", "dagster_home")))
+    home = settings.export_default(settings.DAGSTER_HOME, os.path.abspath(os.path.join("var", "dagster_home")))
     os.makedirs(home, exist_ok=True)
     cfg = os.path.join(home, "dagster.yaml")
     if not os.path.exists(cfg):
@@ -84,6 +86,7 @@ def _instance_home() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo: land data, then drive every log through the Dagster code location."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m compaction_assets.demo", description=__doc__.splitlines()[0])
@@ -92,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     _instance_home()
     import dagster as dg
 
-    from .definitions import defs
-    from .partitions import log_partitions
+    from compaction_assets.definitions import defs
+    from compaction_assets.defs.partitions import log_partitions
 
     started = time.monotonic()
     store = defs.resources["log_store"]

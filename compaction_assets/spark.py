@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from compaction_assets import settings
+
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
@@ -21,28 +23,29 @@ LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")
 
 def spark_conf_from_env(extra: dict | None = None) -> dict:
     """Spark settings: SPARK_REMOTE (sc://...) or SPARK_MASTER (local[*], spark://...), plus defaults."""
+    env = settings.current()
     conf = dict(DEFAULT_CONF)
-    remote = os.environ.get("SPARK_REMOTE")
+    remote = env.spark_remote
     if remote:
         # Spark Connect: the server owns the JVM settings; the SQL settings are session settings, which
         # the Connect client applies to its session (same semantics as a local or cluster session).
         conf = {"spark.remote": remote, **{k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}}
     else:
-        conf["spark.master"] = os.environ.get("SPARK_MASTER", "local[*]")
+        conf["spark.master"] = env.spark_master or settings.DEFAULT_SPARK_MASTER
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{LOG4J}"
         if conf["spark.master"].startswith("local"):
             # A local session serves this machine only: bind the driver to loopback.
-            conf["spark.driver.host"] = os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1")
-            conf["spark.driver.bindAddress"] = os.environ.get("SPARK_DRIVER_BIND_ADDRESS", "127.0.0.1")
+            conf["spark.driver.host"] = env.spark_driver_host or "127.0.0.1"
+            conf["spark.driver.bindAddress"] = env.spark_driver_bind_address or "127.0.0.1"
         else:
             # On a cluster, executors connect back to the driver: the address they must use, when the
             # host's default (its hostname) is not it.
-            for env, key in (("SPARK_DRIVER_HOST", "spark.driver.host"),
-                             ("SPARK_DRIVER_BIND_ADDRESS", "spark.driver.bindAddress")):
-                if os.environ.get(env):
-                    conf[key] = os.environ[env]
-        if os.environ.get("SPARK_DRIVER_MEMORY"):
-            conf["spark.driver.memory"] = os.environ["SPARK_DRIVER_MEMORY"]
+            for value, key in ((env.spark_driver_host, "spark.driver.host"),
+                               (env.spark_driver_bind_address, "spark.driver.bindAddress")):
+                if value:
+                    conf[key] = value
+        if env.spark_driver_memory:
+            conf["spark.driver.memory"] = env.spark_driver_memory
     conf.update(extra or {})
     _default_worker_python(conf.get("spark.master", ""))
     return conf
@@ -53,7 +56,7 @@ def _default_worker_python(master: str) -> None:
     PySpark reads PYSPARK_PYTHON when the session starts, whoever starts it (this module or Dagster's
     resource), and otherwise runs `python3`, which may lack pyarrow."""
     if master.startswith("local") or "://127.0.0.1:" in master or "://localhost:" in master:
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings.export_default(settings.PYSPARK_PYTHON, sys.executable)
 
 
 def get_spark(conf: dict | None = None):

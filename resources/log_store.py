@@ -6,9 +6,10 @@ from functools import lru_cache
 
 import dagster as dg
 
-from compaction_assets.config import TopicConfig, TopicsFile, load_topics
-from compaction_assets.names import parse_log_name
-from compaction_assets.store import LogHandle, LogStore, lock_ttl_from_env
+from compaction_assets import settings
+from compaction_assets.log.config import TopicConfig, TopicsFile, load_topics
+from compaction_assets.log.names import parse_log_name
+from compaction_assets.log.store import LogHandle, LogStore
 
 
 class LogStoreResource(dg.ConfigurableResource):
@@ -20,11 +21,9 @@ class LogStoreResource(dg.ConfigurableResource):
 
     @classmethod
     def from_env(cls) -> "LogStoreResource":
-        return cls(root=os.environ.get("COMPACTION_STORE", "var/store"),
-                   landing=os.environ.get("COMPACTION_LANDING", "var/landing"),
-                   topics_file=os.environ.get("COMPACTION_TOPICS", "topics.yaml"),
-                   latest_state_root=os.environ.get("COMPACTION_LATEST_STATE", "var/latest_state"),
-                   lock_ttl_seconds=lock_ttl_from_env())
+        env = settings.current()
+        return cls(root=env.store, landing=env.landing, topics_file=env.topics_file or settings.DEFAULT_TOPICS,
+                   latest_state_root=env.latest_state, lock_ttl_seconds=env.lock_ttl_seconds)
 
     @property
     def store(self) -> LogStore:

@@ -19,7 +19,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PY" -m venv .venv
 fi
-# Debian's chromium, for tests/test_webserver_ui.py. When it cannot be installed, say why in
+# Debian's chromium, for tests/e2e/test_webserver_ui.py. When it cannot be installed, say why in
 # .venv/.chromium-unavailable: that test then skips with this reason (and only then).
 rm -f .venv/.chromium-unavailable
 if ! command -v chromium >/dev/null 2>&1; then
@@ -32,7 +32,7 @@ if ! command -v chromium >/dev/null 2>&1; then
       why="apt-get install chromium failed on this machine"
   fi
   if [ -n "$why" ]; then
-    echo "setup: $why; tests/test_webserver_ui.py will skip" >&2
+    echo "setup: $why; tests/e2e/test_webserver_ui.py will skip" >&2
     echo "$why" > .venv/.chromium-unavailable
   fi
 fi

@@ -1,4 +1,4 @@
-"""Real Spark services for tests/test_cluster.py: a standalone master and worker, and a Spark Connect
+"""Real Spark services for tests/e2e/test_cluster.py: a standalone master and worker, and a Spark Connect
 server, each started on 127.0.0.1 with free ports in its own process group and stopped by its ids.
 
 Drivers that talk to them run as subprocesses (only one SparkSession per Python process, and the test
@@ -299,7 +299,7 @@ def round_now(rnd: int) -> int:
 
 
 def topic_config(topic: str):
-    from compaction_assets.config import build_config
+    from compaction_assets.log.config import build_config
 
     return build_config({**COMMON_CONFIG, **TOPICS[topic]})
 
@@ -349,18 +349,18 @@ def batch(topic: str, rnd: int) -> list[dict]:
 
 
 def append_round(root: str, rnd: int) -> None:
-    from compaction_assets import log_ops
-    from compaction_assets.store import LogStore
+    from compaction_assets.log import writer
+    from compaction_assets.log.store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     for topic in TOPICS:
-        log_ops.append(store.log(f"{topic}-0"), topic_config(topic), batch(topic, rnd), source=f"round {rnd}")
+        writer.append(store.log(f"{topic}-0"), topic_config(topic), batch(topic, rnd), source=f"round {rnd}")
 
 
 def clean_round(root: str, rnd: int, spark) -> list[dict]:
     """The engine's evaluation and cleaning of every log at round_now(rnd), as the CLI runs it."""
-    from compaction_assets import engine
-    from compaction_assets.store import LogStore
+    from compaction_assets.cleaning import engine
+    from compaction_assets.log.store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     reports = []
@@ -381,8 +381,8 @@ def later_rounds(root: str, spark) -> list[dict]:
 
 def log_contents(root: str, logs: list[str] = LOGS) -> dict:
     """Every log as data: bounds, checkpoint, segment ranges, guard state and all visible records."""
-    from compaction_assets.reader import iter_records
-    from compaction_assets.store import LogStore
+    from compaction_assets.log.reader import iter_records
+    from compaction_assets.log.store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     out = {}

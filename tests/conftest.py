@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_assets.config import build_config
-from compaction_assets.store import LogStore
+from compaction_assets.log.config import build_config
+from compaction_assets.log.store import LogStore
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The subprocess side of tests/test_store_faults.py: engine work that a test SIGKILLs at chosen moments.
+"""The subprocess side of tests/log/test_store_faults.py: engine work that a test SIGKILLs at chosen moments.
 
     python -m tests.fault_helpers clean ROOT LOG NOW CONFIG_JSON [--ttl S] [--force] [--gate]
     python -m tests.fault_helpers append ROOT LOG CONFIG_JSON N SEED [--ttl S]
@@ -66,9 +66,9 @@ def small_spark():
 
 
 def cmd_clean(args) -> None:
-    from compaction_assets import engine
-    from compaction_assets.config import build_config
-    from compaction_assets.store import LogStore
+    from compaction_assets.cleaning import engine
+    from compaction_assets.log.config import build_config
+    from compaction_assets.log.store import LogStore
 
     config = build_config(json.loads(args.config))
     spark = small_spark()
@@ -87,10 +87,10 @@ def cmd_clean(args) -> None:
 def cmd_append(args) -> None:
     import pyarrow as pa
 
-    from compaction_assets import log_ops
-    from compaction_assets.config import build_config
-    from compaction_assets.records import records_to_table
-    from compaction_assets.store import LogStore
+    from compaction_assets.log import writer
+    from compaction_assets.log.config import build_config
+    from compaction_assets.log.records import records_to_table
+    from compaction_assets.log.store import LogStore
 
     config = build_config(json.loads(args.config))
     handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log)
@@ -98,12 +98,12 @@ def cmd_append(args) -> None:
     _instrument(handle)
     say("READY")
     say("START")
-    result = log_ops.append(handle, config, table, source="killed-append")
+    result = writer.append(handle, config, table, source="killed-append")
     say("DONE " + json.dumps({"records": result.records, "log_end_offset": result.log_end_offset}))
 
 
 def cmd_hold_lock(args) -> None:
-    from compaction_assets.store import LogStore
+    from compaction_assets.log.store import LogStore
 
     handle = LogStore(args.root).log(args.log)
     with handle.lock(args.kind, ttl_s=args.ttl, purpose="held by a test subprocess"):

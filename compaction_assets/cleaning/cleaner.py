@@ -1,0 +1,368 @@
+"""How to clean (SPEC §6): the Spark job that rewrites the segments below the first uncleanable offset.
+
+Two phases, so that full records are read only where a file must be rewritten and never shuffled:
+  decide  - a narrow scan (key, offset, rank, tombstone flag, horizon) of the rewritten range picks
+            the winner of every key, applies the delete horizons, the resurrection guard and the
+            remembered deletes, and aggregates per segment (small results only reach the driver);
+  rewrite - a segment with at least REWRITE_DEAD_FRACTION of its rows dead is rewritten by one
+            Python-worker task that streams its files through pyarrow (rewrite_task.py); a segment that
+            loses fewer records keeps its files and its removed offsets go to the log's deletion vector;
+            a segment that only needs tombstone horizons gets them as a file-level stamp.
+So a cleaning's writes follow what changed, not the log's size. Nothing is collected to the driver but
+per-segment figures, the names of written files and the few held tombstones.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+
+from compaction_assets.cleaning.planner import rewritten_segments
+from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id
+from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
+from compaction_assets.log.reader import BROADCAST_DEAD_MAX, read_segments, remembered_df
+from compaction_assets.log.records import INT64_MAX
+from compaction_assets.log.store import LogHandle
+
+REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its rows is dead
+
+
+@dataclass
+class Decision:
+    """The outcome of the decide phase, before anything is written."""
+    per_segment: dict[int, dict]
+    horizons: dict[int, list[tuple[int, int, int, int]]]
+    stats: dict
+    decided: object            # the persisted Spark DataFrame of the range with decisions
+    new_horizon: int
+
+
+@dataclass
+class CleanOutput:
+    segments: tuple[Segment, ...]          # replaces the first `replaced` segments of the snapshot
+    replaced: tuple[str, ...]
+    stats: dict
+    holds: tuple[Hold, ...] = ()
+    remembered: dict | None = None
+    tombstone_index: dict | None = None
+    deleted: dict | None = None
+    files_rewritten: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int) -> Decision:
+    """Per key of the range, its winner and what happens to it; per segment, what the cleaning leaves.
+
+    Only winners can be kept, so the decision is a group-by over narrow rows (partial aggregation keeps
+    the shuffle to about one row per key and task); what a segment read comes from the manifest.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    ranks = rank_columns(config)
+    guard = config.strategy != "offset"
+    range_segs = list(enumerate(rewritten_segments(manifest, first_uncleanable)))  # a prefix of m.segments
+    new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
+
+    df = with_spark_ranks(read_segments(spark, handle, manifest, range_segs), config)
+    narrow = df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
+                       "delete_horizon", "seg_idx", F.col("record_size").alias("size"), *ranks)
+    fields = ("tomb", "delete_horizon", "seg_idx", "size", "timestamp")
+    if ranks:
+        payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)
+        winners = narrow.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+    else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
+        winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
+                                            *[F.max_by(c, "offset").alias(c) for c in fields])
+
+    rem = remembered_df(spark, handle, manifest) if guard else None
+    if rem is not None:
+        winners = winners.join(F.broadcast(rem.drop("m_expiry")) if manifest.remembered["count"] < 1_000_000
+                               else rem.drop("m_expiry"), "key", "left")
+        rem_beats = F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
+    else:
+        rem_beats = F.lit(False)
+
+    outside = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > first_uncleanable and s.records]
+    if guard and outside:
+        out = with_spark_ranks(read_segments(spark, handle, manifest, outside), config)
+        out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
+        tombs = winners.where(F.col("tomb")).select(
+            "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])
+        holds = (tombs.join(out, "key").where(spark_loses(config, "o_", "t_"))
+                 .groupBy("t_offset").agg(F.max("o_offset").alias("until")))
+        winners = winners.join(F.broadcast(holds), winners["offset"] == holds["t_offset"], "left").drop("t_offset")
+    else:
+        winners = winners.withColumn("until", F.lit(None).cast("long"))
+
+    expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
+    held = F.col("until").isNotNull() if guard else F.lit(False)
+    alive = ~rem_beats
+    decided = (winners
+               .withColumn("removed_tomb", alive & expired & ~held)
+               .withColumn("keep", alive & ~(expired & ~held))
+               .withColumn("stamped", F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull())
+               .withColumn("new_horizon", F.when(F.col("keep") & F.col("tomb"),
+                                                 F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))))
+               .persist(StorageLevel.MEMORY_AND_DISK))
+
+    keep = F.col("keep")
+    # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
+    hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
+    rows = decided.groupBy("seg_idx", hkey).agg(
+        F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
+        F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
+        F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
+        F.min(F.when(keep, F.struct("offset", "timestamp"))).alias("first"),
+        F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
+        F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
+        F.sum(F.col("stamped").cast("long")).alias("stamped"),
+        F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
+        F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
+        F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
+    ).collect()
+    per_segment: dict[int, dict] = {
+        i: {"physical": s.records + s.dead, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
+            "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0, "stamped": 0,
+            "removed_tomb": 0}
+        for i, s in range_segs if s.records}
+    horizons: dict[int, list[tuple[int, int, int, int]]] = {}
+    for r in rows:
+        idx = r["seg_idx"]
+        if r["hkey"] is not None:
+            horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
+                                                 int(r["tomb_hi"])))
+        cur = per_segment[idx]
+        for name in ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
+            cur[name] += int(r[name] or 0)
+        for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
+            val = r[name]
+            if val is not None:
+                val = (val["offset"], val["timestamp"]) if name == "first" else val
+                cur[name] = val if cur[name] is None else pick(cur[name], val)
+    for cur in per_segment.values():
+        first = cur.pop("first")
+        cur["first_ts"] = first[1] if first is not None else None
+
+    def total(name):
+        return int(sum((p[name] or 0) for p in per_segment.values()))
+    stats = {"records_read": total("read"), "records_written": total("kept"),
+             "tombstones_stamped": total("stamped"), "tombstones_removed": total("removed_tomb"),
+             "bytes_read": total("bytes_read"), "bytes_written": total("kept_bytes")}
+    stats["records_superseded"] = stats["records_read"] - stats["records_written"] - stats["tombstones_removed"]
+    stats["cleaner_recopy_percent"] = (100.0 * stats["bytes_written"] / stats["bytes_read"]
+                                       if stats["bytes_read"] else 0.0)
+    return Decision(per_segment, horizons, stats, decided, new_horizon)
+
+
+def merge_layout(segments: list[Segment], segment_bytes: int) -> list[Segment]:
+    """Greedy merge in order: a segment joins the group before it while the total stays <= segment.bytes."""
+    groups: list[list[Segment]] = []
+    for seg in segments:
+        if groups and sum(s.size for s in groups[-1]) + seg.size <= segment_bytes:
+            groups[-1].append(seg)
+        else:
+            groups.append([seg])
+    return [g[0] if len(g) == 1 else combine(g) for g in groups]
+
+
+def _empty_stats() -> dict:
+    return {"records_read": 0, "records_written": 0, "tombstones_stamped": 0, "tombstones_removed": 0,
+            "records_superseded": 0, "bytes_read": 0, "bytes_written": 0, "cleaner_recopy_percent": 0.0,
+            "segments_rewritten": 0, "segments_marked": 0, "records_rewritten": 0, "files_bytes_written": 0,
+            "deletion_vector_records": 0}
+
+
+def rewrite_plan(decision: Decision) -> tuple[list[int], list[int]]:
+    """Segments to rewrite (enough of them dead) and segments that only get deletion-vector entries."""
+    rewrite, mark = [], []
+    for i, p in sorted(decision.per_segment.items()):
+        if p["kept"] == p["physical"] or p["kept"] == 0:
+            continue  # untouched, or left with no file at all
+        if (p["physical"] - p["kept"]) >= REWRITE_DEAD_FRACTION * p["physical"]:
+            rewrite.append(i)
+        else:
+            mark.append(i)
+    return rewrite, mark
+
+
+def _parallelism(spark) -> int:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
+
+
+def _rewrite(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], rewrite: list[int],
+             work_dir: str) -> dict[int, tuple[FileRef, int]]:
+    """Rewrite whole segments in Python workers; only the offsets to keep (or drop) are shuffled."""
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    from compaction_assets.cleaning import rewrite_task
+    from compaction_assets.log.records import SEGMENT_SCHEMA
+
+    offsets_dir = f"{work_dir}/offsets"
+    (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
+        .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx")
+        .write.partitionBy("seg_idx").parquet(handle.spark_uri(offsets_dir)))
+    specs = [rewrite_task.RewriteSpec(
+        seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
+        offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"),
+        min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
+        for i in rewrite]
+    # longest first onto the least loaded task
+    n_tasks = max(1, min(len(specs), _parallelism(spark)))
+    tasks: list[list] = [[] for _ in range(n_tasks)]
+    loads = [0] * n_tasks
+    for spec in sorted(specs, key=lambda sp: -d.per_segment[sp.seg]["physical"]):
+        t = loads.index(min(loads))
+        tasks[t].append(spec)
+        loads[t] += d.per_segment[spec.seg]["physical"]
+    st = handle.st
+    fs_uri = None if st.local else f"{st.scheme}://{st.root}"
+    cloudpickle.register_pickle_by_value(rewrite_task)
+    runner = rewrite_task.partition_runner(tasks, fs_uri, SEGMENT_SCHEMA)
+    rows = (spark.range(0, n_tasks, 1, n_tasks)
+            .mapInArrow(runner, "seg int, path string, records long, bytes long").collect())
+    prefix = handle.path("")
+    out = {}
+    for r in rows:
+        rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
+        out[int(r["seg"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
+    return out
+
+
+def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: list[int],
+                   range_end: int) -> dict | None:
+    """The new deletion vector: dead rows of segments kept as they are, plus old entries above the range."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    if mark:
+        # every row of those segments' files (dead before or not) that the cleaning does not keep
+        rows = read_segments(spark, handle, m, [(i, m.segments[i]) for i in mark], with_dead=True).select("offset")
+        kept = d.decided.where(F.col("keep") & F.col("seg_idx").isin(mark)).select("offset")
+        small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
+        parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
+    if m.deleted:
+        old = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
+        parts.append(old.where(F.col("offset") >= F.lit(range_end)))
+    if not parts:
+        return None
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    name = f"side/deleted-{uuid.uuid4().hex}"
+    df.coalesce(1).sortWithinPartitions("offset").write.parquet(handle.spark_uri(name))
+    st = handle.st
+    count = 0
+    for entry in st.list_dir(handle.path(name)):
+        if entry.endswith(".parquet") and not entry.startswith((".", "_")):
+            count += pq.read_metadata(handle.path(f"{name}/{entry}"),
+                                      filesystem=None if st.local else st.fs).num_rows
+    return {"file": name, "count": count} if count else None
+
+
+def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
+          progress=None) -> CleanOutput:
+    """Clean `m` (a snapshot) below `u` at `now`; write new files; return what the commit replaces."""
+    started = time.monotonic()
+    say = progress or (lambda msg: None)
+    range_segs = rewritten_segments(manifest, first_uncleanable)
+    if not range_segs:
+        stats = {**_empty_stats(), "clean_time_secs": time.monotonic() - started}
+        # nothing to rewrite: the guard's state carries over unchanged
+        return CleanOutput((), (), stats, holds=manifest.holds, remembered=manifest.remembered,
+                           tombstone_index=manifest.tombstone_index, deleted=manifest.deleted)
+    say(f"deciding winners over {len(range_segs)} segment(s), offsets "
+        f"[{range_segs[0].base_offset}, {first_uncleanable})")
+    d = decide(spark, handle, manifest, config, first_uncleanable, now)
+    try:
+        rewrite, mark = rewrite_plan(d)
+        work_dir = f"data/clean-{uuid.uuid4().hex}"
+        written: dict[int, tuple[FileRef, int]] = {}
+        if rewrite:
+            say(f"rewriting {len(rewrite)} of {len(range_segs)} segment(s)")
+            written = _rewrite(spark, handle, manifest, d, range_segs, rewrite, work_dir)
+        if mark or manifest.deleted:
+            say(f"marking removed records of {len(mark)} segment(s) in the deletion vector")
+        deleted = _write_deleted(spark, handle, manifest, d, mark, range_segs[-1].next_offset) \
+            if (mark or manifest.deleted) else None
+        new_segments = []
+        for i, seg in enumerate(range_segs):
+            p = d.per_segment.get(i)
+            if p is None or p["kept"] == 0:  # no visible record left
+                new_segments.append(Segment(new_id(), seg.base_offset, seg.next_offset))
+                continue
+            if i in written:
+                files = (written[i][0],)
+            elif p["stamped"]:
+                files = tuple(FileRef(f.name, f.records, f.stamp if f.stamp is not None else d.new_horizon)
+                              for f in seg.files)
+            else:
+                files = seg.files
+            new_segments.append(Segment(
+                id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=files,
+                records=int(p["kept"]), size=int(p["kept_bytes"] or 0), min_ts=p["min_ts"], max_ts=p["max_ts"],
+                first_ts=p["first_ts"], min_pos_ts=p["min_pos_ts"], tombstones=int(p["tombstones"]),
+                horizons=tuple(sorted(d.horizons.get(i, []))),
+                dead=0 if i in written else int(p["physical"] - p["kept"])))
+        merged = merge_layout(new_segments, config.segment_bytes)
+        stats = dict(d.stats)
+        stats.update(segments_rewritten=len(written), segments_marked=len(mark),
+                     records_rewritten=sum(ref.records for ref, _ in written.values()),
+                     files_bytes_written=sum(b for _, b in written.values()),
+                     deletion_vector_records=(deleted or {}).get("count", 0))
+        out = CleanOutput(tuple(merged), tuple(s.id for s in range_segs), stats,
+                          files_rewritten=len(written), deleted=deleted)
+        if config.strategy != "offset":
+            say("updating the tombstone index and remembered deletes")
+            _guard_outputs(spark, handle, manifest, config, d, now, out)
+        out.stats["clean_time_secs"] = time.monotonic() - started
+        return out
+    finally:
+        d.decided.unpersist()
+
+
+def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d: Decision, now: int,
+                   out: CleanOutput) -> None:
+    """Holds, the tombstone index and the remembered deletes (timestamp and header strategies)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ranks = rank_columns(config)
+    decided = d.decided
+    held = decided.where(F.col("keep") & F.col("tomb") & F.col("until").isNotNull()).select(
+        "offset", "new_horizon", "until").collect()
+    out.holds = tuple(Hold(int(r["offset"]), int(r["new_horizon"]), int(r["until"])) for r in held)
+
+    kept_tombs = sum(int(p["tombstones"] or 0) for p in d.per_segment.values())
+    if kept_tombs:
+        name = f"side/tombstones-{uuid.uuid4().hex}"
+        (decided.where(F.col("keep") & F.col("tomb"))
+            .select("key", "offset", F.col("new_horizon").alias("horizon"), *ranks)
+            .coalesce(1).write.parquet(handle.spark_uri(name)))
+        out.tombstone_index = {"file": name, "count": kept_tombs}
+
+    expiry = min(now + config.delete_retention_ms, INT64_MAX)
+    new = decided.where(F.col("removed_tomb")).select(
+        "key", *[F.col(c).alias("m_" + c) for c in ranks], F.col("offset").alias("m_offset"),
+        F.lit(expiry).cast("long").alias("m_expiry"))
+    old = remembered_df(spark, handle, m)
+    removed = int(d.stats["tombstones_removed"])
+    if not removed and old is None:
+        return
+    if not removed:
+        out.remembered = m.remembered
+        return
+    both = new if old is None else new.unionByName(old)
+    best = F.max(spark_order(config, "m_")).over(Window.partitionBy("key"))
+    both = both.withColumn("_best", best).where(F.col("_best.offset") == F.col("m_offset")).drop("_best")
+    name = f"side/remembered-{uuid.uuid4().hex}"
+    both.coalesce(1).write.parquet(handle.spark_uri(name))
+    summary = spark.read.parquet(handle.spark_uri(name)).agg(
+        F.count(F.lit(1)).alias("n"), F.min("m_expiry").alias("e")).collect()[0]
+    out.remembered = {"file": name, "count": int(summary["n"]), "min_expiry": int(summary["e"])}

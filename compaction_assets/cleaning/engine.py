@@ -1,0 +1,278 @@
+"""One evaluation of a log at `now`, as every shell (CLI, conformance runner, Dagster) runs it.
+
+An evaluation that may clean (SPEC §1, §3, §5, §6):
+  1. seals the active segment if its deadline passed, resets a checkpoint outside [log_start, LEO] and
+     forgets remembered deletes that expired (one commit);
+  2. cleans if the log is eligible (or forced), under the log's cleaning lock;
+  3. applies retention when the policy has `delete`.
+A failed cleaning changes nothing and marks the log uncleanable until a later success or an operator.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from compaction_assets.cleaning.cleaner import CleanOutput, clean, decide, merge_layout, rewrite_plan
+from compaction_assets.cleaning.planner import Evaluation, evaluate, rewritten_segments, seal_active
+from compaction_assets.errors import CompactionError, ConflictError
+from compaction_assets.log import integrity
+from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.manifest import Manifest, Segment, new_id
+from compaction_assets.log.store import LogHandle, wall_ms
+
+
+@dataclass
+class StepReport:
+    evaluation: Evaluation
+    cleaned: bool = False
+    reason: str | None = None
+    checkpoint: int = 0
+    stats: dict | None = None
+    retention: dict | None = None
+    error: str | None = None
+    log: str = ""
+    before_version: int = 0        # the manifest the cleaning read (after the evaluation's own changes)
+    after_version: int = 0         # the manifest it committed
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["evaluation"] = self.evaluation.as_dict()
+        return d
+
+
+def _expire_remembered(handle: LogHandle, m: Manifest, now: int) -> Manifest:
+    rem = m.remembered
+    if not rem or rem["min_expiry"] > now:
+        return m
+    st = handle.st
+    fs = None if st.local else st.fs
+    table = pq.read_table(handle.path(rem["file"]), filesystem=fs)
+    table = table.filter(pc.greater(table.column("m_expiry"), now))
+    if len(table) == 0:
+        return m.with_(remembered=None)
+    name = f"side/remembered-{handle.new_data_name('').split('/')[-1]}"
+    st.makedirs(handle.path(name))
+    pq.write_table(table, handle.path(f"{name}/part-0.parquet"), filesystem=fs)
+    return m.with_(remembered={"file": name, "count": len(table),
+                               "min_expiry": int(pc.min(table.column("m_expiry")).as_py())})
+
+
+def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
+    """Step 1: the evaluation's own changes (deadline roll, checkpoint reset, expired remembered deletes)."""
+    def change(manifest: Manifest) -> Manifest | None:
+        ev = evaluate(manifest, config, now)
+        new = seal_active(manifest) if ev.deadline_roll else manifest
+        if new.checkpoint != ev.first_dirty_offset:
+            new = new.with_(checkpoint=ev.first_dirty_offset)
+        new = _expire_remembered(handle, new, now)
+        return None if new is manifest else new
+    m = handle.update(change)
+    return m, evaluate(m, config, now)
+
+
+def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, first_uncleanable: int, reason: str | None,
+                    evaluation: Evaluation) -> Manifest:
+    """Commit a cleaning's output on top of the newest manifest, refusing if its range changed meanwhile."""
+    k = len(out.replaced)
+
+    def change(manifest: Manifest) -> Manifest:
+        if tuple(s.id for s in manifest.segments[:k]) != out.replaced:
+            raise ConflictError(f"log {handle.name!r} changed under the cleaning (retention or a log-start "
+                                "move); nothing was changed, run the cleaning again")
+        concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
+        summary = {**out.stats, "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
+                   "first_uncleanable_offset": first_uncleanable, "dirty_ratio": evaluation.dirty_ratio,
+                   "files_rewritten": out.files_rewritten, "finished_ms": wall_ms()}
+        changes = dict(segments=out.segments + manifest.segments[k:], checkpoint=first_uncleanable, uncleanable=None,
+                       last_cleaning=summary, deleted=out.deleted)
+        if evaluation.compact:
+            changes.update(holds=out.holds + concurrent, remembered=out.remembered,
+                           tombstone_index=out.tombstone_index)
+        return manifest.with_(**changes)
+    return handle.update(change)
+
+
+def retention_cut(segments: list, config: TopicConfig, now: int) -> int:
+    """How many of the oldest segments retention deletes (SPEC §6); never the active (last) one."""
+    total = sum(s.size for s in segments)
+    cut = 0
+    for s in segments[:-1]:
+        by_time = config.retention_ms >= 0 and (s.records == 0 or s.max_ts < now - config.retention_ms)
+        by_size = config.retention_bytes >= 0 and total - s.size >= config.retention_bytes
+        if not (by_time or by_size):
+            break
+        total -= s.size
+        cut += 1
+    return cut
+
+
+def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> dict | None:
+    """SPEC §6 retention, oldest segment first, never the active one; metadata only (files are GC'd)."""
+    if not config.delete:
+        return None
+    removed: dict = {}
+
+    def change(manifest: Manifest) -> Manifest | None:
+        cut = retention_cut(list(manifest.segments), config, now)
+        if not cut:
+            return None
+        gone, segs = manifest.segments[:cut], manifest.segments[cut:]
+        start = max(manifest.log_start_offset, segs[0].base_offset)
+        removed.update(segments=len(gone), records=sum(s.records for s in gone),
+                       bytes=sum(s.size for s in gone), log_start_offset=start)
+        return manifest.with_(segments=tuple(segs), log_start_offset=start,
+                       holds=tuple(h for h in manifest.holds if h.offset >= start))
+    handle.update(change)
+    return removed or None
+
+
+def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None, force: bool = False,
+        progress=None, gc: bool = True) -> StepReport:
+    """Evaluate, maybe clean, apply retention. Raises CompactionError on refusal or failure.
+
+    `spark` may be a function returning the session: it is then started only once the cleaning lock is
+    held and a cleaning is due (so a refused or idle run never starts a JVM)."""
+    now = wall_ms() if now is None else now
+    with handle.lock("clean", purpose=f"cleaning at {now}"):
+        if gc:
+            handle.collect_garbage()
+        m, ev = prepare(handle, config, now)
+        reason = ev.reason_for(force)
+        report = StepReport(evaluation=ev, reason=reason, checkpoint=m.checkpoint, log=handle.name,
+                            before_version=m.version, after_version=m.version)
+        if reason is not None:
+            u = ev.first_uncleanable_offset
+            try:
+                integrity.check_files(handle, m)   # names a missing or corrupt file before Spark reads it
+                out = clean(_session(spark), handle, m, config, u, now, progress)
+            except ConflictError:
+                raise
+            except Exception as exc:
+                if not isinstance(exc, CompactionError):  # a corrupt page? name the file (the range first)
+                    exc = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
+                           or (config.strategy != "offset" and integrity.find_unreadable(handle, m)) or exc)
+                mark_uncleanable(handle, exc)
+                raise CompactionError(f"cleaning of log {handle.name!r} failed, the log is unchanged and "
+                                      f"marked uncleanable: {_one_line(exc)}") from exc
+            m = commit_cleaning(handle, m, out, u, reason, ev)
+            report.after_version = m.version
+            report.cleaned = True
+            report.stats = {k: out.stats[k] for k in out.stats}
+            report.checkpoint = m.checkpoint
+        report.retention = apply_retention(handle, config, now)
+        report.checkpoint = handle.manifest().checkpoint
+        return report
+
+
+def _session(spark):
+    """`spark` may be a session, a function returning one (started only when a cleaning needs it), or
+    None for the process's default session."""
+    if spark is None:
+        from compaction_assets.spark import get_spark
+        return get_spark()
+    return spark() if callable(spark) else spark
+
+
+def _one_line(exc: BaseException) -> str:
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    first = text[0] if text else ""
+    # Errors raised in Python workers: the useful part is the worker's own last error line.
+    cause = next((line for line in reversed(text) if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)), None)
+    if cause and cause != first:
+        first = f"{first} {cause}"
+    return f"{type(exc).__name__}: {first}"[:500]
+
+
+def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
+    """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
+    err = _one_line(exc)
+    try:
+        handle.update(lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
+    except Exception:  # the log may be unreadable; the error is raised to the caller anyway
+        pass
+
+
+def clear_uncleanable(handle: LogHandle) -> Manifest:
+    """Clear the uncleanable mark (an operator action after a repair)."""
+    return handle.update(lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Records and logical bytes that an operation would remove."""
+    records: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a cleaning at a given time would do, changing nothing (`dry_run`)."""
+    evaluation: dict
+    reason: str | None
+    would_clean: bool
+    superseded: Removal = Removal()
+    tombstones_expired: Removal = Removal()
+    tombstones_to_stamp: int = 0
+    retention: Removal = Removal()
+    retention_segments: int = 0
+    segments_to_rewrite: int = 0
+    segments_to_mark: int = 0
+
+    def as_dict(self) -> dict:
+        """The dry run as JSON-ready data (the CLI's `plan --dry-run` output)."""
+        out = asdict(self)
+        out["retention"]["segments"] = out.pop("retention_segments")
+        return out
+
+
+def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None,
+            force: bool = False) -> DryRun:
+    """What a cleaning at `now` would do, changing nothing: the evaluation plus records and bytes that
+    would go and why (superseded, tombstone expired, retention)."""
+    now = wall_ms() if now is None else now
+    m = handle.manifest()
+    ev = evaluate(m, config, now)
+    virtual = seal_active(m) if ev.deadline_roll else m
+    virtual = virtual.with_(checkpoint=ev.first_dirty_offset)
+    reason = ev.reason_for(force)
+    found: dict = {}
+    segments = list(virtual.segments)
+    if reason is not None and rewritten_segments(virtual, ev.first_uncleanable_offset):
+        integrity.check_files(handle, virtual)
+        spark = _session(spark)
+        from pyspark.sql import functions as F  # here: commands that never start Spark skip its import
+
+        d = decide(spark, handle, virtual, config, ev.first_uncleanable_offset, now)
+        try:
+            # only winners are in the decision: superseded = read - kept - expired tombstones
+            row = d.decided.agg(
+                F.sum(F.col("removed_tomb").cast("long")).alias("tr"),
+                F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("tb")).collect()[0]
+            kept_bytes = sum(int(p["kept_bytes"] or 0) for p in d.per_segment.values())
+        finally:
+            d.decided.unpersist()
+        s = d.stats
+        found["superseded"] = Removal(s["records_read"] - s["records_written"] - s["tombstones_removed"],
+                                      s["bytes_read"] - kept_bytes - int(row["tb"] or 0))
+        found["tombstones_expired"] = Removal(int(row["tr"] or 0), int(row["tb"] or 0))
+        found["tombstones_to_stamp"] = d.stats["tombstones_stamped"]
+        rewrite, mark = rewrite_plan(d)
+        found["segments_to_rewrite"] = len(rewrite)
+        found["segments_to_mark"] = len(mark)
+        k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
+        after = []
+        for i, seg in enumerate(segments[:k]):
+            p = d.per_segment.get(i) or {"kept": 0, "kept_bytes": 0, "max_ts": None}
+            after.append(Segment(new_id(), seg.base_offset, seg.next_offset, records=int(p["kept"]),
+                                 size=int(p["kept_bytes"] or 0), max_ts=p["max_ts"]))
+        segments = merge_layout(after, config.segment_bytes) + segments[k:]
+    if config.delete:
+        gone = segments[:retention_cut(segments, config, now)]
+        found["retention"] = Removal(sum(s.records for s in gone), sum(s.size for s in gone))
+        found["retention_segments"] = len(gone)
+    return DryRun(evaluation=ev.as_dict(), reason=reason, would_clean=reason is not None, **found)

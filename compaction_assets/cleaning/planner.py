@@ -1,0 +1,148 @@
+"""What to clean and when (SPEC §3-§5), from the manifest alone: no record is read here.
+
+`evaluate` is a pure function of (manifest, config, now); sensors call it for every log on every tick.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.manifest import Manifest, Segment, new_id
+from compaction_assets.log.records import INT64_MAX
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    log: str
+    now: int
+    compact: bool
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    dirty_ratio: float
+    max_compaction_delay_ms: int
+    eligible: bool
+    reason: str | None            # dirty_ratio | max_compaction_lag | delete_horizon | None
+    deadline_roll: bool           # the active segment is due to be sealed at `now`
+    checkpoint_reset: bool        # the stored checkpoint is outside [log_start, LEO]
+    stored_checkpoint: int
+    expired_tombstones: int       # clean-section tombstones whose horizon has passed and are not held
+    uncleanable: bool
+    log_start_offset: int
+    log_end_offset: int
+    version: int = 0              # the manifest version evaluated (the log's state)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def priority(self) -> tuple:
+        """Sort key: highest dirty ratio first, then largest delay, then log name (SPEC §5)."""
+        return (-self.dirty_ratio, -self.max_compaction_delay_ms, self.log)
+
+    def reason_for(self, force: bool) -> str | None:
+        if not self.compact:
+            return None
+        if self.eligible:
+            return self.reason
+        return "forced" if force else None
+
+
+def deadline_roll_due(manifest: Manifest, config: TopicConfig, now: int) -> bool:
+    """A non-empty active segment whose earliest record is older than now - roll interval (SPEC §1)."""
+    active = manifest.active
+    return not active.empty and active.min_ts is not None and now - active.min_ts > config.roll_interval_ms
+
+
+def seal_active(manifest: Manifest) -> Manifest:
+    """The manifest with its active segment sealed and a new empty one after it."""
+    if manifest.active.empty:
+        return manifest
+    sealed = Segment(**{**manifest.active.__dict__, "next_offset": manifest.log_end_offset})
+    return manifest.with_(segments=manifest.segments[:-1] + (sealed, Segment(new_id(), manifest.log_end_offset, manifest.log_end_offset)))
+
+
+def first_dirty(manifest: Manifest) -> int:
+    """The first dirty offset: the checkpoint, reset to the log start when it lies outside the log (SPEC §3)."""
+    c = manifest.checkpoint
+    return c if manifest.log_start_offset <= c <= manifest.log_end_offset else manifest.log_start_offset
+
+
+def first_uncleanable(manifest: Manifest, config: TopicConfig, now: int, first_dirty_offset: int) -> int:
+    """The first offset a cleaning may not touch: the active segment and what compaction lag protects (SPEC §3)."""
+    u = manifest.active.base_offset
+    if config.min_compaction_lag_ms > 0:
+        for seg in manifest.segments[manifest.segment_index(first_dirty_offset):-1]:
+            if seg.records and seg.max_ts is not None and seg.max_ts > now - config.min_compaction_lag_ms:
+                u = min(u, seg.base_offset)
+                break
+    return first_dirty_offset if u < first_dirty_offset else u
+
+
+def rewritten_segments(manifest: Manifest, first_uncleanable: int) -> list[Segment]:
+    """The segments a cleaning bounded by `u` rewrites: every sealed segment lying wholly below it."""
+    return [s for s in manifest.segments[:-1] if s.next_offset <= first_uncleanable]
+
+
+def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
+    """SPEC §3-§5 for one log from its manifest alone: ranges, dirty ratio, delay, eligibility and reason."""
+    roll = deadline_roll_due(manifest, config, now)
+    if roll:
+        manifest = seal_active(manifest)
+    fd = first_dirty(manifest)
+    u = first_uncleanable(manifest, config, now, fd)
+    idx = manifest.segment_index(fd)
+    clean_bytes = sum(s.size for s in manifest.segments if s.base_offset < fd)
+    cleanable = sum(s.size for s in manifest.segments[idx:-1] if s.base_offset < u) if u > fd else 0
+    total = clean_bytes + cleanable
+    ratio = cleanable / total if total > 0 else 0.0
+
+    earliest = [s.min_pos_ts for s in manifest.segments[idx:-1] if s.min_pos_ts is not None]
+    delay = 0
+    if earliest:
+        due = (now - config.max_compaction_lag_ms) - min(earliest)  # exact: Python ints do not overflow
+        delay = min(max(due, 0), INT64_MAX)
+
+    expired = expired_tombstones(manifest, now, fd, u)
+    reason = None
+    if config.compact and total > 0:
+        if ratio > config.min_cleanable_dirty_ratio:
+            reason = "dirty_ratio"
+        elif delay > 0 and cleanable > 0:
+            reason = "max_compaction_lag"
+        elif expired > 0:
+            reason = "delete_horizon"
+    return Evaluation(
+        log=manifest.log, now=now, compact=config.compact, first_dirty_offset=fd, first_uncleanable_offset=u,
+        clean_bytes=clean_bytes, cleanable_bytes=cleanable, dirty_ratio=ratio,
+        max_compaction_delay_ms=delay, eligible=reason is not None, reason=reason, deadline_roll=roll,
+        checkpoint_reset=fd != manifest.checkpoint, stored_checkpoint=manifest.checkpoint, expired_tombstones=expired,
+        uncleanable=manifest.uncleanable is not None, log_start_offset=manifest.log_start_offset,
+        log_end_offset=manifest.log_end_offset, version=manifest.version)
+
+
+def expired_tombstones(manifest: Manifest, now: int, first_dirty_offset: int, first_uncleanable: int) -> int:
+    """Tombstones of the clean section [log_start, first_dirty) whose horizon is <= now, less those a
+    record at or above `u` still holds (SPEC §5, §6). A segment straddling first_dirty contributes its
+    horizon groups wholly below it, and at least one tombstone of a group that starts below it."""
+    due = 0
+    for s in manifest.segments:
+        if s.base_offset >= first_dirty_offset:
+            break
+        for h, c, lo, hi in s.horizons:
+            if h <= now and lo < first_dirty_offset:
+                due += c if hi < first_dirty_offset else 1
+    if not due:
+        return 0
+    held: dict[int, int] = {}
+    for h in manifest.holds:  # one tombstone may be held by several appends: count it once
+        if h.horizon <= now and manifest.log_start_offset <= h.offset < first_dirty_offset:
+            held[h.offset] = max(held.get(h.offset, -1), h.until)
+    return max(due - sum(1 for until in held.values() if until >= first_uncleanable), 0)
+
+
+def order(evaluations: list[Evaluation]) -> list[Evaluation]:
+    """Evaluations in SPEC §5 priority order (the logs to clean first come first)."""
+    return sorted(evaluations, key=lambda e: e.priority)

@@ -1,0 +1,151 @@
+"""The partitioned assets: raw segments (ingestion), the cleanable range (plan), the compacted log
+(the cleaning, with its checks in-step) and the latest state. Every decision is the engine's."""
+
+
+import warnings
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from compaction_assets.checks import verify
+from compaction_assets.checks.specs import CHECK_SPECS, ERROR, WARN
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.errors import CompactionError, CorruptLogError, LogNameError
+from compaction_assets.log.fs import Storage
+from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.log.names import parse_log_name
+from compaction_assets.log.store import wall_ms
+from resources.log_store import LogStoreResource
+
+# Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
+
+
+class CleaningConfig(dg.Config):
+    force: bool = False        # clean even when the log is not eligible (SPEC §5)
+    now_ms: int | None = None  # evaluate at this time instead of the clock (replays, tests)
+
+
+def _log(context) -> str:
+    """The partition key, refused (one line, nothing read or written) unless it is a valid log name."""
+    log = context.partition_key
+    try:
+        parse_log_name(log, "partition key")
+    except LogNameError as exc:
+        raise dg.Failure(description=str(exc)) from None
+    return log
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"parquet"},
+          description="Ingests new files from <landing>/<topic>/partition=<p>/ into the log, each file at most once.")
+def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource) -> dg.MaterializeResult:
+    """Ingest the partition's new landing files into its log."""
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    folder = landing_logs(log_store.landing)[0].get(log)
+    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+    if folder is not None:
+        try:
+            report = ingest(handle, cfg, folder, progress=context.log.info)
+        except CompactionError as exc:
+            raise dg.Failure(description=f"ingestion of {log} stopped: {exc}",
+                             metadata={"log": log, "reason": str(exc)}) from None
+    m = handle.manifest()
+    return dg.MaterializeResult(metadata={
+        "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
+        "invalid_records_dropped": report["invalid_records_dropped"], "log_end_offset": m.log_end_offset,
+        "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
+        "files": dg.MetadataValue.json(report["files"][-50:])})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[raw_segments],
+          description="The plan (SPEC §3-§5) and a dry run: what a cleaning would remove and why.")
+def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
+                    pyspark: LazyPySparkResource) -> dg.MaterializeResult:
+    """Plan the partition's cleaning and dry-run it: what would go and why."""
+    log = _log(context)
+    now = config.now_ms if config.now_ms is not None else wall_ms()
+    handle = log_store.handle(log)
+    try:
+        dry = engine.dry_run(handle, log_store.config_for(log), now, spark=lambda: pyspark.spark_session,
+                             force=config.force)
+    except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
+        engine.mark_uncleanable(handle, exc)
+        raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log}) from None
+    except CompactionError as exc:
+        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+    ev = dry.evaluation
+    return dg.MaterializeResult(metadata={
+        "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],
+        "dirty_ratio": float(ev["dirty_ratio"]), "max_compaction_delay_ms": ev["max_compaction_delay_ms"],
+        "eligible": ev["eligible"], "reason": dry.reason or "none",
+        "would_remove_superseded_records": dry.superseded.records,
+        "would_remove_superseded_bytes": dry.superseded.bytes,
+        "would_remove_expired_tombstones": dry.tombstones_expired.records,
+        "would_remove_by_retention_records": dry.retention.records,
+        "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark,
+        "evaluated_at_ms": now})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],
+          check_specs=[dg.AssetCheckSpec(spec.name, asset="compacted_log", blocking=spec.blocking,
+                                         description=spec.description, partitions_def=log_partitions)
+                       for spec in CHECK_SPECS],
+          description="Cleans the log (SPEC §6) when eligible or forced, then applies retention; checks run in-step.")
+def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
+                  pyspark: LazyPySparkResource):
+    """Clean the partition's log when due (or forced), apply retention, and run the checks in-step."""
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    now = config.now_ms if config.now_ms is not None else wall_ms()
+    spark = pyspark.spark_session
+    try:
+        rep = engine.run(handle, cfg, now, spark=spark, force=config.force, progress=context.log.info)
+    except CompactionError as exc:
+        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+    ev, s = rep.evaluation, rep.stats or {}
+    yield dg.MaterializeResult(metadata={
+        "cleaned": rep.cleaned, "reason": rep.reason or "none",
+        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "records_read": s.get("records_read", 0), "records_written": s.get("records_written", 0),
+        "records_superseded": s.get("records_superseded", 0), "tombstones_stamped": s.get("tombstones_stamped", 0),
+        "tombstones_removed": s.get("tombstones_removed", 0), "bytes_read": s.get("bytes_read", 0),
+        "bytes_written": s.get("bytes_written", 0), "cleaner_recopy_percent": float(s.get("cleaner_recopy_percent", 0.0)),
+        "clean_time_secs": float(s.get("clean_time_secs", 0.0)), "checkpoint": rep.checkpoint,
+        "retention_removed_records": (rep.retention or {}).get("records", 0)})
+    before = handle.manifest_version(rep.before_version)
+    after = handle.manifest_version(rep.after_version)
+    u = ev.first_uncleanable_offset if rep.cleaned else before.checkpoint
+    for spec in CHECK_SPECS:
+        outcome = verify.CHECKS[spec.name](spark, handle, cfg, before, after, u, now)
+        yield dg.AssetCheckResult(check_name=spec.name, asset_key="compacted_log", passed=outcome.passed,
+                                  severity=SEVERITY[spec.severity], description=outcome.description,
+                                  metadata={**outcome.metadata, "log": log, "cleaned": rep.cleaned})
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark", "parquet"}, deps=[compacted_log],
+          description="The current key -> value table (SPEC §7.5) as Parquet, for downstream readers.")
+def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
+                 pyspark: LazyPySparkResource) -> dg.MaterializeResult:
+    """Write the partition's key -> value table as Parquet, one folder per log version."""
+    log = _log(context)
+    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    m = handle.manifest()
+    # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
+    st = Storage.open(log_store.latest_state_root)
+    folder = st.join(log)
+    target = st.join(log, f"version={m.version}")
+    df = latest_state_df(pyspark.spark_session, handle, cfg, m)
+    df.write.mode("overwrite").parquet(st.spark_uri(target))
+    keys = pyspark.spark_session.read.parquet(st.spark_uri(target)).count()
+    for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
+        if old.startswith("version=") and old != f"version={m.version}" and \
+                int(old.split("=")[1]) < m.version - 1:
+            st.delete(st.join(log, old))
+    return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(
+        target if st.local else f"{st.scheme}://{target}"), "log_version": m.version})

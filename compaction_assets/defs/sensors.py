@@ -1,0 +1,143 @@
+"""Sensors. They read manifests only (no Spark): the planner's evaluation is metadata arithmetic.
+
+- log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files.
+- dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
+  ratio, delay and uncleanable state as observations so the UI charts them between runs, and the
+  across-logs figures (uncleanable-partitions-count, uncleanable-bytes, max-dirty-percent, ...) as an
+  observation of compacted_log without a partition.
+- max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
+  tombstones passed their delete horizon.
+Run keys carry the log's manifest version, so one state never triggers twice.
+"""
+
+
+import hashlib
+import json
+
+import dagster as dg
+
+from compaction_assets import settings
+from compaction_assets.cleaning import metrics
+from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.cleaning.planner import Evaluation, order
+from compaction_assets.defs.jobs import compaction_job, ingest_job
+from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.errors import CompactionError
+from compaction_assets.log.landing import landing_logs, pending_files
+from compaction_assets.log.store import wall_ms
+from resources.log_store import LogStoreResource
+
+INTERVAL_S = 30
+
+
+@dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    """Add a partition per new log or landing folder and start ingestion of new files."""
+    store = log_store.store
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    landed, refused = landing_logs(log_store.landing)
+    for reason in refused:
+        context.log.warning(f"ignored: {reason}")
+    logs = set(store.logs()) | set(landed)
+    new = sorted(logs - known)
+    runs = []
+    for log, folder in sorted(landed.items()):
+        try:
+            pending = [p.name for p in pending_files(folder, store.log(log).manifest().ingested)]
+        except CompactionError as exc:
+            context.log.warning(f"{log}: {exc}")
+            continue
+        if pending:
+            digest = hashlib.sha1("\n".join(pending).encode()).hexdigest()[:12]
+            runs.append(dg.RunRequest(partition_key=log, run_key=f"ingest:{log}:{digest}",
+                                      tags={"log": log}))
+    return dg.SensorResult(
+        run_requests=runs,
+        dynamic_partitions_requests=[log_partitions.build_add_request(new)] if new else [],
+        skip_reason=None if runs or new else dg.SkipReason("no new logs or landing files"))
+
+
+def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
+    """Evaluate the logs that are partitions (metadata only)."""
+    store = log_store.store
+    states = evaluate_logs(store, log_store.config_for, now, [n for n in store.logs() if n in known])
+    for st in states:
+        if st.evaluation is None and log:
+            log.warning(f"{st.log}: cannot evaluate: {st.error}")
+    return states
+
+
+def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[Evaluation]:
+    """Evaluate every log of the store, known or not (metadata only)."""
+    return [st.evaluation for st in evaluate_known(log_store, known, now, log) if st.evaluation is not None]
+
+
+def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]:
+    runs = []
+    due = order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable])
+    # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
+    # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
+    for ev in due[:settings.current().max_runs_per_tick]:
+        runs.append(dg.RunRequest(partition_key=ev.log, run_key=f"{ev.log}:v{ev.version}:{ev.reason}",
+                                  tags={"log": ev.log, "reason": ev.reason,
+                                        "dirty_ratio": f"{ev.dirty_ratio:.4f}"}))
+    return runs
+
+
+STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
+
+
+def _store_observation(states: list[LogState], last: list | None):
+    """The across-logs figures (SPEC §8) as an observation of compacted_log without a partition, when
+    they changed since the last tick: uncleanable-partitions-count, uncleanable-bytes and the rest."""
+    figs = figures(states)
+    stuck = figs.pop(metrics.UNCLEANABLE_LOGS)
+    point = [figs[metrics.UNCLEANABLE_PARTITIONS_COUNT], figs[metrics.UNCLEANABLE_BYTES], figs[metrics.MAX_DIRTY_PERCENT],
+             sorted(r["log"] for r in stuck)]
+    if last == point:
+        return point, None
+    return point, dg.AssetObservation(asset_key="compacted_log", metadata={
+        **{k: (float(v) if isinstance(v, float) else v) for k, v in figs.items()},
+        "uncleanable_logs": dg.MetadataValue.json(stuck[:50])})
+
+
+@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    """Start a cleaning per log eligible by dirty ratio; record figures as observations."""
+    now = wall_ms()
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    states = evaluate_known(log_store, known, now, context.log)
+    evals = [st.evaluation for st in states if st.evaluation is not None]
+    last = json.loads(context.cursor) if context.cursor else {}
+    observations, seen = [], {}
+    for st in states:
+        ev = st.evaluation
+        if ev is None:
+            continue
+        error = (st.manifest.uncleanable or {}).get("error")
+        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
+        seen[ev.log] = point
+        if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
+            observations.append(dg.AssetObservation(
+                asset_key="compacted_log", partition=ev.log,
+                metadata={"dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+                          "cleanable_bytes": ev.cleanable_bytes, "eligible": ev.eligible,
+                          "uncleanable": ev.uncleanable, "uncleanable_error": error or ""}))
+    store_obs = _store_observation(states, last.get(STORE_KEY))
+    seen[STORE_KEY] = store_obs[0]
+    if store_obs[1] is not None:
+        observations.append(store_obs[1])
+    runs = _requests(evals, {"dirty_ratio"})
+    return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
+                           skip_reason=None if runs else dg.SkipReason(
+                               f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"))
+
+
+@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    """Start a cleaning per log due by max.compaction.lag.ms or by a passed delete horizon."""
+    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    evals = evaluate_all(log_store, known, wall_ms(), context.log)
+    runs = _requests(evals, {"max_compaction_lag", "delete_horizon"})
+    return dg.SensorResult(run_requests=runs, skip_reason=None if runs else dg.SkipReason(
+        f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"))

@@ -1,0 +1,213 @@
+"""Topic configuration with Kafka key names (SPEC §2), and the topics file that holds it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from compaction_assets.errors import ConfigError
+from compaction_assets.log.names import check_topic
+from compaction_assets.log.records import INT64_MAX
+
+# The table of SPEC §2, in its order (the first invalid key in this order is the one reported).
+DEFAULTS: dict[str, Any] = {
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": 0.5,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": INT64_MAX,
+    "delete.retention.ms": 86_400_000,
+    "segment.bytes": 1_073_741_824,
+    "segment.ms": 604_800_000,
+    "retention.ms": 604_800_000,
+    "retention.bytes": -1,
+    "compaction.strategy": "offset",
+    "compaction.strategy.header": None,
+}
+KEYS = tuple(DEFAULTS)
+STRATEGIES = ("offset", "timestamp", "header")
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    policy: frozenset[str]
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    delete_retention_ms: int
+    segment_bytes: int
+    segment_ms: int
+    retention_ms: int
+    retention_bytes: int
+    strategy: str
+    strategy_header: str | None
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.policy
+
+    @property
+    def roll_interval_ms(self) -> int:
+        """min(segment.ms, max.compaction.lag.ms) for compacted topics, else segment.ms (SPEC §1)."""
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compact else self.segment_ms
+
+    def to_kafka(self) -> dict[str, Any]:
+        return {
+            "cleanup.policy": ",".join(p for p in ("compact", "delete") if p in self.policy),
+            "min.cleanable.dirty.ratio": self.min_cleanable_dirty_ratio,
+            "min.compaction.lag.ms": self.min_compaction_lag_ms,
+            "max.compaction.lag.ms": self.max_compaction_lag_ms,
+            "delete.retention.ms": self.delete_retention_ms,
+            "segment.bytes": self.segment_bytes,
+            "segment.ms": self.segment_ms,
+            "retention.ms": self.retention_ms,
+            "retention.bytes": self.retention_bytes,
+            "compaction.strategy": self.strategy,
+            "compaction.strategy.header": self.strategy_header,
+        }
+
+
+def _fail(topic: str, key: str, value: Any, rule: str) -> ConfigError:
+    return ConfigError(f"invalid configuration for topic {topic!r}: {key}={value!r}: {rule}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(topic: str, key: str, value: Any, minimum: int, rule: str) -> int:
+    if not _is_int(value):
+        raise _fail(topic, key, value, "must be an integer")
+    if value > INT64_MAX:
+        raise _fail(topic, key, value, "must fit in a signed 64-bit integer")
+    if value < minimum:
+        raise _fail(topic, key, value, rule)
+    return value
+
+
+def _policy(topic: str, value: Any) -> frozenset[str]:
+    key = "cleanup.policy"
+    if isinstance(value, (list, tuple)):
+        parts = list(value)
+    elif isinstance(value, str):
+        parts = value.split(",")
+    else:
+        raise _fail(topic, key, value, "must be a comma-separated list of compact and delete")
+    if not all(isinstance(p, str) for p in parts):
+        raise _fail(topic, key, value, "must be a comma-separated list of compact and delete")
+    names = [p.strip() for p in parts]
+    if not names or names == [""]:
+        raise _fail(topic, key, value, "must not be empty")
+    for name in names:
+        if name not in ("compact", "delete"):
+            raise _fail(topic, key, value, f"unknown policy {name!r} (valid: compact, delete)")
+    if len(set(names)) != len(names):
+        raise _fail(topic, key, value, "must not repeat a policy")
+    return frozenset(names)
+
+
+def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> TopicConfig:
+    """Validate a Kafka-style mapping (missing keys take the defaults) into a TopicConfig."""
+    raw = dict(raw or {})
+    for key in raw:
+        if key not in DEFAULTS:
+            raise _fail(topic, key, raw[key], f"unknown configuration key (valid keys: {', '.join(KEYS)})")
+    v = {**DEFAULTS, **raw}
+    policy = _policy(topic, v["cleanup.policy"])
+
+    ratio = v["min.cleanable.dirty.ratio"]
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or math.isnan(ratio):
+        raise _fail(topic, "min.cleanable.dirty.ratio", ratio, "must be a number")
+    if not 0 <= ratio <= 1:
+        raise _fail(topic, "min.cleanable.dirty.ratio", ratio, "must be between 0 and 1")
+
+    max_lag = v["max.compaction.lag.ms"]
+    max_lag_ok = _is_int(max_lag) and 1 <= max_lag <= INT64_MAX
+    min_lag = _int(topic, "min.compaction.lag.ms", v["min.compaction.lag.ms"], 0, "must be >= 0")
+    if max_lag_ok and min_lag > max_lag:
+        raise _fail(topic, "min.compaction.lag.ms", min_lag,
+                    f"must be <= max.compaction.lag.ms ({max_lag})")
+    max_lag = _int(topic, "max.compaction.lag.ms", max_lag, 1, "must be >= 1")
+    retention = _int(topic, "delete.retention.ms", v["delete.retention.ms"], 0, "must be >= 0")
+    seg_bytes = _int(topic, "segment.bytes", v["segment.bytes"], 1, "must be >= 1")
+    seg_ms = _int(topic, "segment.ms", v["segment.ms"], 1, "must be >= 1")
+    ret_ms = _int(topic, "retention.ms", v["retention.ms"], -1, "must be >= -1 (-1 = unlimited)")
+    ret_bytes = _int(topic, "retention.bytes", v["retention.bytes"], -1, "must be >= -1 (-1 = unlimited)")
+
+    strategy = v["compaction.strategy"]
+    if strategy not in STRATEGIES:
+        raise _fail(topic, "compaction.strategy", strategy, "must be one of offset, timestamp, header")
+    header = v["compaction.strategy.header"]
+    if strategy == "header":
+        if not isinstance(header, str) or not header.strip():
+            raise _fail(topic, "compaction.strategy.header", header,
+                        "is required and must be a non-blank string when compaction.strategy is header")
+    else:
+        header = None
+    return TopicConfig(policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
+                       ret_ms, ret_bytes, strategy, header)
+
+
+@dataclass(frozen=True)
+class TopicsFile:
+    """Defaults plus per-topic overrides. A topic not listed takes the defaults."""
+
+    defaults: Mapping[str, Any]
+    topics: Mapping[str, Mapping[str, Any]]
+
+    def config_for(self, topic: str) -> TopicConfig:
+        return build_config({**self.defaults, **(self.topics.get(topic) or {})}, topic)
+
+    def validate(self) -> None:
+        build_config(self.defaults, "<defaults>")
+        for topic in self.topics:
+            self.config_for(topic)
+
+
+def parse_topics(data: Any, source: str = "topics file") -> TopicsFile:
+    """Parse the mapping of a topics file: {defaults: {...}, topics: {name: {...}}}; validate everything."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping with 'defaults' and 'topics'")
+    unknown = set(data) - {"defaults", "topics"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)} (expected 'defaults' and 'topics')")
+    defaults = data.get("defaults") or {}
+    topics = data.get("topics") or {}
+    if not isinstance(defaults, dict):
+        raise ConfigError(f"{source}: 'defaults' must be a mapping of Kafka configuration keys")
+    if not isinstance(topics, dict):
+        raise ConfigError(f"{source}: 'topics' must be a mapping of topic name to configuration")
+    # YAML reads an unquoted numeric topic name (e.g. 2024) as an integer; it is still a name.
+    topics = {str(k) if isinstance(k, int) and not isinstance(k, bool) else k: v for k, v in topics.items()}
+    for name, overrides in topics.items():
+        check_topic(name, f"{source}: topic")
+        if overrides is not None and not isinstance(overrides, dict):
+            raise ConfigError(f"{source}: topic {name!r} must map to configuration keys")
+    result = TopicsFile(defaults, {k: v or {} for k, v in topics.items()})
+    result.validate()
+    return result
+
+
+def load_topics(path: str | Path | None) -> TopicsFile:
+    """Load and validate a topics file (YAML). A missing path means: defaults for every topic."""
+    if path is None:
+        return TopicsFile({}, {})
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read topics file {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"topics file {str(path)!r} is not valid YAML: {exc}") from None
+    return parse_topics(data, f"topics file {str(path)!r}")

@@ -1,0 +1,220 @@
+"""Reading input files (Parquet or JSON Lines with key, value, timestamp, optional headers and offset).
+
+JSON Lines carry keys and values as UTF-8 strings; bytes that are not UTF-8 go in `key_b64` / `value_b64`
+(base64) instead. Header values are strings, integers (8-byte big-endian), null, or {"b64": "..."}.
+Every error names the file and the line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from compaction_assets.errors import InvalidInputError
+from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, records_to_table
+
+FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+
+
+def file_format(path: str | Path) -> str:
+    """The landing format of a file by its extension (parquet or jsonl), or None."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json or .ndjson)")
+    return fmt
+
+
+def _b64(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{where}: base64 value must be a string")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInputError(f"{where}: invalid base64") from None
+
+
+def _json_record(obj: Any, where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    allowed = {"key", "value", "key_b64", "value_b64", "timestamp", "headers", "offset"}
+    unknown = set(obj) - allowed
+    if unknown:
+        raise InvalidInputError(f"{where}: unknown field(s) {sorted(unknown)}")
+    rec: dict[str, Any] = {}
+    for name in ("key", "value"):
+        if f"{name}_b64" in obj:
+            if name in obj:
+                raise InvalidInputError(f"{where}: both {name!r} and '{name}_b64' given")
+            raw = obj[f"{name}_b64"]
+            rec[name] = None if raw is None else _b64(raw, f"{where}: {name}_b64")
+        elif name in obj:
+            val = obj[name]
+            if val is not None and not isinstance(val, str):
+                raise InvalidInputError(f"{where}: {name} must be a string or null, got {type(val).__name__}")
+            rec[name] = val
+        elif name == "key":
+            raise InvalidInputError(f"{where}: missing required field 'key'")
+        else:
+            raise InvalidInputError(f"{where}: missing required field 'value' (null for a tombstone)")
+    for name in ("timestamp", "offset"):
+        val = obj.get(name)
+        if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
+            raise InvalidInputError(f"{where}: {name} must be an integer, got {val!r}")
+        if val is not None and not INT64_MIN <= val <= INT64_MAX:
+            raise InvalidInputError(f"{where}: {name} {val} does not fit in a signed 64-bit integer")
+        if val is not None:
+            rec[name] = val
+    headers = obj.get("headers")
+    if headers is not None:
+        if isinstance(headers, dict):
+            headers = list(headers.items())
+        if not isinstance(headers, list):
+            raise InvalidInputError(f"{where}: headers must be a list of [name, value] pairs")
+        fixed = []
+        for h in headers:
+            if not (isinstance(h, (list, tuple)) and len(h) == 2):
+                raise InvalidInputError(f"{where}: malformed header {h!r} (expected [name, value])")
+            name, val = h
+            if not isinstance(name, str):
+                raise InvalidInputError(f"{where}: header name {name!r} is not a string")
+            if isinstance(val, dict):
+                val = _b64(val.get("b64"), f"{where}: header {name!r}")
+            elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
+                raise InvalidInputError(f"{where}: header {name!r} value must be a string, an integer "
+                                        f"(8 bytes), null or {{\"b64\": ...}}, got {type(val).__name__}")
+            elif isinstance(val, int) and not INT64_MIN <= val <= INT64_MAX:
+                raise InvalidInputError(f"{where}: header {name!r} value {val} does not fit in 8 bytes")
+            fixed.append([name, val])
+        rec["headers"] = fixed
+    return rec
+
+
+def read_jsonl(path: str | Path, lines: list[int] | None = None) -> pa.Table:
+    """A JSON Lines file as a table; `lines`, when given, receives the line number of each record."""
+    records = []
+    try:
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                where = f"{path}: line {n}"
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+                except RecursionError:
+                    raise InvalidInputError(f"{where}: JSON nested too deeply") from None
+                records.append(_json_record(obj, where))
+                if lines is not None:
+                    lines.append(n)
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return records_to_table(records, str(path))
+
+
+def read_parquet(path: str | Path) -> pa.Table:
+    """Read a landed Parquet file, naming the file in any error."""
+    try:
+        table = pq.read_table(str(path))
+    except (OSError, pa.ArrowException) as exc:
+        raise InvalidInputError(f"{path}: not a readable Parquet file ({exc})") from None
+    return coerce_table(table, str(path))
+
+
+def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:
+    """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset.
+    For JSON Lines, `lines` (when given) receives each record's line number."""
+    return read_parquet(path) if file_format(path) == "parquet" else read_jsonl(path, lines)
+
+
+def append_file(handle, config, path: str | Path, **kw):
+    """Append one input file (all or nothing). A refused record is named by the file and its line
+    (JSON Lines) or row (Parquet, counting from 1), besides its offset."""
+    from compaction_assets.log import writer
+
+    lines: list[int] = []
+    table = read_input_file(path, lines)
+    try:
+        return writer.append(handle, config, table, source=str(path), **kw)
+    except InvalidInputError as exc:
+        prefix = f"{path}: "
+        msg = str(exc)
+        if exc.row is None or not msg.startswith(prefix):
+            raise
+        where = f"line {lines[exc.row]}" if lines else f"row {exc.row + 1}"
+        raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
+
+
+# --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout) ----------
+
+def landing_logs(landing: str | Path) -> tuple[dict[str, Path], list[str]]:
+    """Logs found in the landing area ({log name: folder}) and the folders refused for their names."""
+    from compaction_assets.errors import LogNameError
+    from compaction_assets.log.names import check_partition, check_topic
+
+    found: dict[str, Path] = {}
+    refused: list[str] = []
+    root = Path(landing)
+    if not root.is_dir():
+        return found, refused
+    for topic_dir in sorted(root.iterdir()):
+        if not topic_dir.is_dir() or topic_dir.is_symlink():
+            continue
+        try:
+            topic = check_topic(topic_dir.name, "landing folder")
+        except LogNameError as exc:
+            refused.append(str(exc))
+            continue
+        for part_dir in sorted(topic_dir.iterdir()):
+            if not part_dir.is_dir() or part_dir.is_symlink():
+                continue
+            name = part_dir.name
+            try:
+                if not name.startswith("partition="):
+                    raise LogNameError(f"landing folder {str(part_dir)!r} is not named partition=<p>")
+                raw = name.split("=", 1)[1]
+                p = check_partition(raw, f"landing folder {str(part_dir)!r}")
+                if str(p) != raw:  # partition=01 and partition=1 would be the same log
+                    raise LogNameError(f"landing folder {str(part_dir)!r}: partition {raw!r} has leading zeros")
+            except LogNameError as exc:
+                refused.append(str(exc))
+                continue
+            found[f"{topic}-{p}"] = part_dir
+    return found, refused
+
+
+def pending_files(folder: Path, ingested: set[str] | tuple[str, ...]) -> list[Path]:
+    """Input files of a landing folder not yet ingested, in name order (sinks name files by offset)."""
+    done = set(ingested)
+    return [p for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS
+            and p.name not in done]
+
+
+def ingest(handle, config, folder: Path, *, drop_invalid: bool = False, progress=None) -> dict:
+    """Append every pending file of a landing folder, in order, each all-or-nothing and at most once.
+
+    Stops at the first file that fails validation (later files would otherwise land before it) and
+    raises InvalidInputError naming the file and the reason; files before it stay ingested.
+    """
+    files = pending_files(folder, handle.manifest().ingested)
+    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+    for n, path in enumerate(files, 1):
+        if progress:
+            progress(f"{handle.name}: ingesting {path.name} ({n}/{len(files)})")
+        res = append_file(handle, config, path, drop_invalid=drop_invalid, ingest_name=path.name)
+        if res.already_ingested:
+            continue
+        report["files_ingested"] += 1
+        report["records_appended"] += res.records
+        report["invalid_records_dropped"] += res.invalid_records
+        report["files"].append(path.name)
+    return report

@@ -1,0 +1,190 @@
+"""The per-log metadata (one immutable, versioned JSON document per change).
+
+It holds everything the planner needs, so that planning never reads records: segment offset ranges,
+logical sizes, record counts, timestamps, the delete horizons of kept tombstones, the checkpoint and the
+uncleanable state. A logical segment may be made of several files (appends add files to the active one;
+merging segments concatenates their file lists).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable
+
+FORMAT = 1
+
+
+def new_id() -> str:
+    """A fresh random identifier for a segment or file."""
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True)
+class FileRef:
+    name: str                 # path relative to the log's folder
+    records: int
+    stamp: int | None = None  # horizon for tombstones of this file that carry none in their row
+
+
+@dataclass(frozen=True)
+class Segment:
+    id: str
+    base_offset: int
+    next_offset: int
+    files: tuple[FileRef, ...] = ()
+    records: int = 0
+    size: int = 0                      # logical bytes (SPEC §4)
+    min_ts: int | None = None
+    max_ts: int | None = None
+    first_ts: int | None = None        # timestamp of the first record
+    min_pos_ts: int | None = None      # earliest timestamp > 0 (SPEC §5)
+    tombstones: int = 0
+    # (delete horizon, tombstones carrying it, lowest and highest offset among them)
+    horizons: tuple[tuple[int, int, int, int], ...] = ()
+    dead: int = 0                      # rows of its files listed in the log's deletion vector
+
+    @property
+    def empty(self) -> bool:
+        return self.records == 0
+
+    def contains(self, offset: int) -> bool:
+        return self.base_offset <= offset < self.next_offset
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["files"] = [asdict(f) for f in self.files]
+        d["horizons"] = [list(h) for h in self.horizons]
+        return d
+
+    @classmethod
+    def from_json(cls, decision: dict[str, Any]) -> "Segment":
+        return cls(**{**decision, "files": tuple(FileRef(**f) for f in decision.get("files", [])),
+                      "horizons": tuple(tuple(int(x) for x in h) for h in decision.get("horizons", []))})
+
+
+def _min(values: Iterable[int | None]) -> int | None:
+    vals = [v for v in values if v is not None]
+    return min(vals) if vals else None
+
+
+def _max(values: Iterable[int | None]) -> int | None:
+    vals = [v for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def merge_horizons(*groups: Iterable[tuple[int, int, int, int]]) -> tuple[tuple[int, int, int, int], ...]:
+    """Merge per-file tombstone horizon ranges into one sorted list."""
+    merged: dict[int, list[int]] = {}
+    for group in groups:
+        for h, c, lo, hi in group:
+            cur = merged.setdefault(h, [0, lo, hi])
+            cur[0] += c
+            cur[1], cur[2] = min(cur[1], lo), max(cur[2], hi)
+    return tuple(sorted((h, c, lo, hi) for h, (c, lo, hi) in merged.items() if c))
+
+
+def combine(segments: list[Segment]) -> Segment:
+    """One logical segment made of consecutive segments (SPEC §6 merging)."""
+    first = next((s.first_ts for s in segments if not s.empty), None)
+    return Segment(
+        id=new_id(), base_offset=segments[0].base_offset, next_offset=segments[-1].next_offset,
+        files=tuple(f for s in segments for f in s.files),
+        records=sum(s.records for s in segments), size=sum(s.size for s in segments),
+        min_ts=_min(s.min_ts for s in segments), max_ts=_max(s.max_ts for s in segments),
+        first_ts=first, min_pos_ts=_min(s.min_pos_ts for s in segments),
+        tombstones=sum(s.tombstones for s in segments),
+        horizons=merge_horizons(*(s.horizons for s in segments)), dead=sum(s.dead for s in segments))
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A kept tombstone that a record above it would otherwise bring back (SPEC §6 guard)."""
+    offset: int     # the tombstone's offset
+    horizon: int    # its delete horizon
+    until: int      # highest offset of a record of its key that loses to it
+
+
+@dataclass(frozen=True)
+class Manifest:
+    log: str
+    version: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    checkpoint: int = 0
+    segments: tuple[Segment, ...] = ()
+    holds: tuple[Hold, ...] = ()
+    remembered: dict[str, Any] | None = None        # {"file", "count", "min_expiry"}
+    tombstone_index: dict[str, Any] | None = None   # {"file", "count"}
+    # Deletion vector: offsets a cleaning removed from files it did not rewrite {"file", "count"}
+    deleted: dict[str, Any] | None = None
+    uncleanable: dict[str, Any] | None = None       # {"error", "since_ms"}
+    last_cleaning: dict[str, Any] | None = None
+    invalid_records: int = 0
+    ingested: tuple[str, ...] = ()                  # landing files already appended (idempotent ingestion)
+    committed_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, log: str) -> "Manifest":
+        return cls(log=log, segments=(Segment("initial", 0, 0),))
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def sealed(self) -> tuple[Segment, ...]:
+        return self.segments[:-1]
+
+    @property
+    def is_empty_log(self) -> bool:
+        return self.log_end_offset == 0 and all(s.empty for s in self.segments)
+
+    @property
+    def total_size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def total_records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+    def segment_index(self, offset: int) -> int:
+        """Index of the segment containing `offset` (the last one whose base is <= offset)."""
+        idx = 0
+        for i, seg in enumerate(self.segments):
+            if seg.base_offset <= offset:
+                idx = i
+            else:
+                break
+        return idx
+
+    def files(self) -> list[FileRef]:
+        return [f for s in self.segments for f in s.files]
+
+    def with_(self, **changes: Any) -> "Manifest":
+        return replace(self, **changes)
+
+    def to_json(self) -> bytes:
+        d = {
+            "format": FORMAT, "log": self.log, "version": self.version,
+            "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
+            "checkpoint": self.checkpoint, "segments": [s.to_json() for s in self.segments],
+            "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
+            "tombstone_index": self.tombstone_index, "deleted": self.deleted, "uncleanable": self.uncleanable,
+            "last_cleaning": self.last_cleaning, "invalid_records": self.invalid_records,
+            "ingested": list(self.ingested), "committed_ms": self.committed_ms, "extra": self.extra,
+        }
+        return json.dumps(d, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "Manifest":
+        d = json.loads(data.decode("utf-8"))
+        if d.get("format") != FORMAT:
+            raise ValueError(f"unsupported manifest format {d.get('format')!r}")
+        d.pop("format")
+        d["segments"] = tuple(Segment.from_json(s) for s in d["segments"])
+        d["holds"] = tuple(Hold(**h) for h in d.get("holds", []))
+        d["ingested"] = tuple(d.get("ingested", []))
+        return cls(**d)

@@ -1,0 +1,82 @@
+"""Reading a log (SPEC §7): from any offset, as a Spark DataFrame or a Python iterator; its latest state."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import pyarrow.compute as pc
+
+from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.log.records import Record, rows_to_records, spark_schema
+from compaction_assets.log.segment_stats import dead_offsets, read_segment
+from compaction_assets.log.store import LogHandle
+
+BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
+COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
+
+
+def read_df(spark, handle: LogHandle, from_offset: int = 0, *, ordered: bool = True, manifest: Manifest | None = None):
+    """Visible records at or above `from_offset` (the next surviving one onwards), in offset order."""
+    from pyspark.sql import functions as F
+
+    manifest = manifest or handle.manifest()
+    start = max(from_offset, manifest.log_start_offset)
+    segs = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > start and s.files]
+    df = read_segments(spark, handle, manifest, segs).where(F.col("offset") >= F.lit(start))
+    df = df.select(*COLUMNS)
+    return df.orderBy("offset") if ordered else df
+
+
+def iter_records(handle: LogHandle, from_offset: int = 0, manifest: Manifest | None = None) -> Iterator[Record]:
+    """A small-reader iterator over visible records from `from_offset`, one segment in memory at a time."""
+    manifest = manifest or handle.manifest()
+    start = max(from_offset, manifest.log_start_offset)
+    dead = dead_offsets(handle, manifest)
+    for seg in manifest.segments:
+        if seg.next_offset <= start or not seg.files:
+            continue
+        table = read_segment(handle, seg, manifest.log_start_offset, dead)
+        table = table.filter(pc.greater_equal(table.column("offset"), start))
+        yield from rows_to_records(table)
+
+
+def segment_records(handle: LogHandle, manifest: Manifest) -> list[tuple[object, list[Record]]]:
+    """Every segment with its visible records (for describing small logs and the conformance output)."""
+    dead = dead_offsets(handle, manifest)
+    return [(seg, rows_to_records(read_segment(handle, seg, manifest.log_start_offset, dead)) if seg.files else [])
+            for seg in manifest.segments]
+
+
+def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], *,
+                  with_dead: bool = False):
+    """Records of the given (index, segment) pairs of `m` with `seg_idx` and the effective delete horizon.
+
+    Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it).
+    """
+    from pyspark.sql import functions as F
+
+    entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
+    if not entries:
+        return spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
+    uris = [handle.spark_uri(ref.name) for ref, _ in entries]
+    meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
+                                 "file_ref string, seg_idx int, stamp long")
+    pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
+    df = (spark.read.schema(spark_schema()).parquet(*uris)
+          .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
+          .join(F.broadcast(meta), "file_ref")
+          .where(F.col("offset") >= F.lit(manifest.log_start_offset)))
+    horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
+    df = df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
+    if manifest.deleted and not with_dead:
+        dv = spark.read.parquet(handle.spark_uri(manifest.deleted["file"])).select("offset")
+        df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
+    return df
+
+
+def remembered_df(spark, handle: LogHandle, manifest: Manifest):
+    """The log's remembered deletes (SPEC §6) as a DataFrame, or None when there are none."""
+    if not manifest.remembered:
+        return None
+    return spark.read.parquet(handle.spark_uri(manifest.remembered["file"]))

@@ -1,0 +1,94 @@
+"""Per-segment metadata computed from records (what the planner later reads instead of records)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
+from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
+
+
+def chunk_stats(table: pa.Table) -> dict:
+    """Stats of records already in offset order (columns of SEGMENT_SCHEMA, delete_horizon effective)."""
+    n = len(table)
+    if n == 0:
+        return dict(records=0, size=0, min_ts=None, max_ts=None, first_ts=None, min_pos_ts=None,
+                    tombstones=0, horizons=())
+    ts = table.column("timestamp").to_numpy()
+    pos = ts[ts > 0]
+    tomb_mask = pc.is_null(table.column("value"))
+    tombstones = int(pc.sum(tomb_mask).as_py() or 0)
+    horizons: tuple = ()
+    if tombstones and "delete_horizon" in table.column_names:
+        tombs = table.filter(tomb_mask).filter(pc.is_valid(pc.field("delete_horizon")))
+        if len(tombs):
+            grouped = tombs.group_by("delete_horizon").aggregate(
+                [("offset", "count"), ("offset", "min"), ("offset", "max")])
+            horizons = tuple(sorted(
+                (int(h), int(c), int(lo), int(hi)) for h, c, lo, hi in zip(
+                    *(grouped.column(n).to_pylist() for n in
+                      ("delete_horizon", "offset_count", "offset_min", "offset_max")))))
+    return dict(records=n, size=int(pc.sum(sizes_array(table)).as_py()), min_ts=int(ts.min()),
+                max_ts=int(ts.max()), first_ts=int(ts[0]), min_pos_ts=int(pos.min()) if pos.size else None,
+                tombstones=tombstones, horizons=horizons)
+
+
+def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
+    """The segment with more files of records (described together by `stats`) after its existing ones."""
+    if stats["records"] == 0:
+        return seg
+    def lo(a, b):
+        return b if a is None else a if b is None else min(a, b)
+    def hi(a, b):
+        return b if a is None else a if b is None else max(a, b)
+    return Segment(
+        id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=seg.files + tuple(refs),
+        records=seg.records + stats["records"], size=seg.size + stats["size"],
+        min_ts=lo(seg.min_ts, stats["min_ts"]), max_ts=hi(seg.max_ts, stats["max_ts"]),
+        first_ts=seg.first_ts if seg.records else stats["first_ts"],
+        min_pos_ts=lo(seg.min_pos_ts, stats["min_pos_ts"]),
+        tombstones=seg.tombstones + stats["tombstones"],
+        horizons=merge_horizons(seg.horizons, stats["horizons"]), dead=seg.dead)
+
+
+def dead_offsets(handle, manifest) -> pa.Array | None:
+    """The log's deletion vector: offsets a cleaning removed from files it kept (None when there are none)."""
+    if not manifest.deleted:
+        return None
+    st = handle.st
+    table = pq.read_table(handle.path(manifest.deleted["file"]), filesystem=st.fs if not st.local else None)
+    return table.column("offset").combine_chunks()
+
+
+def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
+    """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
+    without the records of the deletion vector `dead`."""
+    st = handle.st
+    table = pq.read_table(handle.path(ref.name), filesystem=st.fs if not st.local else None,
+                          schema=SEGMENT_SCHEMA)
+    if min_offset is not None:
+        table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
+    if dead is not None and len(dead) and len(table):
+        table = table.filter(pc.invert(pc.is_in(table.column("offset"), value_set=dead)))
+    if ref.stamp is not None and len(table):
+        hz = table.column("delete_horizon")
+        fill = pc.if_else(pc.is_null(table.column("value")), pa.scalar(ref.stamp, pa.int64()),
+                          pa.scalar(None, pa.int64()))
+        table = table.set_column(table.schema.get_field_index("delete_horizon"), "delete_horizon",
+                                 pc.coalesce(hz, fill))
+    return table
+
+
+def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
+    """One segment's visible records as an Arrow table (log start and deletion vector applied)."""
+    tables = [read_file(handle, f, min_offset, dead) for f in seg.files]
+    return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.empty_table()
+
+
+def restat(handle, seg: Segment, min_offset: int, dead: pa.Array | None = None) -> Segment:
+    """Recompute a segment's stats over its records at or above `min_offset` (log-start moves)."""
+    stats = chunk_stats(read_segment(handle, seg, min_offset, dead))
+    return Segment(id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset,
+                   files=seg.files, dead=seg.dead, **stats)

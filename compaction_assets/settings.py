@@ -1,0 +1,127 @@
+"""Every environment variable the product reads, its default and its parsing, in one place.
+
+Nothing reads the environment at import time: callers ask `current()` when they need a value, so a
+Dagster code location loads with nothing set, and a test or a run that changes a variable is seen.
+A malformed value is a `ConfigError` naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from compaction_assets.errors import ConfigError
+
+# Where the product keeps and finds its data (the CLI's flags and the Dagster resource default to these).
+STORE = "COMPACTION_STORE"
+LANDING = "COMPACTION_LANDING"
+TOPICS = "COMPACTION_TOPICS"
+LATEST_STATE = "COMPACTION_LATEST_STATE"
+# Behaviour.
+DEBUG = "COMPACTION_DEBUG"
+LOCK_TTL_SECONDS = "COMPACTION_LOCK_TTL_SECONDS"
+MAX_RUNS_PER_TICK = "COMPACTION_MAX_RUNS_PER_TICK"
+ALERT_WEBHOOK_URL = "COMPACTION_ALERT_WEBHOOK_URL"
+ALERT_WEBHOOK_TOKEN = "COMPACTION_ALERT_WEBHOOK_TOKEN"
+# Spark (PySpark's own variables).
+SPARK_REMOTE = "SPARK_REMOTE"
+SPARK_MASTER = "SPARK_MASTER"
+SPARK_DRIVER_HOST = "SPARK_DRIVER_HOST"
+SPARK_DRIVER_BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
+SPARK_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
+PYSPARK_PYTHON = "PYSPARK_PYTHON"
+# Dagster's own.
+DAGSTER_HOME = "DAGSTER_HOME"
+
+DEFAULT_STORE = os.path.join("var", "store")
+DEFAULT_LANDING = os.path.join("var", "landing")
+DEFAULT_TOPICS = "topics.yaml"
+DEFAULT_LATEST_STATE = os.path.join("var", "latest_state")
+DEFAULT_LOCK_TTL_SECONDS = 300.0
+DEFAULT_MAX_RUNS_PER_TICK = 100
+DEFAULT_SPARK_MASTER = "local[*]"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The environment, parsed: every value the product takes from it."""
+    store: str
+    landing: str
+    topics_file: str | None          # None: COMPACTION_TOPICS is not set
+    latest_state: str
+    debug: bool
+    lock_ttl_seconds: float
+    max_runs_per_tick: int
+    alert_webhook_url: str | None
+    alert_webhook_token: str | None
+    spark_remote: str | None
+    spark_master: str | None         # None: SPARK_MASTER is not set (callers pick their default)
+    spark_driver_host: str | None
+    spark_driver_bind_address: str | None
+    spark_driver_memory: str | None
+    dagster_home: str | None
+
+
+def _text(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value if value is not None and value.strip() != "" else None
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value < float("inf")):
+        raise ConfigError(f"{name}={raw!r}: must be a positive number of seconds")
+    return value
+
+
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r}: must be a positive whole number") from None
+    if value < 1:
+        raise ConfigError(f"{name}={raw!r}: must be a positive whole number")
+    return value
+
+
+def current(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings as the environment says now (`environ` for tests; defaults where unset)."""
+    env = os.environ if environ is None else environ
+    return Settings(
+        store=_text(env, STORE) or DEFAULT_STORE,
+        landing=_text(env, LANDING) or DEFAULT_LANDING,
+        topics_file=_text(env, TOPICS),
+        latest_state=_text(env, LATEST_STATE) or DEFAULT_LATEST_STATE,
+        debug=bool(_text(env, DEBUG)) and env.get(DEBUG, "").strip().lower() not in ("0", "false", "no"),
+        lock_ttl_seconds=_positive_float(env, LOCK_TTL_SECONDS, DEFAULT_LOCK_TTL_SECONDS),
+        max_runs_per_tick=_positive_int(env, MAX_RUNS_PER_TICK, DEFAULT_MAX_RUNS_PER_TICK),
+        alert_webhook_url=_text(env, ALERT_WEBHOOK_URL),
+        alert_webhook_token=_text(env, ALERT_WEBHOOK_TOKEN),
+        spark_remote=_text(env, SPARK_REMOTE),
+        spark_master=_text(env, SPARK_MASTER),
+        spark_driver_host=_text(env, SPARK_DRIVER_HOST),
+        spark_driver_bind_address=_text(env, SPARK_DRIVER_BIND_ADDRESS),
+        spark_driver_memory=_text(env, SPARK_DRIVER_MEMORY),
+        dagster_home=_text(env, DAGSTER_HOME),
+    )
+
+
+def debug_enabled() -> bool:
+    """True when COMPACTION_DEBUG asks for full tracebacks (never fails: it guards error reporting)."""
+    value = (os.environ.get(DEBUG) or "").strip().lower()
+    return value not in ("", "0", "false", "no")
+
+
+def export_default(name: str, value: str) -> str:
+    """Set an environment variable for child processes and libraries unless already set; its value."""
+    return os.environ.setdefault(name, value)

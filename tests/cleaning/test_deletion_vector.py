@@ -1,0 +1,91 @@
+"""Cleaning cost follows the dirty data: segments that lose few records keep their files and their removed
+offsets go to the log's deletion vector, which every reader applies; enough dead rows trigger a rewrite."""
+
+from __future__ import annotations
+
+from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.log import writer
+from compaction_assets.log.reader import iter_records, read_df
+from compaction_assets.log.segment_stats import dead_offsets
+
+NOW = 10**12
+
+
+def _state(spark, handle, cfg) -> dict:
+    return {r["key"]: r["value"] for r in latest_state_df(spark, handle, cfg).collect()}
+
+
+def _fill(handle, cfg, keys: int, rounds: int, ts0: int = 1000) -> None:
+    for r in range(rounds):
+        writer.append(handle, cfg, [{"key": f"k{k:04d}", "value": f"v{r}-{k}", "timestamp": ts0 + r * keys + k}
+                                     for k in range(keys)])
+    writer.roll(handle)
+
+
+def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_config):
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-0")
+    _fill(log, cfg, keys=200, rounds=2)
+    first = engine.run(log, cfg, NOW, spark=spark, force=True)
+    assert first.stats["segments_rewritten"] > 0 and first.stats["segments_marked"] == 0
+    files_before = {f.name for f in log.manifest().files()}
+
+    # 5 of 200 keys updated: each touched segment loses far less than REWRITE_DEAD_FRACTION
+    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"new-{k}", "timestamp": 10**6 + k}
+                              for k in (3, 50, 99, 150, 199)])
+    writer.roll(log)
+    rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+    m = log.manifest()
+    assert rep.stats["segments_rewritten"] == 0 and rep.stats["segments_marked"] >= 1
+    assert rep.stats["records_rewritten"] == 0 and rep.stats["files_bytes_written"] == 0
+    assert m.deleted and m.deleted["count"] == 5 == rep.stats["deletion_vector_records"]
+    assert files_before <= {f.name for f in m.files()}, "no file of the clean section was rewritten"
+    assert sum(s.dead for s in m.segments) == 5
+
+    # every reader applies the vector: one record per key, the new value where updated
+    records = list(iter_records(log))
+    assert len(records) == 200 == len({r.key for r in records}) == m.total_records
+    df_rows = read_df(spark, log).collect()
+    assert [r["offset"] for r in df_rows] == [r.offset for r in records]
+    state = _state(spark, log, cfg)
+    assert state[b"k0050"] == b"new-50" and state[b"k0051"] == b"v1-51" and len(state) == 200
+    assert set(dead_offsets(log, m).to_pylist()).isdisjoint(r.offset for r in records)
+    # garbage collection keeps the vector
+    log.collect_garbage(0)
+    assert len(list(iter_records(log))) == 200
+
+
+def test_enough_dead_rows_rewrite_the_segment_and_leave_the_vector(spark, store, make_config, monkeypatch):
+    cfg = make_config(segment_bytes=100_000)
+    log = store.log("dv-1")
+    _fill(log, cfg, keys=100, rounds=1)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)  # mark only
+    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"a-{k}", "timestamp": 10**6 + k} for k in range(10)])
+    writer.roll(log)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    assert log.manifest().deleted["count"] == 10
+
+    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 0.05)
+    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": None, "timestamp": 10**7 + k} for k in range(10, 20)])
+    writer.roll(log)
+    rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+    m = log.manifest()
+    assert rep.stats["segments_rewritten"] >= 1
+    assert m.deleted is None and all(s.dead == 0 for s in m.segments)
+    state = _state(spark, log, cfg)
+    assert len(state) == 90 and state[b"k0005"] == b"a-5" and b"k0015" not in state
+    assert len(list(iter_records(log))) == m.total_records == 100   # 90 values + 10 tombstones kept
+
+
+def test_dry_run_names_segments_to_rewrite_and_to_mark(spark, store, make_config):
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-2")
+    _fill(log, cfg, keys=200, rounds=1)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    writer.append(log, cfg, [{"key": "k0007", "value": "x", "timestamp": 10**6}])
+    writer.roll(log)
+    dry = engine.dry_run(log, cfg, NOW, spark=spark, force=True)
+    assert dry.segments_to_mark == 1 and dry.segments_to_rewrite == 0
+    assert dry.superseded.records == 1

@@ -1,0 +1,66 @@
+"""The layout's rules, read from the source (README, "Architecture"): which folder may import which,
+Dagster only in the shell, the environment read in `settings.py` only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "compaction_assets"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports (absolute names; relative imports resolved against its package)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _files(*folders: str) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+FORBIDDEN = {
+    "compaction_assets/log": ("compaction_assets.cleaning", "compaction_assets.checks", "compaction_assets.defs",
+                              "compaction_assets.cli", "compaction_assets.definitions", "resources", "dagster"),
+    "compaction_assets/cleaning": ("compaction_assets.checks", "compaction_assets.defs", "compaction_assets.cli",
+                                   "compaction_assets.definitions", "resources", "dagster"),
+    "compaction_assets/checks": ("compaction_assets.defs", "compaction_assets.cli", "resources", "dagster"),
+}
+
+
+@pytest.mark.parametrize("folder", sorted(FORBIDDEN))
+def test_layer_imports_only_what_it_may(folder):
+    crossings = [f"{path.relative_to(ROOT)} imports {name}"
+                 for path in _files(folder) for name in sorted(_imports(path))
+                 if any(name == bad or name.startswith(bad + ".") or name.startswith(bad + "_")
+                        for bad in FORBIDDEN[folder])]
+    assert not crossings, "\n".join(crossings)
+
+
+def test_only_the_shell_imports_dagster():
+    shell = ("compaction_assets/defs/", "compaction_assets/definitions.py", "compaction_assets/demo.py", "resources/")
+    users = [str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
+             if any(n == "dagster" or n.startswith(("dagster.", "dagster_")) for n in _imports(p))]
+    assert users, "the shell imports Dagster: the scan must find it"
+    assert [u for u in users if not u.startswith(shell)] == []
+
+
+def test_environment_is_read_in_settings_only():
+    readers = sorted(str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
+                     if "os.environ" in p.read_text() or "os.getenv" in p.read_text())
+    assert readers == ["compaction_assets/settings.py"]
