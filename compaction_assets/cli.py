@@ -19,9 +19,10 @@ from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.config import TopicsFile, load_topics
+from compaction_assets.log.config import (DEFAULTS_ENTRY, ConfigStore, TopicsFile, check_strategy_change, cleaned_logs_of,
+                                          load_topics, parse_setting)
 from compaction_assets.log.landing import append_file, ingest, landing_logs
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.log.names import check_topic, parse_log_name
 from compaction_assets.log.store import LogStore, wall_ms
 
 
@@ -33,22 +34,33 @@ def _emit(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
+# Commands that may create a store; every other one refuses a store that does not exist (rather than
+# listing it as empty).
+CREATING_COMMANDS = ("append", "ingest", "config")
+
+
 class Context:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         env = settings.current()   # here, not in the parser: a bad variable is a one-line error
         self.store = LogStore(args.store or env.store)
         self.landing = getattr(args, "landing", None) or env.landing
-        topics = args.topics or env.topics_file
-        if topics is None and os.path.exists("topics.yaml"):
-            topics = "topics.yaml"
-        self.topics: TopicsFile = load_topics(topics)
+        if args.command not in CREATING_COMMANDS and not _store_exists(self.store):
+            raise CompactionError(f"no store at {self.store.location}: it does not exist "
+                                  "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)")
+        self.configs = ConfigStore(self.store.storage)
+        # A topics file named with --topics or COMPACTION_TOPICS is checked against the configuration stored
+        # in the store, never used for one run: see ConfigStore.config_for. Nothing is read from the
+        # current directory implicitly.
+        self.topics_path = args.topics or env.topics_file
+        self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
         self.now = args.now if args.now is not None else wall_ms()
         self._spark = None
 
     def config(self, log: str):
         topic, _ = parse_log_name(log)
-        return self.topics.config_for(topic)
+        return self.configs.config_for(topic, self.topics, f"topics file {self.topics_path!r}",
+                                       cleaned_logs_of(self.store), wall_ms())
 
     def handle(self, log: str, must_exist: bool = True):
         return self.store.log(log, must_exist=must_exist)
@@ -60,6 +72,11 @@ class Context:
             from compaction_assets.spark import get_spark
             self._spark = get_spark()
         return self._spark
+
+
+def _store_exists(store: LogStore) -> bool:
+    st = store.storage
+    return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
 
 
 def cmd_logs(ctx: Context) -> int:
@@ -87,7 +104,10 @@ def cmd_metrics(ctx: Context) -> int:
 def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
     from compaction_assets.cleaning.describe import describe
-    _emit(describe(ctx.handle(ctx.args.log), ctx.config(ctx.args.log), ctx.now))
+    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
+    out = describe(handle, cfg, ctx.now)
+    out.update(ctx.configs.describe(parse_log_name(ctx.args.log)[0]))   # the version and who set it
+    _emit(out)
     return 0
 
 
@@ -147,7 +167,7 @@ def cmd_clean(ctx: Context) -> int:
 
 
 def _enc(b: bytes | None):
-    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8."""
+    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8 (the header-value form)."""
     if b is None:
         return None
     try:
@@ -156,9 +176,26 @@ def _enc(b: bytes | None):
         return {"b64": base64.b64encode(b).decode()}
 
 
-def _record_json(r) -> dict:
-    return {"offset": r.offset, "key": _enc(r.key), "value": _enc(r.value), "timestamp": r.timestamp,
-            "headers": [[n, _enc(v)] for n, v in r.headers], "delete_horizon": r.delete_horizon}
+def _bytes_field(obj: dict, name: str, b: bytes | None) -> None:
+    """`name` as UTF-8 text, or `name_b64` when the bytes are not UTF-8: the form `append` reads."""
+    if b is None:
+        obj[name] = None
+        return
+    try:
+        obj[name] = b.decode("utf-8")
+    except UnicodeDecodeError:
+        obj[f"{name}_b64"] = base64.b64encode(b).decode()
+
+
+def record_json(r) -> dict:
+    """One record in the JSON Lines format `append` accepts (README, "Record format"); the delete horizon
+    is the cleaner's state, not part of the record, and is not printed."""
+    obj: dict = {"offset": r.offset}
+    _bytes_field(obj, "key", r.key)
+    _bytes_field(obj, "value", r.value)
+    obj["timestamp"] = r.timestamp
+    obj["headers"] = [[n, _enc(v)] for n, v in r.headers]
+    return obj
 
 
 def cmd_read(ctx: Context) -> int:
@@ -167,30 +204,62 @@ def cmd_read(ctx: Context) -> int:
     for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
         if ctx.args.limit is not None and i >= ctx.args.limit:
             break
-        print(json.dumps(_record_json(rec)))
+        print(json.dumps(record_json(rec)))
     return 0
 
 
 def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
     from compaction_assets.cleaning.latest_state import latest_state_df
-    df = latest_state_df(ctx.spark, ctx.handle(ctx.args.log), ctx.config(ctx.args.log))
-    if ctx.args.output:
-        df.write.mode("overwrite").parquet(ctx.args.output)
-        _progress(f"wrote the latest state to {ctx.args.output}")
+    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
+    output = ctx.args.output
+    if output:
+        _check_output_folder(output, ctx.args.log, ctx.args.overwrite)
+    df = latest_state_df(ctx.spark, handle, cfg)
+    if output:
+        df.write.mode("overwrite").parquet(output)
+        with open(os.path.join(output, LATEST_STATE_MARKER), "w") as fh:
+            json.dump({"log": ctx.args.log, "written_ms": wall_ms()}, fh)
+        _progress(f"wrote the latest state to {output}")
         return 0
     for row in df.orderBy("key").toLocalIterator():
-        print(json.dumps({"key": _enc(row["key"]), "value": _enc(row["value"]), "offset": row["offset"]}))
+        obj: dict = {}
+        _bytes_field(obj, "key", row["key"])
+        _bytes_field(obj, "value", row["value"])
+        obj["offset"] = row["offset"]
+        print(json.dumps(obj))
     return 0
+
+
+# Written into a `latest-state --output` folder: a later run may replace a folder that holds it.
+LATEST_STATE_MARKER = "_COMPACTION_LATEST_STATE"
+
+
+def _check_output_folder(output: str, log: str, overwrite: bool) -> None:
+    """Refuse to replace a folder this command did not write (Spark's overwrite empties it)."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise CompactionError(f"--output {output}: exists and is not a folder")
+    if not os.path.isdir(output) or not os.listdir(output) or overwrite:
+        return
+    if not os.path.exists(os.path.join(output, LATEST_STATE_MARKER)):
+        raise CompactionError(f"--output {output}: the folder is not empty and is not an earlier latest-state "
+                              "output; its files would be deleted (name an empty or new folder, or add --overwrite)")
 
 
 def cmd_append(ctx: Context) -> int:
     """`append LOG FILE`: append a Parquet or JSON Lines file."""
     name = ctx.args.log
     handle, cfg = ctx.handle(name, must_exist=False), ctx.config(name)
+    new_log = not handle.exists()
     total = 0
     for path in ctx.args.files:
-        res = append_file(handle, cfg, path, now=ctx.args.default_timestamp, drop_invalid=ctx.args.drop_invalid)
+        try:
+            res = append_file(handle, cfg, path, now=ctx.args.default_timestamp,
+                              drop_invalid=ctx.args.drop_invalid)
+        except BaseException:
+            if new_log and not handle.exists():   # a refused first append leaves no empty log folder
+                handle.st.delete(handle.dir)
+            raise
         total += res.records
         _progress(f"{name}: appended {res.records} records from {path} (offsets {res.first_offset}.."
                   f"{res.last_offset}, {res.invalid_records} invalid dropped)")
@@ -215,7 +284,19 @@ def cmd_ingest(ctx: Context) -> int:
 
 def cmd_set_log_start(ctx: Context) -> int:
     """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
-    m = writer.set_log_start(ctx.handle(ctx.args.log), ctx.args.offset)
+    handle = ctx.handle(ctx.args.log)
+    m = handle.manifest()
+    target = ctx.args.offset
+    below = [s for s in m.segments if s.base_offset < target]
+    what = (f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
+            f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
+            f"they cannot be recovered")
+    if target <= m.log_start_offset:
+        what = f"log {ctx.args.log}: log start is already {m.log_start_offset}; nothing below {target} to delete"
+    if not ctx.args.confirm:
+        raise CompactionError(f"{what}; repeat with --confirm to do it")
+    _progress(what)
+    m = writer.set_log_start(handle, target)
     _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
     return 0
 
@@ -243,14 +324,70 @@ def cmd_gc(ctx: Context) -> int:
     return 0
 
 
+def cmd_config_show(ctx: Context) -> int:
+    """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
+    topics = [ctx.args.topic] if ctx.args.topic else sorted(
+        set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
+    out = []
+    for topic in topics:
+        row = {"topic": topic, **ctx.configs.describe(topic)}
+        if ctx.args.history:
+            row["history"] = [c.as_dict() for c in ctx.configs.history(topic)]
+        out.append(row)
+    if not ctx.args.topic:
+        defaults = ctx.configs.current(DEFAULTS_ENTRY)
+        out.insert(0, {"defaults": defaults.as_dict() if defaults else None})
+    _emit(out)
+    return 0
+
+
+def cmd_config_set(ctx: Context) -> int:
+    """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
+    values = dict(parse_setting(a) for a in ctx.args.settings)
+    change = ctx.configs.plan_set(ctx.args.topic, values)
+    stored = ctx.configs.set_topic(ctx.args.topic, values, "config set " + " ".join(ctx.args.settings),
+                                   wall_ms(), cleaned_logs_of(ctx.store), ctx.args.confirm)
+    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed})
+    return 0
+
+
+def cmd_config_apply(ctx: Context) -> int:
+    """`config apply TOPICS_FILE`: store a topics file's configuration; prints what changed."""
+    topics = load_topics(ctx.args.file)
+    known = sorted({parse_log_name(n)[0] for n in ctx.store.logs()})
+    source = f"config apply {os.path.abspath(ctx.args.file)}"
+    if ctx.args.dry_run:
+        changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
+        for c in changes:
+            check_strategy_change(c, cleaned_logs_of(ctx.store), ctx.args.confirm)
+    else:
+        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned_logs_of(ctx.store), ctx.args.confirm)
+    _emit({"file": ctx.args.file, "applied": not ctx.args.dry_run,
+           "changes": [{"topic": c.topic, "changed": c.changed} for c in changes]})
+    return 0
+
+
+def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """--store, --topics, --now: accepted before the command and after it."""
+    d = {"default": argparse.SUPPRESS} if suppress else {"default": None}
+    parser.add_argument("--store", help="log store root (env COMPACTION_STORE; default var/store)", **d)
+    parser.add_argument("--topics", help="topics file to check against (and, for a topic the store has no "
+                        "configuration for yet, to store); env COMPACTION_TOPICS", **d)
+    parser.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock", **d)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line's parser: global options and one sub-command per operation."""
     p = argparse.ArgumentParser(prog="compaction", description=__doc__.splitlines()[0])
-    p.add_argument("--store", default=None,
-                   help="log store root (env COMPACTION_STORE; default var/store)")
-    p.add_argument("--topics", help="topics file (env COMPACTION_TOPICS; default ./topics.yaml if present)")
-    p.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock")
+    _global_options(p, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
     sub = p.add_subparsers(dest="command", required=True)
+    _add_parser = sub.add_parser
+
+    def add_parser(name: str, **kw) -> argparse.ArgumentParser:
+        return _add_parser(name, parents=[common], **kw)
+    sub.add_parser = add_parser   # type: ignore[method-assign]
 
     sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(fn=cmd_logs)
     sub.add_parser("metrics", help="figures across logs (max-dirty-percent, uncleanable-partitions-count, "
@@ -276,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("latest-state", help="the key -> value table of a log")
     s.add_argument("log")
     s.add_argument("--output", help="write Parquet here instead of printing JSON lines")
+    s.add_argument("--overwrite", action="store_true",
+                   help="replace a non-empty --output folder that an earlier latest-state did not write")
     s.set_defaults(fn=cmd_latest_state)
     s = sub.add_parser("append", help="append Parquet or JSON Lines files to a log")
     s.add_argument("log")
@@ -286,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("set-log-start", help="move the log start offset up (deletes history below it)")
     s.add_argument("log")
     s.add_argument("offset", type=int)
+    s.add_argument("--confirm", action="store_true", help="delete the records below the offset")
     s.set_defaults(fn=cmd_set_log_start)
     s = sub.add_parser("set-checkpoint", help="overwrite the cleaner checkpoint")
     s.add_argument("log")
@@ -303,6 +443,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing)")
     s.add_argument("--drop-invalid", action="store_true")
     s.set_defaults(fn=cmd_ingest)
+    s = sub.add_parser("config", help="the topic configuration stored in the store (show, set, apply)")
+    csub = s.add_subparsers(dest="config_command", required=True)
+    c = csub.add_parser("show", parents=[common], help="stored configuration, version and source")
+    c.add_argument("topic", nargs="?")
+    c.add_argument("--history", action="store_true", help="every stored version")
+    c.set_defaults(fn=cmd_config_show)
+    c = csub.add_parser("set", parents=[common], help="set keys of a topic's configuration (a new version)")
+    c.add_argument("topic")
+    c.add_argument("settings", nargs="+", metavar="key=value")
+    c.add_argument("--confirm", action="store_true", help="allow a strategy change on cleaned logs")
+    c.set_defaults(fn=cmd_config_set)
+    c = csub.add_parser("apply", parents=[common], help="store a topics file's configuration; prints the diff")
+    c.add_argument("file")
+    c.add_argument("--dry-run", action="store_true", help="print the diff, store nothing")
+    c.add_argument("--confirm", action="store_true", help="allow a strategy change on cleaned logs")
+    c.set_defaults(fn=cmd_config_apply)
     return p
 
 
@@ -313,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         names = [args.log] if getattr(args, "log", None) is not None else []
         for name in names + list(getattr(args, "logs", None) or []):
             parse_log_name(name)   # names become paths: refused before anything is read or written
+        if getattr(args, "topic", None) is not None:
+            check_topic(args.topic, "topic")
         return args.fn(Context(args))
     except CompactionError as exc:
         print(f"error: {exc}", file=sys.stderr)

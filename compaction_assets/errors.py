@@ -42,3 +42,7 @@ class CorruptLogError(CompactionError):
 
 class UnknownLogError(CompactionError):
     """No such log in the store."""
+
+
+class SparkSetupError(CompactionError):
+    """Spark cannot start or be reached (a bad setting, an unreachable endpoint), naming the setting."""

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+import socket
 import sys
+from urllib.parse import urlparse
 
 from compaction_assets import settings
+from compaction_assets.errors import SparkSetupError
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -59,18 +63,54 @@ def _default_worker_python(master: str) -> None:
         settings.export_default(settings.PYSPARK_PYTHON, sys.executable)
 
 
+CONNECT_TIMEOUT_S = 5.0
+_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[.+\]|yarn|"
+                        r"(spark|k8s|mesos)://.+")
+
+
+def check_spark_settings(conf: dict) -> None:
+    """Refuse, before a JVM starts, a master that is not a Spark master URL and a Connect endpoint that does
+    not answer (Spark would otherwise print a Java trace, or retry for minutes): one line naming the setting."""
+    remote = conf.get("spark.remote")
+    if remote:
+        parsed = urlparse(remote.split(";", 1)[0])
+        if parsed.scheme != "sc" or not parsed.hostname:
+            raise SparkSetupError(f"{settings.SPARK_REMOTE}={remote!r}: not a Spark Connect URL (sc://host:15002)")
+        port = parsed.port or 15002
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as exc:
+            raise SparkSetupError(f"Spark Connect endpoint {parsed.hostname}:{port} ({settings.SPARK_REMOTE}="
+                                  f"{remote.split(';', 1)[0]!r}) is unreachable: {exc.strerror or exc}") from None
+        return
+    master = conf.get("spark.master", "")
+    if not _MASTER_RE.fullmatch(master):
+        raise SparkSetupError(f"{settings.SPARK_MASTER}={master!r}: not a Spark master URL "
+                              "(local[*], local[N], spark://host:7077, yarn, k8s://https://host:port)")
+
+
 def get_spark(conf: dict | None = None):
     """Get or create the process's Spark session (the first session's settings win)."""
     from pyspark.sql import SparkSession
 
     conf = conf or spark_conf_from_env()
+    check_spark_settings(conf)
+    setting = (f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}" if "spark.remote" in conf
+               else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}")
     builder = SparkSession.builder.appName("compaction-assets")
     if "spark.remote" in conf:
         builder = builder.remote(conf["spark.remote"])
         conf = {k: v for k, v in conf.items() if k != "spark.remote"}
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        if settings.debug_enabled():
+            raise
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        raise SparkSetupError(f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
+                              f"(set {settings.DEBUG}=1 for the trace)") from None
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:  # Spark Connect has no SparkContext
