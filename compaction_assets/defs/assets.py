@@ -30,6 +30,13 @@ class CleaningConfig(dg.Config):
     now_ms: int | None = None  # evaluate at this time instead of the clock (replays, tests)
 
 
+def _config_metadata(log_store: LogStoreResource, log: str) -> dict:
+    """The configuration the step used: the Kafka keys, their stored version and who set them."""
+    src = log_store.config_source(log)
+    return {"config": dg.MetadataValue.json(src["config"]), "config_version": src["config_version"],
+            "config_source": src["config_source"], "config_changed_by": src["config_changed_by"] or "built-in"}
+
+
 def _log(context) -> str:
     """The partition key, refused (one line, nothing read or written) unless it is a valid log name."""
     log = context.partition_key
@@ -117,7 +124,8 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
         "tombstones_removed": s.get("tombstones_removed", 0), "bytes_read": s.get("bytes_read", 0),
         "bytes_written": s.get("bytes_written", 0), "cleaner_recopy_percent": float(s.get("cleaner_recopy_percent", 0.0)),
         "clean_time_secs": float(s.get("clean_time_secs", 0.0)), "checkpoint": rep.checkpoint,
-        "retention_removed_records": (rep.retention or {}).get("records", 0)})
+        "retention_removed_records": (rep.retention or {}).get("records", 0),
+        **_config_metadata(log_store, log)})
     before = handle.manifest_version(rep.before_version)
     after = handle.manifest_version(rep.after_version)
     u = ev.first_uncleanable_offset if rep.cleaned else before.checkpoint

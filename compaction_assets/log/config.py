@@ -194,7 +194,10 @@ def parse_topics(data: Any, source: str = "topics file") -> TopicsFile:
         if overrides is not None and not isinstance(overrides, dict):
             raise ConfigError(f"{source}: topic {name!r} must map to configuration keys")
     result = TopicsFile(defaults, {k: v or {} for k, v in topics.items()})
-    result.validate()
+    try:
+        result.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return result
 
 
@@ -210,7 +213,10 @@ def load_topics(path: str | Path | None) -> TopicsFile:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"topics file {str(path)!r} is not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"topics file {str(path)!r} is not valid YAML{where}: {what}") from None
     return parse_topics(data, f"topics file {str(path)!r}")
 
 

@@ -238,13 +238,17 @@ def test_non_utf8_bytes_round_trip_through_jsonl_parquet_and_cli(tmp_path, capsy
     h1 = store.log("bin-1")
     ingest(h1, CFG, pfolder)
     assert [(r.key, r.value, r.timestamp, list(r.headers)) for r in iter_records(h1)] == want
-    # and through the CLI's `read` (bytes that are not UTF-8 come out as {"b64": ...})
+    # and through the CLI's `read` (keys and values that are not UTF-8 come out as key_b64 / value_b64,
+    # header values as {"b64": ...}: the format `append` reads)
     rc, out, _ = cli_run(capsys, "--store", store.location, "read", "bin-0")
     assert rc == 0
 
     def dec(x):
         return None if x is None else base64.b64decode(x["b64"]) if isinstance(x, dict) else x.encode()
-    cli_got = [(dec(o["key"]), dec(o["value"]), o["timestamp"], [(n, dec(v)) for n, v in o["headers"]])
+
+    def field(o, name):
+        return base64.b64decode(o[f"{name}_b64"]) if f"{name}_b64" in o else dec(o[name])
+    cli_got = [(field(o, "key"), field(o, "value"), o["timestamp"], [(n, dec(v)) for n, v in o["headers"]])
                for o in map(json.loads, out.splitlines())]
     assert cli_got == want
 

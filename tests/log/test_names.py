@@ -163,7 +163,7 @@ def test_bad_landing_folder_names_are_ignored_by_ingestion(roots, capsys):
     assert sorted(json.loads(out)) == ["ok-1"]                   # the one good folder
     ignored = [line for line in err.splitlines() if "ignored:" in line]
     assert len(ignored) == len(bad), ignored
-    assert roots.store_logs() == ["ok-0", "ok-1"] and sorted(os.listdir(roots.store)) == ["ok-0", "ok-1"]
+    assert roots.store_logs() == ["ok-0", "ok-1"] and sorted(os.listdir(roots.store)) == ["_topics", "ok-0", "ok-1"]   # + the stored configuration
     for log in ("ok-0", "ok-1"):
         assert all(SECRET not in (r.value or b"").decode() for r in iter_records(LogStore(str(roots.store)).log(log)))
     roots.assert_untouched()
