@@ -15,10 +15,10 @@ from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.log.config import ConfigStore, build_config
 from compaction_assets.log.names import sanitize_topic
 from compaction_assets.log.reader import segment_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.log.store import LogStore, wall_ms
 
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
 
@@ -41,7 +41,12 @@ class CaseRun:
     def run(self) -> dict:
         error = None
         try:
-            self.config = build_config(self.case.get("config") or {}, sanitize_topic(self.name))
+            topic = sanitize_topic(self.name)
+            build_config(self.case.get("config") or {}, topic)   # an invalid case config: one line, nothing stored
+            # The case's configuration is stored with its store and read back from it, as every process does.
+            configs = ConfigStore(self.store.storage)
+            configs.set_topic(topic, self.case.get("config") or {}, f"conformance case {self.name!r}", wall_ms())
+            self.config = configs.config_for(topic)
             for i, step in enumerate(self.case.get("steps") or []):
                 self.step(i, step)
         except CompactionError as exc:

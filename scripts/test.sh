@@ -13,7 +13,14 @@ if [ $rc -eq 5 ]; then
   exit 5
 fi
 [ $rc -ne 0 ] && exit $rc
+# The repository's copy of the public cases ran inside pytest (tests/conformance/). The shared suite, when it
+# sits beside the clone, runs in addition; under CI its absence is a failure, not a skip.
 if [ -d ../shared/conformance ]; then
-  echo "test.sh: conformance cases" >&2
+  echo "test.sh: shared conformance cases (../shared/conformance)" >&2
   .venv/bin/python ../shared/conformance/check.py --runner ".venv/bin/python -m compaction_assets.conformance" || exit 1
+elif [ "${CI:-}" = true ]; then
+  echo "test.sh: CI=true but ../shared/conformance is missing: the shared conformance suite must run under CI" >&2
+  exit 1
+else
+  echo "test.sh: ../shared/conformance not found; only the repository's cases (tests/conformance) ran" >&2
 fi
