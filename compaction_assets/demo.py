@@ -75,6 +75,76 @@ def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, even
     return written
 
 
+DEMO_TOPICS = ("user-profiles", "user-profiles-versioned")
+DEMO_LOGS = ("user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0")
+# Written at the store's root: the logs and landing files the demo made, the only ones it may replace.
+DEMO_MARKER = "_demo.json"
+
+
+class DemoRefused(Exception):
+    """The demo's folders hold data it did not make: it touches nothing."""
+
+
+def prepare_folders(store_root: str, landing: str, latest_state_root: str) -> None:
+    """Make room for a fresh demo run, deleting only what an earlier demo run made (the marker says what);
+    refuse, before anything is deleted or written, when the store or the demo's landing folders hold data
+    the demo did not make."""
+    from compaction_assets.log.fs import Storage
+    from compaction_assets.log.store import LogStore
+
+    store = LogStore(store_root)
+    marker_path = store.storage.join(DEMO_MARKER)
+    made = {"logs": [], "landing_files": []}
+    if store.storage.exists(marker_path):
+        made = json.loads(store.storage.read_bytes(marker_path))
+    foreign = [name for name in store.logs() if name not in made["logs"]]
+    if foreign:
+        raise DemoRefused(f"the store {store_root} holds logs the demo did not make ({', '.join(foreign[:5])}); "
+                          "it deletes nothing: point COMPACTION_STORE (and COMPACTION_LANDING, "
+                          "COMPACTION_LATEST_STATE) at other folders, or move those logs")
+    mine = {os.path.abspath(f) for f in made["landing_files"]}
+    theirs = [str(f) for topic in DEMO_TOPICS for f in sorted(Path(landing, topic).rglob("*"))
+              if f.is_file() and str(f.absolute()) not in mine]
+    if theirs:
+        raise DemoRefused(f"the landing folder {landing} holds files the demo did not write ({theirs[0]}"
+                          f"{' ...' if len(theirs) > 1 else ''}); it deletes nothing: point COMPACTION_LANDING "
+                          "at another folder, or move them")
+    for name in made["logs"]:
+        store.storage.delete(store.storage.join(name))
+    for f in made["landing_files"]:
+        if os.path.isfile(f):
+            os.unlink(f)
+    latest = Storage.open(latest_state_root)
+    for name in made["logs"]:
+        latest.delete(latest.join(name))
+    store.storage.makedirs(store.storage.root)
+    store.storage.write_atomic(marker_path, json.dumps({"logs": list(DEMO_LOGS), "landing_files": []}).encode())
+
+
+def record_landing(store_root: str, files: list[Path]) -> None:
+    """Add the landing files the demo wrote to its marker (so the next run may replace them)."""
+    from compaction_assets.log.store import LogStore
+
+    st = LogStore(store_root).storage
+    path = st.join(DEMO_MARKER)
+    made = json.loads(st.read_bytes(path))
+    made["landing_files"] = sorted({*made["landing_files"], *(str(Path(f).absolute()) for f in files)})
+    st.write_atomic(path, json.dumps(made).encode())
+
+
+def apply_demo_topics(store_root: str, topics_file: str) -> None:
+    """Store the repository's topics.yaml configuration for the demo's topics (an explicit change, recorded)."""
+    from compaction_assets.log.config import ConfigStore, load_topics
+    from compaction_assets.log.store import LogStore, wall_ms
+
+    topics = load_topics(topics_file)
+    configs = ConfigStore(LogStore(store_root).storage)
+    for topic in DEMO_TOPICS:
+        wanted = topics.config_for(topic).to_kafka()
+        if configs.current(topic) is None or configs.effective(topic) != wanted:
+            configs.set_topic(topic, wanted, f"demo: config apply {os.path.abspath(topics_file)}", wall_ms())
+
+
 def _instance_home() -> str:
     home = settings.export_default(settings.DAGSTER_HOME, os.path.abspath(os.path.join("var", "dagster_home")))
     os.makedirs(home, exist_ok=True)
@@ -100,7 +170,15 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     store = defs.resources["log_store"]
+    try:
+        prepare_folders(store.root, store.landing, store.latest_state_root)
+    except DemoRefused as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from resources.log_store import REPO_TOPICS
+    apply_demo_topics(store.root, REPO_TOPICS)
     files = write_landing(store.landing, events=args.events)
+    record_landing(store.root, files)
     print(f"landed {len(files)} files under {store.landing}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
 
@@ -108,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources))
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
-    logs = sorted(instance.get_dynamic_partitions(log_partitions.name))
+    logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
     print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
 
     assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
