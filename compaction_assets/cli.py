@@ -301,6 +301,15 @@ def cmd_set_log_start(ctx: Context) -> int:
     return 0
 
 
+def cmd_roll(ctx: Context) -> int:
+    """`roll LOG`: seal the active segment now (the cleaner never touches the active segment)."""
+    handle = ctx.handle(ctx.args.log)
+    with handle.lock("append", purpose="roll"):
+        m = writer.roll(handle)
+    _emit({"log": ctx.args.log, "segments": len(m.segments), "active_segment_base_offset": m.active.base_offset})
+    return 0
+
+
 def cmd_set_checkpoint(ctx: Context) -> int:
     """`set-checkpoint LOG OFFSET`: overwrite the cleaner checkpoint."""
     m = writer.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
@@ -427,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("offset", type=int)
     s.add_argument("--confirm", action="store_true", help="delete the records below the offset")
     s.set_defaults(fn=cmd_set_log_start)
+    s = sub.add_parser("roll", help="seal the active segment now, so a cleaning can take its records")
+    s.add_argument("log")
+    s.set_defaults(fn=cmd_roll)
     s = sub.add_parser("set-checkpoint", help="overwrite the cleaner checkpoint")
     s.add_argument("log")
     s.add_argument("offset", type=int)
