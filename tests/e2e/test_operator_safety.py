@@ -131,6 +131,11 @@ def test_invalid_topics_file_fails_the_code_location_load_in_one_line(tmp_path):
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "CompactionError:" in ln]
     assert len(lines) == 1, proc.stdout + proc.stderr
     assert str(bad) in lines[0] and "'orders'" in lines[0] and "min.cleanable.dirty.ratio" in lines[0]
+    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
+                           "workspace.yaml"], cwd=str(REPO), capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COMPACTION_MAX_RUNS_PER_TICK": "abc", "DAGSTER_HOME": str(tmp_path)})
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "CompactionError:" in ln]
+    assert proc.returncode != 0 and len(lines) == 1 and "COMPACTION_MAX_RUNS_PER_TICK='abc'" in lines[0]
 
 
 # --- 2. nothing destroys what it did not create ----------------------------------------------------
