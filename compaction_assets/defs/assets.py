@@ -30,6 +30,14 @@ class CleaningConfig(dg.Config):
     now_ms: int | None = None  # evaluate at this time instead of the clock (replays, tests)
 
 
+def _config(log_store: LogStoreResource, log: str):
+    """The log's stored configuration; a refusal (a disagreeing topics file) fails the step in one line."""
+    try:
+        return log_store.config_for(log)
+    except CompactionError as exc:
+        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+
+
 def _config_metadata(log_store: LogStoreResource, log: str) -> dict:
     """The configuration the step used: the Kafka keys, their stored version and who set them."""
     src = log_store.config_source(log)
@@ -52,7 +60,7 @@ def _log(context) -> str:
 def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource) -> dg.MaterializeResult:
     """Ingest the partition's new landing files into its log."""
     log = _log(context)
-    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    handle, cfg = log_store.handle(log), _config(log_store, log)
     folder = landing_logs(log_store.landing)[0].get(log)
     report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
     if folder is not None:
@@ -78,7 +86,7 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
     now = config.now_ms if config.now_ms is not None else wall_ms()
     handle = log_store.handle(log)
     try:
-        dry = engine.dry_run(handle, log_store.config_for(log), now, spark=lambda: pyspark.spark_session,
+        dry = engine.dry_run(handle, _config(log_store, log), now, spark=lambda: pyspark.spark_session,
                              force=config.force)
     except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
         engine.mark_uncleanable(handle, exc)
@@ -107,7 +115,7 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
                   pyspark: LazyPySparkResource):
     """Clean the partition's log when due (or forced), apply retention, and run the checks in-step."""
     log = _log(context)
-    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    handle, cfg = log_store.handle(log), _config(log_store, log)
     now = config.now_ms if config.now_ms is not None else wall_ms()
     spark = pyspark.spark_session
     try:
@@ -142,7 +150,7 @@ def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
                  pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     """Write the partition's key -> value table as Parquet, one folder per log version."""
     log = _log(context)
-    handle, cfg = log_store.handle(log), log_store.config_for(log)
+    handle, cfg = log_store.handle(log), _config(log_store, log)
     m = handle.manifest()
     # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
     st = Storage.open(log_store.latest_state_root)

@@ -298,3 +298,27 @@ def test_read_output_appends_back_to_the_same_records(tmp_path, capsys):
         return [(r.offset, r.key, r.value, r.timestamp, list(r.headers)) for r in iter_records(st.log(log))]
     assert records_of("copy-0") == records_of("src-0")
     assert records_of("src-0")[0][1:3] == (b"\xff\x00key", b"\x80\x81")
+
+
+def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_path):
+    import dagster as dg
+
+    from compaction_assets.defs.config_job import apply_topics_config_job
+    from compaction_assets.log.config import ConfigStore
+    from resources.log_store import LogStoreResource
+
+    topics = tmp_path / "t.yaml"
+    topics.write_text("topics:\n  orders: {compaction.strategy: timestamp}\n")
+    resource = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
+                                latest_state_root=str(tmp_path / "latest"))
+    with dg.instance_for_test() as instance:
+        result = apply_topics_config_job.execute_in_process(
+            instance=instance, resources={"log_store": resource},
+            run_config={"ops": {"apply_topics_config": {"config": {"topics_file": str(topics)}}}})
+        assert result.success
+        meta = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"][0]
+        changes = meta.event_specific_data.metadata["changes"].value
+        assert changes == {"orders": {"compaction.strategy": ["offset", "timestamp"]}}
+        stored = ConfigStore(resource.store.storage).current("orders")
+        assert stored.version == 1 and stored.source.startswith(f"dagster run {result.run_id}")
+        assert resource.config_for("orders-0").strategy == "timestamp"
