@@ -335,6 +335,8 @@ def cmd_gc(ctx: Context) -> int:
 
 def cmd_config_show(ctx: Context) -> int:
     """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
+    if not _store_exists(ctx.store):
+        raise CompactionError(f"no store at {ctx.store.location}: it does not exist")
     topics = [ctx.args.topic] if ctx.args.topic else sorted(
         set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
     out = []

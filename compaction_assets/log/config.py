@@ -341,10 +341,12 @@ class ConfigStore:
             if wanted != stored:
                 diff = ", ".join(f"{k}: stored {stored[k]!r}, file {wanted[k]!r}" for k in KEYS
                                  if stored[k] != wanted[k])
-                if own is not None:
+                origin = own or self.current(DEFAULTS_ENTRY)
+                if origin is not None:   # the store already says something for this topic: it wins
+                    where = f"version {origin.version}" + ("" if own else " of the store's defaults")
                     raise ConfigError(
-                        f"{proposed_by} disagrees with the configuration stored for topic {topic!r} (version "
-                        f"{own.version}): {diff}; the stored one is what runs: `config apply` the file to change it")
+                        f"{proposed_by} disagrees with the configuration stored for topic {topic!r} ({where}): "
+                        f"{diff}; the stored one is what runs: `config apply` the file to change it")
                 check_strategy_change(ConfigChange(topic, stored, wanted), cleaned_logs, confirm=False)
                 self._write(topic, wanted, f"{proposed_by} (first use of the topic in this store)", now_ms)
             elif self.current(topic) is None and self.current(DEFAULTS_ENTRY) is None and proposed.topics.get(topic):
