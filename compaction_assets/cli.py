@@ -276,8 +276,15 @@ def cmd_ingest(ctx: Context) -> int:
     for name in ctx.args.logs or sorted(found):
         if name not in found:
             raise CompactionError(f"no landing folder for log {name!r} under {ctx.landing}")
-        out[name] = ingest(ctx.handle(name, must_exist=False), ctx.config(name), found[name],
-                           drop_invalid=ctx.args.drop_invalid, progress=_progress)
+        handle = ctx.handle(name, must_exist=False)
+        new_log = not handle.exists()
+        try:
+            out[name] = ingest(handle, ctx.config(name), found[name], drop_invalid=ctx.args.drop_invalid,
+                               progress=_progress)
+        except BaseException:
+            if new_log and not handle.exists():   # a refused first ingestion leaves no empty log folder
+                handle.st.delete(handle.dir)
+            raise
     _emit(out)
     return 0
 

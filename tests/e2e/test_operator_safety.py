@@ -322,3 +322,13 @@ def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_pat
         stored = ConfigStore(resource.store.storage).current("orders")
         assert stored.version == 1 and stored.source.startswith(f"dagster run {result.run_id}")
         assert resource.config_for("orders-0").strategy == "timestamp"
+
+
+def test_refused_first_ingestion_leaves_no_log_folder(tmp_path, capsys):
+    store = tmp_path / "store"
+    folder = tmp_path / "landing" / "fresh" / "partition=0"
+    folder.mkdir(parents=True)
+    write_jsonl(folder / "a.jsonl", [{"key": None, "value": "x", "timestamp": 1}])
+    rc, _, err = run(capsys, "--store", str(store), "ingest", "--landing", str(tmp_path / "landing"))
+    assert rc == 1 and len(errors(err)) == 1, err
+    assert not (store / "fresh-0").exists()
