@@ -10,6 +10,9 @@ The generator (checked by test_generator_exercises_the_rules) mixes random steps
 (fresh tombstones, stale writes of deleted keys, cleanings timed around delete.retention.ms) so that
 horizons, held tombstones and remembered deletes actually happen.
 
+Every clean step also runs the four asset checks (`--checks` of the conformance runner); a failing
+check is a difference (the cleaning matches the oracle, so the check would be wrong, or both are).
+
 What is compared, per case: `error` (both null or both set; messages are free text), every step entry
 (eligible, reason, first_dirty_offset, first_uncleanable_offset, dirty_ratio within 1e-9,
 max_compaction_delay_ms, cleaned, checkpoint, and the four SPEC §8 counters of `stats`), the whole log
@@ -461,12 +464,15 @@ def run_both(case: dict, spark, root: str) -> tuple[dict, dict | None, list[str]
     crash (an exception other than a refusal, which the runner reports as `error`) is a difference too."""
     expected = oracle_run(case)
     try:
-        actual = CaseRun(case, spark, root).run()
+        actual = CaseRun(case, spark, root, checks=True).run()
     except Exception as exc:  # noqa: BLE001 - any crash of the engine is a finding
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "compaction_assets" in f.filename]
         where = [f"  at {os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
         return expected, None, [f"engine crashed: {type(exc).__name__}: {exc}", *where]
-    return expected, actual, compare_results(expected, actual)
+    # the asset checks run after every clean step: on a cleaning that matches the oracle, none may fail
+    failed = [f"check {c['name']} failed after step {c['step']}: {c['description']}"
+              for c in actual.pop("checks") if not c["passed"]]
+    return expected, actual, compare_results(expected, actual) + failed
 
 
 def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path) -> None:
