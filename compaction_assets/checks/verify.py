@@ -165,12 +165,13 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
                 f.add("offsets_out_of_order", _example(r, previous=last))
             last = r.offset
     old = {r.offset: r for r in before.records()}
-    for r in after.records():
-        if r.offset >= before.log_end_offset:
-            continue   # appended while the cleaning ran
-        o = old.get(r.offset)
-        if o is None or not o.same_content(r):
-            f.add("records_not_in_input", _example(r, value=_text(r.value)))
+    for s in after.segments:
+        for r in s.records:
+            if r.offset >= before.log_end_offset and s.base_offset >= e.range_end:
+                continue   # appended while the cleaning ran
+            o = old.get(r.offset)
+            if o is None or not o.same_content(r):
+                f.add("records_not_in_input", _example(r, value=_text(r.value)))
     new = {r.offset: r for r in after.records()}
     for o in before.records():
         if o.offset >= e.range_end:
