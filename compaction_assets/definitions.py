@@ -4,6 +4,7 @@ import dagster as dg
 
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.log_store import LogStoreResource
@@ -11,6 +12,7 @@ from resources.spark import make_spark_resource
 
 defs = dg.Definitions(
     assets=[raw_segments, cleanable_range, compacted_log, latest_state],
+    asset_checks=[compacted_log_checks],
     jobs=[ingest_job, compaction_job],
     sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
              check_failure_alert],
