@@ -1,5 +1,9 @@
 """Conformance runner (../shared/conformance/FORMAT.md): every case through the real store, planner and
-Spark job, one Spark session for all. One JSON line per case on stdout; everything else on stderr."""
+Spark job, one Spark session for all. One JSON line per case on stdout; everything else on stderr.
+
+`--checks` also runs the four asset checks after every `clean` step, through the function the Dagster
+checks call (`checks.verify.verify_cleaning`), and adds their verdicts to the case's line as
+`"checks": [{"step", "name", "passed", "description"}, ...]`."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import sys
 import tempfile
 
 from compaction_assets import settings
+from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.planner import evaluate
@@ -28,8 +33,10 @@ def _text(b: bytes | None) -> str | None:
 
 
 class CaseRun:
-    def __init__(self, case: dict, spark, root: str):
+    def __init__(self, case: dict, spark, root: str, *, checks: bool = False):
         self.case = case
+        self.run_checks = checks
+        self.checks: list[dict] = []
         self.spark = spark
         self.name = str(case.get("name", "case"))
         self.store = LogStore(root, gc_grace_s=0)
@@ -51,8 +58,11 @@ class CaseRun:
                 self.step(i, step)
         except CompactionError as exc:
             error = str(exc)
-        return {"name": self.name, "error": error, "steps": self.steps, "log": self.log_json(),
-                "latest_state": self.latest_state()}
+        result = {"name": self.name, "error": error, "steps": self.steps, "log": self.log_json(),
+                  "latest_state": self.latest_state()}
+        if self.run_checks:
+            result["checks"] = self.checks
+        return result
 
     def step(self, i: int, step: dict) -> None:
         if not isinstance(step, dict) or len(step) - ("now" in step and "append" in step) != 1:
@@ -84,8 +94,17 @@ class CaseRun:
                 stats = {k: rep.stats[k] for k in STAT_KEYS}
                 stats.update({k: v for k, v in rep.stats.items() if k not in stats})
             self.steps.append(self.entry(i, "clean", rep.evaluation, rep.reason, rep.cleaned, rep.checkpoint, stats))
+            if self.run_checks:
+                self.check(i, rep, int(arg["now"]))
         else:
             raise CompactionError(f"step {i}: unknown action {action!r}")
+
+    def check(self, i: int, rep, now: int) -> None:
+        """The four checks on this step's cleaning, as the Dagster checks run them."""
+        for outcome in verify_versions(self.handle, self.config, rep.before_version, rep.after_version, now,
+                                       rep.cleaned):
+            self.checks.append({"step": i, "name": outcome.name, "passed": outcome.passed,
+                                "description": outcome.description})
 
     @staticmethod
     def _offsets(records: list[dict], result) -> list[int]:
@@ -150,8 +169,10 @@ class CaseRun:
 def main(argv: list[str] | None = None) -> int:
     """Run conformance cases and print one JSON line per case (FORMAT.md)."""
     paths = list(sys.argv[1:] if argv is None else argv)
+    checks = "--checks" in paths
+    paths = [p for p in paths if p != "--checks"]
     if not paths:
-        print("usage: python -m compaction_assets.conformance CASE.json [CASE.json ...]", file=sys.stderr)
+        print("usage: python -m compaction_assets.conformance [--checks] CASE.json [CASE.json ...]", file=sys.stderr)
         return 2
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed to stdout (Spark, py4j) goes to stderr
@@ -167,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError) as exc:
                 print(f"cannot read case {path}: {exc}", file=sys.stderr)
                 return 2
-            result = CaseRun(case, spark, os.path.join(tmp, f"case-{n}")).run()
+            result = CaseRun(case, spark, os.path.join(tmp, f"case-{n}"), checks=checks).run()
             out.write(json.dumps(result) + "\n")
             out.flush()
     finally:

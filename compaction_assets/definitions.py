@@ -6,6 +6,7 @@ from compaction_assets.errors import CompactionError
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.config_job import apply_topics_config_job
+from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.log_store import LogStoreResource
@@ -19,6 +20,7 @@ except CompactionError as exc:
 
 defs = dg.Definitions(
     assets=[raw_segments, cleanable_range, compacted_log, latest_state],
+    asset_checks=[compacted_log_checks],
     jobs=[ingest_job, compaction_job, apply_topics_config_job],
     sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
              check_failure_alert],

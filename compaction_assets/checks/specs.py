@@ -13,6 +13,13 @@ TOMBSTONE_RETENTION = "tombstone_retention"
 OFFSETS_AND_ORDER_PRESERVED = "offsets_and_order_preserved"
 MAX_COMPACTION_DELAY = "max_compaction_delay"
 
+# What a compacted_log materialization records for its checks (metadata keys), and the name of the
+# pin that keeps those manifest versions (and their files) until the next cleaning's checks.
+BEFORE_VERSION = "before_version"
+AFTER_VERSION = "after_version"
+EVALUATED_AT_MS = "evaluated_at_ms"
+CHECKS_PIN = "checks"
+
 ERROR = "ERROR"
 WARN = "WARN"
 
@@ -31,12 +38,13 @@ class CheckSpec:
 
 
 CHECK_SPECS: tuple[CheckSpec, ...] = (
-    CheckSpec(LATEST_VALUE_PER_KEY, "Recomputes every key's winner from the log before the cleaning; the output "
-              "keeps exactly it.", ERROR),
-    CheckSpec(TOMBSTONE_RETENTION, "No tombstone removed before its horizon, none kept after it (unless held), "
-              "no deleted key back.", ERROR),
-    CheckSpec(OFFSETS_AND_ORDER_PRESERVED, "Surviving offsets are a subset of the input's, in order; nothing at or "
-              "above the first uncleanable offset changed.", ERROR),
-    CheckSpec(MAX_COMPACTION_DELAY, "No dirty record waits longer than max.compaction.lag.ms.", WARN),
+    CheckSpec(LATEST_VALUE_PER_KEY, "Recomputes every key's winner (SPEC §6, by the topic's strategy) from the log "
+              "before the cleaning; the cleaned range keeps exactly it, and no other record.", ERROR),
+    CheckSpec(TOMBSTONE_RETENTION, "No tombstone removed before its horizon or while held, none kept after it "
+              "unless held, horizons stamped right, no deleted key back, removed deletes remembered.", ERROR),
+    CheckSpec(OFFSETS_AND_ORDER_PRESERVED, "Surviving records are the input's, offsets and order unchanged; nothing "
+              "at or above the first uncleanable offset changed; segments merged as SPEC §6 says.", ERROR),
+    CheckSpec(MAX_COMPACTION_DELAY, "No dirty record the cleaning could reach waits longer than "
+              "max.compaction.lag.ms; the active segment is sealed at its deadline.", WARN),
 )
 CHECKS_BY_NAME = {spec.name: spec for spec in CHECK_SPECS}

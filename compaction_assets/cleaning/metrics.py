@@ -7,7 +7,9 @@
   Kafka's LogCleanerManager;
 - `max-dirty-percent`: 100 x the highest dirty ratio among compacted logs that are not uncleanable and
   not empty; `max-compaction-delay-secs`: the largest max-compaction delay / 1000;
-- `max-clean-time-secs`: the longest duration among the logs' last cleanings.
+- `max-clean-time-secs`: the longest duration among the logs' last cleanings;
+- `time-since-last-run-ms`: milliseconds from the end of the most recent cleaning of any of the logs
+  to `now` (-1 when none of them was ever cleaned), as Kafka's cleaner reports the time since its last run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MAX_CLEAN_TIME_SECS = "max-clean-time-secs"
 UNCLEANABLE_PARTITIONS_COUNT = "uncleanable-partitions-count"
 UNCLEANABLE_BYTES = "uncleanable-bytes"
 UNCLEANABLE_LOGS = "uncleanable-logs"
+TIME_SINCE_LAST_RUN_MS = "time-since-last-run-ms"
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,18 @@ def uncleanable_logs(states: list[LogState]) -> list[dict]:
     return rows
 
 
-def figures(states: list[LogState]) -> dict:
-    """SPEC §8's figures across the given logs, keyed by the metric names above."""
+def figures(states: list[LogState], now: int | None = None) -> dict:
+    """SPEC §8's figures across the given logs, keyed by the metric names above, at `now` (by default
+    the time the logs were evaluated at)."""
     evs = [s.evaluation for s in states if s.evaluation is not None]
     candidates = [e for e in evs if e.compact and not e.uncleanable and e.clean_bytes + e.cleanable_bytes > 0]
     stuck = uncleanable_logs(states)
     clean_times = [float((s.manifest.last_cleaning or {}).get("clean_time_secs") or 0.0)
                    for s in states if s.manifest is not None]
+    if now is None:
+        now = max((e.now for e in evs), default=0)
+    finished = [int(s.manifest.last_cleaning["finished_ms"]) for s in states
+                if s.manifest is not None and (s.manifest.last_cleaning or {}).get("finished_ms") is not None]
     return {
         "logs": len(states),
         MAX_DIRTY_PERCENT: round(100 * max((e.dirty_ratio for e in candidates), default=0.0), 6),
@@ -78,4 +86,5 @@ def figures(states: list[LogState]) -> dict:
         UNCLEANABLE_PARTITIONS_COUNT: len(stuck),
         UNCLEANABLE_BYTES: sum(r["uncleanable_bytes"] for r in stuck),
         UNCLEANABLE_LOGS: stuck,
+        TIME_SINCE_LAST_RUN_MS: max(now - max(finished), 0) if finished else -1,
     }

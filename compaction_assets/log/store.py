@@ -142,9 +142,27 @@ class LogHandle:
         raise ConflictError(f"log {self.name!r}: too many concurrent changes, gave up after {retries} tries")
 
     def _trim_versions(self, latest: int) -> None:
+        pinned = self.pinned_versions()
         for v in self._versions():
-            if v <= latest - KEEP_VERSIONS:
+            if v <= latest - KEEP_VERSIONS and v not in pinned:
                 self.st.delete(self.path(f"_log/{v:020d}.json"))
+
+    def pin_versions(self, purpose: str, versions: tuple[int, ...]) -> None:
+        """Keep these manifest versions, and so their files, until `purpose` pins others (the asset
+        checks re-verify the last cleaning from the versions it read and wrote)."""
+        self.st.makedirs(self.path("_pins"))
+        self.st.write_atomic(self.path(f"_pins/{purpose}.json"), json.dumps(sorted(set(versions))).encode())
+
+    def pinned_versions(self) -> set[int]:
+        """Manifest versions that some pin keeps (never trimmed; their files are never collected)."""
+        out: set[int] = set()
+        for name in self.st.list_dir(self.path("_pins")):
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    out.update(int(v) for v in json.loads(self.st.read_bytes(self.path(f"_pins/{name}"))))
+                except (OSError, ValueError, TypeError):
+                    continue   # a pin being replaced: the versions stay until the next trim
+        return out
 
     def recent_manifests(self) -> list[Manifest]:
         out = []

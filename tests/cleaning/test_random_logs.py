@@ -10,6 +10,9 @@ The generator (checked by test_generator_exercises_the_rules) mixes random steps
 (fresh tombstones, stale writes of deleted keys, cleanings timed around delete.retention.ms) so that
 horizons, held tombstones and remembered deletes actually happen.
 
+Every clean step also runs the four asset checks (`--checks` of the conformance runner); a failing
+check is a difference (the cleaning matches the oracle, so the check would be wrong, or both are).
+
 What is compared, per case: `error` (both null or both set; messages are free text), every step entry
 (eligible, reason, first_dirty_offset, first_uncleanable_offset, dirty_ratio within 1e-9,
 max_compaction_delay_ms, cleaned, checkpoint, and the four SPEC §8 counters of `stats`), the whole log
@@ -400,6 +403,65 @@ TARGETED_CASES = [
          {"plan": {"now": 1300}},
          {"clean": {"now": 1300}}
      ]},
+    {"name": "header-remembered-delete-hides-late-value",
+     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "delete.retention.ms": 1000,
+                "min.cleanable.dirty.ratio": 0},
+     "steps": [
+         {"append": [{"key": "a", "value": None, "timestamp": 100, "headers": [["v", 5]]},
+                     {"key": "b", "value": "1", "timestamp": 100, "headers": [["v", 1]]}]},
+         {"roll": {}},
+         {"clean": {"now": 200}},
+         {"clean": {"now": 1300}},
+         {"append": [{"key": "a", "value": "late", "timestamp": 900, "headers": [["v", 3]]}]},
+         {"plan": {"now": 1350}}
+     ]},
+    {"name": "header-held-tombstone",
+     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "delete.retention.ms": 100},
+     "steps": [
+         {"append": [{"key": "a", "value": None, "timestamp": 1000, "headers": [["v", 5]]},
+                     {"key": "b", "value": None, "timestamp": 1000, "headers": [["v", 1]]}]},
+         {"roll": {}},
+         {"clean": {"now": 1100}},
+         {"append": [{"key": "a", "value": "old", "timestamp": 1200, "headers": [["v", 3]]}]},
+         {"plan": {"now": 1300}},
+         {"clean": {"now": 1300}}
+     ]},
+    {"name": "header-ties-and-short-versions",
+     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "min.cleanable.dirty.ratio": 0},
+     "steps": [
+         {"append": [{"key": "a", "value": "v2-first", "timestamp": 100, "headers": [["v", 2]]},
+                     {"key": "a", "value": "v2-second", "timestamp": 50, "headers": [["v", 2]]},
+                     {"key": "a", "value": "short", "timestamp": 900, "headers": [["v", "abc"]]},
+                     {"key": "b", "value": "no-header", "timestamp": 100},
+                     {"key": "b", "value": "null-version", "timestamp": 100, "headers": [["v", None]]},
+                     {"key": "c", "value": "last-counts", "timestamp": 100, "headers": [["v", 9], ["v", 1]]},
+                     {"key": "c", "value": "v5", "timestamp": 100, "headers": [["v", 5]]},
+                     {"key": "d", "value": "V-is-not-v", "timestamp": 100, "headers": [["V", 9]]},
+                     {"key": "d", "value": "negative", "timestamp": 100, "headers": [["v", -1]]},
+                     {"key": "d", "value": "none", "timestamp": 100}]},
+         {"roll": {}},
+         {"clean": {"now": 1000}}
+     ]},
+    {"name": "timestamp-ties-go-to-the-higher-offset",
+     "config": {"compaction.strategy": "timestamp", "min.cleanable.dirty.ratio": 0},
+     "steps": [
+         {"append": [{"key": "a", "value": "1", "timestamp": 500}, {"key": "a", "value": "2", "timestamp": 500},
+                     {"key": "a", "value": "older", "timestamp": 499}, {"key": "b", "value": None, "timestamp": 7},
+                     {"key": "b", "value": "1", "timestamp": 7}]},
+         {"roll": {}},
+         {"clean": {"now": 1000}}
+     ]},
+    {"name": "compact-delete-retention-after-cleaning",
+     "config": {"cleanup.policy": "compact,delete", "retention.ms": 1000, "min.cleanable.dirty.ratio": 0,
+                "segment.bytes": 60},
+     "steps": [
+         {"append": [{"key": "a", "value": "1", "timestamp": 100}, {"key": "a", "value": "2", "timestamp": 200},
+                     {"key": "b", "value": "1", "timestamp": 300}, {"key": "c", "value": "1", "timestamp": 2500},
+                     {"key": "c", "value": "2", "timestamp": 2600}]},
+         {"roll": {}},
+         {"append": [{"key": "d", "value": "1", "timestamp": 2700}]},
+         {"clean": {"now": 2800}}
+     ]},
     {"name": "delete-horizon-outside-clean-section", "config": {"delete.retention.ms": 0},
      "steps": [
          {"append": [{"key": "b", "value": "1", "timestamp": 100}, {"key": "a", "value": None, "timestamp": 100}]},
@@ -463,12 +525,15 @@ def run_both(case: dict, spark, root: str) -> tuple[dict, dict | None, list[str]
     crash (an exception other than a refusal, which the runner reports as `error`) is a difference too."""
     expected = oracle_run(case)
     try:
-        actual = CaseRun(case, spark, root).run()
+        actual = CaseRun(case, spark, root, checks=True).run()
     except Exception as exc:  # noqa: BLE001 - any crash of the engine is a finding
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "compaction_assets" in f.filename]
         where = [f"  at {os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
         return expected, None, [f"engine crashed: {type(exc).__name__}: {exc}", *where]
-    return expected, actual, compare_results(expected, actual)
+    # the asset checks run after every clean step: on a cleaning that matches the oracle, none may fail
+    failed = [f"check {c['name']} failed after step {c['step']}: {c['description']}"
+              for c in actual.pop("checks") if not c["passed"]]
+    return expected, actual, compare_results(expected, actual) + failed
 
 
 def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path) -> None:
@@ -509,25 +574,43 @@ def test_oracle_matches_the_example_cases():
     assert not problems, problems
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
-def test_generator_exercises_the_rules(strategy):
-    """Oracle only (no Spark): the case generator reaches the rules worth testing, so that a passing
-    comparison means something. Counted over the slow sample, in number of cases."""
+RULES = ["roll_by_size", "roll_by_time", "deadline_roll", "checkpoint_reset", "min_lag_blocks",
+         "log_start_splits_segment", "retention_deleted_segment", "tombstones_stamped",
+         "tombstones_removed", "reason=dirty_ratio", "reason=max_compaction_lag",
+         "reason=delete_horizon", "reason=forced", "reason=None"]
+GUARD_RULES = ["tombstone_held", "remembered_delete_added", "lost_to_remembered_delete", "latest_state_hides_loser"]
+
+
+def _rules_seen(cases: list[dict]) -> dict:
+    """In how many of `cases` each rule fires (oracle only, no Spark)."""
     seen: dict = {}
-    for seed in case_seeds(strategy, SLOW_CASES, salt=1):
+    for case in cases:
         events: dict = {}
-        oracle_run(make_case(strategy, seed, SLOW_MAX_CLEANS), events)
+        oracle_run(case, events)
         for k in events:
             seen[k] = seen.get(k, 0) + 1
-    wanted = ["roll_by_size", "roll_by_time", "deadline_roll", "checkpoint_reset", "min_lag_blocks",
-              "log_start_splits_segment", "retention_deleted_segment", "tombstones_stamped",
-              "tombstones_removed", "reason=dirty_ratio", "reason=max_compaction_lag",
-              "reason=delete_horizon", "reason=forced", "reason=None"]
-    if strategy != "offset":
-        wanted += ["tombstone_held", "remembered_delete_added", "lost_to_remembered_delete"]
+    return seen
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_rule_fires_in_the_default_run(strategy):
+    """The cases this strategy's default run compares with the engine (its random cases, and the targeted
+    cases of its strategy) reach every rule worth testing at least once, so that passing means something."""
+    cases = [make_case(strategy, seed, FAST_MAX_CLEANS) for seed in case_seeds(strategy, FAST_CASES)]
+    cases += [c for c in TARGETED_CASES if c["config"].get("compaction.strategy", "offset") == strategy]
+    seen = _rules_seen(cases)
+    wanted = RULES + (GUARD_RULES if strategy != "offset" else [])
+    missing = [k for k in wanted if not seen.get(k)]
+    assert not missing, f"rules the default run never reaches: {missing} (all: {seen})"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_generator_exercises_the_rules(strategy):
+    """The slow sample reaches every rule at least three times (in number of cases)."""
+    seen = _rules_seen([make_case(strategy, seed, SLOW_MAX_CLEANS) for seed in case_seeds(strategy, SLOW_CASES, salt=1)])
+    wanted = RULES + (GUARD_RULES if strategy != "offset" else [])
     missing = {k: seen.get(k, 0) for k in wanted if seen.get(k, 0) < 3}
-    if strategy != "offset" and not seen.get("latest_state_hides_loser"):
-        missing["latest_state_hides_loser"] = 0
     assert not missing, f"rules the generator rarely reaches: {missing} (all: {seen})"
 
 

@@ -10,13 +10,14 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.definitions import defs
 from compaction_assets.defs import alerts
+from compaction_assets.cleaning import cleaner
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.log_store import LogStoreResource
-from tests.corrupt import rewrite_below
 
-ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state]
+ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -149,18 +150,16 @@ def webhook(monkeypatch):
     server.shutdown()
 
 
-def test_a_corrupted_log_fails_the_blocking_check_and_alerts(env, webhook, caplog):
+def test_a_corrupted_log_fails_the_blocking_check_and_alerts(env, webhook, caplog, monkeypatch):
     tmp, store, resources, instance = env
     land(tmp / "landing", "users", 2, "a.jsonl", [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i}
                                                  for i in range(6)])
     instance.add_dynamic_partitions(log_partitions.name, ["users-2"])
-    assert materialize(ASSETS, "users-2", resources, instance).success
-    handle = store.handle("users-2")
-    # corrupt the clean section: a superseded record reappears
-    rewrite_below(handle, handle.manifest().checkpoint,
-                  lambda rows: rows + [{"offset": 0, "key": b"k0", "value": b"0", "timestamp": 100,
-                                        "headers": [], "delete_horizon": None}])
-    result = materialize([compacted_log], "users-2", resources, instance, raise_on_error=False)
+    assert materialize([raw_segments, cleanable_range], "users-2", resources, instance).success
+    # a wrong cleaning: it decides, then writes nothing, so superseded records stay visible
+    monkeypatch.setattr(cleaner, "rewrite_plan", lambda decision: ([], []))
+    result = materialize([compacted_log, compacted_log_checks], "users-2", resources, instance,
+                         raise_on_error=False)
     evaluations = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert evaluations["latest_value_per_key"].passed is False
     assert evaluations["latest_value_per_key"].severity == dg.AssetCheckSeverity.ERROR
