@@ -1,4 +1,9 @@
-"""The log store resource: where logs live, where files land, and the topics file."""
+"""The log store resource: where logs live, where files land, and the topics file.
+
+Every field left unset is resolved from `settings` (COMPACTION_STORE, COMPACTION_LANDING, ...) when a
+run or a sensor tick uses it, never when the code location loads, so the location loads with nothing
+set and a deployment can also bind fields to `dg.EnvVar(...)` (resolved at launch by Dagster).
+"""
 
 
 import os
@@ -13,34 +18,55 @@ from compaction_assets.log.store import LogHandle, LogStore
 
 
 class LogStoreResource(dg.ConfigurableResource):
-    root: str = "var/store"
-    landing: str = "var/landing"
-    topics_file: str | None = "topics.yaml"
-    latest_state_root: str = "var/latest_state"
-    lock_ttl_seconds: float = 300.0
+    """The store of logs, the landing area and the topics file, as one Dagster resource."""
+
+    root: str | None = None                # None: COMPACTION_STORE (var/store)
+    landing: str | None = None             # None: COMPACTION_LANDING (var/landing)
+    topics_file: str | None = None         # None: COMPACTION_TOPICS (topics.yaml)
+    latest_state_root: str | None = None   # None: COMPACTION_LATEST_STATE (var/latest_state)
+    lock_ttl_seconds: float | None = None  # None: COMPACTION_LOCK_TTL_SECONDS (300)
 
     @classmethod
     def from_env(cls) -> "LogStoreResource":
+        """A resource with every field resolved from the environment now (the demo and tests)."""
         env = settings.current()
         return cls(root=env.store, landing=env.landing, topics_file=env.topics_file or settings.DEFAULT_TOPICS,
                    latest_state_root=env.latest_state, lock_ttl_seconds=env.lock_ttl_seconds)
 
+    def store_location(self) -> str:
+        """The store's location (a path or a URI)."""
+        return self.root or settings.current().store
+
+    def landing_area(self) -> str:
+        """The landing area: <landing>/<topic>/partition=<p>/<files>."""
+        return self.landing or settings.current().landing
+
+    def latest_state_location(self) -> str:
+        """Where the latest-state tables are written."""
+        return self.latest_state_root or settings.current().latest_state
+
     @property
     def store(self) -> LogStore:
-        return LogStore(self.root, lock_ttl_s=self.lock_ttl_seconds)
+        """The log store."""
+        ttl = self.lock_ttl_seconds if self.lock_ttl_seconds is not None else settings.current().lock_ttl_seconds
+        return LogStore(self.store_location(), lock_ttl_s=ttl)
 
     def _topics_key(self) -> tuple[str | None, float]:
-        path = self.topics_file if self.topics_file and os.path.exists(self.topics_file) else None
+        wanted = self.topics_file or settings.current().topics_file or settings.DEFAULT_TOPICS
+        path = wanted if os.path.exists(wanted) else None
         return path, (os.path.getmtime(path) if path else 0.0)
 
     @property
     def topics(self) -> TopicsFile:
+        """The topics file, re-read when it changes."""
         return _topics(*self._topics_key())
 
-    def handle(self, log: str) -> LogHandle:
-        return self.store.log(log)
+    def handle(self, log: str, *, must_exist: bool = False) -> LogHandle:
+        """The log's handle; with `must_exist`, an UnknownLogError naming it when it does not exist."""
+        return self.store.log(log, must_exist=must_exist)
 
     def config_for(self, log: str) -> TopicConfig:
+        """The log's topic configuration."""
         topic, _ = parse_log_name(log, "partition key")
         return _config(*self._topics_key(), topic)
 
