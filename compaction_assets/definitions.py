@@ -1,29 +1,44 @@
-"""The code location: `dagster dev -w workspace.yaml` loads `defs` from here."""
+"""The code location: `dagster dev -w workspace.yaml` loads `defs` from here.
+
+The resources resolve their settings when a run or a tick starts, so the location loads with nothing
+set; only the topics file is read at load, so that an invalid one fails the load in one line.
+A deployment that wants other schedule times builds its own with `build_definitions(ScheduleSettings(...))`.
+"""
 
 import dagster as dg
 
-from compaction_assets.errors import CompactionError
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.config_job import apply_topics_config_job
 from compaction_assets.defs.checks import compacted_log_checks
-from compaction_assets.defs.jobs import compaction_job, ingest_job
+from compaction_assets.defs.config_job import apply_topics_config_job
+from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
+from compaction_assets.defs.schedules import ScheduleSettings, build_schedules
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
-from resources.log_store import LogStoreResource
+from compaction_assets.errors import CompactionError
+from resources.alerts import AlertWebhookResource
+from resources.log_store import LogStoreResource, validate_topics_file
 from resources.spark import make_spark_resource
 
+
+def build_definitions(schedule_settings: ScheduleSettings = ScheduleSettings()) -> dg.Definitions:
+    """The code location's definitions, with the schedules' cron and default status from `schedule_settings`."""
+    return dg.Definitions(
+        assets=[raw_segments, cleanable_range, compacted_log, latest_state],
+        asset_checks=[compacted_log_checks],
+        jobs=[ingest_job, compaction_job, retention_job, apply_topics_config_job, *OPERATOR_JOBS],
+        sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
+                 check_failure_alert],
+        schedules=build_schedules(schedule_settings),
+        resources={"pyspark": make_spark_resource(), "log_store": LogStoreResource(),
+                   "alert_webhook": AlertWebhookResource()},
+        executor=dg.in_process_executor,
+    )
+
+
 try:
-    log_store = LogStoreResource.from_env()
+    validate_topics_file()
 except CompactionError as exc:
     # One line naming the file, topic and key (or the variable): the engine's frames add nothing.
     raise CompactionError(str(exc)) from None
 
-defs = dg.Definitions(
-    assets=[raw_segments, cleanable_range, compacted_log, latest_state],
-    asset_checks=[compacted_log_checks],
-    jobs=[ingest_job, compaction_job, apply_topics_config_job],
-    sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
-             check_failure_alert],
-    resources={"pyspark": make_spark_resource(), "log_store": log_store},
-    executor=dg.in_process_executor,
-)
+defs = build_definitions()

@@ -1,4 +1,14 @@
-"""The log store resource: where logs live, where files land, and the topics file."""
+"""The log store resource: where logs live, where files land, and the topics file.
+
+Every field left unset is resolved from `settings` (COMPACTION_STORE, COMPACTION_LANDING, ...) when a
+run or a sensor tick uses it, never when the code location loads, so the location loads with nothing
+set and a deployment can also bind fields to `dg.EnvVar(...)` (resolved at launch by Dagster).
+
+A topic's configuration is the one stored with the store (the same one the CLI uses from any
+directory); the topics file (COMPACTION_TOPICS, else the repository's `topics.yaml` by its absolute
+path, never the current directory's) is checked against it and stored for topics the store does not
+know yet.
+"""
 
 
 import os
@@ -11,43 +21,71 @@ from compaction_assets.log.config import ConfigStore, TopicConfig, TopicsFile, c
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle, LogStore, wall_ms
 
-
 REPO_TOPICS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topics.yaml")
 
 
+def default_topics_file() -> str | None:
+    """COMPACTION_TOPICS, else the repository's topics.yaml when it exists (never the current directory's)."""
+    return settings.current().topics_file or (REPO_TOPICS if os.path.exists(REPO_TOPICS) else None)
+
+
+def validate_topics_file() -> None:
+    """Load the default topics file now, so that an invalid one fails the code location's load in one line."""
+    path = default_topics_file()
+    if path:
+        load_topics(path)
+
+
 class LogStoreResource(dg.ConfigurableResource):
-    root: str = "var/store"
-    landing: str = "var/landing"
-    # Checked against the store's configuration (never read from the current directory implicitly).
-    topics_file: str | None = None
-    latest_state_root: str = "var/latest_state"
-    lock_ttl_seconds: float = 300.0
+    """The store of logs, the landing area and the topics file, as one Dagster resource."""
+
+    root: str | None = None                # None: COMPACTION_STORE (var/store)
+    landing: str | None = None             # None: COMPACTION_LANDING (var/landing)
+    topics_file: str | None = None         # None: COMPACTION_TOPICS, else the repository's topics.yaml
+    latest_state_root: str | None = None   # None: COMPACTION_LATEST_STATE (var/latest_state)
+    lock_ttl_seconds: float | None = None  # None: COMPACTION_LOCK_TTL_SECONDS (300)
 
     @classmethod
     def from_env(cls) -> "LogStoreResource":
+        """A resource with every field resolved from the environment now (the demo and tests)."""
         env = settings.current()
-        # COMPACTION_TOPICS, else the repository's topics.yaml (by its absolute path, never the current
-        # directory's). Loaded here so that an invalid file fails the code location's load, in one line.
-        topics = env.topics_file or (REPO_TOPICS if os.path.exists(REPO_TOPICS) else None)
+        topics = default_topics_file()
         if topics:
             load_topics(topics)
         return cls(root=env.store, landing=env.landing, topics_file=topics,
                    latest_state_root=env.latest_state, lock_ttl_seconds=env.lock_ttl_seconds)
 
+    def store_location(self) -> str:
+        """The store's location (a path or a URI)."""
+        return self.root or settings.current().store
+
+    def landing_area(self) -> str:
+        """The landing area: <landing>/<topic>/partition=<p>/<files>."""
+        return self.landing or settings.current().landing
+
+    def latest_state_location(self) -> str:
+        """Where the latest-state tables are written."""
+        return self.latest_state_root or settings.current().latest_state
+
     @property
     def store(self) -> LogStore:
-        return LogStore(self.root, lock_ttl_s=self.lock_ttl_seconds)
+        """The log store."""
+        ttl = self.lock_ttl_seconds if self.lock_ttl_seconds is not None else settings.current().lock_ttl_seconds
+        return LogStore(self.store_location(), lock_ttl_s=ttl)
 
     def _topics_key(self) -> tuple[str | None, float]:
-        path = self.topics_file if self.topics_file and os.path.exists(self.topics_file) else None
+        wanted = self.topics_file or default_topics_file()
+        path = wanted if wanted and os.path.exists(wanted) else None
         return path, (os.path.getmtime(path) if path else 0.0)
 
     @property
     def topics(self) -> TopicsFile:
+        """The topics file, re-read when it changes."""
         return _topics(*self._topics_key())
 
-    def handle(self, log: str) -> LogHandle:
-        return self.store.log(log)
+    def handle(self, log: str, *, must_exist: bool = False) -> LogHandle:
+        """The log's handle; with `must_exist`, an UnknownLogError naming it when it does not exist."""
+        return self.store.log(log, must_exist=must_exist)
 
     def config_for(self, log: str) -> TopicConfig:
         """The configuration stored in the store for the log's topic (the same one the CLI uses); the
@@ -67,5 +105,3 @@ class LogStoreResource(dg.ConfigurableResource):
 @lru_cache(maxsize=8)
 def _topics(path: str | None, mtime: float) -> TopicsFile:
     return load_topics(path)  # re-read only when the file changes
-
-

@@ -1,15 +1,28 @@
-"""The Spark resource: lazy (sensors never start a JVM), configured from the environment.
+"""The Spark resource: lazy (sensors never start a JVM), configured from the environment when the first
+step that needs Spark starts, never when the code location loads.
 
 SPARK_MASTER (local[*] by default, spark://..., yarn, k8s://...) or SPARK_REMOTE (sc://... for Spark
-Connect). EnvVar is not resolved inside spark_config, hence this factory.
+Connect), read through `settings` at that moment; `spark_config` adds or overrides settings. (EnvVar is
+not resolved inside a dict such as spark_config, hence the environment is read here, at launch.)
 """
 
 from __future__ import annotations
 
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.spark import spark_conf_from_env
+from compaction_assets.spark import get_spark, spark_conf_from_env
 
 
-def make_spark_resource(extra: dict | None = None) -> LazyPySparkResource:
-    return LazyPySparkResource(spark_config=spark_conf_from_env(extra))
+class SettingsSparkResource(LazyPySparkResource):
+    """LazyPySparkResource whose session settings come from the environment when the session starts."""
+
+    spark_config: dict = {}
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            self._spark_session = get_spark(spark_conf_from_env(dict(self.spark_config)))
+
+
+def make_spark_resource(extra: dict | None = None) -> SettingsSparkResource:
+    """The Spark resource, with `extra` Spark settings on top of the environment's."""
+    return SettingsSparkResource(spark_config=dict(extra or {}))

@@ -66,3 +66,12 @@ def test_environment_is_read_in_settings_only():
     readers = sorted(str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
                      if "os.environ" in p.read_text() or "os.getenv" in p.read_text())
     assert readers == ["compaction_assets/settings.py"]
+
+
+def test_nothing_imports_dagster_private_modules():
+    """Only Dagster's public API: no `dagster._...` import in the product, the tests or the benchmark."""
+    files = _files("compaction_assets", "resources", "tests", "bench")
+    assert any("dagster" in _imports(p) for p in files), "the scan must see the imports of dagster"
+    private = [f"{p.relative_to(ROOT)} imports {name}" for p in files for name in sorted(_imports(p))
+               if name.startswith("dagster._") or name.startswith("dagster_pyspark._")]
+    assert private == [], "\n".join(private)

@@ -1,111 +1,82 @@
-"""Alerts: every failed run and every failed asset check, to the log and optionally to a webhook.
+"""Alerts: exactly one per fault, to the log and to the webhook (resources/alerts.py), read through
+Dagster's public API only.
 
-COMPACTION_ALERT_WEBHOOK_URL (http or https only) receives a JSON POST {log, check, run, reason,
-severity}; COMPACTION_ALERT_WEBHOOK_TOKEN, when set, is sent as a bearer token and never logged (nor
-sent in a payload, nor after a redirect: redirects are refused).
+A fault is a failed check evaluation, or a failed run that no failed check explains. So:
+
+- `run_failure_alert` (a run that failed): one alert per failed check evaluation of the run; when the
+  run has none, one alert naming the failed step and its error. A blocking check that fails also fails
+  its step and the run: it pages once, as the check.
+- `check_failure_alert` (a run that succeeded): one alert per failed check evaluation of the run (a WARN
+  check, or an ERROR check that does not block).
+
+Each alert names the log (the run's partition), the check or the step, the reason, up to five
+examples from the check's metadata, the job and the run's id. Both are run-status sensors: the daemon
+keeps their cursor, so a run is reported once.
 """
 
 
-import json
-import urllib.error
-import urllib.request
-from urllib.parse import urlparse
-
 import dagster as dg
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-from compaction_assets import settings
-from compaction_assets.checks.specs import CHECK_SPECS
-from compaction_assets.errors import ConfigError
+from resources.alerts import Alert, AlertWebhookResource
 
-URL_ENV = settings.ALERT_WEBHOOK_URL
-TOKEN_ENV = settings.ALERT_WEBHOOK_TOKEN
+MAX_EXAMPLES = 5
+PARTITION_TAG = "dagster/partition"
 
 
-def webhook_url() -> str | None:
-    """The alert webhook's URL from the settings, or None; refused unless http or https."""
-    url = settings.current().alert_webhook_url
-    if not url:
-        return None
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ConfigError(f"{URL_ENV} must be an http or https URL (got a {parsed.scheme or 'schemeless'} URL)")
-    return url
+def _value(entry):
+    """A metadata entry's plain value (Dagster wraps them in MetadataValue)."""
+    return getattr(entry, "value", entry)
 
 
-def _redact(text: str) -> str:
-    token = settings.current().alert_webhook_token
-    return text.replace(token, "***") if token else text
+def failed_check_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[Alert]:
+    """One alert per failed check evaluation recorded by the run."""
+    alerts = []
+    for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.get_dagster_event().asset_check_evaluation_data
+        if evaluation.passed:
+            continue
+        meta = evaluation.metadata or {}
+        examples = [x for key in sorted(meta) if key.startswith("examples")
+                    for x in (_value(meta[key]) or [])][:MAX_EXAMPLES]
+        log = evaluation.partition or run.tags.get(PARTITION_TAG) or (_value(meta["log"]) if "log" in meta else None)
+        alerts.append(Alert(log=log, run=run.run_id, job=run.job_name, check=evaluation.check_name,
+                            severity=evaluation.severity.value,
+                            reason=evaluation.description or f"check {evaluation.check_name} failed",
+                            examples=examples))
+    return alerts
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Redirects are refused: urllib would follow one to any host (or to ftp://) and send the bearer
-    token along."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect refused ({code})", headers, fp)
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-def send_alert(payload: dict, log) -> bool:
-    """Log the alert; POST it to the webhook when one is configured. True when delivered (or no webhook)."""
-    log.error(_redact(f"compaction alert: {json.dumps(payload, sort_keys=True)}"))
-    try:
-        url = webhook_url()
-    except ConfigError as exc:
-        log.error(str(exc))
-        return False
-    if url is None:
-        return True
-    headers = {"Content-Type": "application/json"}
-    token = settings.current().alert_webhook_token
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    body = _redact(json.dumps(payload)).encode()
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    try:
-        with _OPENER.open(req, timeout=10) as resp:
-            return 200 <= resp.status < 300
-    except (urllib.error.URLError, OSError) as exc:
-        log.error(_redact(f"alert webhook failed: {exc}"))
-        return False
+def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
+    """The alerts of one failed run: its failed checks, or else its failed step (or the run's error)."""
+    run = context.dagster_run
+    checks = failed_check_alerts(context.instance, run)
+    if checks:
+        return checks
+    log = run.tags.get(PARTITION_TAG)
+    steps = context.get_step_failure_events()
+    if steps:
+        step = steps[0]
+        error = step.step_failure_data.error
+        reason = (error.message.strip().splitlines() or ["step failed"])[0] if error else (step.message or "step failed")
+        return [Alert(log=log, run=run.run_id, job=run.job_name, step=step.step_key, reason=reason)]
+    return [Alert(log=log, run=run.run_id, job=run.job_name,
+                  reason=(context.failure_event.message or "run failed").strip().splitlines()[0])]
 
 
 @dg.run_failure_sensor(name="run_failure_alert", minimum_interval_seconds=30,
                        default_status=dg.DefaultSensorStatus.RUNNING)
-def run_failure_alert(context: dg.RunFailureSensorContext) -> None:
-    """Alert once per failed run, naming its log, job and reason."""
-    run = context.dagster_run
-    send_alert({"log": run.tags.get("dagster/partition"), "check": None, "run": run.run_id,
-                "job": run.job_name, "reason": context.failure_event.message or "run failed",
-                "severity": "ERROR"}, context.log)
+def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertWebhookResource) -> None:
+    """Alert once per fault of a failed run: each failed check, or else the failed step."""
+    for alert in run_failure_alerts(context):
+        alert_webhook.send(alert, context.log)
 
 
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def check_failure_alert(context: dg.SensorEvaluationContext):
-    """Polls the history of the compacted_log checks and alerts once per new failed evaluation."""
-    cursor = json.loads(context.cursor) if context.cursor else {}
-    storage = context.instance.event_log_storage
-    sent = 0
-    for spec in CHECK_SPECS:
-        name = spec.name
-        key = dg.AssetCheckKey(dg.AssetKey("compacted_log"), name)
-        records = storage.get_asset_check_execution_history(
-            key, limit=100, status={AssetCheckExecutionRecordStatus.FAILED})
-        seen = cursor.get(name, 0)
-        for rec in sorted(records, key=lambda r: r.id):
-            if rec.id <= seen:
-                continue
-            evaluation = rec.event.dagster_event.event_specific_data if rec.event and rec.event.dagster_event else None
-            reason = getattr(evaluation, "description", None) or "check failed"
-            meta = getattr(evaluation, "metadata", None) or {}
-            log = rec.partition or (meta["log"].value if "log" in meta else None)
-            send_alert({"log": log, "check": name, "run": rec.run_id, "reason": reason,
-                        "severity": spec.severity}, context.log)
-            cursor[name] = rec.id
-            sent += 1
-    context.update_cursor(json.dumps(cursor))
-    if not sent:
-        return dg.SkipReason("no new failed checks")
+@dg.run_status_sensor(name="check_failure_alert", run_status=dg.DagsterRunStatus.SUCCESS,
+                      minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+def check_failure_alert(context: dg.RunStatusSensorContext, alert_webhook: AlertWebhookResource):
+    """Alert once per failed check evaluation of a run that succeeded (non-blocking checks)."""
+    alerts = failed_check_alerts(context.instance, context.dagster_run)
+    for alert in alerts:
+        alert_webhook.send(alert, context.log)
+    if not alerts:
+        return dg.SkipReason(f"run {context.dagster_run.run_id}: no failed checks")

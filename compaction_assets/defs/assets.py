@@ -10,12 +10,13 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECKS_PIN, EVALUATED_AT_MS
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.errors import CompactionError, CorruptLogError, LogNameError
+from compaction_assets.errors import CompactionError, CorruptLogError, LockedError, LogNameError
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
-from compaction_assets.log.store import wall_ms
+from compaction_assets.defs.clock import now_ms
 from resources.log_store import LogStoreResource
 
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
@@ -48,24 +49,42 @@ def _log(context) -> str:
     try:
         parse_log_name(log, "partition key")
     except LogNameError as exc:
-        raise dg.Failure(description=str(exc)) from None
+        raise refuse(str(exc)) from None
     return log
 
 
-@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"parquet"},
+def _existing(log_store: LogStoreResource, log: str):
+    """The log's handle; a log that does not exist fails the step with one line naming it."""
+    handle = log_store.handle(log)
+    if not handle.exists():
+        raise refuse(f"log {log!r} does not exist in the store at {log_store.store_location()} "
+                     f"(nothing landed for it yet, or it was removed)")
+    return handle
+
+
+def _failure(exc: CompactionError, log: str) -> dg.Failure:
+    """A step failure: retried when transient (another holder of the log's lease), else one line, final."""
+    return dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=isinstance(exc, LockedError))
+
+
+@dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"parquet"}, retry_policy=TRANSIENT_RETRY,
           description="Ingests new files from <landing>/<topic>/partition=<p>/ into the log, each file at most once.")
 def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource) -> dg.MaterializeResult:
     """Ingest the partition's new landing files into its log."""
     log = _log(context)
     handle, cfg = log_store.handle(log), _config(log_store, log)
-    folder = landing_logs(log_store.landing)[0].get(log)
+    folder = landing_logs(log_store.landing_area())[0].get(log)
+    if folder is None and not log_store.handle(log).exists():
+        raise refuse(f"log {log!r} does not exist in the store at {log_store.store_location()} and has no "
+                     f"landing folder under {log_store.landing_area()}")
     report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
     if folder is not None:
         try:
             report = ingest(handle, cfg, folder, progress=context.log.info)
         except CompactionError as exc:
             raise dg.Failure(description=f"ingestion of {log} stopped: {exc}",
-                             metadata={"log": log, "reason": str(exc)}) from None
+                             metadata={"log": log, "reason": str(exc)},
+                             allow_retries=isinstance(exc, LockedError)) from None
     m = handle.manifest()
     return dg.MaterializeResult(metadata={
         "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
@@ -75,21 +94,22 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[raw_segments],
-          description="The plan (SPEC §3-§5) and a dry run: what a cleaning would remove and why.")
+          pool=SPARK_POOL, retry_policy=TRANSIENT_RETRY, description="The plan (SPEC §3-§5) and a dry run: what a cleaning would remove and why.")
 def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
                     pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     """Plan the partition's cleaning and dry-run it: what would go and why."""
     log = _log(context)
-    now = config.now_ms if config.now_ms is not None else wall_ms()
-    handle = log_store.handle(log)
+    now = config.now_ms if config.now_ms is not None else now_ms()
+    handle = _existing(log_store, log)
     try:
         dry = engine.dry_run(handle, _config(log_store, log), now, spark=lambda: pyspark.spark_session,
                              force=config.force)
     except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
         engine.mark_uncleanable(handle, exc)
-        raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log}) from None
+        raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log},
+                         allow_retries=False) from None
     except CompactionError as exc:
-        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+        raise _failure(exc, log) from None
     ev = dry.evaluation
     return dg.MaterializeResult(metadata={
         "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],
@@ -104,19 +124,20 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],
+          pool=SPARK_POOL, retry_policy=TRANSIENT_RETRY,
           description="Cleans the log (SPEC §6) when eligible or forced, then applies retention; its four checks "
                       "(defs/checks.py) verify the cleaning it records.")
 def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log_store: LogStoreResource,
                   pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     """Clean the partition's log when due (or forced), apply retention, and record what the checks verify."""
     log = _log(context)
-    handle, cfg = log_store.handle(log), _config(log_store, log)
-    now = config.now_ms if config.now_ms is not None else wall_ms()
+    handle, cfg = _existing(log_store, log), _config(log_store, log)
+    now = config.now_ms if config.now_ms is not None else now_ms()
     try:
         rep = engine.run(handle, cfg, now, spark=lambda: pyspark.spark_session, force=config.force,
                          progress=context.log.info)
     except CompactionError as exc:
-        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+        raise _failure(exc, log) from None
     if handle.exists():  # the checks re-read these versions, from this run or re-run from the UI later
         handle.pin_versions(CHECKS_PIN, (rep.before_version, rep.after_version))
     ev, s = rep.evaluation, rep.stats or {}
@@ -136,15 +157,16 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark", "parquet"}, deps=[compacted_log],
+          pool=SPARK_POOL, retry_policy=TRANSIENT_RETRY,
           description="The current key -> value table (SPEC §7.5) as Parquet, for downstream readers.")
 def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
                  pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     """Write the partition's key -> value table as Parquet, one folder per log version."""
     log = _log(context)
-    handle, cfg = log_store.handle(log), _config(log_store, log)
+    handle, cfg = _existing(log_store, log), _config(log_store, log)
     m = handle.manifest()
     # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
-    st = Storage.open(log_store.latest_state_root)
+    st = Storage.open(log_store.latest_state_location())
     folder = st.join(log)
     target = st.join(log, f"version={m.version}")
     df = latest_state_df(pyspark.spark_session, handle, cfg, m)

@@ -7,7 +7,8 @@
   observation of compacted_log without a partition.
 - max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
   tombstones passed their delete horizon.
-Run keys carry the log's manifest version, so one state never triggers twice.
+Run keys carry the log's manifest version, so one state never triggers twice; run tags carry the log, its
+topic and partition (filters in the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
 """
 
 
@@ -20,26 +21,44 @@ from compaction_assets import settings
 from compaction_assets.cleaning import metrics
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
 from compaction_assets.cleaning.planner import Evaluation, order
+from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.landing import landing_logs, pending_files
-from compaction_assets.log.store import wall_ms
+from compaction_assets.log.names import parse_log_name
 from resources.log_store import LogStoreResource
 
 INTERVAL_S = 30
 
 
+def log_tags(log: str) -> dict[str, str]:
+    """Run tags naming the log, its topic and its partition (filters in the UI)."""
+    topic, partition = parse_log_name(log, "partition key")
+    return {"log": log, "topic": topic, "partition": str(partition)}
+
+
+def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
+    """A compaction_job run for one evaluated log; its key carries the log's manifest version."""
+    return dg.RunRequest(partition_key=ev.log, run_key=f"{key_prefix}{ev.log}:v{ev.version}:{ev.reason}",
+                         tags={**log_tags(ev.log), "reason": str(ev.reason),
+                               "dirty_ratio": f"{ev.dirty_ratio:.4f}"})
+
+
 @dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
 def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
-    """Add a partition per new log or landing folder and start ingestion of new files."""
+    """Add a partition per new log or landing folder, delete those of logs that are gone, and start
+    ingestion of new files."""
     store = log_store.store
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
-    landed, refused = landing_logs(log_store.landing)
+    landed, refused = landing_logs(log_store.landing_area())
     for reason in refused:
         context.log.warning(f"ignored: {reason}")
     logs = set(store.logs()) | set(landed)
     new = sorted(logs - known)
+    # A partition whose log left the store and whose landing folder is gone names nothing any more.
+    # Nothing found at all is more likely a store or landing area not mounted than every log removed.
+    gone = sorted(known - logs) if logs else []
     runs = []
     for log, folder in sorted(landed.items()):
         try:
@@ -49,12 +68,14 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             continue
         if pending:
             digest = hashlib.sha1("\n".join(pending).encode()).hexdigest()[:12]
-            runs.append(dg.RunRequest(partition_key=log, run_key=f"ingest:{log}:{digest}",
-                                      tags={"log": log}))
+            runs.append(dg.RunRequest(partition_key=log, run_key=f"ingest:{log}:{digest}", tags=log_tags(log)))
+    changes = ([log_partitions.build_add_request(new)] if new else []) + \
+        ([log_partitions.build_delete_request(gone)] if gone else [])
+    for log in gone:
+        context.log.info(f"{log}: no such log nor landing folder any more; its partition is deleted")
     return dg.SensorResult(
-        run_requests=runs,
-        dynamic_partitions_requests=[log_partitions.build_add_request(new)] if new else [],
-        skip_reason=None if runs or new else dg.SkipReason("no new logs or landing files"))
+        run_requests=runs, dynamic_partitions_requests=changes,
+        skip_reason=None if runs or changes else dg.SkipReason("no new logs or landing files"))
 
 
 def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
@@ -73,15 +94,10 @@ def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=Non
 
 
 def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]:
-    runs = []
     due = order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable])
     # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
     # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
-    for ev in due[:settings.current().max_runs_per_tick]:
-        runs.append(dg.RunRequest(partition_key=ev.log, run_key=f"{ev.log}:v{ev.version}:{ev.reason}",
-                                  tags={"log": ev.log, "reason": ev.reason,
-                                        "dirty_ratio": f"{ev.dirty_ratio:.4f}"}))
-    return runs
+    return [run_request_for(ev) for ev in due[:settings.current().max_runs_per_tick]]
 
 
 STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
@@ -104,7 +120,7 @@ def _store_observation(states: list[LogState], last: list | None):
 @dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
 def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log eligible by dirty ratio; record figures as observations."""
-    now = wall_ms()
+    now = now_ms()
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
     states = evaluate_known(log_store, known, now, context.log)
     evals = [st.evaluation for st in states if st.evaluation is not None]
@@ -137,7 +153,7 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
 def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log due by max.compaction.lag.ms or by a passed delete horizon."""
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
-    evals = evaluate_all(log_store, known, wall_ms(), context.log)
+    evals = evaluate_all(log_store, known, now_ms(), context.log)
     runs = _requests(evals, {"max_compaction_lag", "delete_horizon"})
     return dg.SensorResult(run_requests=runs, skip_reason=None if runs else dg.SkipReason(
         f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"))

@@ -1,5 +1,5 @@
-"""The alert webhook: only http/https URLs; the bearer token comes from the environment and never
-appears in a log line, a payload, an error message or a request to anyone but the webhook itself
+"""The alert webhook resource: only http/https URLs; the bearer token (a resource field, bound to
+dg.EnvVar, or the environment read when the tick starts) never appears in a log line, a payload, an error message or a request to anyone but the webhook itself
 (redirects are refused: urllib would follow one to another host, token included). Real HTTP servers on
 127.0.0.1 receive the requests (tests/defs/test_dagster.py covers the alerts of failed runs and checks)."""
 
@@ -16,6 +16,8 @@ import pytest
 from compaction_assets.defs import alerts
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import ConfigError
+from resources import alerts as alert_resource
+from resources.alerts import AlertWebhookResource
 
 TOKEN = "tok-3f9a7c1e-very-secret"
 
@@ -69,8 +71,13 @@ def server():
 
 @pytest.fixture
 def token(monkeypatch):
-    monkeypatch.setenv(alerts.TOKEN_ENV, TOKEN)
+    monkeypatch.setenv(alert_resource.TOKEN_ENV, TOKEN)
     return TOKEN
+
+
+def webhook() -> AlertWebhookResource:
+    """The resource as the code location binds it: URL and token resolved when it is used."""
+    return AlertWebhookResource()
 
 
 PAYLOAD = {"log": "users-0", "check": "latest_value_per_key", "run": "r1", "reason": "bad", "severity": "ERROR"}
@@ -83,14 +90,14 @@ BAD_URLS = ["file:///etc/passwd", "ftp://{host}/x", "gopher://{host}/", "ws://{h
 @pytest.mark.parametrize("template", BAD_URLS)
 def test_only_http_and_https_urls_are_accepted(monkeypatch, server, token, template):
     url = template.format(host=server.url.split("//")[1])
-    monkeypatch.setenv(alerts.URL_ENV, url)
+    monkeypatch.setenv(alert_resource.URL_ENV, url)
     with pytest.raises(ConfigError) as info:
-        alerts.webhook_url()
+        webhook().resolved_url()
     msg = str(info.value)
-    assert alerts.URL_ENV in msg and "http or https" in msg and "\n" not in msg
+    assert alert_resource.URL_ENV in msg and "http or https" in msg and "\n" not in msg
     assert TOKEN not in msg and url not in msg            # a URL may carry credentials: not echoed
     log = Log()
-    assert alerts.send_alert(PAYLOAD, log) is False       # refused, reported, nothing sent
+    assert webhook().send(PAYLOAD, log) is False       # refused, reported, nothing sent
     assert server.received == []
     assert any("http or https" in line for line in log.lines)
     assert all(TOKEN not in line for line in log.lines)
@@ -98,9 +105,9 @@ def test_only_http_and_https_urls_are_accepted(monkeypatch, server, token, templ
 
 @pytest.mark.parametrize("scheme", ["http", "HTTP", "Http"])
 def test_http_urls_deliver_with_the_bearer_token(monkeypatch, server, token, scheme):
-    monkeypatch.setenv(alerts.URL_ENV, scheme + server.url[4:] + "/hook")
+    monkeypatch.setenv(alert_resource.URL_ENV, scheme + server.url[4:] + "/hook")
     log = Log()
-    assert alerts.send_alert(PAYLOAD, log) is True
+    assert webhook().send(PAYLOAD, log) is True
     [(method, path, headers, body)] = server.received
     assert (method, path) == ("POST", "/hook")
     assert headers["Authorization"] == f"Bearer {TOKEN}"
@@ -108,23 +115,46 @@ def test_http_urls_deliver_with_the_bearer_token(monkeypatch, server, token, sch
     assert all(TOKEN not in line for line in log.lines)
 
 
-def test_https_url_is_accepted():
-    import os
-    old = os.environ.get(alerts.URL_ENV)
-    os.environ[alerts.URL_ENV] = "https://hooks.example.com/x"
-    try:
-        assert alerts.webhook_url() == "https://hooks.example.com/x"
-    finally:
-        if old is None:
-            del os.environ[alerts.URL_ENV]
-        else:
-            os.environ[alerts.URL_ENV] = old
+def test_https_url_is_accepted(monkeypatch):
+    monkeypatch.setenv(alert_resource.URL_ENV, "https://hooks.example.com/x")
+    assert webhook().resolved_url() == "https://hooks.example.com/x"
+
+
+def test_url_and_token_from_envvar_resolve_at_launch(monkeypatch, server):
+    """Bound to dg.EnvVar, URL and token are read when the run starts, not when the resource is built."""
+    monkeypatch.delenv(alert_resource.URL_ENV, raising=False)
+    monkeypatch.setenv("HOOK_URL_FOR_TEST", server.url + "/launch")
+    monkeypatch.setenv("HOOK_TOKEN_FOR_TEST", TOKEN)
+    resource = AlertWebhookResource(url=dg.EnvVar("HOOK_URL_FOR_TEST"), token=dg.EnvVar("HOOK_TOKEN_FOR_TEST"))
+
+    @dg.op
+    def page(alert_webhook: AlertWebhookResource) -> bool:
+        return alert_webhook.send(PAYLOAD, Log())
+
+    @dg.job(resource_defs={"alert_webhook": resource})
+    def paging():
+        page()
+
+    with dg.instance_for_test() as instance:
+        result = paging.execute_in_process(instance=instance)
+        assert result.output_for_node("page") is True
+        stored = "\n".join(str(e) for e in instance.all_logs(result.run_id))
+    [(method, path, headers, body)] = server.received
+    assert path == "/launch" and headers["Authorization"] == f"Bearer {TOKEN}"
+    assert TOKEN not in stored
+
+
+def test_no_webhook_configured_logs_only(monkeypatch):
+    monkeypatch.delenv(alert_resource.URL_ENV, raising=False)
+    log = Log()
+    assert webhook().send(PAYLOAD, log) is True
+    assert "compaction alert" in log.lines[0]
 
 
 def test_no_token_no_authorization_header(monkeypatch, server):
-    monkeypatch.delenv(alerts.TOKEN_ENV, raising=False)
-    monkeypatch.setenv(alerts.URL_ENV, server.url + "/hook")
-    assert alerts.send_alert(PAYLOAD, Log()) is True
+    monkeypatch.delenv(alert_resource.TOKEN_ENV, raising=False)
+    monkeypatch.setenv(alert_resource.URL_ENV, server.url + "/hook")
+    assert webhook().send(PAYLOAD, Log()) is True
     assert "Authorization" not in server.received[0][2]
 
 
@@ -135,9 +165,9 @@ def test_redirects_are_refused_and_the_token_goes_nowhere_else(monkeypatch, toke
     location = thief.url + "/steal" if target == "other-host" else "ftp://" + thief.url.split("//")[1] + "/steal"
     hook = Server(status=status, location=location)
     try:
-        monkeypatch.setenv(alerts.URL_ENV, hook.url + "/hook")
+        monkeypatch.setenv(alert_resource.URL_ENV, hook.url + "/hook")
         log = Log()
-        assert alerts.send_alert(PAYLOAD, log) is False
+        assert webhook().send(PAYLOAD, log) is False
         assert len(hook.received) == 1 and hook.received[0][2]["Authorization"] == f"Bearer {TOKEN}"
         assert thief.received == []
         assert any("alert webhook failed" in line for line in log.lines)
@@ -151,10 +181,10 @@ def test_token_redacted_from_error_messages_and_payloads(monkeypatch, token):
     # a webhook that puts the token it received in its reason phrase, and a payload that contains it
     hook = Server(status=500, reason=f"rejected {TOKEN}")
     try:
-        monkeypatch.setenv(alerts.URL_ENV, hook.url + "/hook")
+        monkeypatch.setenv(alert_resource.URL_ENV, hook.url + "/hook")
         log = Log()
         payload = {**PAYLOAD, "reason": f"step failed with env {TOKEN}"}
-        assert alerts.send_alert(payload, log) is False
+        assert webhook().send(payload, log) is False
         body = hook.received[0][3].decode()
         assert TOKEN not in body and json.loads(body)["reason"] == "step failed with env ***"
         assert any("500" in line for line in log.lines)
@@ -167,9 +197,9 @@ def test_unreachable_webhook_is_reported_without_the_token(monkeypatch, token):
     dead = Server()
     url = dead.url + "/hook"
     dead.close()
-    monkeypatch.setenv(alerts.URL_ENV, url)
+    monkeypatch.setenv(alert_resource.URL_ENV, url)
     log = Log()
-    assert alerts.send_alert(PAYLOAD, log) is False
+    assert webhook().send(PAYLOAD, log) is False
     assert any("alert webhook failed" in line for line in log.lines)
     assert all(TOKEN not in line for line in log.lines)
 
@@ -183,7 +213,8 @@ def test_failed_run_alert_keeps_the_token_out_of_dagster(monkeypatch, server, to
     from resources.log_store import LogStoreResource
     from tests.defs.test_dagster import materialize
 
-    monkeypatch.setenv(alerts.URL_ENV, server.url + "/hook")
+    monkeypatch.setenv(alert_resource.URL_ENV, server.url + "/hook")
+    monkeypatch.delenv(alert_resource.TOKEN_ENV, raising=False)  # bound as a field this time, not from the environment
     folder = tmp_path / "landing" / "users" / "partition=0"
     folder.mkdir(parents=True)
     (folder / "a.jsonl").write_text('{"key": null, "value": "x", "timestamp": 1}\n')
@@ -198,11 +229,13 @@ def test_failed_run_alert_keeps_the_token_out_of_dagster(monkeypatch, server, to
         failure = [e for e in result.all_events if e.event_type_value in ("RUN_FAILURE", "PIPELINE_FAILURE")][0]
         ctx = dg.build_run_status_sensor_context(
             sensor_name="run_failure_alert", dagster_instance=instance,
-            dagster_run=instance.get_run_by_id(result.run_id), dagster_event=failure).for_run_failure()
+            dagster_run=instance.get_run_by_id(result.run_id), dagster_event=failure,
+            resources={"alert_webhook": AlertWebhookResource(token=TOKEN)}).for_run_failure()
         alerts.run_failure_alert(ctx)
         assert server.received and server.received[0][2]["Authorization"] == f"Bearer {TOKEN}"
         body = json.loads(server.received[0][3])
-        assert body["run"] == result.run_id and body["log"] == "users-0"
+        assert body["run"] == result.run_id and body["log"] == "users-0" and body["step"] == "raw_segments"
+        assert "a.jsonl" in body["reason"] and body["check"] is None
         stored = "\n".join(str(e) for e in instance.all_logs(result.run_id))
         assert "a.jsonl" in stored and TOKEN not in stored
     assert TOKEN not in caplog.text

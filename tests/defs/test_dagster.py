@@ -15,6 +15,7 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
+from resources.alerts import URL_ENV, AlertWebhookResource
 from resources.log_store import LogStoreResource
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
@@ -34,19 +35,17 @@ def env(tmp_path, spark):
                       "topics: {laggy: {max.compaction.lag.ms: 1000, min.cleanable.dirty.ratio: 1.0}}\n")
     store = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
                              topics_file=str(topics), latest_state_root=str(tmp_path / "latest"))
-    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
+    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={}),
+                 "alert_webhook": AlertWebhookResource()}
     with dg.instance_for_test() as instance:
         yield tmp_path, store, resources, instance
 
 
 def materialize(assets, log, resources, instance, **kw):
-    # Dagster keeps the "current" defs-state storage in a process-wide context variable; after several
-    # test instances come and go it can point at a disposed one. Bind it to this test's instance.
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
-
-    with set_defs_state_storage(instance.defs_state_storage):
-        return dg.materialize(assets, partition_key=log, resources=resources, instance=instance,
-                              run_config=QUIET, **kw)
+    """Materialize `assets` for one partition on the test's instance, quietly."""
+    return dg.materialize(assets, partition_key=log, resources={k: v for k, v in resources.items()
+                                                                 if k != "alert_webhook"},
+                          instance=instance, run_config=QUIET, **kw)
 
 
 def test_materialize_a_partition_end_to_end(env):
@@ -144,14 +143,34 @@ def webhook(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     _Hook.received = []
-    monkeypatch.setenv(alerts.URL_ENV, f"http://127.0.0.1:{server.server_port}/alerts")
-    monkeypatch.setenv(alerts.TOKEN_ENV, "s3cret-token")
-    yield _Hook.received
+    monkeypatch.delenv(URL_ENV, raising=False)
+    yield AlertWebhookResource(url=f"http://127.0.0.1:{server.server_port}/alerts", token="s3cret-token"), \
+        _Hook.received
     server.shutdown()
 
 
-def test_a_corrupted_log_fails_the_blocking_check_and_alerts(env, webhook, caplog, monkeypatch):
+def run_status_sensors(instance, resource) -> None:
+    """What the daemon does once runs finish: each alert sensor sees each run of its status once."""
+    for record in instance.get_run_records():
+        run = record.dagster_run
+        if run.status == dg.DagsterRunStatus.FAILURE:
+            event = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)][0]
+            ctx = dg.build_run_status_sensor_context(
+                sensor_name="run_failure_alert", dagster_instance=instance, dagster_run=run,
+                dagster_event=event.get_dagster_event(), resources={"alert_webhook": resource}).for_run_failure()
+            alerts.run_failure_alert(ctx)
+        elif run.status == dg.DagsterRunStatus.SUCCESS:
+            event = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)][0]
+            ctx = dg.build_run_status_sensor_context(
+                sensor_name="check_failure_alert", dagster_instance=instance, dagster_run=run,
+                dagster_event=event.get_dagster_event(), resources={"alert_webhook": resource})
+            alerts.check_failure_alert(ctx)
+
+
+def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, caplog, monkeypatch):
+    """One blocking check failure: the step and the run fail too, yet exactly one webhook call, the check's."""
     tmp, store, resources, instance = env
+    resource, received = webhook
     land(tmp / "landing", "users", 2, "a.jsonl", [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i}
                                                  for i in range(6)])
     instance.add_dynamic_partitions(log_partitions.name, ["users-2"])
@@ -164,35 +183,31 @@ def test_a_corrupted_log_fails_the_blocking_check_and_alerts(env, webhook, caplo
     assert evaluations["latest_value_per_key"].passed is False
     assert evaluations["latest_value_per_key"].severity == dg.AssetCheckSeverity.ERROR
 
-    ctx = dg.build_sensor_context(instance=instance, cursor=None)
-    alerts.check_failure_alert(ctx)
-    assert len(webhook) == 1
-    auth, body = webhook[0]
+    assert not result.success  # the blocking check stops the run
+    run_status_sensors(instance, resource)  # the successful first run and the failed one
+    assert len(received) == 1
+    auth, body = received[0]
     assert auth == "Bearer s3cret-token"
-    assert body["log"] == "users-2" and body["check"] == "latest_value_per_key"
+    assert body["log"] == "users-2" and body["check"] == "latest_value_per_key" and body["severity"] == "ERROR"
     assert body["run"] == result.run_id and "not their key's winner" in body["reason"]
-    alerts.check_failure_alert(dg.build_sensor_context(instance=instance, cursor=ctx.cursor))
-    assert len(webhook) == 1  # each failure alerts once
+    assert body["examples"] and len(body["examples"]) <= alerts.MAX_EXAMPLES
     assert "s3cret-token" not in caplog.text
 
 
-def test_a_failed_run_alerts(env, webhook):
+def test_a_failed_run_alerts_once_naming_its_step(env, webhook):
     tmp, store, resources, instance = env
+    resource, received = webhook
     (tmp / "landing" / "users" / "partition=3").mkdir(parents=True)
     (tmp / "landing" / "users" / "partition=3" / "a.jsonl").write_text('{"key": null, "value": "x", "timestamp": 1}\n')
     instance.add_dynamic_partitions(log_partitions.name, ["users-3"])
     result = materialize([raw_segments], "users-3", resources, instance, raise_on_error=False)
     assert not result.success
-    failure = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"
-               or e.event_type_value == "RUN_FAILURE"][0]
-    ctx = dg.build_run_status_sensor_context(sensor_name="run_failure_alert", dagster_instance=instance,
-                                             dagster_run=instance.get_run_by_id(result.run_id),
-                                             dagster_event=failure).for_run_failure()
-    alerts.run_failure_alert(ctx)
-    assert webhook and webhook[0][1]["run"] == result.run_id and webhook[0][1]["log"] == "users-3"
+    run_status_sensors(instance, resource)
+    [(_, body)] = received
+    assert body["run"] == result.run_id and body["log"] == "users-3" and body["step"] == "raw_segments"
+    assert body["check"] is None and "key" in body["reason"]
 
 
-def test_webhook_url_must_be_http(monkeypatch):
-    monkeypatch.setenv(alerts.URL_ENV, "file:///etc/passwd")
+def test_webhook_url_must_be_http():
     with pytest.raises(Exception, match="http or https"):
-        alerts.webhook_url()
+        AlertWebhookResource(url="file:///etc/passwd").resolved_url()

@@ -158,8 +158,6 @@ def test_engine_cleaning_matches_local_mode(request, mode, workdir, base_store, 
 
 @pytest.fixture(scope="module")
 def local_materialization(workdir, spark):
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
-
     base = workdir / "dagster-local"
     env = ch.write_dagster_inputs(base)
     store = LogStoreResource(root=env["COMPACTION_STORE"], landing=env["COMPACTION_LANDING"],
@@ -170,10 +168,9 @@ def local_materialization(workdir, spark):
                           loggers={"console": {"config": {"log_level": "WARNING"}}})
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, [ch.DAGSTER_LOG])
-        with set_defs_state_storage(instance.defs_state_storage):
-            result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state],
-                                    partition_key=ch.DAGSTER_LOG, resources=resources, instance=instance,
-                                    run_config=config)
+        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state],
+                                partition_key=ch.DAGSTER_LOG, resources=resources, instance=instance,
+                                run_config=config)
         summary = ch.run_summary(instance, result.run_id)
     return summary, ch.log_contents(env["COMPACTION_STORE"], [ch.DAGSTER_LOG]), \
         ch.latest_state_rows(env["COMPACTION_LATEST_STATE"])
