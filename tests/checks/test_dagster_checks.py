@@ -37,24 +37,16 @@ def env(tmp_path, spark):
 
 
 def _materialize(assets, log, resources, instance, **kw):
-    # Dagster keeps the "current" defs-state storage in a process-wide context variable; after several
-    # test instances come and go it can point at a disposed one. Bind it to this test's instance.
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
-
-    with set_defs_state_storage(instance.defs_state_storage):
-        return dg.materialize(assets, partition_key=log, resources=resources, instance=instance,
-                              run_config=QUIET, raise_on_error=False, **kw)
+    return dg.materialize(assets, partition_key=log, resources=resources, instance=instance,
+                          run_config=QUIET, raise_on_error=False, **kw)
 
 
 def _rerun_checks(log, resources, instance):
     """The checks alone for one partition, as the UI's "Execute" on a partition's checks launches them
     (a run of the checks only, tagged with the partition)."""
-    from dagster._core.storage.defs_state.base import set_defs_state_storage
-
-    with set_defs_state_storage(instance.defs_state_storage):
-        return dg.materialize([compacted_log, compacted_log_checks], resources=resources, instance=instance,
-                              run_config=QUIET, raise_on_error=False, tags={"dagster/partition": log},
-                              selection=dg.AssetSelection.checks_for_assets(compacted_log))
+    return dg.materialize([compacted_log, compacted_log_checks], resources=resources, instance=instance,
+                          run_config=QUIET, raise_on_error=False, tags={"dagster/partition": log},
+                          selection=dg.AssetSelection.checks_for_assets(compacted_log))
 
 
 def _materialized(result) -> set[str]:

@@ -62,11 +62,11 @@ def schedule(name):
 
 # --- configuration at launch ---------------------------------------------------------------------
 
-def test_the_code_location_loads_with_nothing_set_and_bad_settings_wait_for_a_run():
-    """No COMPACTION_* or SPARK_* variable, or malformed ones: the location still loads (nothing is read
-    at import); schedules, sensors and operator jobs are all there."""
+def test_the_code_location_loads_with_nothing_set_and_a_malformed_setting_is_one_line():
+    """No COMPACTION_* or SPARK_* variable: the location loads (nothing else is read at import); schedules,
+    sensors and operator jobs are all there. A malformed variable fails the load in one line naming it
+    (issue 20 refines issue 15 here: a bad deployment is told at once, not at its first run)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTION_", "SPARK_"))}
-    env["COMPACTION_LOCK_TTL_SECONDS"] = "not-a-number"   # read when a run uses the store, not before
     code = ("import dagster as dg; from compaction_assets.definitions import defs; "
             "dg.Definitions.validate_loadable(defs); "
             "print(sorted(s.name for s in defs.schedules)); print(sorted(j.name for j in defs.jobs))")
@@ -75,6 +75,10 @@ def test_the_code_location_loads_with_nothing_set_and_bad_settings_wait_for_a_ru
     assert "['compaction_sweep_schedule', 'gc_schedule', 'retention_schedule']" in out.stdout
     for job in ("clear_uncleanable_job", "set_checkpoint_job", "set_log_start_job", "gc_job", "rebuild_latest_state"):
         assert job in out.stdout
+    env["COMPACTION_LOCK_TTL_SECONDS"] = "not-a-number"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in out.stderr.splitlines() if "CompactionError:" in ln]
+    assert out.returncode != 0 and len(lines) == 1 and "COMPACTION_LOCK_TTL_SECONDS='not-a-number'" in lines[0]
 
 
 def test_resources_resolve_the_environment_when_used(monkeypatch, tmp_path):
@@ -270,4 +274,6 @@ def test_200_due_logs_queue_behind_the_spark_pool(env):
     assert len(requests) == 100   # COMPACTION_MAX_RUNS_PER_TICK: the rest wait for the next tick
     job = defs.resolve_job_def("compaction_job")
     spark_steps = {n.name: n.definition.pool for n in job.graph.nodes}
-    assert spark_steps == {"cleanable_range": SPARK_POOL, "compacted_log": SPARK_POOL, "latest_state": SPARK_POOL}
+    # the checks read the log with pyarrow in the step, no Spark: they need no place in the pool
+    assert spark_steps == {"cleanable_range": SPARK_POOL, "compacted_log": SPARK_POOL, "latest_state": SPARK_POOL,
+                           "compacted_log_checks": None}
