@@ -42,3 +42,13 @@ class CorruptLogError(CompactionError):
 
 class UnknownLogError(CompactionError):
     """No such log in the store."""
+
+
+class StorageError(CompactionError):
+    """The store cannot be reached or used (wrong key, missing bucket, unreachable endpoint, bad object).
+
+    The message names the store and never carries a credential."""
+
+
+class LeaseLostError(LockedError):
+    """A writer's lease was taken over (it expired while the writer stalled): it must not commit."""
