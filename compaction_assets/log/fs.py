@@ -231,15 +231,16 @@ class Storage:
         return out
 
     # --- Parquet -------------------------------------------------------------------------------
-    def read_parquet(self, path: str, columns: list[str] | None = None):
-        """A Parquet file as an Arrow table; a missing, truncated or corrupt object is a StorageError."""
+    def read_parquet(self, path: str, columns: list[str] | None = None, **options: Any):
+        """A Parquet file (or a folder of them) as an Arrow table; a missing, truncated or corrupt object
+        is a StorageError."""
         import pyarrow.parquet as pq
 
         if self.local:
-            return pq.read_table(path, columns=columns)
+            return pq.read_table(path, columns=columns, **options)
         self.counts.get += 2   # footer and data (small files: one ranged GET each)
         try:
-            return pq.read_table(path, columns=columns, filesystem=self.fs)
+            return pq.read_table(path, columns=columns, filesystem=self.fs, **options)
         except Exception as exc:
             raise self._fail(exc, path) from None
 

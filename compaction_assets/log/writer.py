@@ -157,8 +157,7 @@ def _array(col) -> pa.Array:
 
 def _write(handle: LogHandle, table: pa.Table) -> FileRef:
     name = handle.new_data_name()
-    handle.st.makedirs(handle.path("data"))
-    pq.write_table(table, handle.path(name), filesystem=None if handle.st.local else handle.st.fs)
+    handle.st.write_parquet(handle.path(name), table)
     return FileRef(name=name, records=len(table))
 
 
@@ -237,8 +236,7 @@ def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, record
     if config.strategy == "offset" or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
         return ()
     from compaction_assets.log.ranking import losers_to_tombstones  # local import: only these strategies need it
-    idx = pq.read_table(handle.path(manifest.tombstone_index["file"]),
-                        filesystem=None if handle.st.local else handle.st.fs)
+    idx = handle.st.read_parquet(handle.path(manifest.tombstone_index["file"]))
     idx = idx.filter(pc.greater_equal(idx.column("offset"), manifest.log_start_offset))  # gone below log start
     found = losers_to_tombstones(idx, records, config)
     return tuple(Hold(offset=o, horizon=h, until=u) for o, h, u in found)
