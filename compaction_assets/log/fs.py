@@ -109,12 +109,15 @@ class Storage:
         return f"{scheme}://{path}"
 
     def filesystem_spec(self) -> tuple[str, str | None, dict[str, Any]]:
-        """What a Python worker needs to open this storage's pyarrow filesystem (no secret: workers take
-        credentials from their own environment, as the driver does)."""
+        """What a Python worker needs to open this storage's pyarrow filesystem: the driver's S3
+        settings travel with the task (Python workers may have been started before they were set);
+        without them the workers use their own environment or instance credentials."""
         if self.local:
             return ("local", None, {})
         so = settings.current().object_store
-        return (self.scheme, self.bucket, {"endpoint_url": so.endpoint_url, "region": so.region})
+        return (self.scheme, self.bucket, {"endpoint_url": so.endpoint_url, "region": so.region,
+                                           "access_key": so.access_key_id, "secret_key": so.secret_access_key,
+                                           "session_token": so.session_token})
 
     def _key(self, path: str) -> str:
         if not (path == self.bucket or path.startswith(self.bucket + "/")):
@@ -426,14 +429,3 @@ def describe_error(location: str, exc: BaseException, key: str) -> str:
         return f"store {location}: object {key or '?'} is not a readable Parquet file (truncated or corrupt)"
     first = text.splitlines()[0] if text else name
     return f"store {location}: {name}{where}: {first[:200]}"
-
-
-def filesystem_from_spec(spec: tuple[str, str | None, dict[str, Any]]) -> pafs.FileSystem:
-    """The pyarrow filesystem of `Storage.filesystem_spec()`, opened in a Python worker."""
-    kind, bucket, options = spec
-    if kind == "local":
-        return pafs.LocalFileSystem()
-    if kind == "s3":
-        return pafs.S3FileSystem(region=options.get("region") or "us-east-1",
-                                 endpoint_override=options.get("endpoint_url"))
-    return pafs.FileSystem.from_uri(f"{kind}://{bucket}")[0]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
