@@ -57,3 +57,43 @@ def file_reader(tasks: list[list[tuple[str, int, int | None]]], fs_spec, schema,
                         table = table.append_column("seg_idx", pa.array([seg_idx] * len(table), pa.int32()))
                         yield from table.to_batches()
     return run
+
+
+def file_writer(fs_spec, folder: str, partition_by: str | None):
+    """The function for `DataFrame.mapInArrow`: each Spark partition writes its rows as one Parquet file
+    under `folder` (one per value of `partition_by` in `folder/<col>=<value>/`, the column left out, as
+    Spark's own writer lays it out). Yields (path, rows) of what it wrote."""
+    def run(batches):
+        import uuid
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        fs = open_filesystem(fs_spec)
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        table = pa.concat_tables(tables)
+        groups = [(folder, table)]
+        if partition_by is not None:
+            groups = []
+            for value in pc.unique(table.column(partition_by)).to_pylist():
+                part = table.filter(pc.equal(table.column(partition_by), value)).drop_columns([partition_by])
+                groups.append((f"{folder}/{partition_by}={value}", part))
+        out = []
+        for where, part in groups:
+            path = f"{where}/part-{uuid.uuid4().hex}.parquet"
+            if kind_is_local(fs_spec):
+                import os
+                os.makedirs(where, exist_ok=True)
+            pq.write_table(part, path, filesystem=fs, compression="snappy")
+            out.append((path, len(part)))
+        yield pa.RecordBatch.from_pylist([{"path": p, "rows": n} for p, n in out],
+                                         schema=pa.schema([("path", pa.string()), ("rows", pa.int64())]))
+    return run
+
+
+def kind_is_local(fs_spec) -> bool:
+    """True for the local filesystem's spec."""
+    return fs_spec[0] == "local"

@@ -370,3 +370,21 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
         finally:
             handle.st.delete(handle.path(stage))
     return AppendResult(len(offsets), int(offsets[0]), int(offsets[-1]), invalid, len(rolls), int(offsets[-1]) + 1)
+
+
+def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None = None) -> None:
+    """Write a DataFrame as Parquet under the log's folder `relative`, on any store: Spark's writer for
+    local files, pyarrow in Python workers on an object store (no Hadoop connector needed), one file
+    per Spark partition either way (and per value of `partition_by`, in `<col>=<value>/` folders)."""
+    if handle.st.local:
+        w = df.write if partition_by is None else df.write.partitionBy(partition_by)
+        w.parquet(handle.spark_uri(relative))
+        return
+    from pyspark import cloudpickle
+
+    from compaction_assets.log import segment_task
+
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = segment_task.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
+    df.mapInArrow(runner, "path string, rows long").collect()
+
