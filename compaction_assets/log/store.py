@@ -110,6 +110,12 @@ class LogHandle:
     def exists(self) -> bool:
         return bool(self._versions())
 
+    def latest_version(self) -> int:
+        """The newest manifest version's number, 0 for none: one LIST on an object store, so a sensor can
+        tell an unchanged log for the price of one request."""
+        versions = self._versions()
+        return versions[-1] if versions else 0
+
     def manifest(self) -> Manifest:
         """The current state: the highest manifest version that reads back whole."""
         versions = self._versions()
