@@ -287,7 +287,10 @@ class Lease:
         self.acquired_ms = wall_ms()     # kept by renewals: what was written since is the holder's
         for _ in range(3):
             # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
-            fence = int(((self.h.manifest().extra or {}).get("fence") or {}).get(self.kind, 0))
+            try:
+                fence = int(((self.h.manifest().extra or {}).get("fence") or {}).get(self.kind, 0))
+            except CorruptLogError:   # the holder is about to report or repair it; no epoch committed is known
+                fence = 0
             self.epoch = fence + 1
             created = st.create_versioned(self.path, self._body())
             if created is not None:
