@@ -207,4 +207,4 @@ def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
                             timeout=1500)
     assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-4000:] + result.stderr[-2000:]
     store = Storage.open(s3_store_uri)
-    assert store.list_dir(store.join("conformance")) == []     # each run's prefix is removed afterwards
+    assert store.list_files_recursive(store.join("conformance")) == []   # each run's objects are removed afterwards
