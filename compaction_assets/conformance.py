@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 
 from compaction_assets import settings
 from compaction_assets.checks.verify import verify_versions
@@ -21,6 +22,7 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.config import ConfigStore, build_config
+from compaction_assets.log.fs import Storage
 from compaction_assets.log.names import sanitize_topic
 from compaction_assets.log.reader import segment_records
 from compaction_assets.log.store import LogStore, wall_ms
@@ -166,20 +168,55 @@ class CaseRun:
             return None
 
 
+def parse_args(argv: list[str]) -> tuple[str | None, list[str]]:
+    """`[--store URI] CASE...` into (store URI or None, case paths)."""
+    store, paths = None, []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--store":
+            if i + 1 >= len(argv):
+                raise ValueError("--store needs a URI (a local folder, s3://bucket/prefix, gs://..., az://...)")
+            store = argv[i + 1]
+            i += 2
+            continue
+        if argv[i].startswith("--store="):
+            store = argv[i].split("=", 1)[1]
+        else:
+            paths.append(argv[i])
+        i += 1
+    return store, paths
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run conformance cases and print one JSON line per case (FORMAT.md)."""
-    paths = list(sys.argv[1:] if argv is None else argv)
-    checks = "--checks" in paths
-    paths = [p for p in paths if p != "--checks"]
-    if not paths:
-        print("usage: python -m compaction_assets.conformance [--checks] CASE.json [CASE.json ...]", file=sys.stderr)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    checks = "--checks" in argv
+    try:
+        store, paths = parse_args([a for a in argv if a != "--checks"])
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
         return 2
+    if not paths:
+        print("usage: python -m compaction_assets.conformance [--checks] [--store URI] CASE.json [CASE.json ...]",
+              file=sys.stderr)
+        return 2
+    # Each run gets its own fresh prefix of the store (a temporary folder by default); removed at the end.
+    if store is None:
+        tmp = tempfile.mkdtemp(prefix="conformance-")
+        storage = None
+    else:
+        try:
+            storage = Storage.open(store)
+            tmp = storage.join(f"conformance-{uuid.uuid4().hex[:12]}")
+            storage.list_dir(tmp)   # reach the store now: a wrong key or a missing bucket stops the run here
+        except CompactionError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed to stdout (Spark, py4j) goes to stderr
     from compaction_assets.spark import get_spark, spark_conf_from_env
     spark = get_spark(spark_conf_from_env({"spark.sql.shuffle.partitions": "2",
                                            "spark.master": settings.current().spark_master or "local[2]"}))
-    tmp = tempfile.mkdtemp(prefix="conformance-")
     try:
         for n, path in enumerate(paths):
             try:
@@ -188,11 +225,18 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError) as exc:
                 print(f"cannot read case {path}: {exc}", file=sys.stderr)
                 return 2
-            result = CaseRun(case, spark, os.path.join(tmp, f"case-{n}"), checks=checks).run()
+            root = os.path.join(tmp, f"case-{n}") if storage is None else storage.uri(f"{tmp}/case-{n}")
+            result = CaseRun(case, spark, root, checks=checks).run()
             out.write(json.dumps(result) + "\n")
             out.flush()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if storage is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            try:
+                storage.delete(tmp)
+            except CompactionError as exc:
+                print(f"could not remove {storage.uri(tmp)}: {exc}", file=sys.stderr)
     return 0
 
 

@@ -46,3 +46,13 @@ class UnknownLogError(CompactionError):
 
 class SparkSetupError(CompactionError):
     """Spark cannot start or be reached (a bad setting, an unreachable endpoint), naming the setting."""
+
+
+class StorageError(CompactionError):
+    """The store cannot be reached or used (wrong key, missing bucket, unreachable endpoint, bad object).
+
+    The message names the store and never carries a credential."""
+
+
+class LeaseLostError(LockedError):
+    """A writer's lease was taken over (it expired while the writer stalled): it must not commit."""

@@ -8,7 +8,7 @@ A malformed value is a `ConfigError` naming the variable.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from compaction_assets.errors import ConfigError
@@ -33,6 +33,16 @@ SPARK_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
 PYSPARK_PYTHON = "PYSPARK_PYTHON"
 # Dagster's own.
 DAGSTER_HOME = "DAGSTER_HOME"
+# Object storage, the AWS SDKs' own names (S3 and S3-compatible servers). GCS and Azure stores take their
+# SDKs' standard variables (GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_NAME, ...), which
+# their client library reads itself.
+AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+AWS_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+AWS_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
+AWS_REGION = "AWS_REGION"
+AWS_DEFAULT_REGION = "AWS_DEFAULT_REGION"
+AWS_ALLOW_HTTP = "AWS_ALLOW_HTTP"
 
 DEFAULT_STORE = os.path.join("var", "store")
 DEFAULT_LANDING = os.path.join("var", "landing")
@@ -41,6 +51,17 @@ DEFAULT_LATEST_STATE = os.path.join("var", "latest_state")
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_MAX_RUNS_PER_TICK = 100
 DEFAULT_SPARK_MASTER = "local[*]"
+
+
+@dataclass(frozen=True)
+class ObjectStoreSettings:
+    """S3 client settings; the secret parts never appear in a repr (so never in a log or an error)."""
+    endpoint_url: str | None = None          # None: AWS itself
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    region: str | None = None
+    allow_http: bool = False                 # plain http to the endpoint (a loopback or in-cluster server)
 
 
 @dataclass(frozen=True)
@@ -61,6 +82,7 @@ class Settings:
     spark_driver_bind_address: str | None
     spark_driver_memory: str | None
     dagster_home: str | None
+    object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -113,6 +135,14 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         spark_driver_bind_address=_text(env, SPARK_DRIVER_BIND_ADDRESS),
         spark_driver_memory=_text(env, SPARK_DRIVER_MEMORY),
         dagster_home=_text(env, DAGSTER_HOME),
+        object_store=ObjectStoreSettings(
+            endpoint_url=_text(env, AWS_ENDPOINT_URL),
+            access_key_id=_text(env, AWS_ACCESS_KEY_ID),
+            secret_access_key=_text(env, AWS_SECRET_ACCESS_KEY),
+            session_token=_text(env, AWS_SESSION_TOKEN),
+            region=_text(env, AWS_REGION) or _text(env, AWS_DEFAULT_REGION),
+            allow_http=(_text(env, AWS_ALLOW_HTTP) or "").strip().lower() in ("1", "true", "yes"),
+        ),
     )
 
 

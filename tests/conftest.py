@@ -25,3 +25,24 @@ def store(tmp_path):
 @pytest.fixture
 def make_config():
     return lambda **kw: build_config({k.replace("_", "."): v for k, v in kw.items()})
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 server (SeaweedFS) for the session; tests that need it skip, saying why, only when it cannot start."""
+    from tests.s3_server import start_s3_server
+
+    try:
+        server = start_s3_server()
+    except (RuntimeError, OSError) as exc:
+        pytest.skip(f"the S3 server cannot start here: {exc}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_store_uri(s3_server, monkeypatch):
+    """`s3://<fresh bucket>/store` with the server's endpoint and keys in the environment, as a user sets them."""
+    for name, value in s3_server.env.items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{s3_server.new_bucket()}/store"

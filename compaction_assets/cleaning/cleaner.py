@@ -24,7 +24,8 @@ from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
-from compaction_assets.log.reader import BROADCAST_DEAD_MAX, read_segments, remembered_df
+from compaction_assets.log.reader import BROADCAST_DEAD_MAX, read_segments, remembered_df, side_table_df
+from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
 
@@ -207,9 +208,9 @@ def _rewrite(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: lis
     from compaction_assets.log.records import SEGMENT_SCHEMA
 
     offsets_dir = f"{work_dir}/offsets"
-    (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
-        .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx")
-        .write.partitionBy("seg_idx").parquet(handle.spark_uri(offsets_dir)))
+    write_df(handle, d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
+             .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx"),
+             offsets_dir, partition_by="seg_idx")
     specs = [rewrite_task.RewriteSpec(
         seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
         offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"),
@@ -250,13 +251,13 @@ def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: lis
         small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
         parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
     if m.deleted:
-        old = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
+        old = side_table_df(spark, handle, m.deleted["file"]).select("offset")
         parts.append(old.where(F.col("offset") >= F.lit(range_end)))
     if not parts:
         return None
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     name = f"side/deleted-{uuid.uuid4().hex}"
-    df.coalesce(1).sortWithinPartitions("offset").write.parquet(handle.spark_uri(name))
+    write_df(handle, df.coalesce(1).sortWithinPartitions("offset"), name)
     st = handle.st
     count = 0
     for entry in st.list_dir(handle.path(name)):
@@ -342,9 +343,9 @@ def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d
     kept_tombs = sum(int(p["tombstones"] or 0) for p in d.per_segment.values())
     if kept_tombs:
         name = f"side/tombstones-{uuid.uuid4().hex}"
-        (decided.where(F.col("keep") & F.col("tomb"))
+        write_df(handle, decided.where(F.col("keep") & F.col("tomb"))
             .select("key", "offset", F.col("new_horizon").alias("horizon"), *ranks)
-            .coalesce(1).write.parquet(handle.spark_uri(name)))
+            .coalesce(1), name)
         out.tombstone_index = {"file": name, "count": kept_tombs}
 
     expiry = min(now + config.delete_retention_ms, INT64_MAX)
@@ -362,7 +363,7 @@ def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d
     best = F.max(spark_order(config, "m_")).over(Window.partitionBy("key"))
     both = both.withColumn("_best", best).where(F.col("_best.offset") == F.col("m_offset")).drop("_best")
     name = f"side/remembered-{uuid.uuid4().hex}"
-    both.coalesce(1).write.parquet(handle.spark_uri(name))
-    summary = spark.read.parquet(handle.spark_uri(name)).agg(
+    write_df(handle, both.coalesce(1), name)
+    summary = side_table_df(spark, handle, name).agg(
         F.count(F.lit(1)).alias("n"), F.min("m_expiry").alias("e")).collect()[0]
     out.remembered = {"file": name, "count": int(summary["n"]), "min_expiry": int(summary["e"])}

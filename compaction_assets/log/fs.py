@@ -1,36 +1,94 @@
-"""Storage access for the log store: local paths natively, other URIs through pyarrow's filesystems.
+"""Storage access for the log store: one interface for local folders and object stores (S3, GCS, Azure).
 
-Commits rely on an exclusive create (a new manifest version either appears whole or not at all). On a
-local filesystem that is a hard link of a fully written temporary file, which is atomic and fails if
-the target exists. Object stores without conditional writes get a best-effort check instead; the
-per-log lock is what keeps writers apart there.
+The commit rule is the same everywhere: whatever must appear once (a manifest version, a lease) is
+*created only if absent*, atomically, and the loser learns it lost. On a local filesystem that is a hard
+link of a fully written temporary file (atomic, fails if the target exists). On an object store it is a
+conditional PUT (`If-None-Match: *` on S3, `ifGenerationMatch=0` on GCS, `If-None-Match: *` on Azure)
+through `obstore`; a lease is renewed or taken over with a conditional replace (`If-Match: <etag>`), so
+two writers that both saw an expired lease cannot both take it.
+
+Object metadata goes through `obstore`; Parquet data through pyarrow's filesystem for the same store.
+Every request to an object store is counted (`counts`), so the cost of an operation can be reported.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
+from compaction_assets import settings
+from compaction_assets.errors import StorageError
+
+OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
+CONNECT_TIMEOUT = "5s"
+REQUEST_TIMEOUT = "60s"
+MAX_RETRIES = 3
+RETRY_TIMEOUT = timedelta(seconds=20)
+
+
+@dataclass
+class RequestCounts:
+    """Object-store requests made through one Storage (HEAD counts as a GET: it is billed as one)."""
+    get: int = 0
+    put: int = 0
+    list: int = 0
+    delete: int = 0
+
+    def total(self) -> int:
+        """All requests."""
+        return self.get + self.put + self.list + self.delete
+
+    def minus(self, before: "RequestCounts") -> "RequestCounts":
+        """The requests made since `before` (a copy taken earlier)."""
+        return RequestCounts(self.get - before.get, self.put - before.put, self.list - before.list,
+                             self.delete - before.delete)
+
+    def copy(self) -> "RequestCounts":
+        """A snapshot of the counts."""
+        return RequestCounts(self.get, self.put, self.list, self.delete)
+
 
 @dataclass(frozen=True)
+class Version:
+    """What a conditional replace compares against: an object's e-tag, or a local file's content."""
+    token: Any
+
+
+@dataclass
 class Storage:
-    root: str            # path as the filesystem sees it (no scheme for local paths)
+    root: str            # path as pyarrow sees it: a local absolute path, or "bucket/prefix"
     scheme: str          # "" for local
     fs: pafs.FileSystem
+    location: str = ""   # the store as the user named it (for messages)
+    bucket: str = ""
+    store: Any = None    # the obstore store of the bucket (object stores only)
+    counts: RequestCounts = field(default_factory=RequestCounts)
 
     @classmethod
     def open(cls, location: str) -> "Storage":
-        parsed = urlparse(str(location))
+        """A local folder (a path or file://) or an object store (s3://, gs://, az://, abfs://)."""
+        location = str(location)
+        parsed = urlparse(location)
         if parsed.scheme in ("", "file") or (len(parsed.scheme) == 1 and os.name == "nt"):
-            path = parsed.path if parsed.scheme == "file" else str(location)
-            return cls(os.path.abspath(path), "", pafs.LocalFileSystem())
-        fs, path = pafs.FileSystem.from_uri(str(location))
-        return cls(path.rstrip("/"), parsed.scheme, fs)
+            path = parsed.path if parsed.scheme == "file" else location
+            return cls(os.path.abspath(path), "", pafs.LocalFileSystem(), location=location)
+        if parsed.scheme not in OBJECT_SCHEMES:
+            raise StorageError(f"store {location}: unsupported scheme {parsed.scheme!r} "
+                               f"(use a local path or one of {', '.join(s + '://' for s in OBJECT_SCHEMES)})")
+        bucket = parsed.netloc
+        if not bucket:
+            raise StorageError(f"store {location}: no bucket in the URI (expected {parsed.scheme}://BUCKET/PREFIX)")
+        root = (bucket + "/" + parsed.path.strip("/")).rstrip("/")
+        store, fs = _clients(parsed.scheme, bucket, location)
+        return cls(root, parsed.scheme, fs, location=location, bucket=bucket, store=store)
 
     @property
     def local(self) -> bool:
@@ -39,25 +97,76 @@ class Storage:
     def join(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *[p.strip("/") for p in parts if p]])
 
+    def uri(self, path: str) -> str:
+        """The full URI of a path of this storage (file:// for local)."""
+        return "file://" + path if self.local else f"{self.scheme}://{path}"
+
     def spark_uri(self, path: str) -> str:
-        """The URI Spark's Hadoop filesystems accept for a path of this storage."""
+        """The URI Spark's Hadoop filesystems accept for a path of this storage (s3a:// for S3)."""
         if self.local:
             return "file://" + path
         scheme = {"s3": "s3a", "gs": "gs"}.get(self.scheme, self.scheme)
         return f"{scheme}://{path}"
 
+    def filesystem_spec(self) -> tuple[str, str | None, dict[str, Any]]:
+        """What a Python worker needs to open this storage's pyarrow filesystem: the driver's S3
+        settings travel with the task (Python workers may have been started before they were set);
+        without them the workers use their own environment or instance credentials."""
+        if self.local:
+            return ("local", None, {})
+        so = settings.current().object_store
+        return (self.scheme, self.bucket, {"endpoint_url": so.endpoint_url, "region": so.region,
+                                           "access_key": so.access_key_id, "secret_key": so.secret_access_key,
+                                           "session_token": so.session_token})
+
+    def _key(self, path: str) -> str:
+        if not (path == self.bucket or path.startswith(self.bucket + "/")):
+            raise StorageError(f"store {self.location}: path {path!r} is outside bucket {self.bucket!r}")
+        return path[len(self.bucket) + 1:]
+
+    def _fail(self, exc: BaseException, path: str) -> StorageError:
+        return StorageError(describe_error(self.location, exc, self._key(path) if path else ""))
+
     # --- reads -------------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
         if self.local:
             return os.path.exists(path)
-        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+        return self._head(path) is not None
+
+    def _head(self, path: str) -> dict | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        self.counts.get += 1
+        try:
+            return obstore.head(self.store, self._key(path))
+        except (NotFoundError, FileNotFoundError):
+            return None
+        except Exception as exc:
+            raise self._fail(exc, path) from None
 
     def read_bytes(self, path: str) -> bytes:
+        """A whole file; FileNotFoundError when it does not exist."""
+        return self.read_versioned(path)[0]
+
+    def read_versioned(self, path: str) -> tuple[bytes, Version]:
+        """A whole file and the version a conditional replace compares against."""
         if self.local:
             with open(path, "rb") as fh:
-                return fh.read()
-        with self.fs.open_input_stream(path) as fh:
-            return fh.read()
+                data = fh.read()
+            return data, Version(data)
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        self.counts.get += 1
+        try:
+            result = obstore.get(self.store, self._key(path))
+            data = bytes(result.bytes())
+            return data, Version(result.meta.get("e_tag"))
+        except (NotFoundError, FileNotFoundError):
+            raise FileNotFoundError(path) from None
+        except Exception as exc:
+            raise self._fail(exc, path) from None
 
     def list_dir(self, path: str) -> list[str]:
         """Names (not paths) of the entries of a folder; [] when it does not exist."""
@@ -66,13 +175,22 @@ class Storage:
                 return sorted(os.listdir(path))
             except FileNotFoundError:
                 return []
-        infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-        return sorted(i.base_name for i in infos)
+        import obstore
+
+        self.counts.list += 1
+        key = self._key(path).strip("/")
+        try:
+            result = obstore.list_with_delimiter(self.store, key + "/" if key else None)
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
+        names += [o["path"].rsplit("/", 1)[-1] for o in result["objects"]]
+        return sorted(set(names))
 
     def is_dir(self, path: str) -> bool:
         if self.local:
             return os.path.isdir(path)
-        return self.fs.get_file_info(path).type == pafs.FileType.Directory
+        return bool(self.list_dir(path))
 
     def mtime_ms(self, path: str) -> int | None:
         if self.local:
@@ -80,8 +198,8 @@ class Storage:
                 return int(os.stat(path).st_mtime * 1000)
             except FileNotFoundError:
                 return None
-        info = self.fs.get_file_info(path)
-        return None if info.mtime is None else int(info.mtime.timestamp() * 1000)
+        meta = self._head(path)
+        return None if meta is None else int(meta["last_modified"].timestamp() * 1000)
 
     def list_files_recursive(self, path: str) -> list[str]:
         if self.local:
@@ -89,15 +207,65 @@ class Storage:
             for dirpath, _, files in os.walk(path):
                 out += [os.path.join(dirpath, f) for f in files]
             return sorted(out)
-        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-        return sorted(i.path for i in infos if i.type == pafs.FileType.File)
+        return sorted(p for p, _ in self._list_objects(path))
+
+    def list_files_with_mtime(self, path: str) -> list[tuple[str, int]]:
+        """Files under a folder with their modification time in ms (one listing on an object store)."""
+        if self.local:
+            out = []
+            for f in self.list_files_recursive(path):
+                m = self.mtime_ms(f)
+                if m is not None:
+                    out.append((f, m))
+            return out
+        return self._list_objects(path)
+
+    def _list_objects(self, path: str) -> list[tuple[str, int]]:
+        import obstore
+
+        key = self._key(path).strip("/")
+        out = []
+        try:
+            for chunk in obstore.list(self.store, key + "/" if key else None):
+                self.counts.list += 1
+                out += [(f"{self.bucket}/{o['path']}", int(o["last_modified"].timestamp() * 1000)) for o in chunk]
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+        return out
+
+    # --- Parquet -------------------------------------------------------------------------------
+    def read_parquet(self, path: str, columns: list[str] | None = None, **options: Any):
+        """A Parquet file (or a folder of them) as an Arrow table; a missing, truncated or corrupt object
+        is a StorageError."""
+        import pyarrow.parquet as pq
+
+        if self.local:
+            return pq.read_table(path, columns=columns, **options)
+        self.counts.get += 2   # footer and data (small files: one ranged GET each)
+        try:
+            return pq.read_table(path, columns=columns, filesystem=self.fs, **options)
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+
+    def write_parquet(self, path: str, table, **options: Any) -> None:
+        """Write an Arrow table as one Parquet file (visible whole or not at all on an object store)."""
+        import pyarrow.parquet as pq
+
+        if self.local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            pq.write_table(table, path, **options)
+            return
+        self.counts.put += 1
+        try:
+            pq.write_table(table, path, filesystem=self.fs, **options)
+        except Exception as exc:
+            raise self._fail(exc, path) from None
 
     # --- writes ------------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
         if self.local:
             os.makedirs(path, exist_ok=True)
-        else:
-            self.fs.create_dir(path, recursive=True)
+        # Object stores have no folders: a key's prefix exists once an object is under it.
 
     def _tmp_name(self, path: str) -> str:
         head, _, tail = path.rpartition("/")
@@ -105,44 +273,90 @@ class Storage:
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write a whole file so that readers see the old content or the new, never a part."""
+        if not self.local:
+            self._put(path, data, "overwrite")
+            return
         tmp = self._tmp_name(path)
-        self._write(tmp, data)
-        if self.local:
-            os.replace(tmp, path)
-        else:
-            self.fs.move(tmp, path)
+        self._write_local(tmp, data)
+        os.replace(tmp, path)
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Create `path` with `data` unless it exists; True when this call created it."""
-        tmp = self._tmp_name(path)
-        self._write(tmp, data)
-        try:
-            if self.local:
-                try:
-                    os.link(tmp, path)
-                except FileExistsError:
-                    return False
-                return True
-            if self.exists(path):
-                return False
-            self.fs.move(tmp, path)
-            return True
-        finally:
-            if self.local:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
+        return self.create_versioned(path, data) is not None
 
-    def _write(self, path: str, data: bytes) -> None:
-        if self.local:
-            with open(path, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        else:
-            with self.fs.open_output_stream(path) as fh:
-                fh.write(data)
+    def create_versioned(self, path: str, data: bytes) -> Version | None:
+        """Create `path` with `data` unless it exists; its version when this call created it, else None."""
+        if not self.local:
+            etag = self._put(path, data, "create")
+            return None if etag is None else Version(etag)
+        tmp = self._tmp_name(path)
+        self._write_local(tmp, data)
+        try:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return None
+            return Version(data)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def replace_if_unchanged(self, path: str, data: bytes, expected: Version) -> Version | None:
+        """Replace `path` with `data` only if it is still at version `expected`; its new version, or None."""
+        if not self.local:
+            result = self._put(path, data, {"e_tag": expected.token})
+            return None if result is None else Version(result)
+        # Locally, compare and replace under an exclusive flock of a sidecar, which every writer of
+        # this path takes for the same purpose.
+        with open(path + ".cas", "a+b") as guard:
+            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read() != expected.token:
+                        return None
+            except FileNotFoundError:
+                return None
+            self.write_atomic(path, data)
+            return Version(data)
+
+    def delete_if_unchanged(self, path: str, expected: Version) -> bool:
+        """Delete `path` if it is still at version `expected` (best effort on object stores, whose
+        deletes are unconditional: the caller has just read it)."""
+        if not self.local:
+            self.delete(path)
+            return True
+        with open(path + ".cas", "a+b") as guard:
+            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
+            try:
+                with open(path, "rb") as fh:
+                    if fh.read() != expected.token:
+                        return False
+            except FileNotFoundError:
+                return False
+            os.unlink(path)
+            return True
+
+    def _put(self, path: str, data: bytes, mode: Any) -> str | None:
+        """An object PUT; its e-tag, or None when its condition (create / if-match) did not hold."""
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        self.counts.put += 1
+        try:
+            result = obstore.put(self.store, self._key(path), data, mode=mode)
+        except (AlreadyExistsError, PreconditionError):
+            return None
+        except Exception as exc:
+            raise self._fail(exc, path) from None
+        return result.get("e_tag") or ""
+
+    def _write_local(self, path: str, data: bytes) -> None:
+        with open(path, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def delete(self, path: str) -> None:
         """Delete a file or a folder tree; a missing path is fine."""
@@ -150,13 +364,68 @@ class Storage:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+                for p in (path, path + ".cas"):
+                    try:
+                        os.unlink(p)
+                    except FileNotFoundError:
+                        pass
             return
-        info = self.fs.get_file_info(path)
-        if info.type == pafs.FileType.Directory:
-            self.fs.delete_dir(path)
-        elif info.type == pafs.FileType.File:
-            self.fs.delete_file(path)
+        import obstore
+
+        keys = [self._key(p) for p, _ in self._list_objects(path)]
+        keys.append(self._key(path))
+        try:
+            for i in range(0, len(keys), 1000):
+                self.counts.delete += 1
+                obstore.delete(self.store, keys[i:i + 1000])
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            if "not found" not in str(exc).lower():
+                raise self._fail(exc, path) from None
+
+
+def _clients(scheme: str, bucket: str, location: str):
+    """The obstore store and the pyarrow filesystem of a bucket, configured from the settings."""
+    from obstore.store import from_url
+
+    client_options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
+    retry = {"max_retries": MAX_RETRIES, "retry_timeout": RETRY_TIMEOUT}
+    try:
+        if scheme == "s3":
+            so = settings.current().object_store
+            config = {k: v for k, v in {"endpoint": so.endpoint_url, "access_key_id": so.access_key_id,
+                                        "secret_access_key": so.secret_access_key, "token": so.session_token,
+                                        "region": so.region}.items() if v}
+            client_options["allow_http"] = so.allow_http
+            store = from_url(f"s3://{bucket}", config=config, client_options=client_options, retry_config=retry)
+            fs = pafs.S3FileSystem(access_key=so.access_key_id, secret_key=so.secret_access_key,
+                                   session_token=so.session_token, region=so.region or "us-east-1",
+                                   endpoint_override=so.endpoint_url, connect_timeout=5, request_timeout=60)
+        else:
+            store = from_url(f"{scheme}://{bucket}", client_options=client_options, retry_config=retry)
+            fs, _ = pafs.FileSystem.from_uri(location)
+    except Exception as exc:
+        raise StorageError(describe_error(location, exc, "")) from None
+    return store, fs
+
+
+def describe_error(location: str, exc: BaseException, key: str) -> str:
+    """One line naming the store and what went wrong; never the raw response (it may echo request
+    details) and never a credential."""
+    name = type(exc).__name__
+    text = str(exc)
+    where = f" (object {key})" if key else ""
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or "403" in text or "AccessDenied" in text \
+            or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
+        return (f"store {location}: access denied{where}; check the credentials "
+                f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the cloud's own variables)")
+    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
+        return f"store {location}: the bucket does not exist"
+    if "connect" in text.lower() or "timed out" in text.lower() or "dns" in text.lower():
+        endpoint = settings.current().object_store.endpoint_url or "the default endpoint"
+        return f"store {location}: cannot reach {endpoint}{where}"
+    if "Parquet" in text or "magic" in text.lower() or "footer" in text.lower() or "ArrowInvalid" in name:
+        return f"store {location}: object {key or '?'} is not a readable Parquet file (truncated or corrupt)"
+    first = text.splitlines()[0] if text else name
+    return f"store {location}: {name}{where}: {first[:200]}"

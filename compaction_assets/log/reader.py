@@ -7,12 +7,16 @@ from typing import Iterator
 
 import pyarrow.compute as pc
 
+from compaction_assets.log import segment_task
 from compaction_assets.log.manifest import Manifest, Segment
-from compaction_assets.log.records import Record, rows_to_records, spark_schema
+from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
+# Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
+# switch so the two can be measured against each other on the same data (README, object storage).
+PYTHON_WORKER_READS_LOCAL = False
 COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
 
 
@@ -53,12 +57,27 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
     """Records of the given (index, segment) pairs of `m` with `seg_idx` and the effective delete horizon.
 
     Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it).
+    Local files are read by Spark's Parquet reader (column pruning, vectorized); files on an object
+    store by pyarrow in Python workers, so no Hadoop connector (`s3a`) is needed.
     """
     from pyspark.sql import functions as F
 
     entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
     if not entries:
         return spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
+    if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
+        df = _spark_read(spark, handle, manifest, entries)
+    else:
+        df = _worker_read(spark, handle, manifest, entries)
+    if manifest.deleted and not with_dead:
+        dv = side_table_df(spark, handle, manifest.deleted["file"]).select("offset")
+        df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
+    return df
+
+
+def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
+    from pyspark.sql import functions as F
+
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
     meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
                                  "file_ref string, seg_idx int, stamp long")
@@ -68,15 +87,39 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
           .join(F.broadcast(meta), "file_ref")
           .where(F.col("offset") >= F.lit(manifest.log_start_offset)))
     horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
-    df = df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
-    if manifest.deleted and not with_dead:
-        dv = spark.read.parquet(handle.spark_uri(manifest.deleted["file"])).select("offset")
-        df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
-    return df
+    return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
+
+
+def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    # Files spread over tasks by their record counts (largest first onto the least loaded task).
+    n_tasks = max(1, min(len(entries), spark.sparkContext.defaultParallelism * 2))
+    tasks: list[list[tuple[str, int, int | None]]] = [[] for _ in range(n_tasks)]
+    loads = [0] * n_tasks
+    for ref, idx in sorted(entries, key=lambda e: -e[0].records):
+        t = loads.index(min(loads))
+        tasks[t].append((handle.path(ref.name), idx, ref.stamp))
+        loads[t] += max(ref.records, 1)
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = segment_task.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
+    out = StructType(spark_schema().fields + [StructField("seg_idx", IntegerType(), False)])
+    df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, out)
+    horizon = F.when(F.col("is_tombstone"), F.col("delete_horizon"))
+    return df.withColumn("delete_horizon", horizon)
+
+
+def side_table_df(spark, handle: LogHandle, relative: str):
+    """A side table (deletion vector, remembered deletes) as a DataFrame, from any store."""
+    if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
+        return spark.read.parquet(handle.spark_uri(relative))
+    return spark.createDataFrame(handle.st.read_parquet(handle.path(relative)))
 
 
 def remembered_df(spark, handle: LogHandle, manifest: Manifest):
     """The log's remembered deletes (SPEC §6) as a DataFrame, or None when there are none."""
     if not manifest.remembered:
         return None
-    return spark.read.parquet(handle.spark_uri(manifest.remembered["file"]))
+    return side_table_df(spark, handle, manifest.remembered["file"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
@@ -57,17 +56,14 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
     """The log's deletion vector: offsets a cleaning removed from files it kept (None when there are none)."""
     if not manifest.deleted:
         return None
-    st = handle.st
-    table = pq.read_table(handle.path(manifest.deleted["file"]), filesystem=st.fs if not st.local else None)
+    table = handle.st.read_parquet(handle.path(manifest.deleted["file"]))
     return table.column("offset").combine_chunks()
 
 
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
     """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
     without the records of the deletion vector `dead`."""
-    st = handle.st
-    table = pq.read_table(handle.path(ref.name), filesystem=st.fs if not st.local else None,
-                          schema=SEGMENT_SCHEMA)
+    table = handle.st.read_parquet(handle.path(ref.name), schema=SEGMENT_SCHEMA)
     if min_offset is not None:
         table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
     if dead is not None and len(dead) and len(table):

@@ -6,8 +6,15 @@ Layout of a log folder:
     data/...              Parquet segment files, referenced by manifests
     side/...              side tables (remembered deletes, tombstone index)
 
-A change writes its data files first and then commits manifest version N+1 with an exclusive create, so
-it becomes visible all at once or not at all. Files that no manifest references are leftovers of an
+A change writes its data files first and then commits manifest version N+1 with an exclusive create
+(a hard link locally, a conditional PUT on an object store: see `fs`), so it becomes visible all at once
+or not at all, and of two writers of N+1 exactly one wins; the loser re-reads and re-applies its change
+or fails, and never overwrites the winner.
+
+Leases have an epoch that grows with every holder, and fence commits: a writer commits only while its
+lease object still names it, and a manifest records the highest epoch that committed under each kind
+of lease, so once a writer that took over a lease has committed, the writer it took over from (stalled
+past its expiry) can no longer commit anything (`LeaseLostError`). Files that no manifest references are leftovers of an
 interrupted change; `collect_garbage` removes them once they are older than a grace period.
 """
 
@@ -23,8 +30,9 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 from compaction_assets import settings
-from compaction_assets.errors import ConflictError, CorruptLogError, LockedError, UnknownLogError
-from compaction_assets.log.fs import Storage
+from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
+                                      UnknownLogError)
+from compaction_assets.log.fs import Storage, Version
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
 
@@ -78,6 +86,7 @@ class LogHandle:
         self.name = name
         self.st = store.storage
         self.dir = self.st.join(name)
+        self._held: dict[str, "Lease"] = {}     # leases this handle holds now, by kind (they fence commits)
 
     # --- paths ---------------------------------------------------------------------------------
     def path(self, relative: str) -> str:
@@ -101,6 +110,12 @@ class LogHandle:
     def exists(self) -> bool:
         return bool(self._versions())
 
+    def latest_version(self) -> int:
+        """The newest manifest version's number, 0 for none: one LIST on an object store, so a sensor can
+        tell an unchanged log for the price of one request."""
+        versions = self._versions()
+        return versions[-1] if versions else 0
+
     def manifest(self) -> Manifest:
         """The current state: the highest manifest version that reads back whole."""
         versions = self._versions()
@@ -113,8 +128,12 @@ class LogHandle:
                 if m.version != v or m.log != self.name:
                     raise ValueError(f"manifest {v} names version {m.version} of log {m.log!r}")
                 return m
+            except FileNotFoundError:
+                continue   # trimmed by a newer commit between our listing and our read
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 errors.append(f"version {v}: {exc}")
+        if not errors:
+            return self.manifest()
         raise CorruptLogError(f"log {self.name!r}: no readable manifest ({'; '.join(errors[:3])})")
 
     def manifest_version(self, version: int) -> Manifest:
@@ -127,15 +146,21 @@ class LogHandle:
     def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
         """Commit `change(current)` as the next version; re-apply it if another writer got there first.
 
-        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase.
+        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase. While this
+        handle holds leases, each attempt first checks that they are still its own (fencing).
         """
         self.st.makedirs(self.path("_log"))
         for _ in range(retries):
             current = self.manifest()
+            fence = dict((current.extra or {}).get("fence", {}))
+            for kind, lease in self._held.items():
+                lease.check(fence.get(kind, 0))
+                fence[kind] = max(fence.get(kind, 0), lease.epoch)
             new = change(current)
             if new is None:
                 return current
-            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms())
+            extra = {**(new.extra or {}), "fence": fence} if fence else new.extra
+            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(), extra=extra)
             if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
                 self._trim_versions(new.version)
                 return new
@@ -178,14 +203,18 @@ class LogHandle:
     def lock(self, kind: str, *, ttl_s: float | None = None, purpose: str = "") -> Iterator[None]:
         lease = Lease(self, kind, ttl_s or self.store.lock_ttl_s, purpose)
         lease.acquire()
+        self._held[kind] = lease
         try:
             yield
         finally:
+            self._held.pop(kind, None)
             lease.release()
 
     def lock_holder(self, kind: str) -> dict | None:
         try:
             return json.loads(self.st.read_bytes(self.path(f"_locks/{kind}.lock")))
+        except StorageError:
+            raise
         except (OSError, ValueError):
             return None
 
@@ -214,14 +243,14 @@ class LogHandle:
         keep_dirs = {os.path.dirname(p) for p in keep}
         removed = []
         for top in ("data", "side", "_log"):
-            for path in self.st.list_files_recursive(self.path(top)):
+            # One listing gives names and times on an object store (no request per file).
+            for path, mtime in self.st.list_files_with_mtime(self.path(top)):
                 base = path.rsplit("/", 1)[-1]
                 if top == "_log" and not base.startswith(".tmp-"):
                     continue
                 if path in keep or any(path.startswith(k + "/") for k in keep) or \
                         (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs):
                     continue
-                mtime = self.st.mtime_ms(path)
                 if mtime is not None and (now - mtime < grace_ms or
                                           (in_flight_since is not None and mtime >= in_flight_since)):
                     continue
@@ -243,7 +272,12 @@ def _remove_empty_dirs(top: str) -> None:
 
 
 class Lease:
-    """A lock file with an expiry, renewed by a heartbeat thread while held."""
+    """A lock object with an expiry and an epoch, renewed by a heartbeat thread while held.
+
+    It is created only if absent; an expired one is taken over by a conditional replace of exactly the
+    version that was read (so of two writers that saw it expired, one wins) with a higher epoch; the
+    heartbeat renews it the same way, so a holder whose lease was taken over learns it at its next beat
+    and its next commit is refused (`LogHandle.update` checks `check`)."""
 
     def __init__(self, handle: LogHandle, kind: str, ttl_s: float, purpose: str):
         self.h = handle
@@ -252,13 +286,17 @@ class Lease:
         self.path = handle.path(f"_locks/{kind}.lock")
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.purpose = purpose
+        self.epoch = 0
+        self.version: Version | None = None
+        self.lost = False
+        self._mutex = threading.Lock()           # the heartbeat and `check` share `version`
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _body(self) -> bytes:
         now = wall_ms()
         return json.dumps({"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                           "purpose": self.purpose, "acquired_ms": self.acquired_ms,
+                           "purpose": self.purpose, "acquired_ms": self.acquired_ms, "epoch": self.epoch,
                            "expires_ms": now + self.ttl_ms}).encode()
 
     def acquire(self) -> None:
@@ -266,30 +304,74 @@ class Lease:
         st.makedirs(self.h.path("_locks"))
         self.acquired_ms = wall_ms()     # kept by renewals: what was written since is the holder's
         for _ in range(3):
-            if st.create_exclusive(self.path, self._body()):
+            # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
+            try:
+                fence = int(((self.h.manifest().extra or {}).get("fence") or {}).get(self.kind, 0))
+            except CorruptLogError:   # the holder is about to report or repair it; no epoch committed is known
+                fence = 0
+            self.epoch = fence + 1
+            created = st.create_versioned(self.path, self._body())
+            if created is not None:
+                self.version = created
                 self._start_heartbeat()
                 return
-            holder = self.h.lock_holder(self.kind)
-            if holder is None:  # released between our two calls
+            try:
+                data, seen = st.read_versioned(self.path)
+                holder = json.loads(data)
+            except FileNotFoundError:  # released between our two calls
                 continue
+            except ValueError:
+                holder, seen = {"expires_ms": 0}, None   # a torn or foreign lock object: expired
             if holder.get("expires_ms", 0) > wall_ms():
                 left = (holder["expires_ms"] - wall_ms()) / 1000
                 raise LockedError(
                     f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.get('owner')} "
                     f"(pid {holder.get('pid')} on {holder.get('host')}, {holder.get('purpose') or 'no purpose given'}); "
                     f"the lease expires in {left:.0f}s unless its holder renews it")
-            # An expired lease: its holder died. Take it over only if nobody renewed it meanwhile.
-            if self.h.lock_holder(self.kind) == holder:
+            # An expired lease: its holder died or stalled. Take it over only if nobody renewed or took
+            # it meanwhile (a replace of exactly the version read), with a higher epoch.
+            self.epoch = max(self.epoch, int(holder.get("epoch", 0)) + 1)
+            if seen is None:
                 st.delete(self.path)
+                continue
+            taken = st.replace_if_unchanged(self.path, self._body(), seen)
+            if taken is not None:
+                self.version = taken
+                self._start_heartbeat()
+                return
         raise LockedError(f"log {self.h.name!r}: could not take the {self.kind} lock (contended)")
+
+    def renew(self) -> bool:
+        """Extend the lease if it is still ours (a conditional replace); False once it was taken over."""
+        with self._mutex:
+            if self.lost or self.version is None:
+                return False
+            new = self.h.st.replace_if_unchanged(self.path, self._body(), self.version)
+            if new is None:
+                self.lost = True
+                return False
+            self.version = new
+            return True
+
+    def check(self, committed_epoch: int) -> None:
+        """Raise LeaseLostError unless this lease still names us and no later epoch has committed."""
+        if not self.lost and committed_epoch <= self.epoch:
+            holder = self.h.lock_holder(self.kind)
+            if holder is not None and holder.get("owner") == self.owner:
+                return
+        self.lost = True
+        raise LeaseLostError(
+            f"log {self.h.name!r}: the {self.kind} lease of {self.owner} was taken over by another writer "
+            f"(it expired while this one stalled); nothing more of this change is committed")
 
     def _start_heartbeat(self) -> None:
         def beat() -> None:
             while not self._stop.wait(max(self.ttl_ms / 3000, 0.05)):
-                holder = self.h.lock_holder(self.kind)
-                if holder is None or holder.get("owner") != self.owner:
-                    return
-                self.h.st.write_atomic(self.path, self._body())
+                try:
+                    if not self.renew():
+                        return
+                except Exception:   # a store hiccup: try again at the next beat, the lease lasts 3 beats
+                    continue
         self._thread = threading.Thread(target=beat, name=f"lease-{self.h.name}-{self.kind}", daemon=True)
         self._thread.start()
 
@@ -297,6 +379,10 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        holder = self.h.lock_holder(self.kind)
-        if holder is not None and holder.get("owner") == self.owner:
-            self.h.st.delete(self.path)
+        try:
+            data, seen = self.h.st.read_versioned(self.path)
+            holder = json.loads(data)
+        except (FileNotFoundError, ValueError):
+            return
+        if holder.get("owner") == self.owner:
+            self.h.st.delete_if_unchanged(self.path, seen)

@@ -157,8 +157,7 @@ def _array(col) -> pa.Array:
 
 def _write(handle: LogHandle, table: pa.Table) -> FileRef:
     name = handle.new_data_name()
-    handle.st.makedirs(handle.path("data"))
-    pq.write_table(table, handle.path(name), filesystem=None if handle.st.local else handle.st.fs)
+    handle.st.write_parquet(handle.path(name), table)
     return FileRef(name=name, records=len(table))
 
 
@@ -237,8 +236,7 @@ def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, record
     if config.strategy == "offset" or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
         return ()
     from compaction_assets.log.ranking import losers_to_tombstones  # local import: only these strategies need it
-    idx = pq.read_table(handle.path(manifest.tombstone_index["file"]),
-                        filesystem=None if handle.st.local else handle.st.fs)
+    idx = handle.st.read_parquet(handle.path(manifest.tombstone_index["file"]))
     idx = idx.filter(pc.greater_equal(idx.column("offset"), manifest.log_start_offset))  # gone below log start
     found = losers_to_tombstones(idx, records, config)
     return tuple(Hold(offset=o, horizon=h, until=u) for o, h, u in found)
@@ -372,3 +370,21 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
         finally:
             handle.st.delete(handle.path(stage))
     return AppendResult(len(offsets), int(offsets[0]), int(offsets[-1]), invalid, len(rolls), int(offsets[-1]) + 1)
+
+
+def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None = None) -> None:
+    """Write a DataFrame as Parquet under the log's folder `relative`, on any store: Spark's writer for
+    local files, pyarrow in Python workers on an object store (no Hadoop connector needed), one file
+    per Spark partition either way (and per value of `partition_by`, in `<col>=<value>/` folders)."""
+    if handle.st.local:
+        w = df.write if partition_by is None else df.write.partitionBy(partition_by)
+        w.parquet(handle.spark_uri(relative))
+        return
+    from pyspark import cloudpickle
+
+    from compaction_assets.log import segment_task
+
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = segment_task.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
+    df.mapInArrow(runner, "path string, rows long").collect()
+

@@ -1,0 +1,210 @@
+"""The log store on a real S3 server (SeaweedFS, tests/s3_server.py): conditional creates, leases and
+fencing, concurrent writers, and the errors a user meets (wrong key, missing bucket, unreachable
+endpoint, corrupt object). The same store tests run on a local folder where the rule is the same."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from compaction_assets.errors import LeaseLostError, StorageError
+from compaction_assets.log import writer
+from compaction_assets.log.config import build_config
+from compaction_assets.log.fs import Storage
+from compaction_assets.log.reader import iter_records
+from compaction_assets.log.store import LogStore
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CFG = build_config({"segment.bytes": 400})
+
+
+@pytest.fixture(params=["local", "s3"])
+def any_store_uri(request, tmp_path):
+    """A store location: a local folder, then a fresh bucket on the S3 server."""
+    if request.param == "local":
+        return str(tmp_path / "store")
+    return request.getfixturevalue("s3_store_uri")
+
+
+def test_create_only_if_absent_and_replace_only_if_unchanged(any_store_uri):
+    a, b = Storage.open(any_store_uri), Storage.open(any_store_uri)
+    a.makedirs(a.join("x"))
+    path = a.join("x", "00001.json")
+    assert a.create_exclusive(path, b"first") is True
+    assert b.create_exclusive(path, b"second") is False          # the loser learns it lost
+    data, seen = b.read_versioned(path)
+    assert data == b"first"                                       # and the winner's object is intact
+    assert a.replace_if_unchanged(path, b"renewed", seen) is not None
+    assert b.replace_if_unchanged(path, b"stale", seen) is None   # a replace of an old version fails
+    assert a.read_bytes(path) == b"renewed"
+
+
+def test_log_round_trip_without_spark(any_store_uri):
+    store = LogStore(any_store_uri, gc_grace_s=0)
+    h = store.log("orders-0")
+    writer.append(h, CFG, [{"key": f"k{i}", "value": f"v{i}", "timestamp": i + 1} for i in range(30)])
+    writer.roll(h)
+    got = [(r.offset, r.key, r.value) for r in iter_records(h)]
+    assert got == [(i, f"k{i}".encode(), f"v{i}".encode()) for i in range(30)]
+    assert store.logs() == ["orders-0"]
+    stray = h.path("data/stray.parquet")
+    h.st.write_atomic(stray, b"left by an interrupted change")
+    assert stray in h.collect_garbage(grace_s=0)
+    assert [r.offset for r in iter_records(h)] == list(range(30))
+
+
+def test_taken_over_lease_cannot_commit(any_store_uri):
+    store = LogStore(any_store_uri)
+    h1, h2 = store.log("fenced-0"), LogStore(any_store_uri).log("fenced-0")
+    writer.append(h1, CFG, [{"key": "a", "value": "1", "timestamp": 1}])
+    with h1.lock("clean", ttl_s=0.6, purpose="a writer that stalls"):
+        stalled = h1._held["clean"]
+        stalled._stop.set()                    # its heartbeat stops, as in a long GC pause
+        stalled._thread.join()
+        time.sleep(0.8)                        # past its expiry
+        with h2.lock("clean", purpose="the writer that takes over"):
+            assert h2._held["clean"].epoch > stalled.epoch
+            with pytest.raises(LeaseLostError, match="taken over"):
+                writer.set_checkpoint(h1, 7)
+            committed = writer.set_checkpoint(h2, 5)
+        assert committed.extra["fence"]["clean"] == h2_epoch(committed)
+        with pytest.raises(LeaseLostError):    # still refused after the taker released
+            writer.set_checkpoint(h1, 7)
+    assert h1.manifest().checkpoint == 5
+
+
+def h2_epoch(manifest) -> int:
+    return manifest.extra["fence"]["clean"]
+
+
+def test_concurrent_writers_on_s3(s3_store_uri):
+    """N processes append and commit to one log at once: every acknowledged record is readable exactly
+    once, and every version was written by exactly one writer (the commits add up to the last version)."""
+    n, rounds = 4, 5
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}",
+                               str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                              text=True) for i in range(n)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.rstrip().endswith("DONE"), err[-2000:]
+    lines = [line for out, _ in outs for line in out.splitlines()]
+    acked = [line.split()[1] for line in lines if line.startswith("ACK ")]
+    commits = [line.split()[1] for line in lines if line.startswith("COMMIT ")]
+    h = LogStore(s3_store_uri).log("race-0")
+    m = h.manifest()
+    records = list(iter_records(h))
+    keys = [r.key.decode() for r in records]
+    assert sorted(keys) == sorted(acked) and len(acked) == n * rounds * 3
+    assert [r.offset for r in records] == list(range(len(records)))
+    assert m.version == len(commits) == n * rounds * 2           # no version written twice, none lost
+    versions = [int(c) for c in commits if c != "append"]
+    assert len(set(versions)) == len(versions)
+
+
+def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, monkeypatch):
+    h = LogStore(s3_store_uri).log("err-0")
+    writer.append(h, CFG, [{"key": "a", "value": "1", "timestamp": 1}])
+    # a corrupt object where a segment file should be
+    ref = h.manifest().segments[-1].files[0]
+    h.st.write_atomic(h.path(ref.name), b"PAR1 not really parquet")
+    with pytest.raises(StorageError) as info:
+        list(iter_records(h))
+    assert s3_store_uri in str(info.value) and "\n" not in str(info.value)
+
+    secret = s3_server.env["AWS_SECRET_ACCESS_KEY"]
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-" + secret[:4])
+    with pytest.raises(StorageError, match="access denied") as info:
+        LogStore(s3_store_uri).log("err-0").manifest()
+    assert s3_store_uri in str(info.value) and secret not in str(info.value) and "\n" not in str(info.value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+
+    missing = "s3://no-such-bucket-for-this-test/store"
+    with pytest.raises(StorageError, match="does not exist") as info:
+        LogStore(missing).log("err-0").manifest()
+    assert missing in str(info.value)
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")   # nothing listens there
+    with pytest.raises(StorageError, match="cannot reach") as info:
+        LogStore(s3_store_uri).log("err-0").manifest()
+    assert s3_store_uri in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("python_workers_locally", [False, True])
+def test_spark_reads_segments_through_python_workers(spark, any_store_uri, python_workers_locally, monkeypatch):
+    """read_df on a bucket needs no s3a: the files are read by pyarrow in Python workers; locally the
+    same reader (forced) and Spark's own give the same rows."""
+    from compaction_assets.log import reader
+
+    monkeypatch.setattr(reader, "PYTHON_WORKER_READS_LOCAL", python_workers_locally)
+    h = LogStore(any_store_uri).log("spark-0")
+    rows = [{"key": f"k{i % 7}", "value": None if i % 5 == 0 else f"v{i}", "timestamp": i + 1} for i in range(60)]
+    writer.append(h, CFG, rows)
+    writer.roll(h)
+    writer.set_log_start(h, 3)
+    got = [(r["offset"], bytes(r["key"]), None if r["value"] is None else bytes(r["value"]))
+           for r in reader.read_df(spark, h).collect()]
+    assert got == [(r.offset, r.key, r.value) for r in iter_records(h)] and got[0][0] == 3 and len(got) == 57
+
+
+@pytest.mark.slow
+def test_concurrent_writers_and_cleanings_on_s3(spark, s3_store_uri):
+    """Writer processes append and commit while this process cleans the same log again and again:
+    every acknowledged record survives (keys are unique, so a cleaning removes none), and the versions
+    written by all of them add up to the last version (none written twice, none lost)."""
+    from compaction_assets.cleaning import engine
+    from compaction_assets.errors import LockedError
+
+    n, rounds = 3, 4
+    h = LogStore(s3_store_uri, gc_grace_s=3600).log("race-0")
+    writer.append(h, CFG, [{"key": "seed", "value": "0", "timestamp": 1}])
+    mine = []
+    create = h.st.create_exclusive
+
+    def counting_create(path, data):
+        won = create(path, data)
+        if won and "/_log/" in path:
+            mine.append(path)
+        return won
+
+    h.st.create_exclusive = counting_create
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}",
+                               str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+                              text=True) for i in range(n)]
+    cleanings = 0
+    while any(p.poll() is None for p in procs):
+        try:
+            cleanings += engine.run(h, CFG, 10**12, spark=spark, force=True).cleaned
+        except LockedError:
+            time.sleep(0.1)
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0 and out.rstrip().endswith("DONE"), err[-2000:]
+    lines = [line for out, _ in outs for line in out.splitlines()]
+    acked = ["seed"] + [line.split()[1] for line in lines if line.startswith("ACK ")]
+    commits = [line for line in lines if line.startswith("COMMIT ")]
+    m = h.manifest()
+    records = list(iter_records(h))
+    assert sorted(r.key.decode() for r in records) == sorted(acked)
+    assert m.version == 1 + len(commits) + len(mine)
+    assert cleanings >= 1
+
+
+@pytest.mark.slow
+def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
+    """`python -m compaction_assets.conformance --store s3://...` passes every public case (check.py)."""
+    conformance = os.environ.get("CONFORMANCE_DIR", "/work/shared/conformance")
+    if not os.path.isdir(os.path.join(conformance, "cases")):
+        pytest.skip(f"no conformance cases under {conformance}")
+    runner = f"{sys.executable} -m compaction_assets.conformance --store {s3_store_uri}/conformance"
+    result = subprocess.run([sys.executable, os.path.join(conformance, "check.py"), "--runner", runner],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                            timeout=1500)
+    assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-4000:] + result.stderr[-2000:]
+    store = Storage.open(s3_store_uri)
+    assert store.list_files_recursive(store.join("conformance")) == []   # each run's objects are removed afterwards
