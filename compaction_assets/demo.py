@@ -171,15 +171,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     store = defs.resources["log_store"]
     try:
-        prepare_folders(store.root, store.landing, store.latest_state_root)
+        prepare_folders(store.store_location(), store.landing_area(), store.latest_state_location())
     except DemoRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from resources.log_store import REPO_TOPICS
-    apply_demo_topics(store.root, REPO_TOPICS)
-    files = write_landing(store.landing, events=args.events)
-    record_landing(store.root, files)
-    print(f"landed {len(files)} files under {store.landing}", file=sys.stderr)
+    apply_demo_topics(store.store_location(), REPO_TOPICS)
+    files = write_landing(store.landing_area(), events=args.events)
+    record_landing(store.store_location(), files)
+    print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
 
     tick = defs.get_sensor_def("log_discovery_sensor").evaluate_tick(
@@ -189,7 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
     print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
 
+    from compaction_assets.defs.checks import compacted_log_checks
+
+    # the checks are their own definition (defs/checks.py): materialized with the assets, they run after
+    # compacted_log and, when a blocking one fails, latest_state does not
     assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
+    assets.append(compacted_log_checks)
     summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
                "checks_failed": 0, "keys_in_latest_state": 0, "failed_runs": 0}
     for log in logs:

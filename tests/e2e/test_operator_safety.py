@@ -310,7 +310,7 @@ def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_pat
     topics = tmp_path / "t.yaml"
     topics.write_text("topics:\n  orders: {compaction.strategy: timestamp}\n")
     resource = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
-                                latest_state_root=str(tmp_path / "latest"))
+                                latest_state_root=str(tmp_path / "latest"), topics_file=str(topics))
     with dg.instance_for_test() as instance:
         result = apply_topics_config_job.execute_in_process(
             instance=instance, resources={"log_store": resource},
