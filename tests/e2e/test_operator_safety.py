@@ -332,3 +332,21 @@ def test_refused_first_ingestion_leaves_no_log_folder(tmp_path, capsys):
     rc, _, err = run(capsys, "--store", str(store), "ingest", "--landing", str(tmp_path / "landing"))
     assert rc == 1 and len(errors(err)) == 1, err
     assert not (store / "fresh-0").exists()
+
+
+@pytest.mark.slow
+def test_demo_runs_twice_replacing_only_what_it_made(tmp_path):
+    env = {**os.environ, "COMPACTION_STORE": str(tmp_path / "store"), "COMPACTION_LANDING": str(tmp_path / "landing"),
+           "COMPACTION_LATEST_STATE": str(tmp_path / "latest"), "DAGSTER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    other = tmp_path / "landing" / "someone-else" / "partition=0" / "keep.jsonl"   # not a demo topic
+    other.parent.mkdir(parents=True)
+    other.write_text('{"key": "a", "value": "b", "timestamp": 1}\n')
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "compaction_assets.demo", "--events", "200"], cwd=str(REPO),
+                              env=env, capture_output=True, text=True, timeout=1200)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads(proc.stdout.splitlines()[-1])["checks_failed"] == 0
+    assert other.read_text().startswith('{"key": "a"')
+    assert sorted(LogStore(str(tmp_path / "store")).logs()) == [
+        "user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0"]
