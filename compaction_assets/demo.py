@@ -111,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     logs = sorted(instance.get_dynamic_partitions(log_partitions.name))
     print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
 
+    from compaction_assets.defs.checks import compacted_log_checks
+
+    # the checks are their own definition (defs/checks.py): materialized with the assets, they run after
+    # compacted_log and, when a blocking one fails, latest_state does not
     assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
+    assets.append(compacted_log_checks)
     summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
                "checks_failed": 0, "keys_in_latest_state": 0, "failed_runs": 0}
     for log in logs:
