@@ -1,5 +1,5 @@
 """The partitioned assets: raw segments (ingestion), the cleanable range (plan), the compacted log
-(the cleaning, with its checks in-step) and the latest state. Every decision is the engine's."""
+(the cleaning; its checks are in defs/checks.py) and the latest state. Every decision is the engine's."""
 
 
 import warnings

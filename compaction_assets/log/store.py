@@ -5,6 +5,7 @@ Layout of a log folder:
     _locks/<kind>.lock    leases (cleaning, append) that expire when their holder dies
     data/...              Parquet segment files, referenced by manifests
     side/...              side tables (remembered deletes, tombstone index)
+    _pins/<purpose>.json  manifest versions kept beyond KEEP_VERSIONS (with their files) until replaced
 
 A change writes its data files first and then commits manifest version N+1 with an exclusive create
 (a hard link locally, a conditional PUT on an object store: see `fs`), so it becomes visible all at once
