@@ -1,4 +1,9 @@
-"""Reading input files (Parquet or JSON Lines with key, value, timestamp, optional headers and offset).
+"""Reading input files (Parquet, JSON Lines or Avro with key, value, timestamp, optional headers and offset).
+
+Avro is what Kafka Connect's storage sinks most often write (`<topic>/partition=<p>/<topic>+<p>+<offset>.avro`):
+one record per Kafka record, with `key` and `value` as bytes or string (null value = tombstone), `timestamp`
+(long, ms), optional `offset` (long) and `headers` (array of {key or name: string, value: bytes, string or
+null}). A refused record is named by the file and its record number (from 1).
 
 JSON Lines carry keys and values as UTF-8 strings; bytes that are not UTF-8 go in `key_b64` / `value_b64`
 (base64) instead. Header values are strings, integers (8-byte big-endian), null, or {"b64": "..."}.
@@ -19,14 +24,14 @@ import pyarrow.parquet as pq
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, records_to_table
 
-FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
+FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
 
 
 def file_format(path: str | Path) -> str:
     """The landing format of a file by its extension (parquet or jsonl), or None."""
     fmt = FORMATS.get(Path(path).suffix.lower())
     if fmt is None:
-        raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json or .ndjson)")
+        raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json, .ndjson or .avro)")
     return fmt
 
 
@@ -129,10 +134,84 @@ def read_parquet(path: str | Path) -> pa.Table:
     return coerce_table(table, str(path))
 
 
+def _avro_bytes(value: Any, where: str, name: str) -> bytes | str | None:
+    if value is None or isinstance(value, (bytes, str)):
+        return value
+    raise InvalidInputError(f"{where}: {name} must be bytes, a string or null, got {type(value).__name__}")
+
+
+def _avro_record(obj: Any, where: str) -> dict:
+    if not isinstance(obj, dict):
+        raise InvalidInputError(f"{where}: expected an Avro record, got {type(obj).__name__}")
+    unknown = set(obj) - {"key", "value", "timestamp", "headers", "offset"}
+    if unknown:
+        raise InvalidInputError(f"{where}: unknown field(s) {sorted(unknown)}")
+    for name in ("key", "value"):
+        if name not in obj:
+            raise InvalidInputError(f"{where}: missing required field {name!r}")
+    rec: dict[str, Any] = {"key": _avro_bytes(obj["key"], where, "key"),
+                           "value": _avro_bytes(obj["value"], where, "value")}
+    for name in ("timestamp", "offset"):
+        val = obj.get(name)
+        if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
+            raise InvalidInputError(f"{where}: {name} must be a long, got {val!r}")
+        if val is not None:
+            rec[name] = val
+    headers = obj.get("headers")
+    if headers is not None:
+        if not isinstance(headers, list):
+            raise InvalidInputError(f"{where}: headers must be an array of {{key, value}} records")
+        fixed = []
+        for h in headers:
+            name = h.get("key", h.get("name")) if isinstance(h, dict) else None
+            if not isinstance(name, str):
+                raise InvalidInputError(f"{where}: malformed header {h!r} (expected {{key: string, value: bytes}})")
+            fixed.append([name, _avro_bytes(h.get("value"), where, f"header {name!r} value")])
+        rec["headers"] = fixed
+    return rec
+
+
+def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
+    """An Avro container file as a table, read whole before anything is appended (all or nothing);
+    `numbers`, when given, receives each record's number (from 1). Errors name the file and record."""
+    import fastavro  # only landing folders with .avro files need it
+
+    records = []
+    n = 0
+    try:
+        with open(path, "rb") as fh:
+            try:
+                reader = fastavro.reader(fh)
+            except Exception as exc:  # fastavro raises several types for a bad header
+                raise InvalidInputError(f"{path}: not a readable Avro file ({_first_line(exc)})") from None
+            while True:
+                try:
+                    obj = next(reader)
+                except StopIteration:
+                    break
+                except Exception as exc:  # a corrupt block or a truncated file
+                    raise InvalidInputError(f"{path}: record {n + 1}: corrupt Avro data "
+                                            f"({type(exc).__name__}: {_first_line(exc)})") from None
+                n += 1
+                records.append(_avro_record(obj, f"{path}: record {n}"))
+                if numbers is not None:
+                    numbers.append(n)
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return records_to_table(records, str(path))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
 def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:
     """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset.
-    For JSON Lines, `lines` (when given) receives each record's line number."""
-    return read_parquet(path) if file_format(path) == "parquet" else read_jsonl(path, lines)
+    For JSON Lines (Avro), `lines` (when given) receives each record's line (record) number."""
+    fmt = file_format(path)
+    if fmt == "parquet":
+        return read_parquet(path)
+    return read_avro(path, lines) if fmt == "avro" else read_jsonl(path, lines)
 
 
 def append_file(handle, config, path: str | Path, **kw):
@@ -149,7 +228,8 @@ def append_file(handle, config, path: str | Path, **kw):
         msg = str(exc)
         if exc.row is None or not msg.startswith(prefix):
             raise
-        where = f"line {lines[exc.row]}" if lines else f"row {exc.row + 1}"
+        unit = "record" if file_format(path) == "avro" else "line"
+        where = f"{unit} {lines[exc.row]}" if lines else f"row {exc.row + 1}"
         raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
 
 

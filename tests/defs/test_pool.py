@@ -1,0 +1,72 @@
+"""The Spark pool, measured on a real instance: compaction runs of several logs started at once (one
+process each, as the run launcher starts them) never run more Spark steps at the same time than the
+pool's limit; the overlap is read from the instance's own step events."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from compaction_assets.defs.jobs import SPARK_POOL
+from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.log import writer
+from compaction_assets.log.config import build_config
+from compaction_assets.log.store import LogStore
+
+ROOT = Path(__file__).resolve().parents[2]
+NOW = 1_000_000_000
+SPARK_STEPS = {"cleanable_range", "compacted_log", "latest_state"}
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most intervals open at one instant."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit,logs", [(1, 3)])
+def test_concurrent_runs_never_exceed_the_spark_pool(tmp_path, limit, logs):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(f"telemetry: {{enabled: false}}\nconcurrency:\n  pools:\n"
+                                       f"    default_limit: {limit}\n")
+    store = LogStore(str(tmp_path / "store"))
+    names = [f"users-{p}" for p in range(logs)]
+    for name in names:
+        writer.append(store.log(name), build_config({}),
+                      [{"key": f"k{i % 3}", "value": "v", "timestamp": 100 + i} for i in range(30)], now=NOW)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "COMPACTION_STORE": str(tmp_path / "store"),
+           "COMPACTION_LANDING": str(tmp_path / "landing"), "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+           "SPARK_MASTER": "local[1]"}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions(log_partitions.name, names)
+    workers = [subprocess.Popen([sys.executable, "-m", "tests.defs.pool_worker", str(home), name, str(NOW)],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for name in names]
+    errors = [w.communicate(timeout=900)[1] for w in workers]
+    assert all(w.returncode == 0 for w in workers), "\n".join(e[-1500:] for e in errors)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        spans = []
+        for record in instance.get_run_records():
+            starts, ends = {}, {}
+            for entry in instance.all_logs(record.dagster_run.run_id):
+                event = entry.get_dagster_event() if entry.is_dagster_event else None
+                if event is None or event.step_key not in SPARK_STEPS:
+                    continue
+                if event.is_step_start:
+                    starts[event.step_key] = entry.timestamp
+                elif event.is_step_success or event.is_step_failure:
+                    ends[event.step_key] = entry.timestamp
+            spans += [(starts[k], ends[k]) for k in starts if k in ends]
+    assert len(spans) == len(SPARK_STEPS) * logs
+    overlap = max_overlap(spans)
+    print(f"{logs} runs, pool {SPARK_POOL!r} limit {limit}: at most {overlap} Spark step(s) at once")
+    assert overlap <= limit
