@@ -250,7 +250,8 @@ def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: lis
         small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
         parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
     if m.deleted:
-        old = spark.read.parquet(handle.spark_uri(m.deleted["file"])).select("offset")
+        # its schema given, so that Spark starts no job to infer it
+        old = spark.read.schema("offset long").parquet(handle.spark_uri(m.deleted["file"]))
         parts.append(old.where(F.col("offset") >= F.lit(range_end)))
     if not parts:
         return None
@@ -363,6 +364,23 @@ def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d
     both = both.withColumn("_best", best).where(F.col("_best.offset") == F.col("m_offset")).drop("_best")
     name = f"side/remembered-{uuid.uuid4().hex}"
     both.coalesce(1).write.parquet(handle.spark_uri(name))
-    summary = spark.read.parquet(handle.spark_uri(name)).agg(
-        F.count(F.lit(1)).alias("n"), F.min("m_expiry").alias("e")).collect()[0]
-    out.remembered = {"file": name, "count": int(summary["n"]), "min_expiry": int(summary["e"])}
+    # the figures from the written file itself (one small file, read here), not from another Spark job
+    count, min_expiry = _file_count_and_min(handle, name, "m_expiry")
+    out.remembered = {"file": name, "count": count, "min_expiry": min_expiry}
+
+
+def _file_count_and_min(handle: LogHandle, folder: str, column: str) -> tuple[int, int]:
+    """Rows and the minimum of `column` over the Parquet files Spark wrote into `folder`."""
+    import pyarrow.compute as pc
+
+    st = handle.st
+    fs = None if st.local else st.fs
+    count, low = 0, None
+    for entry in st.list_dir(handle.path(folder)):
+        if entry.endswith(".parquet") and not entry.startswith((".", "_")):
+            col = pq.read_table(handle.path(f"{folder}/{entry}"), columns=[column], filesystem=fs).column(column)
+            count += len(col)
+            if len(col):
+                m = pc.min(col).as_py()
+                low = m if low is None else min(low, m)
+    return count, int(low) if low is not None else 0
