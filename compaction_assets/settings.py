@@ -41,6 +41,8 @@ DEFAULT_LATEST_STATE = os.path.join("var", "latest_state")
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_MAX_RUNS_PER_TICK = 100
 DEFAULT_SPARK_MASTER = "local[*]"
+CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
+DEFAULT_CLEAN_CONCURRENCY = 4   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Settings:
     spark_driver_bind_address: str | None
     spark_driver_memory: str | None
     dagster_home: str | None
+    clean_concurrency: int = DEFAULT_CLEAN_CONCURRENCY
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -113,6 +116,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         spark_driver_bind_address=_text(env, SPARK_DRIVER_BIND_ADDRESS),
         spark_driver_memory=_text(env, SPARK_DRIVER_MEMORY),
         dagster_home=_text(env, DAGSTER_HOME),
+        clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
     )
 
 
