@@ -25,7 +25,9 @@ import time
 from compaction_assets.log.store import LogStore
 
 from . import gen
-from .contenders import LOG_NAME, REPO
+
+LOG_NAME = "bench-0"   # as in bench/contenders.py (which needs the bench extras)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _disk(path: str) -> dict[str, int]:

@@ -29,8 +29,8 @@ def main() -> None:
     from compaction_assets.cleaning import engine
     from compaction_assets.log.store import LogStore
 
-    from .contenders import LOG_NAME
     from .gen import NOW, topic_config
+    from .modes import LOG_NAME
     from .jobs import JobCounter
 
     store = LogStore(args.store, gc_grace_s=0)

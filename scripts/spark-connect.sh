@@ -41,11 +41,11 @@ case "${1:-}" in
       --conf spark.sql.sources.parallelPartitionDiscovery.threshold=1000000 \
       --conf "spark.driver.extraJavaOptions=-Dlog4j.configurationFile=file:$PWD/compaction_assets/log4j2.properties" \
       >/dev/null
-    for _ in $(seq 1 120); do
+    for _ in $(seq 1 360); do
       if answers; then echo "$REMOTE"; exit 0; fi
       sleep 0.5
     done
-    echo "spark-connect: the server did not answer on 127.0.0.1:$PORT within 60 s; see $SPARK_LOG_DIR" >&2
+    echo "spark-connect: the server did not answer on 127.0.0.1:$PORT within 180 s; see $SPARK_LOG_DIR" >&2
     exit 1
     ;;
   stop)
