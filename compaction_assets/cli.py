@@ -146,14 +146,23 @@ def cmd_clean(ctx: Context) -> int:
     else:
         raise CompactionError("name one or more logs, or use --all")
     reports = []
-    for n, name in enumerate(targets, 1):
-        _progress(f"[{n}/{len(targets)}] {name}: evaluating")
+    if targets:
+        _progress(f"cleaning {len(targets)} log(s), up to {settings.current().clean_concurrency} at a time")
+    items = []
+    for name in targets:
         try:
-            rep = engine.run(ctx.handle(name), ctx.config(name), ctx.now, spark=lambda: ctx.spark,
-                             force=ctx.args.force, progress=lambda m, name=name: _progress(f"{name}: {m}"))
-        except CompactionError as exc:
+            items.append((ctx.handle(name), ctx.config(name)))
+        except CompactionError as exc:  # a bad name or configuration: report it, clean the others
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
+    results = engine.run_many(items, ctx.now,
+                              spark=lambda: ctx.spark, force=ctx.args.force,
+                              concurrency=settings.current().clean_concurrency, progress=_progress)
+    for res in results:
+        name, rep = res.log, res.report
+        if res.error is not None:
+            failed += 1
+            print(f"error: {res.error}", file=sys.stderr)
             continue
         if rep.cleaned:
             s = rep.stats

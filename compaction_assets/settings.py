@@ -51,6 +51,8 @@ DEFAULT_LATEST_STATE = os.path.join("var", "latest_state")
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_MAX_RUNS_PER_TICK = 100
 DEFAULT_SPARK_MASTER = "local[*]"
+CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
+DEFAULT_CLEAN_CONCURRENCY = 4   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class Settings:
     spark_driver_memory: str | None
     dagster_home: str | None
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
+    clean_concurrency: int = DEFAULT_CLEAN_CONCURRENCY
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -143,6 +146,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             region=_text(env, AWS_REGION) or _text(env, AWS_DEFAULT_REGION),
             allow_http=(_text(env, AWS_ALLOW_HTTP) or "").strip().lower() in ("1", "true", "yes"),
         ),
+        clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
     )
 
 

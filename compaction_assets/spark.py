@@ -15,8 +15,11 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
-    "spark.sql.adaptive.enabled": "true",
-    "spark.sql.adaptive.coalescePartitions.enabled": "true",
+    # Adaptive execution submits every shuffle stage as a job of its own (a cleaning: 12 jobs instead
+    # of 7, measured with bench/jobs.py); with 8 shuffle partitions it has little to coalesce.
+    "spark.sql.adaptive.enabled": "false",
+    # Listing many segment files would otherwise start a Spark job of its own (above 32 paths).
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -89,6 +92,42 @@ def check_spark_settings(conf: dict) -> None:
                               "(local[*], local[N], spark://host:7077, yarn, k8s://https://host:port)")
 
 
+# What the JVM prints on its stderr as it starts, whatever the log4j configuration says: noise for a
+# command line and a run log. Only these exact lines are dropped; everything else passes through.
+STARTUP_NOISE = ("WARNING: Using incubator modules:", "Setting default log level to",
+                 "To adjust logging level use sc.setLogLevel")
+
+
+def _start_quietly(start):
+    """Run `start()` (which launches the JVM) with the JVM's stderr piped through a filter that drops
+    its start-up noise and forwards every other line to this process's stderr, for the JVM's life."""
+    import threading
+
+    try:
+        saved, restore = os.dup(2), os.dup(2)
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return start()
+
+    def forward() -> None:
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe, os.fdopen(saved, "wb", buffering=0) as out:
+            for line in iter(pipe.readline, b""):
+                if not line.decode("utf-8", "replace").startswith(STARTUP_NOISE):
+                    out.write(line)
+
+    # reading before the JVM starts, so that a long error at start-up cannot fill the pipe and block it
+    threading.Thread(target=forward, name="spark-stderr", daemon=True).start()
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)            # the JVM inherits the pipe as its stderr
+    try:
+        return start()
+    finally:
+        sys.stderr.flush()
+        os.dup2(restore, 2)         # this process writes to the real stderr again
+        os.close(restore)
+        os.close(write_fd)          # the JVM holds the only write end: the filter ends with it
+
+
 def get_spark(conf: dict | None = None):
     """Get or create the process's Spark session (the first session's settings win)."""
     from pyspark.sql import SparkSession
@@ -98,13 +137,15 @@ def get_spark(conf: dict | None = None):
     setting = (f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}" if "spark.remote" in conf
                else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}")
     builder = SparkSession.builder.appName("compaction-assets")
-    if "spark.remote" in conf:
+    remote = "spark.remote" in conf
+    if remote:
         builder = builder.remote(conf["spark.remote"])
         conf = {k: v for k, v in conf.items() if k != "spark.remote"}
     for key, value in conf.items():
         builder = builder.config(key, value)
+    # a Connect client starts no JVM; a session that exists already needs no filter
     try:
-        spark = builder.getOrCreate()
+        spark = builder.getOrCreate() if remote or SparkSession.getActiveSession() else _start_quietly(builder.getOrCreate)
     except Exception as exc:
         if settings.debug_enabled():
             raise

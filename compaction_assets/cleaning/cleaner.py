@@ -251,7 +251,8 @@ def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: lis
         small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
         parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
     if m.deleted:
-        old = side_table_df(spark, handle, m.deleted["file"]).select("offset")
+        # its schema given, so that Spark starts no job to infer it
+        old = side_table_df(spark, handle, m.deleted["file"], schema="offset long").select("offset")
         parts.append(old.where(F.col("offset") >= F.lit(range_end)))
     if not parts:
         return None
@@ -364,6 +365,22 @@ def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d
     both = both.withColumn("_best", best).where(F.col("_best.offset") == F.col("m_offset")).drop("_best")
     name = f"side/remembered-{uuid.uuid4().hex}"
     write_df(handle, both.coalesce(1), name)
-    summary = side_table_df(spark, handle, name).agg(
-        F.count(F.lit(1)).alias("n"), F.min("m_expiry").alias("e")).collect()[0]
-    out.remembered = {"file": name, "count": int(summary["n"]), "min_expiry": int(summary["e"])}
+    # the figures from the written file itself (one small file, read here), not from another Spark job
+    count, min_expiry = _file_count_and_min(handle, name, "m_expiry")
+    out.remembered = {"file": name, "count": count, "min_expiry": min_expiry}
+
+
+def _file_count_and_min(handle: LogHandle, folder: str, column: str) -> tuple[int, int]:
+    """Rows and the minimum of `column` over the Parquet files written into `folder` (any store)."""
+    import pyarrow.compute as pc
+
+    st = handle.st
+    count, low = 0, None
+    for entry in st.list_dir(handle.path(folder)):
+        if entry.endswith(".parquet") and not entry.startswith((".", "_")):
+            col = st.read_parquet(handle.path(f"{folder}/{entry}"), columns=[column]).column(column)
+            count += len(col)
+            if len(col):
+                m = pc.min(col).as_py()
+                low = m if low is None else min(low, m)
+    return count, int(low) if low is not None else 0

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.cleaning.cleaner import CleanOutput, clean, decide, merge_layout, rewrite_plan
+from compaction_assets.cleaning.latest_state import UNIQUE_KEYS_BELOW
 from compaction_assets.cleaning.planner import Evaluation, evaluate, rewritten_segments, seal_active
 from compaction_assets.errors import CompactionError, ConflictError
 from compaction_assets.log import integrity
@@ -87,7 +88,9 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
         concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
         summary = {**out.stats, "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
                    "first_uncleanable_offset": first_uncleanable, "dirty_ratio": evaluation.dirty_ratio,
-                   "files_rewritten": out.files_rewritten, "finished_ms": wall_ms()}
+                   "files_rewritten": out.files_rewritten, "finished_ms": wall_ms(),
+                   # the cleaning kept one record per key below u: the latest state scans that section
+                   UNIQUE_KEYS_BELOW: first_uncleanable}
         changes = dict(segments=out.segments + manifest.segments[k:], checkpoint=first_uncleanable, uncleanable=None,
                        last_cleaning=summary, deleted=out.deleted)
         if evaluation.compact:
@@ -169,6 +172,46 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
         return report
 
 
+@dataclass
+class FleetResult:
+    """One log of a fleet cleaning (`run_many`): its report, or the one-line error that stopped it."""
+    log: str
+    report: StepReport | None = None
+    error: CompactionError | None = None
+
+
+def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, *, spark=None,
+             force: bool = False, concurrency: int = 1, progress=None) -> list[FleetResult]:
+    """`run` for many logs in one Spark application, `concurrency` at a time; results in input order.
+
+    Small logs are dominated by per-job latency, not by work: running several cleanings at once lets
+    their Spark jobs share the session's cores (and its warm Python workers) instead of queueing."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    lock = threading.Lock()
+    shared: list = []
+
+    def session():
+        with lock:  # one session for the fleet, started by the first cleaning that needs it
+            if not shared:
+                shared.append(_session(spark))
+            return shared[0]
+
+    def one(item: tuple[LogHandle, TopicConfig]) -> FleetResult:
+        handle, config = item
+        say = (lambda msg: progress(f"{handle.name}: {msg}")) if progress else None
+        try:
+            return FleetResult(handle.name, run(handle, config, now, spark=session, force=force, progress=say))
+        except CompactionError as exc:
+            return FleetResult(handle.name, error=exc)
+
+    if concurrency <= 1 or len(logs) <= 1:
+        return [one(item) for item in logs]
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(logs)), thread_name_prefix="clean") as pool:
+        return list(pool.map(one, logs))
+
+
 def _session(spark):
     """`spark` may be a session, a function returning one (started only when a cleaning needs it), or
     None for the process's default session."""
@@ -211,17 +254,21 @@ class Removal:
 
 @dataclass(frozen=True)
 class DryRun:
-    """What a cleaning at a given time would do, changing nothing (`dry_run`)."""
+    """What a cleaning at a given time would do, changing nothing (`dry_run`).
+
+    Without `detail` (metadata only, no Spark) the key-level figures of a due cleaning are None."""
     evaluation: dict
     reason: str | None
     would_clean: bool
-    superseded: Removal = Removal()
-    tombstones_expired: Removal = Removal()
-    tombstones_to_stamp: int = 0
+    superseded: Removal | None = Removal()
+    tombstones_expired: Removal | None = Removal()
+    tombstones_to_stamp: int | None = 0
     retention: Removal = Removal()
     retention_segments: int = 0
-    segments_to_rewrite: int = 0
-    segments_to_mark: int = 0
+    segments_to_rewrite: int | None = 0
+    segments_to_mark: int | None = 0
+    detail: bool = True
+    segments_in_range: int = 0
 
     def as_dict(self) -> dict:
         """The dry run as JSON-ready data (the CLI's `plan --dry-run` output)."""
@@ -231,9 +278,9 @@ class DryRun:
 
 
 def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None,
-            force: bool = False) -> DryRun:
+            force: bool = False, detail: bool = True) -> DryRun:
     """What a cleaning at `now` would do, changing nothing: the evaluation plus records and bytes that
-    would go and why (superseded, tombstone expired, retention)."""
+    would go and why (superseded, tombstone expired, retention); `detail=False` reads metadata only."""
     now = wall_ms() if now is None else now
     m = handle.manifest()
     ev = evaluate(m, config, now)
@@ -242,7 +289,13 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
     reason = ev.reason_for(force)
     found: dict = {}
     segments = list(virtual.segments)
-    if reason is not None and rewritten_segments(virtual, ev.first_uncleanable_offset):
+    in_range = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
+    found["segments_in_range"] = in_range
+    if reason is not None and in_range and not detail:
+        # the key-level figures need the keys (a Spark job); the manifest cannot give them
+        found.update(superseded=None, tombstones_expired=None, tombstones_to_stamp=None,
+                     segments_to_rewrite=None, segments_to_mark=None, detail=False)
+    elif reason is not None and in_range:
         integrity.check_files(handle, virtual)
         spark = _session(spark)
         from pyspark.sql import functions as F  # here: commands that never start Spark skip its import

@@ -26,6 +26,7 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 class CleaningConfig(dg.Config):
     force: bool = False        # clean even when the log is not eligible (SPEC §5)
     now_ms: int | None = None  # evaluate at this time instead of the clock (replays, tests)
+    dry_run_detail: bool = False  # cleanable_range: key-level dry run (a Spark job) instead of metadata only
 
 
 def _config(log_store: LogStoreResource, log: str):
@@ -103,7 +104,7 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
     handle = _existing(log_store, log)
     try:
         dry = engine.dry_run(handle, _config(log_store, log), now, spark=lambda: pyspark.spark_session,
-                             force=config.force)
+                             force=config.force, detail=config.dry_run_detail)
     except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
         engine.mark_uncleanable(handle, exc)
         raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log},
@@ -111,16 +112,19 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
     except CompactionError as exc:
         raise _failure(exc, log) from None
     ev = dry.evaluation
-    return dg.MaterializeResult(metadata={
+    metadata = {
         "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],
         "dirty_ratio": float(ev["dirty_ratio"]), "max_compaction_delay_ms": ev["max_compaction_delay_ms"],
         "eligible": ev["eligible"], "reason": dry.reason or "none",
-        "would_remove_superseded_records": dry.superseded.records,
-        "would_remove_superseded_bytes": dry.superseded.bytes,
-        "would_remove_expired_tombstones": dry.tombstones_expired.records,
         "would_remove_by_retention_records": dry.retention.records,
-        "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark,
-        "evaluated_at_ms": now})
+        "segments_in_range": dry.segments_in_range, "evaluated_at_ms": now}
+    if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
+        metadata.update({
+            "would_remove_superseded_records": dry.superseded.records,
+            "would_remove_superseded_bytes": dry.superseded.bytes,
+            "would_remove_expired_tombstones": dry.tombstones_expired.records,
+            "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark})
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],

@@ -70,7 +70,7 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
     else:
         df = _worker_read(spark, handle, manifest, entries)
     if manifest.deleted and not with_dead:
-        dv = side_table_df(spark, handle, manifest.deleted["file"]).select("offset")
+        dv = side_table_df(spark, handle, manifest.deleted["file"], schema="offset long").select("offset")
         df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
     return df
 
@@ -111,10 +111,12 @@ def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
     return df.withColumn("delete_horizon", horizon)
 
 
-def side_table_df(spark, handle: LogHandle, relative: str):
-    """A side table (deletion vector, remembered deletes) as a DataFrame, from any store."""
+def side_table_df(spark, handle: LogHandle, relative: str, *, schema: str | None = None):
+    """A side table (deletion vector, remembered deletes) as a DataFrame, from any store; with `schema`
+    given, Spark starts no job to infer it."""
     if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
-        return spark.read.parquet(handle.spark_uri(relative))
+        reader = spark.read if schema is None else spark.read.schema(schema)
+        return reader.parquet(handle.spark_uri(relative))
     return spark.createDataFrame(handle.st.read_parquet(handle.path(relative)))
 
 

@@ -1,0 +1,167 @@
+"""Cold and warm, measured the same way: every step its own process, timed from outside.
+
+    bash bench/modes.sh [--records 200000] [--keys 20000] [--fleet 20] [--fleet-records 2000] [--mode both]
+
+cold = each step starts its own Spark (a local session, as a cron job or Dagster's run launcher does);
+warm = one local Spark Connect server (scripts/spark-connect.sh, on a free port of 127.0.0.1) started
+before the timings, every step reaching it through SPARK_REMOTE. Steps (bench/step.py): Spark start
+alone, C (copy limit), A (forced cleaning of the fresh log), D (1% new records, then a forced cleaning),
+the latest state of the cleaned log, the dry run (metadata, and key-level), and a fleet of small logs
+cleaned in one process. Reports wall seconds (process included), seconds in process, Spark jobs (cold
+only: a Connect client cannot see the server's jobs) and bytes written; figures go to the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+from compaction_assets.log.store import LogStore
+
+from . import gen
+
+LOG_NAME = "bench-0"   # as in bench/contenders.py (which needs the bench extras)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _disk(path: str) -> dict[str, int]:
+    out = {}
+    for root, _, files in os.walk(path):
+        for name in files:
+            p = os.path.join(root, name)
+            out[p] = os.path.getsize(p)
+    return out
+
+
+def _written(before: dict[str, int], after: dict[str, int]) -> int:
+    return sum(size for p, size in after.items() if p not in before and p.endswith((".parquet", ".json")))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int = 4) -> dict:
+    """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote."""
+    cmd = [sys.executable, "-m", "bench.step", op, "--store", store, "--concurrency", str(concurrency)]
+    if out:
+        cmd += ["--out", out]
+    before = _disk(store)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"step {op} failed: {proc.stderr.strip()[-1500:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    res["wall_seconds"] = wall
+    res["bytes_written"] = _written(before, _disk(store)) + (sum(_disk(out).values()) if out and os.path.isdir(out) else 0)
+    return res
+
+
+def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, fleet_records: int) -> dict:
+    """The pristine logs (generated once, without Spark): one log, and a store of `fleet` small logs."""
+    cfg = gen.topic_config(1 << 20)
+    one = os.path.join(work, "pristine")
+    gen.generate(LogStore(one, gc_grace_s=0).log(LOG_NAME), cfg, records, keys, value_bytes, 1)
+    many = os.path.join(work, "pristine-fleet")
+    store = LogStore(many, gc_grace_s=0)
+    for i in range(fleet):
+        gen.generate(store.log(f"fleet-{i}"), cfg, fleet_records, max(1, fleet_records // 10), value_bytes, 100 + i)
+    return {"one": one, "fleet": many, "log_bytes": sum(_disk(one).values())}
+
+
+def run_mode(mode: str, work: str, built: dict, args) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE",)}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    server = None
+    if mode == "warm":
+        port = _free_port()
+        server = {"SPARK_CONNECT_PORT": str(port), "SPARK_CONNECT_DIR": os.path.join(work, f"connect-{port}")}
+        t = time.perf_counter()
+        remote = subprocess.run(["bash", "scripts/spark-connect.sh", "start"], cwd=REPO, env={**env, **server},
+                                capture_output=True, text=True, check=True).stdout.strip()
+        env["SPARK_REMOTE"] = remote
+        print(f"  warm: Spark Connect server at {remote} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    res: dict = {}
+    try:
+        def fresh(name: str, src: str) -> str:
+            dst = os.path.join(work, f"{mode}-{name}")
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst)
+            return dst
+
+        def note(name: str, r: dict) -> None:
+            res[name] = r
+            print(f"  {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s, "
+                  f"Spark start {r.get('spark_start_seconds', 0):.2f}s), jobs {r.get('jobs')}, "
+                  f"{r['bytes_written'] / 2**20:.1f} MiB written", file=sys.stderr)
+
+        note("session", step("session", fresh("s", built["one"]), env))
+        st = fresh("c", built["one"])
+        note("C", step("copy", st, env, out=os.path.join(work, f"{mode}-copy-out")))
+        st = fresh("a", built["one"])
+        note("A", step("clean", st, env))
+        gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(1 << 20),
+                           max(1, args.records // 100), args.keys, args.value_bytes, 3)
+        note("D", step("clean", st, env))
+        note("latest_state", step("latest-state", st, env, out=os.path.join(work, f"{mode}-latest")))
+        note("plan", step("plan", st, env))
+        note("plan_detail", step("plan-detail", st, env))
+        fl = fresh("fleet", built["fleet"])
+        note("fleet", step("fleet", fl, env, concurrency=args.concurrency))
+        res["fleet"]["per_log_seconds"] = res["fleet"]["wall_seconds"] / max(1, args.fleet)
+    finally:
+        if server:
+            subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
+    return res
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--keys", type=int, default=20_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--fleet", type=int, default=20)
+    ap.add_argument("--fleet-records", type=int, default=2_000)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
+    ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "modes"))
+    ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "modes-latest.json"))
+    args = ap.parse_args(argv)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    t = time.perf_counter()
+    built = build(args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records)
+    print(f"generated in {time.perf_counter() - t:.1f}s: {args.records} records over {args.keys} keys "
+          f"({built['log_bytes'] / 2**20:.1f} MiB), fleet of {args.fleet} x {args.fleet_records}", file=sys.stderr)
+    result = {"params": vars(args), "log_bytes": built["log_bytes"], "load_start": os.getloadavg()}
+    for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
+        result[mode] = run_mode(mode, args.workdir, built, args)
+    result["load_end"] = os.getloadavg()
+    for mode in ("cold", "warm"):
+        r = result.get(mode)
+        if r:
+            a, d = r["A"], r["D"]
+            r["ratios"] = {"A_over_C": a["wall_seconds"] / r["C"]["wall_seconds"],
+                           "latest_state_over_A": r["latest_state"]["wall_seconds"] / a["wall_seconds"],
+                           "D_over_A": d["wall_seconds"] / a["wall_seconds"],
+                           "D_bytes_over_A_bytes": d["bytes_written"] / max(1, a["bytes_written"]),
+                           "fleet_seconds_per_log": r["fleet"]["per_log_seconds"]}
+            print(f"{mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in r["ratios"].items()), file=sys.stderr)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2, default=str)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    print(json.dumps({m: result[m]["ratios"] for m in ("cold", "warm") if m in result}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""One benchmark step in its own process, as a cron job or Dagster's run launcher would run it.
+
+    python -m bench.step OP --store DIR [--out DIR] [--json FILE]
+
+OP: `session` (start Spark and run one trivial job), `copy` (C: Spark reads the log's segment files and
+writes them back), `clean` (A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the
+key -> value table written as Parquet), `plan` (the dry run from metadata) and `plan-detail` (the
+key-level dry run), `fleet` (`engine.run_many` over every log of the store, as `clean --all`).
+Prints one JSON line: seconds in process, Spark start seconds, Spark jobs (None under Spark Connect).
+The session is the product's (`compaction_assets.spark.get_spark`): SPARK_REMOTE makes it a Connect client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("op")
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--json")
+    ap.add_argument("--concurrency", type=int, default=4)
+    args = ap.parse_args()
+
+    from compaction_assets.cleaning import engine
+    from compaction_assets.log.store import LogStore
+
+    from .gen import NOW, topic_config
+    from .modes import LOG_NAME
+    from .jobs import JobCounter
+
+    store = LogStore(args.store, gc_grace_s=0)
+    cfg = topic_config(1 << 20)
+    out: dict = {"op": args.op}
+    if args.op in ("plan",):  # metadata only: no Spark at all
+        t = time.perf_counter()
+        dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, force=True, detail=False)
+        out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0, would_clean=dry.would_clean)
+        print(json.dumps(out))
+        return
+    from compaction_assets.spark import get_spark
+
+    t = time.perf_counter()
+    spark = get_spark()
+    out["spark_start_seconds"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with JobCounter(spark) as jobs:
+        if args.op == "session":
+            spark.range(1).collect()
+        elif args.op == "copy":
+            handle = store.log(LOG_NAME)
+            uris = [handle.spark_uri(f.name) for f in handle.manifest().files()]
+            spark.read.parquet(*uris).write.parquet(args.out)
+        elif args.op == "clean":
+            report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False)
+            out["stats"] = report.stats
+        elif args.op == "latest-state":
+            from compaction_assets.cleaning.latest_state import latest_state_df
+            latest_state_df(spark, store.log(LOG_NAME), cfg).write.parquet(args.out)
+        elif args.op == "plan-detail":
+            dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, detail=True)
+            out["superseded"] = dry.superseded.records if dry.superseded else None
+        elif args.op == "fleet":
+            items = [(store.log(name), cfg) for name in store.logs()]
+            results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=args.concurrency)
+            out["logs"] = len(results)
+            out["failed"] = sum(1 for r in results if r.error is not None)
+        else:
+            raise SystemExit(f"unknown op {args.op!r}")
+    out["seconds"] = time.perf_counter() - t
+    out["jobs"] = jobs.result.jobs
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main()
