@@ -13,6 +13,7 @@ from typing import Callable
 from compaction_assets.checks import specs
 from compaction_assets.checks.model import (EXPIRED_TOMBSTONE, LOST_TO_REMEMBERED, SUPERSEDED, CleaningUnderCheck,
                                             Rec, first_dirty_offset, load)
+from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.store import LogHandle
@@ -246,12 +247,19 @@ def verify_cleaning(handle: LogHandle, config: TopicConfig, before: Manifest, af
     return [CHECKS[spec.name](cleaning) for spec in specs.CHECK_SPECS if names is None or spec.name in names]
 
 
+def _version(handle: LogHandle, version: int) -> Manifest:
+    """One manifest version; version 0 of a log whose first change came later is its empty state."""
+    try:
+        return handle.manifest_version(version)
+    except CorruptLogError:
+        if version == 0:
+            return Manifest.empty(handle.name)
+        raise
+
+
 def verify_versions(handle: LogHandle, config: TopicConfig, before_version: int, after_version: int, now: int,
                     cleaned: bool, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
-    """`verify_cleaning` on two manifest versions of the log (a log that never had a change has none:
-    both are then its empty state)."""
-    if not handle.exists():
-        empty = handle.manifest()
-        return verify_cleaning(handle, config, empty, empty, now, cleaned, names)
-    return verify_cleaning(handle, config, handle.manifest_version(before_version),
-                           handle.manifest_version(after_version), now, cleaned, names)
+    """`verify_cleaning` on two manifest versions of the log (version 0 of a log that had no change
+    before the cleaning is its empty state)."""
+    return verify_cleaning(handle, config, _version(handle, before_version), _version(handle, after_version), now,
+                           cleaned, names)
