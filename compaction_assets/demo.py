@@ -151,7 +151,8 @@ def _instance_home() -> str:
     cfg = os.path.join(home, "dagster.yaml")
     if not os.path.exists(cfg):
         with open(cfg, "w") as fh:
-            fh.write("telemetry:\n  enabled: false\n")
+            # the Spark pool's limit (README, "Concurrency and retries"): queued runs wait for a slot
+            fh.write("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n")
     return home
 
 

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export DAGSTER_HOME="$PWD/var/dagster_home"
 mkdir -p "$DAGSTER_HOME"
-[ -f "$DAGSTER_HOME/dagster.yaml" ] || printf 'telemetry:\n  enabled: false\n' > "$DAGSTER_HOME/dagster.yaml"
+# telemetry off; the Spark pool's limit (README, "Concurrency and retries")
+[ -f "$DAGSTER_HOME/dagster.yaml" ] ||
+  printf 'telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n' > "$DAGSTER_HOME/dagster.yaml"
 if [ -z "${SPARK_REMOTE:-}" ] && [ -z "${SPARK_MASTER:-}" ] && [ "${SPARK_CONNECT:-1}" != "0" ]; then
   echo "ui.sh: starting a local Spark Connect server (stopped with the UI)" >&2
   SPARK_REMOTE="$(bash scripts/spark-connect.sh start)"
