@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
+
 import pytest
 
 from compaction_assets.log.config import build_config
@@ -46,3 +49,22 @@ def s3_store_uri(s3_server, monkeypatch):
     for name, value in s3_server.env.items():
         monkeypatch.setenv(name, value)
     return f"s3://{s3_server.new_bucket()}/store"
+
+
+@lru_cache(maxsize=None)
+def _uses_dagster(path: str) -> bool:
+    return "dagster" in Path(path).read_text()
+
+
+@pytest.fixture(autouse=True)
+def _entered_dagster_instance(request):
+    """Dagster builds definitions against the instance entered last in this process (a context variable);
+    one that an earlier test entered and disposed would break the next `materialize`. Each test module that
+    uses Dagster runs its tests inside an entered ephemeral instance of their own (public API only)."""
+    if not _uses_dagster(str(request.path)):
+        yield
+        return
+    import dagster as dg
+
+    with dg.DagsterInstance.ephemeral():
+        yield
