@@ -127,7 +127,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         landing=_text(env, LANDING) or DEFAULT_LANDING,
         topics_file=_text(env, TOPICS),
         latest_state=_text(env, LATEST_STATE) or DEFAULT_LATEST_STATE,
-        debug=bool(_text(env, DEBUG)) and env.get(DEBUG, "").strip().lower() not in ("0", "false", "no"),
+        debug=_flag(env, DEBUG),
         lock_ttl_seconds=_positive_float(env, LOCK_TTL_SECONDS, DEFAULT_LOCK_TTL_SECONDS),
         max_runs_per_tick=_positive_int(env, MAX_RUNS_PER_TICK, DEFAULT_MAX_RUNS_PER_TICK),
         alert_webhook_url=_text(env, ALERT_WEBHOOK_URL),
@@ -150,10 +150,14 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
     )
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    """A yes/no variable: set to anything but empty, 0, false or no means yes."""
+    return (env.get(name) or "").strip().lower() not in ("", "0", "false", "no")
+
+
 def debug_enabled() -> bool:
     """True when COMPACTION_DEBUG asks for full tracebacks (never fails: it guards error reporting)."""
-    value = (os.environ.get(DEBUG) or "").strip().lower()
-    return value not in ("", "0", "false", "no")
+    return _flag(os.environ, DEBUG)
 
 
 def export_default(name: str, value: str) -> str:

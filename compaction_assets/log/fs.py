@@ -17,6 +17,7 @@ import fcntl
 import os
 import shutil
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -308,15 +309,8 @@ class Storage:
         if not self.local:
             result = self._put(path, data, {"e_tag": expected.token})
             return None if result is None else Version(result)
-        # Locally, compare and replace under an exclusive flock of a sidecar, which every writer of
-        # this path takes for the same purpose.
-        with open(path + ".cas", "a+b") as guard:
-            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
-            try:
-                with open(path, "rb") as fh:
-                    if fh.read() != expected.token:
-                        return None
-            except FileNotFoundError:
+        with self._local_compare(path, expected) as unchanged:
+            if not unchanged:
                 return None
             self.write_atomic(path, data)
             return Version(data)
@@ -327,16 +321,24 @@ class Storage:
         if not self.local:
             self.delete(path)
             return True
+        with self._local_compare(path, expected) as unchanged:
+            if unchanged:
+                os.unlink(path)
+            return unchanged
+
+    @staticmethod
+    @contextmanager
+    def _local_compare(path: str, expected: Version):
+        """Whether the local file is still at version `expected`, held under an exclusive flock of a
+        sidecar (which every conditional writer of this path takes) until the block ends."""
         with open(path + ".cas", "a+b") as guard:
             fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
             try:
                 with open(path, "rb") as fh:
-                    if fh.read() != expected.token:
-                        return False
+                    unchanged = fh.read() == expected.token
             except FileNotFoundError:
-                return False
-            os.unlink(path)
-            return True
+                unchanged = False
+            yield unchanged
 
     def _put(self, path: str, data: bytes, mode: Any) -> str | None:
         """An object PUT; its e-tag, or None when its condition (create / if-match) did not hold."""
