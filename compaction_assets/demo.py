@@ -183,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
 
-    tick = defs.get_sensor_def("log_discovery_sensor").evaluate_tick(
-        dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources))
+    # closed when done: the context enters an instance of its own, which must not outlive it
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
+                                 resources=defs.resources) as context:
+        tick = defs.get_sensor_def("log_discovery_sensor").evaluate_tick(context)
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
     logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))

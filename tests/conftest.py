@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,7 +61,12 @@ def _uses_dagster(path: str) -> bool:
 def _entered_dagster_instance(request):
     """Dagster builds definitions against the instance entered last in this process (a context variable);
     one that an earlier test entered and disposed would break the next `materialize`. Each test module that
-    uses Dagster runs its tests inside an entered ephemeral instance of their own (public API only)."""
+    uses Dagster runs its tests inside an entered ephemeral instance of their own (public API only).
+
+    An instance entered and never exited (a sensor context built from an `instance_ref` and not closed)
+    resets that variable when the garbage collector finalizes it, to whatever it was when it was entered:
+    at a random later moment, in a later test, to an instance long gone. Collecting at the end of each test,
+    while its own instance is still entered, makes such a reset happen here, where the exit below undoes it."""
     if not _uses_dagster(str(request.path)):
         yield
         return
@@ -68,3 +74,4 @@ def _entered_dagster_instance(request):
 
     with dg.DagsterInstance.ephemeral():
         yield
+        gc.collect()

@@ -294,8 +294,8 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
     resources = {"log_store": resource, "pyspark": LazyPySparkResource(spark_config={})}
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, ["bad-0", "good-0", "good-1"])
-        ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs)
-        tick = dirty_ratio_sensor.evaluate_tick(ctx)
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx:
+            tick = dirty_ratio_sensor.evaluate_tick(ctx)
         assert sorted(r.partition_key for r in tick.run_requests) == ["good-0", "good-1"]
         store_obs = [e for e in tick.asset_events if e.partition is None]
         assert len(store_obs) == 1
@@ -312,8 +312,9 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
         assert any(r.asset_observation.metadata.get("uncleanable-partitions-count") ==
                    dg.IntMetadataValue(1) for r in recorded)
         # the same tick again: unchanged figures are not recorded twice
-        again = dirty_ratio_sensor.evaluate_tick(dg.build_sensor_context(
-            instance_ref=instance.get_ref(), resources=resources, definitions=defs, cursor=tick.cursor))
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs,
+                                     cursor=tick.cursor) as ctx:
+            again = dirty_ratio_sensor.evaluate_tick(ctx)
         assert not [e for e in again.asset_events if e.partition is None]
 
         # a manual run of the cleaning job on the bad partition fails, naming the file

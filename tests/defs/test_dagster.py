@@ -93,9 +93,9 @@ def test_sensors_discover_ingest_and_request_cleanings(env):
     (tmp / "landing" / "users" / "partition=x").mkdir()
 
     def tick(sensor, cursor=None):
-        ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), cursor=cursor, resources=resources,
-                                      definitions=defs)
-        return sensor.evaluate_tick(ctx)
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), cursor=cursor, resources=resources,
+                                     definitions=defs) as ctx:
+            return sensor.evaluate_tick(ctx)
 
     found = tick(log_discovery_sensor)
     keys = sorted(found.dynamic_partitions_requests[0].partition_keys)

@@ -237,9 +237,9 @@ def test_deadlines_move_with_the_frozen_clock_not_with_sleep(env):
     instance.add_dynamic_partitions(log_partitions.name, ["laggy-0"])
 
     def tick():
-        ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
-                                      definitions=defs)
-        return max_compaction_lag_sensor.evaluate_tick(ctx).run_requests
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
+                                     definitions=defs) as ctx:
+            return max_compaction_lag_sensor.evaluate_tick(ctx).run_requests
 
     with clock.frozen_at(NOW + 10):      # 10 ms after the records: not due (max.compaction.lag.ms 1000)
         assert tick() == []
@@ -252,9 +252,9 @@ def test_discovery_deletes_partitions_of_logs_that_are_gone(env):
     log_store, instance = env
     fill(log_store, "users-0", records=3)
     instance.add_dynamic_partitions(log_partitions.name, ["users-0", "removed-0"])
-    ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
-                                  definitions=defs)
-    result = log_discovery_sensor.evaluate_tick(ctx)
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
+                                 definitions=defs) as ctx:
+        result = log_discovery_sensor.evaluate_tick(ctx)
     deletes = [r for r in result.dynamic_partitions_requests if isinstance(r, dg.DeleteDynamicPartitionsRequest)]
     assert [list(r.partition_keys) for r in deletes] == [["removed-0"]]
 
@@ -268,9 +268,9 @@ def test_200_due_logs_queue_behind_the_spark_pool(env):
         fill(log_store, log, records=6, keys=2)
     instance.add_dynamic_partitions(log_partitions.name, logs)
     with clock.frozen_at(NOW):
-        ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
-                                      definitions=defs)
-        requests = dirty_ratio_sensor.evaluate_tick(ctx).run_requests
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
+                                     definitions=defs) as ctx:
+            requests = dirty_ratio_sensor.evaluate_tick(ctx).run_requests
     assert len(requests) == 100   # COMPACTION_MAX_RUNS_PER_TICK: the rest wait for the next tick
     job = defs.resolve_job_def("compaction_job")
     spark_steps = {n.name: n.definition.pool for n in job.graph.nodes}

@@ -177,8 +177,9 @@ def test_bad_names_never_become_dagster_partitions_and_bad_keys_are_refused(root
     resources = {"log_store": resource, "pyspark": LazyPySparkResource(spark_config={})}
     with dg.instance_for_test() as instance:
         # the discovery sensor proposes only the valid logs
-        tick = log_discovery_sensor.evaluate_tick(dg.build_sensor_context(
-            instance_ref=instance.get_ref(), resources=resources, definitions=defs))
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
+                                     definitions=defs) as context:
+            tick = log_discovery_sensor.evaluate_tick(context)
         assert sorted(tick.dynamic_partitions_requests[0].partition_keys) == ["ok-0", "ok-1"]
         assert [r.partition_key for r in tick.run_requests] == ["ok-1"]
         # a partition key added by hand (Dagster itself accepts any string) is refused by every asset
