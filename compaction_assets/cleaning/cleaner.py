@@ -4,9 +4,9 @@ Two phases, so that full records are read only where a file must be rewritten an
   decide  - a narrow scan (key, offset, rank, tombstone flag, horizon) of the rewritten range picks
             the winner of every key, applies the delete horizons, the resurrection guard and the
             remembered deletes, and aggregates per segment (small results only reach the driver);
-  rewrite - a segment with at least REWRITE_DEAD_FRACTION of its rows dead is rewritten by one
-            Python-worker task that streams its files through pyarrow (rewrite_task.py); a segment that
-            loses fewer records keeps its files and its removed offsets go to the log's deletion vector;
+  apply   - one job in Python workers (rewrite_task.py): a segment with at least REWRITE_DEAD_FRACTION
+            of its rows dead is rewritten by streaming its files through pyarrow; a segment that loses
+            fewer records keeps its files and its removed offsets go to the log's deletion vector;
             a segment that only needs tombstone horizons gets them as a file-level stamp.
 So a cleaning's writes follow what changed, not the log's size. Nothing is collected to the driver but
 per-segment figures, the names of written files and the few held tombstones.
@@ -18,13 +18,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-import pyarrow.parquet as pq
-
 from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
-from compaction_assets.log.reader import BROADCAST_DEAD_MAX, read_segments, remembered_df, side_table_df
+from compaction_assets.log.reader import read_segments, remembered_df
 from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
@@ -198,74 +196,67 @@ def _parallelism(spark) -> int:
         return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
 
 
-def _rewrite(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], rewrite: list[int],
-             work_dir: str) -> dict[int, tuple[FileRef, int]]:
-    """Rewrite whole segments in Python workers; only the offsets to keep (or drop) are shuffled."""
+@dataclass
+class Applied:
+    """What the write job of a cleaning wrote: segments' new files and the new deletion vector."""
+    written: dict[int, tuple[FileRef, int]]      # segment index -> (its new file, bytes)
+    deleted: dict | None                          # {"file", "count"} of the new deletion vector, or None
+
+
+def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], rewrite: list[int],
+           mark: list[int], work_dir: str) -> Applied:
+    """One Spark job writes what the decision changed: whole segments rewritten in Python workers, and
+    the offsets that segments kept as they are lose, as parts of the new deletion vector. Only the kept
+    offsets of those segments are shuffled (to the task of their segment); full records never are."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
     from compaction_assets.cleaning import rewrite_task
     from compaction_assets.log.records import SEGMENT_SCHEMA
+    from compaction_assets.log.segment_stats import dead_offsets
 
-    offsets_dir = f"{work_dir}/offsets"
-    write_df(handle, d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite)).select("seg_idx", "offset")
-             .repartition(max(1, min(len(rewrite), _parallelism(spark) * 2)), "seg_idx"),
-             offsets_dir, partition_by="seg_idx")
-    specs = [rewrite_task.RewriteSpec(
-        seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
-        offsets_dir=handle.path(f"{offsets_dir}/seg_idx={i}"),
-        min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
-        for i in rewrite]
-    # longest first onto the least loaded task
-    n_tasks = max(1, min(len(specs), _parallelism(spark)))
-    tasks: list[list] = [[] for _ in range(n_tasks)]
-    loads = [0] * n_tasks
-    for spec in sorted(specs, key=lambda sp: -d.per_segment[sp.seg]["physical"]):
-        t = loads.index(min(loads))
-        tasks[t].append(spec)
-        loads[t] += d.per_segment[spec.seg]["physical"]
-    st = handle.st
-    fs_uri = None if st.local else f"{st.scheme}://{st.root}"
-    cloudpickle.register_pickle_by_value(rewrite_task)
-    runner = rewrite_task.partition_runner(tasks, fs_uri, SEGMENT_SCHEMA)
-    rows = (spark.range(0, n_tasks, 1, n_tasks)
-            .mapInArrow(runner, "seg int, path string, records long, bytes long").collect())
-    prefix = handle.path("")
-    out = {}
-    for r in rows:
-        rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
-        out[int(r["seg"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
-    return out
-
-
-def _write_deleted(spark, handle: LogHandle, m: Manifest, d: Decision, mark: list[int],
-                   range_end: int) -> dict | None:
-    """The new deletion vector: dead rows of segments kept as they are, plus old entries above the range."""
-    from pyspark.sql import functions as F
-
-    parts = []
-    if mark:
-        # every row of those segments' files (dead before or not) that the cleaning does not keep
-        rows = read_segments(spark, handle, m, [(i, m.segments[i]) for i in mark], with_dead=True).select("offset")
-        kept = d.decided.where(F.col("keep") & F.col("seg_idx").isin(mark)).select("offset")
-        small = sum(d.per_segment[i]["kept"] for i in mark) <= BROADCAST_DEAD_MAX
-        parts.append(rows.join(F.broadcast(kept) if small else kept, "offset", "left_anti"))
-    if m.deleted:
-        # its schema given, so that Spark starts no job to infer it
-        old = side_table_df(spark, handle, m.deleted["file"], schema="offset long").select("offset")
-        parts.append(old.where(F.col("offset") >= F.lit(range_end)))
-    if not parts:
-        return None
-    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    name = f"side/deleted-{uuid.uuid4().hex}"
-    write_df(handle, df.coalesce(1).sortWithinPartitions("offset"), name)
-    st = handle.st
+    range_end = range_segs[-1].next_offset
+    dead_folder = f"side/deleted-{uuid.uuid4().hex}"
+    written: dict[int, tuple[FileRef, int]] = {}
     count = 0
-    for entry in st.list_dir(handle.path(name)):
-        if entry.endswith(".parquet") and not entry.startswith((".", "_")):
-            count += pq.read_metadata(handle.path(f"{name}/{entry}"),
-                                      filesystem=None if st.local else st.fs).num_rows
-    return {"file": name, "count": count} if count else None
+    st = handle.st
+    if rewrite or mark:
+        rewrites = {i: rewrite_task.RewriteSpec(
+            seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
+            min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
+            for i in rewrite}
+        marks = {i: rewrite_task.MarkSpec(seg=i, files=tuple(handle.path(f.name) for f in range_segs[i].files),
+                                          min_offset=m.log_start_offset) for i in mark}
+        st.makedirs(handle.path(work_dir))          # local files only: object stores have no folders
+        if mark:
+            st.makedirs(handle.path(dead_folder))
+        fs_uri = None if st.local else f"{st.scheme}://{st.root}"
+        cloudpickle.register_pickle_by_value(rewrite_task)
+        runner = rewrite_task.apply_runner(rewrites, marks, fs_uri, SEGMENT_SCHEMA, handle.path(dead_folder))
+        # about two tasks a core, so that uneven segments still spread over the cores
+        tasks = max(1, min(len(rewrite) + len(mark), _parallelism(spark) * 2))
+        kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite + mark))
+                .select("seg_idx", "offset").repartition(tasks, "seg_idx"))
+        prefix = handle.path("")
+        for r in kept.mapInArrow(runner, rewrite_task.RESULT_SCHEMA).collect():
+            rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
+            if r["kind"] == rewrite_task.REWRITTEN:
+                written[int(r["seg"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
+            else:
+                count += int(r["records"])
+    # entries of the old vector above the range stay (the range's own are rebuilt above); a small
+    # table read and written on the driver, not another Spark job
+    old = dead_offsets(handle, m)
+    if old is not None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        above = pc.filter(old, pc.greater_equal(old, range_end))
+        if len(above):
+            st.write_parquet(handle.path(f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"),
+                             pa.table({"offset": above}), compression="snappy")
+            count += len(above)
+    return Applied(written, {"file": dead_folder, "count": count} if count else None)
 
 
 def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
@@ -285,14 +276,11 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
     try:
         rewrite, mark = rewrite_plan(d)
         work_dir = f"data/clean-{uuid.uuid4().hex}"
-        written: dict[int, tuple[FileRef, int]] = {}
-        if rewrite:
-            say(f"rewriting {len(rewrite)} of {len(range_segs)} segment(s)")
-            written = _rewrite(spark, handle, manifest, d, range_segs, rewrite, work_dir)
-        if mark or manifest.deleted:
-            say(f"marking removed records of {len(mark)} segment(s) in the deletion vector")
-        deleted = _write_deleted(spark, handle, manifest, d, mark, range_segs[-1].next_offset) \
-            if (mark or manifest.deleted) else None
+        if rewrite or mark:
+            say(f"rewriting {len(rewrite)} and marking removed records of {len(mark)} of {len(range_segs)} "
+                f"segment(s)")
+        applied = _apply(spark, handle, manifest, d, range_segs, rewrite, mark, work_dir)
+        written, deleted = applied.written, applied.deleted
         new_segments = []
         for i, seg in enumerate(range_segs):
             p = d.per_segment.get(i)

@@ -1,23 +1,40 @@
-"""The segment rewrite that runs inside Spark's Python workers.
+"""The write side of a cleaning, run inside Spark's Python workers in one job.
 
-Each task streams the files of one segment through pyarrow, drops the records the decide phase did
-not keep and writes one new file, so full records never pass through a Spark shuffle. This module
-imports only pyarrow: it is shipped to executors by value and needs nothing of the project there.
+The decide phase's kept offsets arrive shuffled by segment; each task then, for the segments it got:
+  rewrite - streams the segment's files through pyarrow, drops the records not kept and writes one
+            new file, so full records never pass through a Spark shuffle;
+  mark    - reads only the `offset` column of the segment's files and writes the offsets not kept
+            (the deletion vector's new entries) as one Parquet part of the new deletion vector.
+Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
+written and listed again: on an object store every request saved is money and latency.
+This module imports only pyarrow: it is shipped to executors by value and needs nothing of the project.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+RESULT_SCHEMA = "kind string, seg int, path string, records long, bytes long"
+REWRITTEN = "rewritten"     # `kind` of a result row: a segment's new file
+DEAD = "dead"               # `kind` of a result row: a part of the new deletion vector
+
 
 @dataclass(frozen=True)
 class RewriteSpec:
+    """One segment to rewrite: its files, the log start, the horizon to stamp and where to write."""
     seg: int                           # the segment's index in the cleaning's range
     files: tuple[tuple[str, int | None], ...]   # (path, file stamp), in offset order
-    offsets_dir: str                   # folder of Parquet files with the `offset` column of rows to keep
     min_offset: int                    # the log start
     horizon: int                       # delete horizon for kept tombstones that carry none
     out: str                           # path of the file to write
+
+
+@dataclass(frozen=True)
+class MarkSpec:
+    """One segment kept as it is: its files, whose rows not kept go to the deletion vector."""
+    seg: int
+    files: tuple[str, ...]
+    min_offset: int
 
 
 def _filesystem(fs_uri: str | None):
@@ -26,27 +43,12 @@ def _filesystem(fs_uri: str | None):
     return pafs.FileSystem.from_uri(fs_uri)[0] if fs_uri else pafs.LocalFileSystem()
 
 
-def _listed_offsets(fs, folder: str):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from pyarrow.fs import FileSelector, FileType
-
-    infos = fs.get_file_info(FileSelector(folder, allow_not_found=True))
-    paths = [i.path for i in infos if i.type == FileType.File and i.base_name.endswith(".parquet")
-             and not i.base_name.startswith((".", "_"))]
-    if not paths:
-        return pa.array([], pa.int64())
-    return pa.concat_arrays([pq.read_table(p, filesystem=fs, columns=["offset"]).column("offset").combine_chunks()
-                             for p in paths])
-
-
-def rewrite_one(spec: RewriteSpec, fs, schema, batch_rows: int = 65_536) -> tuple[int, str, int, int]:
-    """Rewrite one segment in a Python worker: stream its files and keep only the listed offsets."""
+def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
+    """Rewrite one segment: stream its files and keep only the offsets in `keep`; (path, rows, bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    keep = _listed_offsets(fs, spec.offsets_dir)
     written = 0
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, compression="snappy") as writer:
         for path, stamp in spec.files:
@@ -67,20 +69,59 @@ def rewrite_one(spec: RewriteSpec, fs, schema, batch_rows: int = 65_536) -> tupl
                 writer.write_table(table)
                 written += len(table)
     size = fs.get_file_info(spec.out).size
-    return spec.seg, spec.out, written, int(size or 0)
+    return spec.out, written, int(size or 0)
 
 
-def partition_runner(tasks: list[list[RewriteSpec]], fs_uri: str | None, schema):
-    """The function for `mapInArrow` over `spark.range(len(tasks))`: task i rewrites tasks[i]."""
+def dead_of(spec: MarkSpec, keep, fs):
+    """The offsets of a kept segment's files (at or above the log start) that are not in `keep`."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    parts = []
+    for path in spec.files:
+        offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")
+        mask = pc.and_(pc.invert(pc.is_in(offsets, value_set=keep)), pc.greater_equal(offsets, spec.min_offset))
+        parts.append(pc.filter(offsets, mask).combine_chunks().cast(pa.int64()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
+
+
+def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], fs_uri: str | None, schema,
+                 dead_folder: str):
+    """The function for `mapInArrow` over (seg_idx, offset) rows of kept records, shuffled by segment:
+    each task rewrites its segments of `rewrites` and writes the dead offsets of its segments of `marks`
+    as one part under `dead_folder`. Yields RESULT_SCHEMA rows describing what it wrote."""
     def run(batches):
-        import pyarrow as pa
+        import uuid
 
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
+        if not tables:
+            return
+        rows = pa.concat_tables(tables)
         fs = _filesystem(fs_uri)
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                rows = [rewrite_one(spec, fs, schema) for spec in tasks[task]]
-                yield pa.RecordBatch.from_pylist(
-                    [{"seg": s, "path": p, "records": n, "bytes": b} for s, p, n, b in rows],
-                    schema=pa.schema([("seg", pa.int32()), ("path", pa.string()), ("records", pa.int64()),
-                                      ("bytes", pa.int64())]))
+        out, dead = [], []
+        for seg in sorted(pc.unique(rows.column("seg_idx")).to_pylist()):
+            keep = rows.filter(pc.equal(rows.column("seg_idx"), seg)).column("offset").combine_chunks()
+            if seg in rewrites:
+                path, n, size = rewrite_one(rewrites[seg], keep, fs, schema)
+                out.append({"kind": REWRITTEN, "seg": seg, "path": path, "records": n, "bytes": size})
+            elif seg in marks:
+                dead.append(dead_of(marks[seg], keep, fs))
+        if dead:
+            offsets = pa.concat_arrays(dead)
+            if len(offsets):
+                path = f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"
+                # each part of the vector is in offset order
+                pq.write_table(pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
+                               path, filesystem=fs, compression="snappy")
+                out.append({"kind": DEAD, "seg": -1, "path": path, "records": len(offsets),
+                            "bytes": int(fs.get_file_info(path).size or 0)})
+        if out:
+            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
+                ("kind", pa.string()), ("seg", pa.int32()), ("path", pa.string()), ("records", pa.int64()),
+                ("bytes", pa.int64())]))
     return run
