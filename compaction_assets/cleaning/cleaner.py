@@ -28,6 +28,7 @@ from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
 
 REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its rows is dead
+SMALL_RANGE_RECORDS = 250_000    # a range of at most this many rows is decided in one Spark partition
 
 
 @dataclass
@@ -70,6 +71,12 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     df = with_spark_ranks(read_segments(spark, handle, manifest, range_segs), config)
     narrow = df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
                        "delete_horizon", "seg_idx", F.col("record_size").alias("size"), *ranks)
+    small = sum(s.records + s.dead for _, s in range_segs) <= SMALL_RANGE_RECORDS
+    if small:
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): one partition instead, hashed before the group-by (which then needs no other
+        # exchange); shuffling every narrow row costs little at this size.
+        narrow = narrow.repartition(1, "key")
     fields = ("tomb", "delete_horizon", "seg_idx", "size", "timestamp")
     if ranks:
         payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)
@@ -112,7 +119,8 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     keep = F.col("keep")
     # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
     hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
-    rows = decided.groupBy("seg_idx", hkey).agg(
+    # a small range is one partition already: aggregated where it is, without another shuffle
+    rows = (decided.coalesce(1) if small else decided).groupBy("seg_idx", hkey).agg(
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),

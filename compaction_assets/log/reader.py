@@ -14,6 +14,7 @@ from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
+MAP_LOOKUP_MAX_FILES = 64         # up to this many files, rows find their segment in a literal map
 # Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
 # switch so the two can be measured against each other on the same data (README, object storage).
 PYTHON_WORKER_READS_LOCAL = False
@@ -79,13 +80,24 @@ def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
     from pyspark.sql import functions as F
 
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
-    meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
-                                 "file_ref string, seg_idx int, stamp long")
     pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
     df = (spark.read.schema(spark_schema()).parquet(*uris)
-          .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
-          .join(F.broadcast(meta), "file_ref")
-          .where(F.col("offset") >= F.lit(manifest.log_start_offset)))
+          .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
+    if len(entries) <= MAP_LOOKUP_MAX_FILES:
+        # each row finds its file's segment and stamp in a literal map: no Spark job, where broadcasting
+        # even a small table of files is a job of its own (one per cleaning of a small log)
+        def lookup(pairs, kind: str):
+            if not pairs:
+                return F.lit(None).cast(kind)
+            return F.create_map(*[F.lit(v) for pair in pairs for v in pair])[F.col("file_ref")].cast(kind)
+        df = (df.withColumn("seg_idx", lookup([(ref.name, idx) for ref, idx in entries], "int"))
+              .withColumn("stamp", lookup([(ref.name, ref.stamp) for ref, _ in entries if ref.stamp is not None],
+                                          "long")))
+    else:  # a lookup in a literal map is linear in its size: many files join a broadcast table instead
+        meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
+                                     "file_ref string, seg_idx int, stamp long")
+        df = df.join(F.broadcast(meta), "file_ref")
+    df = df.where(F.col("offset") >= F.lit(manifest.log_start_offset))
     horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
 
