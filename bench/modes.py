@@ -66,8 +66,10 @@ def step(op: str, store: str, env: dict, out: str | None = None, concurrency: in
     return res
 
 
-def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, fleet_records: int) -> dict:
-    """The pristine logs (generated once, without Spark): one log, and a store of `fleet` small logs."""
+def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, fleet_records: int,
+          dagster_records: int) -> dict:
+    """The pristine logs (generated once, without Spark): one log, a store of `fleet` small logs, and a
+    small log for one Dagster run."""
     cfg = gen.topic_config(1 << 20)
     one = os.path.join(work, "pristine")
     gen.generate(LogStore(one, gc_grace_s=0).log(LOG_NAME), cfg, records, keys, value_bytes, 1)
@@ -75,7 +77,60 @@ def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, flee
     store = LogStore(many, gc_grace_s=0)
     for i in range(fleet):
         gen.generate(store.log(f"fleet-{i}"), cfg, fleet_records, max(1, fleet_records // 10), value_bytes, 100 + i)
-    return {"one": one, "fleet": many, "log_bytes": sum(_disk(one).values())}
+    small = os.path.join(work, "pristine-dagster")
+    gen.generate(LogStore(small, gc_grace_s=0).log(LOG_NAME), cfg, dagster_records, max(1, dagster_records // 10),
+                 value_bytes, 7)
+    return {"one": one, "fleet": many, "dagster": small, "log_bytes": sum(_disk(one).values())}
+
+
+def duckdb_step(store: str, out: str) -> dict | None:
+    """E: the same deduplication in DuckDB, its own process (None when the bench extras are missing)."""
+    try:
+        import duckdb  # noqa: F401  (only whether it is there; bench/duck.py runs it)
+    except ImportError:
+        return None
+    handle = LogStore(store, gc_grace_s=0).log(LOG_NAME)
+    spec = os.path.join(os.path.dirname(out), "duck-spec.json")
+    with open(spec, "w") as f:
+        json.dump({"files": [handle.path(ref.name) for ref in handle.manifest().files()], "out": out,
+                   "threads": os.cpu_count() or 2}, f)
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "bench.duck", spec], cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"DuckDB failed: {proc.stderr.strip()[-1500:]}")
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"op": "duckdb", "seconds": res["seconds"], "wall_seconds": wall, "rows": res["rows"],
+            "bytes_written": os.path.getsize(out), "jobs": 0}
+
+
+def dagster_step(store: str, work: str, env: dict) -> dict:
+    """One Dagster run of a small log as a user starts it: `dagster asset materialize` of the four assets
+    (and the checks) for one partition, in a fresh process, on a fresh SQLite instance."""
+    home = os.path.join(work, "dagster-home")
+    shutil.rmtree(home, ignore_errors=True)
+    os.makedirs(home)
+    with open(os.path.join(home, "dagster.yaml"), "w") as f:
+        f.write("telemetry:\n  enabled: false\n")
+    run_env = {**env, "DAGSTER_HOME": home, "COMPACTION_STORE": store,
+               "COMPACTION_LANDING": os.path.join(work, "dagster-landing"),
+               "COMPACTION_LATEST_STATE": os.path.join(work, "dagster-latest")}
+    run_env.pop("COMPACTION_TOPICS", None)
+    # the partition exists before the timing, as the discovery sensor would have added it
+    subprocess.run([sys.executable, "-c", "import dagster as dg, sys; "
+                    "dg.DagsterInstance.get().add_dynamic_partitions('logs', [sys.argv[1]])", LOG_NAME],
+                   cwd=REPO, env=run_env, check=True, capture_output=True)
+    cmd = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "compaction_assets.definitions",
+           "--select", "raw_segments,cleanable_range,compacted_log,latest_state", "--partition", LOG_NAME]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=run_env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0 or "RUN_SUCCESS" not in out:
+        raise RuntimeError(f"the Dagster run failed (exit {proc.returncode}): {out.strip()[-1500:]}")
+    # RUN_SUCCESS: the blocking checks passed too (a failing one fails its step and the run)
+    return {"op": "dagster", "seconds": wall, "wall_seconds": wall, "jobs": None, "bytes_written": 0,
+            "check_evaluations": sum(1 for line in out.splitlines() if "ASSET_CHECK_EVALUATION" in line)}
 
 
 def run_mode(mode: str, work: str, built: dict, args) -> dict:
@@ -118,6 +173,10 @@ def run_mode(mode: str, work: str, built: dict, args) -> dict:
         fl = fresh("fleet", built["fleet"])
         note("fleet", step("fleet", fl, env, concurrency=args.concurrency))
         res["fleet"]["per_log_seconds"] = res["fleet"]["wall_seconds"] / max(1, args.fleet)
+        duck = duckdb_step(fresh("e", built["one"]), os.path.join(work, f"{mode}-duck.parquet"))
+        if duck is not None:
+            note("E", duck)
+        note("dagster", dagster_step(fresh("dagster", built["dagster"]), os.path.join(work, f"{mode}-dg"), env))
     finally:
         if server:
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
@@ -132,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fleet", type=int, default=20)
     ap.add_argument("--fleet-records", type=int, default=2_000)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--dagster-records", type=int, default=20_000)
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "modes"))
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "modes-latest.json"))
@@ -139,7 +199,8 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     t = time.perf_counter()
-    built = build(args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records)
+    built = build(args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records,
+                  args.dagster_records)
     print(f"generated in {time.perf_counter() - t:.1f}s: {args.records} records over {args.keys} keys "
           f"({built['log_bytes'] / 2**20:.1f} MiB), fleet of {args.fleet} x {args.fleet_records}", file=sys.stderr)
     result = {"params": vars(args), "log_bytes": built["log_bytes"], "load_start": os.getloadavg()}
@@ -154,7 +215,10 @@ def main(argv: list[str] | None = None) -> None:
                            "latest_state_over_A": r["latest_state"]["wall_seconds"] / a["wall_seconds"],
                            "D_over_A": d["wall_seconds"] / a["wall_seconds"],
                            "D_bytes_over_A_bytes": d["bytes_written"] / max(1, a["bytes_written"]),
-                           "fleet_seconds_per_log": r["fleet"]["per_log_seconds"]}
+                           "fleet_seconds_per_log": r["fleet"]["per_log_seconds"],
+                           "dagster_run_seconds": r["dagster"]["wall_seconds"]}
+            if "E" in r:
+                r["ratios"]["A_over_E"] = a["wall_seconds"] / r["E"]["wall_seconds"]
             print(f"{mode}: " + ", ".join(f"{k} {v:.3f}" for k, v in r["ratios"].items()), file=sys.stderr)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:

@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash scripts/setup.sh
+source bench/extras.sh   # DuckDB for E
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 exec .venv/bin/python -m bench.modes "$@"
