@@ -183,6 +183,46 @@ def run_mode(mode: str, work: str, built: dict, args) -> dict:
     return res
 
 
+STEPS = (("session", "Spark session and one trivial job"),
+         ("C", "C: Spark reads and writes the segment files (the copy limit)"),
+         ("A", "A: forced cleaning of the fresh log"),
+         ("D", "D: 1% new records, then a forced cleaning"),
+         ("latest_state", "latest state of the cleaned log"),
+         ("plan", "dry run from metadata (`cleanable_range`'s default)"),
+         ("plan_detail", "key-level dry run"),
+         ("fleet", "fleet: `run_many` over the small logs"),
+         ("E", "E: DuckDB, the same deduplication (its own process)"),
+         ("dagster", "one Dagster run of a small log (`dagster asset materialize`)"))
+TARGETS = {"A_over_C": ("A / C", "cold <= 1.2"), "A_over_E": ("A / E", "warm <= 4"),
+           "latest_state_over_A": ("latest state / A", "cold <= 0.4"), "D_over_A": ("D / A, time", "warm <= 0.2"),
+           "D_bytes_over_A_bytes": ("D bytes / A bytes", "<= 0.1"),
+           "fleet_seconds_per_log": ("fleet, s per log", "cold <= 0.5, warm <= 0.3"),
+           "dagster_run_seconds": ("one Dagster run, s", "cold <= 15, warm <= 6")}
+
+
+def render(result: dict) -> str:
+    """The README's tables (steps, then ratios) for one run's JSON."""
+    cold, warm = result.get("cold", {}), result.get("warm", {})
+    def cell(r: dict, name: str, key: str, fmt: str = "{:.2f}") -> str:
+        v = r.get(name, {}).get(key)
+        return "" if v is None else fmt.format(v)
+    lines = ["| step | cold wall s | cold Spark start s | cold Spark jobs | warm wall s | MiB written |",
+             "|---|---|---|---|---|---|"]
+    for name, label in STEPS:
+        if name not in cold and name not in warm:
+            continue
+        written = (cold.get(name) or warm.get(name))["bytes_written"] / 2**20
+        lines.append(f"| {label} | {cell(cold, name, 'wall_seconds')} | {cell(cold, name, 'spark_start_seconds')} | "
+                     f"{cell(cold, name, 'jobs', '{}')} | {cell(warm, name, 'wall_seconds')} | {written:.1f} |")
+    lines += ["", "| ratio | cold | warm | the issue's target |", "|---|---|---|---|"]
+    for key, (label, target) in TARGETS.items():
+        c, w = cold.get("ratios", {}).get(key), warm.get("ratios", {}).get(key)
+        fmt = "{:.3f}" if key == "D_bytes_over_A_bytes" else "{:.2f}"
+        lines.append(f"| {label} | {'' if c is None else fmt.format(c)} | {'' if w is None else fmt.format(w)} | "
+                     f"{target} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -195,7 +235,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "modes"))
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "modes-latest.json"))
+    ap.add_argument("--render", metavar="JSON", help="print the README tables of an earlier run's JSON and stop")
     args = ap.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            print(render(json.load(f)))
+        return
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     t = time.perf_counter()
@@ -224,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2, default=str)
     shutil.rmtree(args.workdir, ignore_errors=True)
-    print(json.dumps({m: result[m]["ratios"] for m in ("cold", "warm") if m in result}, indent=2))
+    print(render(result))
 
 
 if __name__ == "__main__":
