@@ -61,10 +61,11 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
             resources = {**defs.resources, "log_store": store}
             for sensor_name in ("dirty_ratio_sensor", "max_compaction_lag_sensor", "log_discovery_sensor"):
                 sensor = defs.get_sensor_def(sensor_name)
-                ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
-                                              definitions=defs)
-                t = time.monotonic()
-                result = sensor.evaluate_tick(ctx)
+                # closed when done: the context enters an instance of its own, which must not outlive it
+                with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
+                                             definitions=defs) as ctx:
+                    t = time.monotonic()
+                    result = sensor.evaluate_tick(ctx)
                 out["sensors"][sensor_name] = {"seconds": time.monotonic() - t,
                                                "run_requests": len(result.run_requests),
                                                "observations": len(result.asset_events)}
