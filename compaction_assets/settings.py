@@ -8,6 +8,7 @@ A malformed value is a `ConfigError` naming the variable.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -31,6 +32,11 @@ SPARK_DRIVER_HOST = "SPARK_DRIVER_HOST"
 SPARK_DRIVER_BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 SPARK_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
 PYSPARK_PYTHON = "PYSPARK_PYTHON"
+JAVA_HOME = "JAVA_HOME"
+# The JVM the product starts itself (a local or cluster driver; not a Connect server): C1 only and a
+# class-data archive, for commands that live seconds (see compaction_assets/spark.py).
+JVM_QUICK_START = "COMPACTION_JVM_QUICK_START"
+JVM_ARCHIVE_DIR = "COMPACTION_JVM_ARCHIVE_DIR"
 # Dagster's own.
 DAGSTER_HOME = "DAGSTER_HOME"
 # Object storage, the AWS SDKs' own names (S3 and S3-compatible servers). GCS and Azure stores take their
@@ -51,6 +57,8 @@ DEFAULT_LATEST_STATE = os.path.join("var", "latest_state")
 DEFAULT_LOCK_TTL_SECONDS = 300.0
 DEFAULT_MAX_RUNS_PER_TICK = 100
 DEFAULT_SPARK_MASTER = "local[*]"
+# beside the Python environment (the virtualenv that scripts/setup.sh makes), where setup builds it
+DEFAULT_JVM_ARCHIVE_DIR = os.path.join(sys.prefix, "var", "compaction-assets")
 CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
 DEFAULT_CLEAN_CONCURRENCY = 4   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 
@@ -86,6 +94,9 @@ class Settings:
     dagster_home: str | None
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
     clean_concurrency: int = DEFAULT_CLEAN_CONCURRENCY
+    java_home: str | None = None
+    jvm_quick_start: bool = True
+    jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -147,6 +158,9 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             allow_http=(_text(env, AWS_ALLOW_HTTP) or "").strip().lower() in ("1", "true", "yes"),
         ),
         clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
+        java_home=_text(env, JAVA_HOME),
+        jvm_quick_start=_flag(env, JVM_QUICK_START) if _text(env, JVM_QUICK_START) is not None else True,
+        jvm_archive_dir=_text(env, JVM_ARCHIVE_DIR) or DEFAULT_JVM_ARCHIVE_DIR,
     )
 
 
