@@ -1,12 +1,14 @@
 """The Dagster UI end to end, on a small instance built by the demo.
 
 A module fixture runs `python -m compaction_assets.demo --events 3000` against a temporary
-DAGSTER_HOME, store, landing and latest-state folder, then starts
-`dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>` on that instance. The tests ask GraphQL
-for the definitions, and drive Debian's chromium with Playwright through the asset graph and a
-check result of compacted_log. Screenshots are kept under the pytest tmp dir and copied to
-var/screenshots/ (git-ignored). All traffic stays on 127.0.0.1; the browser's other requests are
-blocked.
+DAGSTER_HOME, store, landing and latest-state folder, then `python -m tests.ui_scenes` on the same
+instance (dirty-ratio observations of one log while records arrive, and a wrong cleaning of another
+whose blocking check fails), then starts `dagster dev -w workspace.yaml -h 127.0.0.1 -p <free port>`
+on that instance. The tests ask GraphQL for the definitions (assets, checks, sensors, schedules,
+operator jobs) and the check history, and drive Debian's chromium with Playwright through the asset
+graph, the schedules, the jobs, the dirty-ratio plot, a passed check and the failed one. Screenshots
+are kept under the pytest tmp dir and copied to var/screenshots/ (git-ignored); the README's come from
+there (docs/screenshots/). All traffic stays on 127.0.0.1; the browser's other requests are blocked.
 
 Needs `chromium` (Debian package) and the `playwright` Python package; scripts/setup.sh installs
 both. The module skips only when chromium is missing and cannot be installed here (not root, or no
@@ -15,6 +17,7 @@ apt-get).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -35,7 +38,12 @@ ASSETS = {"raw_segments", "cleanable_range", "compacted_log", "latest_state"}
 CHECKS = {"latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved", "max_compaction_delay"}
 SENSORS = {"log_discovery_sensor", "dirty_ratio_sensor", "max_compaction_lag_sensor", "run_failure_alert",
            "check_failure_alert"}
-CHECK_PAGE = "tombstone_retention"
+SCHEDULES = {"retention_schedule", "gc_schedule", "compaction_sweep_schedule"}
+OPERATOR_JOBS = {"clear_uncleanable_job", "set_checkpoint_job", "set_log_start_job", "gc_job", "retention_job",
+                 "rebuild_latest_state", "apply_topics_config_job"}
+CHECK_PAGE = "max_compaction_delay"      # passes on every partition, the broken one too
+FAILED_CHECK = "latest_value_per_key"    # blocking: fails on the broken partition
+DIRTY_LOG, BROKEN_LOG = "user-profiles-0", "user-profiles-1"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--no-proxy-server"]
 DEMO_TIMEOUT_S = 1200
@@ -95,6 +103,13 @@ def demo_instance(tmp_path_factory, chromium, playwright_api):
     finally:
         ui_dagster.stop(proc, grace_s=10, stragglers_s=10)
     assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{ui_dagster.tail(log)}"
+    scenes = subprocess.run([sys.executable, "-m", "tests.ui_scenes", DIRTY_LOG, BROKEN_LOG], env=env, cwd=ROOT,
+                            capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+    assert scenes.returncode == 0, f"the UI scenes failed:\n{scenes.stderr[-3000:]}"
+    made = json.loads(scenes.stdout.strip().splitlines()[-1])
+    assert made["observations"] >= 2, made               # points for the dirty-ratio plot
+    assert FAILED_CHECK in made["failed_checks"], made    # the wrong cleaning was caught
+    assert "latest_state" not in made["materialized"] and "compacted_log" in made["materialized"], made
     return env, base
 
 
@@ -121,7 +136,8 @@ DEFINITIONS = """{
   assetNodes { assetKey { path } partitionDefinition { name type }
     assetChecksOrError { __typename ... on AssetChecks { checks { name blocking } } } }
   repositoriesOrError { __typename
-    ... on RepositoryConnection { nodes { name location { name } sensors { name sensorState { status } } } }
+    ... on RepositoryConnection { nodes { name location { name } sensors { name sensorState { status } }
+      schedules { name cronSchedule scheduleState { status } } pipelines { name } } }
     ... on PythonError { message } } }"""
 
 HISTORY = """query History($check: String!) {
@@ -145,6 +161,11 @@ def test_graphql_lists_assets_checks_and_sensors(webserver):
     assert repos["__typename"] == "RepositoryConnection", repos
     sensors = {s["name"] for r in repos["nodes"] for s in r["sensors"]}
     assert SENSORS <= sensors, f"sensors missing from the UI: {sorted(SENSORS - sensors)}"
+    schedules = {s["name"]: s for r in repos["nodes"] for s in r["schedules"]}
+    assert SCHEDULES <= set(schedules), f"schedules missing from the UI: {sorted(SCHEDULES - set(schedules))}"
+    assert all(schedules[n]["cronSchedule"] for n in SCHEDULES), schedules
+    jobs = {j["name"] for r in repos["nodes"] for j in r["pipelines"]}
+    assert OPERATOR_JOBS <= jobs, f"operator jobs missing from the UI: {sorted(OPERATOR_JOBS - jobs)}"
 
     # The demo left materializations of partitions, and a passed result of every check for those partitions.
     for check in sorted(CHECKS):
@@ -155,7 +176,10 @@ def test_graphql_lists_assets_checks_and_sensors(webserver):
         executions = history["assetCheckExecutions"]
         checked = {(e["runId"], e["partition"]) for e in executions if e["status"] == "SUCCEEDED"}
         assert checked & materialized, f"{check}: no passed result for a materialized partition: {executions}"
-        assert all(e["status"] == "SUCCEEDED" for e in executions), (check, executions)
+        # the demo's cleanings all pass; only the deliberately wrong cleaning of BROKEN_LOG may fail
+        assert all(e["status"] == "SUCCEEDED" for e in executions if e["partition"] != BROKEN_LOG), (check, executions)
+    failed = ui_dagster.graphql(webserver, HISTORY, {"check": FAILED_CHECK})["assetCheckExecutions"]
+    assert failed[0]["partition"] == BROKEN_LOG and failed[0]["status"] == "FAILED", failed
 
 
 def _is_loopback(url: str) -> bool:
@@ -175,8 +199,8 @@ def _wait_for_texts(page, texts: list[str], what: str, timeout_ms: int = 90_000)
     return page.evaluate("document.body.innerText")
 
 
-def _save(page, name: str, tmp_dir: Path) -> bytes:
-    png = page.screenshot(path=str(tmp_dir / name))
+def _save(page, name: str, tmp_dir: Path, clip: dict | None = None) -> bytes:
+    png = page.screenshot(path=str(tmp_dir / name), clip=clip)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(tmp_dir / name, SCREENSHOTS / name)
     colours, dominant = ui_png.colour_stats(png)
@@ -212,26 +236,65 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
 
             # The asset graph ("Global asset lineage"): every asset node with its live data.
             page.goto(f"{webserver}/asset-groups", wait_until="domcontentloaded")
-            text = _wait_for_texts(page, ["Global asset lineage", *sorted(ASSETS), "Latest event",
-                                          f"{len(CHECKS)} / {len(CHECKS)} Passed"], "asset graph")
+            text = _wait_for_texts(page, ["Global asset lineage", *sorted(ASSETS), "Latest event", "Asset checks"],
+                                   "asset graph")
+            # the nodes' live data (latest events, check results) has arrived
+            page.wait_for_function("() => !document.body.innerText.includes('Loading')")
+            text = page.evaluate("document.body.innerText")
+            assert f"1 / {len(CHECKS)} Passed" in text   # compacted_log: the broken partition's checks, latest
             assert "Join the Dagster community" not in text
             assert page.locator("text=compacted_log").count() >= 2  # in the sidebar and as a graph node
             _save(page, "asset_graph.png", tmp_path)
 
-            # A check result of compacted_log: the Checks tab with one check's latest execution (of a partition).
+            # The schedules (Automation) and the operator jobs (Jobs), as an operator finds them.
+            page.goto(f"{webserver}/automation", wait_until="domcontentloaded")
+            _wait_for_texts(page, sorted(SCHEDULES | SENSORS), "schedules and sensors")
+            _save(page, "automation.png", tmp_path)
+            page.goto(f"{webserver}/jobs", wait_until="domcontentloaded")
+            _wait_for_texts(page, sorted(OPERATOR_JOBS), "operator jobs")
+            _save(page, "jobs.png", tmp_path)
+
+            # The dirty-ratio plot: compacted_log's metadata over its events (the cleanings' figures and the
+            # sensor's observations of DIRTY_LOG while records arrived).
+            page.goto(f"{webserver}/assets/compacted_log?view=overview", wait_until="domcontentloaded")
+            _wait_for_texts(page, ["Metadata", "Plots"], "asset overview")
+            page.get_by_text("Plots", exact=True).first.click()
+            _wait_for_texts(page, ["When graphing values by partition"], "metadata plots by partition")
+            # plots over events, not partitions: the toggle's "Events" comes after the tab of that name
+            page.get_by_text("Events", exact=True).last.click()
+            _wait_for_texts(page, ["dirty_ratio"], "metadata plots over events")
+            page.wait_for_function("() => document.querySelectorAll('canvas').length > 0")  # the charts
+            title = page.get_by_text("dirty_ratio", exact=True).first
+            title.scroll_into_view_if_needed()
+            page.wait_for_timeout(1500)   # the chart's drawing animation
+            box = title.bounding_box()
+            assert box is not None, "the dirty_ratio plot has no title on screen"
+            clip = {"x": max(0, box["x"] - 16), "y": max(0, box["y"] - 12), "width": 400, "height": 250}
+            _save(page, "dirty_ratio_plot.png", tmp_path, clip=clip)
+
+            # A passed check of compacted_log: the Checks tab with one check's latest execution (of a partition).
             page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={CHECK_PAGE}",
                       wait_until="domcontentloaded")
             text = _wait_for_texts(page, [f"Checks ({len(CHECKS)})", *sorted(CHECKS), "Latest execution",
                                           "Evaluation result", "Passed", f"Partition\n{latest_partition}", "Metadata"],
                                    f"check {CHECK_PAGE}")
-            assert "This is a blocking asset check." in text
             assert "Join the Dagster community" not in text
             _save(page, f"compacted_log_check_{CHECK_PAGE}.png", tmp_path)
+
+            # The failed one: the wrong cleaning of BROKEN_LOG, its reason and examples, blocking.
+            page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={FAILED_CHECK}",
+                      wait_until="domcontentloaded")
+            text = _wait_for_texts(page, ["Latest execution", "Evaluation result", "Failed", f"Partition\n{BROKEN_LOG}",
+                                          "kept that are not their key's winner", "examples_records_not_the_winner"],
+                                   f"check {FAILED_CHECK}")
+            assert "This is a blocking asset check." in text
+            _save(page, "check_failure.png", tmp_path)
         finally:
             browser.close()
 
     assert not page_errors, f"uncaught errors in the UI: {page_errors}"
     if blocked:
         warnings.warn(f"the UI tried to reach beyond 127.0.0.1 (blocked): {sorted(set(blocked))}")
-    assert (SCREENSHOTS / "asset_graph.png").stat().st_size > 0
-    assert (SCREENSHOTS / f"compacted_log_check_{CHECK_PAGE}.png").stat().st_size > 0
+    for name in ("asset_graph.png", "automation.png", "jobs.png", "dirty_ratio_plot.png",
+                 f"compacted_log_check_{CHECK_PAGE}.png", "check_failure.png"):
+        assert (SCREENSHOTS / name).stat().st_size > 0, name
