@@ -25,6 +25,7 @@ import pytest
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.defs.assets import CleaningConfig, cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from resources.log_store import LogStoreResource
 from tests import cluster_helpers as ch
@@ -168,7 +169,8 @@ def local_materialization(workdir, spark):
                           loggers={"console": {"config": {"log_level": "WARNING"}}})
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, [ch.DAGSTER_LOG])
-        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state],
+        # with the checks, as the deployed location materializes them (their own definition)
+        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks],
                                 partition_key=ch.DAGSTER_LOG, resources=resources, instance=instance,
                                 run_config=config)
         summary = ch.run_summary(instance, result.run_id)
@@ -205,6 +207,10 @@ def test_materialize_a_partition_matches_local_mode(request, mode, workdir, loca
     assert summary["checks"] == {"latest_value_per_key": True, "tombstone_retention": True,
                                  "offsets_and_order_preserved": True, "max_compaction_delay": True}
     assert summary["metadata"]["compacted_log"]["cleaned"] is True
+    differing = {(asset, key): (value, summary["metadata"].get(asset, {}).get(key))
+                 for asset, meta in local_summary["metadata"].items() for key, value in meta.items()
+                 if summary["metadata"].get(asset, {}).get(key) != value}
+    assert not differing, f"metadata that differs (local, {mode}): {differing}"
     assert summary == local_summary
     assert ch.log_contents(env["COMPACTION_STORE"], [ch.DAGSTER_LOG]) == local_contents
     latest = ch.latest_state_rows(env["COMPACTION_LATEST_STATE"])
