@@ -7,8 +7,9 @@ whose blocking check fails), then starts `dagster dev -w workspace.yaml -h 127.0
 on that instance. The tests ask GraphQL for the definitions (assets, checks, sensors, schedules,
 operator jobs) and the check history, and drive Debian's chromium with Playwright through the asset
 graph, the schedules, the jobs, the dirty-ratio plot, a passed check and the failed one. Screenshots
-are kept under the pytest tmp dir and copied to var/screenshots/ (git-ignored); the README's come from
-there (docs/screenshots/). All traffic stays on 127.0.0.1; the browser's other requests are blocked.
+are kept under the pytest tmp dir and copied to var/screenshots/ (git-ignored); the README's three crops
+go to var/screenshots/docs/, from which docs/screenshots/ is copied by hand. All traffic stays on
+127.0.0.1; the browser's other requests are blocked.
 
 Needs `chromium` (Debian package) and the `playwright` Python package; scripts/setup.sh installs
 both. The module skips only when chromium is missing and cannot be installed here (not root, or no
@@ -34,6 +35,8 @@ pytestmark = pytest.mark.slow  # the demo alone takes 1-6 minutes (Spark, 4 logs
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"
+DOCS_CROPS = SCREENSHOTS / "docs"   # the README's images as the test crops them: copied to docs/screenshots/
+DOCS_MAX_BYTES = 300_000            # committed: kept small
 ASSETS = {"raw_segments", "cleanable_range", "compacted_log", "latest_state"}
 CHECKS = {"latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved", "max_compaction_delay"}
 SENSORS = {"log_discovery_sensor", "dirty_ratio_sensor", "max_compaction_lag_sensor", "run_failure_alert",
@@ -209,6 +212,16 @@ def _save(page, name: str, tmp_dir: Path, clip: dict | None = None) -> bytes:
     return png
 
 
+def _save_for_docs(page, name: str, tmp_dir: Path, clip: dict) -> None:
+    """The README's crop of the page, under var/screenshots/docs/ (`cp` it to docs/screenshots/)."""
+    png = page.screenshot(path=str(tmp_dir / f"docs_{name}"), clip=clip)
+    DOCS_CROPS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_dir / f"docs_{name}", DOCS_CROPS / name)
+    colours, dominant = ui_png.colour_stats(png, step=2)
+    assert colours >= 50 and dominant < 0.99, f"docs crop {name} looks blank: {colours} colours, {dominant:.1%}"
+    assert len(png) < DOCS_MAX_BYTES, f"docs crop {name} has {len(png)} bytes (at most {DOCS_MAX_BYTES})"
+
+
 def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwright_api, tmp_path):
     # Mark the community newsletter dialog as seen, as its Skip button would, so it covers nothing.
     assert ui_dagster.graphql(webserver, "mutation { setNuxSeen }")["setNuxSeen"] is True
@@ -245,6 +258,15 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
             assert "Join the Dagster community" not in text
             assert page.locator("text=compacted_log").count() >= 2  # in the sidebar and as a graph node
             _save(page, "asset_graph.png", tmp_path)
+            # the README's crop: the graph's nodes (drawn as SVG foreignObjects), with a margin
+            nodes = page.evaluate("""() => [...document.querySelectorAll('foreignObject')]
+                .map(e => e.getBoundingClientRect()).filter(r => r.width > 0 && r.height > 0)
+                .map(r => [r.left, r.top, r.right, r.bottom])""")
+            assert len(nodes) >= len(ASSETS), f"the graph's nodes were not found: {nodes}"
+            left, top = min(n[0] for n in nodes) - 16, min(n[1] for n in nodes) - 16
+            _save_for_docs(page, "asset_graph.png", tmp_path, {
+                "x": max(0, left), "y": max(0, top), "width": max(n[2] for n in nodes) + 16 - max(0, left),
+                "height": max(n[3] for n in nodes) + 16 - max(0, top)})
 
             # The schedules (Automation) and the operator jobs (Jobs), as an operator finds them.
             page.goto(f"{webserver}/automation", wait_until="domcontentloaded")
@@ -271,6 +293,7 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
             assert box is not None, "the dirty_ratio plot has no title on screen"
             clip = {"x": max(0, box["x"] - 16), "y": max(0, box["y"] - 12), "width": 400, "height": 250}
             _save(page, "dirty_ratio_plot.png", tmp_path, clip=clip)
+            _save_for_docs(page, "dirty_ratio_plot.png", tmp_path, clip)
 
             # A passed check of compacted_log: the Checks tab with one check's latest execution (of a partition).
             page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={CHECK_PAGE}",
@@ -289,6 +312,14 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
                                    f"check {FAILED_CHECK}")
             assert "This is a blocking asset check." in text
             _save(page, "check_failure.png", tmp_path)
+            # the README's crop: the Checks tab without the navigation, down to the end of the failure's metadata
+            panel = page.get_by_text(f"Checks ({len(CHECKS)})", exact=True).first.bounding_box()
+            last_row = page.get_by_text("winning_values_missing", exact=True).first.bounding_box()
+            assert panel is not None and last_row is not None, (panel, last_row)
+            left, size = max(0, panel["x"] - 24), page.viewport_size
+            bottom = min(size["height"], last_row["y"] + last_row["height"] + 16)
+            _save_for_docs(page, "check_failure.png", tmp_path,
+                           {"x": left, "y": 0, "width": size["width"] - left, "height": bottom})
         finally:
             browser.close()
 
@@ -298,3 +329,5 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
     for name in ("asset_graph.png", "automation.png", "jobs.png", "dirty_ratio_plot.png",
                  f"compacted_log_check_{CHECK_PAGE}.png", "check_failure.png"):
         assert (SCREENSHOTS / name).stat().st_size > 0, name
+    for name in ("asset_graph.png", "dirty_ratio_plot.png", "check_failure.png"):   # the README's three
+        assert (DOCS_CROPS / name).stat().st_size > 0, name
