@@ -14,6 +14,7 @@ per-segment figures, the names of written files and the few held tombstones.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -220,6 +221,7 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     from pyspark.sql import functions as F
 
     from compaction_assets.cleaning import rewrite_task
+    from compaction_assets.log import segment_task
     from compaction_assets.log.records import SEGMENT_SCHEMA
     from compaction_assets.log.segment_stats import dead_offsets
 
@@ -238,9 +240,11 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         st.makedirs(handle.path(work_dir))          # local files only: object stores have no folders
         if mark:
             st.makedirs(handle.path(dead_folder))
-        fs_uri = None if st.local else f"{st.scheme}://{st.root}"
+        # the workers open the store as their reads do: the driver's settings travel with the task
+        open_fs = functools.partial(segment_task.open_filesystem, st.filesystem_spec())
         cloudpickle.register_pickle_by_value(rewrite_task)
-        runner = rewrite_task.apply_runner(rewrites, marks, fs_uri, SEGMENT_SCHEMA, handle.path(dead_folder))
+        cloudpickle.register_pickle_by_value(segment_task)
+        runner = rewrite_task.apply_runner(rewrites, marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
         # about two tasks a core, so that uneven segments still spread over the cores
         tasks = max(1, min(len(rewrite) + len(mark), _parallelism(spark) * 2))
         kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite + mark))

@@ -7,12 +7,14 @@ The decide phase's kept offsets arrive shuffled by segment; each task then, for 
             (the deletion vector's new entries) as one Parquet part of the new deletion vector.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
 written and listed again: on an object store every request saved is money and latency.
-This module imports only pyarrow: it is shipped to executors by value and needs nothing of the project.
+This module imports only pyarrow: it is shipped to executors by value and needs nothing of the project
+(the filesystem comes in as a function of `log/segment_task.py`, shipped by value too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 RESULT_SCHEMA = "kind string, seg int, path string, records long, bytes long"
 REWRITTEN = "rewritten"     # `kind` of a result row: a segment's new file
@@ -35,12 +37,6 @@ class MarkSpec:
     seg: int
     files: tuple[str, ...]
     min_offset: int
-
-
-def _filesystem(fs_uri: str | None):
-    import pyarrow.fs as pafs
-
-    return pafs.FileSystem.from_uri(fs_uri)[0] if fs_uri else pafs.LocalFileSystem()
 
 
 def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
@@ -86,11 +82,12 @@ def dead_of(spec: MarkSpec, keep, fs):
     return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
 
 
-def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], fs_uri: str | None, schema,
+def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
                  dead_folder: str):
     """The function for `mapInArrow` over (seg_idx, offset) rows of kept records, shuffled by segment:
     each task rewrites its segments of `rewrites` and writes the dead offsets of its segments of `marks`
-    as one part under `dead_folder`. Yields RESULT_SCHEMA rows describing what it wrote."""
+    as one part under `dead_folder`. `open_fs()` gives the task its pyarrow filesystem (the one the
+    workers' reads use, with the driver's store settings). Yields RESULT_SCHEMA rows of what it wrote."""
     def run(batches):
         import uuid
 
@@ -102,7 +99,7 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], f
         if not tables:
             return
         rows = pa.concat_tables(tables)
-        fs = _filesystem(fs_uri)
+        fs = open_fs()
         out, dead = [], []
         for seg in sorted(pc.unique(rows.column("seg_idx")).to_pylist()):
             keep = rows.filter(pc.equal(rows.column("seg_idx"), seg)).column("offset").combine_chunks()
