@@ -159,14 +159,15 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
         java_home=_text(env, JAVA_HOME),
-        jvm_quick_start=_flag(env, JVM_QUICK_START) if _text(env, JVM_QUICK_START) is not None else True,
+        jvm_quick_start=_flag(env, JVM_QUICK_START, default=True),
         jvm_archive_dir=_text(env, JVM_ARCHIVE_DIR) or DEFAULT_JVM_ARCHIVE_DIR,
     )
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    """A yes/no variable: set to anything but empty, 0, false or no means yes."""
-    return (env.get(name) or "").strip().lower() not in ("", "0", "false", "no")
+def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A yes/no variable: unset or blank is `default`; 0, false or no means no; anything else yes."""
+    raw = _text(env, name)
+    return default if raw is None else raw.strip().lower() not in ("0", "false", "no")
 
 
 def debug_enabled() -> bool:

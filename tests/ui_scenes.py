@@ -27,7 +27,8 @@ def _append(log_store, log: str, round_: int, keys: int = 5, per_key: int = 4) -
     writer.append(handle, log_store.config_for(log), [
         {"key": f"ui-scene-{k}", "value": f"r{round_}-v{i}", "timestamp": now + i}
         for i in range(per_key) for k in range(keys)])
-    writer.roll(handle)
+    with handle.lock("append", purpose="roll"):   # as `compaction roll` seals it
+        writer.roll(handle)
 
 
 def main(dirty_log: str, broken_log: str) -> dict:

@@ -48,7 +48,7 @@ def test_options_follow_the_settings(tmp_path):
 
     off = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path), settings.JVM_QUICK_START: "0"}))
     assert driver_java_options(off).split() == [f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties"]
-    # the archive's name changes with the Java it was made for
+    # no Java where JAVA_HOME points: no archive to name (nor to use)
     other = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path), settings.JAVA_HOME: "/nonexistent"}))
     assert class_archive_path(other) is None
 
