@@ -4,7 +4,8 @@
 
 OP: `session` (start Spark and run one trivial job), `copy` (C: Spark reads the log's segment files and
 writes them back), `clean` (A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the
-key -> value table written as Parquet), `plan` (the dry run from metadata) and `plan-detail` (the
+key -> value table written as Parquet, as the CLI writes it: with Arrow and no Spark when the log fits
+in the process), `plan` (the dry run from metadata) and `plan-detail` (the
 key-level dry run), `fleet` (`engine.run_many` over every log of the store, as `clean --all`).
 Prints one JSON line: seconds in process, Spark start seconds, Spark jobs (None under Spark Connect).
 The session is the product's (`compaction_assets.spark.get_spark`): SPARK_REMOTE makes it a Connect client.
@@ -42,6 +43,18 @@ def main() -> None:
         out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0, would_clean=dry.would_clean)
         print(json.dumps(out))
         return
+    handle = store.log(LOG_NAME)
+    if args.op == "latest-state":
+        from compaction_assets.cleaning.latest_state import fits_in_process, write_latest_state
+        from compaction_assets.log.fs import Storage
+
+        if fits_in_process(handle.manifest()):  # as the CLI does: built with Arrow, Spark never starts
+            t = time.perf_counter()
+            st = Storage.open(args.out)
+            out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None)
+            out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0)
+            print(json.dumps(out))
+            return
     from compaction_assets.spark import get_spark
 
     t = time.perf_counter()
@@ -59,8 +72,10 @@ def main() -> None:
             report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False)
             out["stats"] = report.stats
         elif args.op == "latest-state":
-            from compaction_assets.cleaning.latest_state import latest_state_df
-            latest_state_df(spark, store.log(LOG_NAME), cfg).write.parquet(args.out)
+            from compaction_assets.cleaning.latest_state import write_latest_state
+            from compaction_assets.log.fs import Storage
+            st = Storage.open(args.out)
+            out["rows"] = write_latest_state(handle, cfg, st, st.root, lambda: spark)
         elif args.op == "plan-detail":
             dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, detail=True)
             out["superseded"] = dry.superseded.records if dry.superseded else None

@@ -19,6 +19,7 @@ from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
+from compaction_assets.log.fs import Storage
 from compaction_assets.log.config import (DEFAULTS_ENTRY, ConfigStore, TopicsFile, check_strategy_change, cleaned_logs_of,
                                           load_topics, parse_setting)
 from compaction_assets.log.landing import append_file, ingest, landing_logs
@@ -219,19 +220,23 @@ def cmd_read(ctx: Context) -> int:
 
 def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
-    from compaction_assets.cleaning.latest_state import latest_state_df
+    from compaction_assets.cleaning.latest_state import (fits_in_process, latest_state_df, latest_state_table,
+                                                         write_latest_state)
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
     output = ctx.args.output
+    m = handle.manifest()
     if output:
         _check_output_folder(output, ctx.args.log, ctx.args.overwrite)
-    df = latest_state_df(ctx.spark, handle, cfg)
-    if output:
-        df.write.mode("overwrite").parquet(output)
+        st = Storage.open(output)
+        rows = write_latest_state(handle, cfg, st, st.root, lambda: ctx.spark, m)
         with open(os.path.join(output, LATEST_STATE_MARKER), "w") as fh:
             json.dump({"log": ctx.args.log, "written_ms": wall_ms()}, fh)
-        _progress(f"wrote the latest state to {output}")
+        _progress(f"wrote the latest state ({rows} keys) to {output}")
         return 0
-    for row in df.orderBy("key").toLocalIterator():
+    # a small log needs no Spark (built here with Arrow, sorted by key)
+    rows = (latest_state_table(handle, cfg, m).to_pylist() if fits_in_process(m)
+            else latest_state_df(ctx.spark, handle, cfg, m).orderBy("key").toLocalIterator())
+    for row in rows:
         obj: dict = {}
         _bytes_field(obj, "key", row["key"])
         _bytes_field(obj, "value", row["value"])

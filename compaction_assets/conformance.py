@@ -17,7 +17,7 @@ import uuid
 from compaction_assets import settings
 from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_df, latest_state_table
 from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
@@ -161,7 +161,11 @@ class CaseRun:
         if self.config is None or not self.handle.exists():
             return {}
         try:
-            rows = latest_state_df(self.spark, self.handle, self.config).select("key", "value").collect()
+            m = self.handle.manifest()
+            if fits_in_process(m):  # as the CLI and the asset do: a small log's state needs no Spark
+                rows = latest_state_table(self.handle, self.config, m).select(["key", "value"]).to_pylist()
+            else:
+                rows = latest_state_df(self.spark, self.handle, self.config, m).select("key", "value").collect()
             return {_text(r["key"]): _text(r["value"]) for r in rows}
         except Exception as exc:
             print(f"[{self.name}] cannot compute the latest state: {exc}", file=sys.stderr)

@@ -4,10 +4,12 @@ Two phases, so that full records are read only where a file must be rewritten an
   decide  - a narrow scan (key, offset, rank, tombstone flag, horizon) of the rewritten range picks
             the winner of every key, applies the delete horizons, the resurrection guard and the
             remembered deletes, and aggregates per segment (small results only reach the driver);
+            a winner's segment is found from its offset after the group-by, not for every record;
   apply   - one job in Python workers (rewrite_task.py): a segment with at least REWRITE_DEAD_FRACTION
-            of its rows dead is rewritten by streaming its files through pyarrow; a segment that loses
-            fewer records keeps its files and its removed offsets go to the log's deletion vector;
-            a segment that only needs tombstone horizons gets them as a file-level stamp.
+            of its rows dead is rewritten by streaming its files through pyarrow, consecutive such
+            segments that the cleaning merges into one into a single file; a segment that loses fewer
+            records keeps its files and its removed offsets go to the log's deletion vector; a segment
+            that only needs tombstone horizons gets them as a file-level stamp.
 So a cleaning's writes follow what changed, not the log's size. Nothing is collected to the driver but
 per-segment figures, the names of written files and the few held tombstones.
 """
@@ -23,13 +25,14 @@ from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
-from compaction_assets.log.reader import read_segments, remembered_df
+from compaction_assets.log.reader import offset_bucket, read_segments, remembered_df, segment_index
 from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
 
 REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its rows is dead
-SMALL_RANGE_RECORDS = 250_000    # a range of at most this many rows is decided in one Spark partition
+SMALL_RANGE_RECORDS = 60_000     # a range of at most this many rows is decided in one Spark partition
+ROWS_PER_PARTITION = 100_000     # a larger one in one partition per this many rows, up to the session's
 
 
 @dataclass
@@ -71,20 +74,25 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
 
     df = with_spark_ranks(read_segments(spark, handle, manifest, range_segs), config)
     narrow = df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
-                       "delete_horizon", "seg_idx", F.col("record_size").alias("size"), *ranks)
-    small = sum(s.records + s.dead for _, s in range_segs) <= SMALL_RANGE_RECORDS
-    if small:
+                       "delete_horizon", F.col("record_size").alias("size"), *ranks)
+    rows = sum(s.records + s.dead for _, s in range_segs)
+    parts = 1 if rows <= SMALL_RANGE_RECORDS else max(2, -(-rows // ROWS_PER_PARTITION))
+    small = parts == 1
+    if parts < _shuffle_partitions(spark):
         # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
-        # 2,000-record log): one partition instead, hashed before the group-by (which then needs no other
-        # exchange); shuffling every narrow row costs little at this size.
-        narrow = narrow.repartition(1, "key")
-    fields = ("tomb", "delete_horizon", "seg_idx", "size", "timestamp")
+        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
+        # needs no other exchange); shuffling every narrow row costs little at this size, and a
+        # partial aggregation would barely reduce rows whose keys are mostly distinct.
+        narrow = narrow.repartition(parts, "key")
+    fields = ("tomb", "delete_horizon", "size", "timestamp")
     if ranks:
         payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)
         winners = narrow.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
     else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
         winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
                                             *[F.max_by(c, "offset").alias(c) for c in fields])
+    # the segment of each winner, from its offset: found for one row per key, not for every record
+    winners = winners.withColumn("seg_idx", segment_index(range_segs))
 
     rem = remembered_df(spark, handle, manifest) if guard else None
     if rem is not None:
@@ -167,15 +175,43 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     return Decision(per_segment, horizons, stats, decided, new_horizon)
 
 
-def merge_layout(segments: list[Segment], segment_bytes: int) -> list[Segment]:
-    """Greedy merge in order: a segment joins the group before it while the total stays <= segment.bytes."""
-    groups: list[list[Segment]] = []
-    for seg in segments:
-        if groups and sum(s.size for s in groups[-1]) + seg.size <= segment_bytes:
-            groups[-1].append(seg)
+def merge_groups(sizes: list[int], segment_bytes: int) -> list[list[int]]:
+    """Greedy merge in order: a segment joins the group before it while the total stays <= segment.bytes;
+    the groups as lists of indices into `sizes`."""
+    groups: list[list[int]] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if groups and total + size <= segment_bytes:
+            groups[-1].append(i)
+            total += size
         else:
-            groups.append([seg])
-    return [g[0] if len(g) == 1 else combine(g) for g in groups]
+            groups.append([i])
+            total = size
+    return groups
+
+
+def merge_layout(segments: list[Segment], segment_bytes: int) -> list[Segment]:
+    """The segments merged as `merge_groups` groups them (SPEC §6)."""
+    return [segments[g[0]] if len(g) == 1 else combine([segments[i] for i in g])
+            for g in merge_groups([s.size for s in segments], segment_bytes)]
+
+
+def rewrite_runs(groups: list[list[int]], rewrite: list[int], empty: set[int]) -> list[list[int]]:
+    """The rewritten segments cut into runs that become one file each: consecutive members of one merge
+    group (segments left empty between them do not cut a run, having nothing to write)."""
+    chosen = set(rewrite)
+    runs: list[list[int]] = []
+    for group in groups:
+        current: list[int] = []
+        for i in group:
+            if i in chosen:
+                current.append(i)
+            elif i not in empty and current:
+                runs.append(current)
+                current = []
+        if current:
+            runs.append(current)
+    return runs
 
 
 def _empty_stats() -> dict:
@@ -198,25 +234,32 @@ def rewrite_plan(decision: Decision) -> tuple[list[int], list[int]]:
     return rewrite, mark
 
 
+def _shuffle_partitions(spark) -> int:
+    try:
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
+    except Exception:  # a conf the session refuses to show: its default
+        return 8
+
+
 def _parallelism(spark) -> int:
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect: no SparkContext
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
+        return _shuffle_partitions(spark)
 
 
 @dataclass
 class Applied:
-    """What the write job of a cleaning wrote: segments' new files and the new deletion vector."""
-    written: dict[int, tuple[FileRef, int]]      # segment index -> (its new file, bytes)
+    """What the write job of a cleaning wrote: runs' new files and the new deletion vector."""
+    written: dict[int, tuple[FileRef, int]]      # run index -> (its new file, bytes)
     deleted: dict | None                          # {"file", "count"} of the new deletion vector, or None
 
 
-def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], rewrite: list[int],
+def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], runs: list[list[int]],
            mark: list[int], work_dir: str) -> Applied:
-    """One Spark job writes what the decision changed: whole segments rewritten in Python workers, and
-    the offsets that segments kept as they are lose, as parts of the new deletion vector. Only the kept
-    offsets of those segments are shuffled (to the task of their segment); full records never are."""
+    """One Spark job writes what the decision changed: runs of segments rewritten in Python workers (one
+    file a run), and the offsets that segments kept as they are lose, as parts of the new deletion vector.
+    Only the kept offsets of those segments are shuffled (to the task of their unit); full records never are."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
@@ -230,13 +273,18 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     written: dict[int, tuple[FileRef, int]] = {}
     count = 0
     st = handle.st
-    if rewrite or mark:
-        rewrites = {i: rewrite_task.RewriteSpec(
-            seg=i, files=tuple((handle.path(f.name), f.stamp) for f in range_segs[i].files),
-            min_offset=m.log_start_offset, horizon=d.new_horizon, out=handle.path(f"{work_dir}/seg-{i}.parquet"))
-            for i in rewrite}
-        marks = {i: rewrite_task.MarkSpec(seg=i, files=tuple(handle.path(f.name) for f in range_segs[i].files),
-                                          min_offset=m.log_start_offset) for i in mark}
+    if runs or mark:
+        # units: runs first (label = run index), then the marked segments; each is a contiguous offset range
+        rewrites = {r: rewrite_task.RewriteSpec(
+            unit=r, files=tuple((handle.path(f.name), f.stamp) for i in run for f in range_segs[i].files),
+            min_offset=m.log_start_offset, horizon=d.new_horizon,
+            out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"))
+            for r, run in enumerate(runs)}
+        marks = {len(runs) + k: rewrite_task.MarkSpec(
+            unit=len(runs) + k, files=tuple(handle.path(f.name) for f in range_segs[i].files),
+            min_offset=m.log_start_offset) for k, i in enumerate(mark)}
+        starts = ([(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)]
+                  + [(len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(mark)])
         st.makedirs(handle.path(work_dir))          # local files only: object stores have no folders
         if mark:
             st.makedirs(handle.path(dead_folder))
@@ -245,15 +293,16 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         cloudpickle.register_pickle_by_value(rewrite_task)
         cloudpickle.register_pickle_by_value(segment_task)
         runner = rewrite_task.apply_runner(rewrites, marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
-        # about two tasks a core, so that uneven segments still spread over the cores
-        tasks = max(1, min(len(rewrite) + len(mark), _parallelism(spark) * 2))
-        kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(rewrite + mark))
-                .select("seg_idx", "offset").repartition(tasks, "seg_idx"))
+        # about two tasks a core, so that uneven units still spread over the cores
+        tasks = max(1, min(len(rewrites) + len(marks), _parallelism(spark) * 2))
+        members = [i for run in runs for i in run] + list(mark)
+        kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(members))
+                .select(offset_bucket(starts).alias("unit"), "offset").repartition(tasks, "unit"))
         prefix = handle.path("")
         for r in kept.mapInArrow(runner, rewrite_task.RESULT_SCHEMA).collect():
             rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
             if r["kind"] == rewrite_task.REWRITTEN:
-                written[int(r["seg"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
+                written[int(r["unit"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
             else:
                 count += int(r["records"])
     # entries of the old vector above the range stay (the range's own are rebuilt above); a small
@@ -288,19 +337,25 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
     try:
         rewrite, mark = rewrite_plan(d)
         work_dir = f"data/clean-{uuid.uuid4().hex}"
+        # the merged layout is known before anything is written: rewritten neighbours share a file
+        sizes = [int((d.per_segment.get(i) or {}).get("kept_bytes") or 0) for i in range(len(range_segs))]
+        groups = merge_groups(sizes, config.segment_bytes)
+        empty = {i for i in range(len(range_segs)) if not (d.per_segment.get(i) or {}).get("kept")}
+        runs = rewrite_runs(groups, rewrite, empty)
         if rewrite or mark:
-            say(f"rewriting {len(rewrite)} and marking removed records of {len(mark)} of {len(range_segs)} "
-                f"segment(s)")
-        applied = _apply(spark, handle, manifest, d, range_segs, rewrite, mark, work_dir)
-        written, deleted = applied.written, applied.deleted
+            say(f"rewriting {len(rewrite)} segment(s) into {len(runs)} file(s) and marking removed records "
+                f"of {len(mark)}, of {len(range_segs)} segment(s)")
+        applied = _apply(spark, handle, manifest, d, range_segs, runs, mark, work_dir)
+        deleted = applied.deleted
+        run_of = {i: r for r, run in enumerate(runs) for i in run}
         new_segments = []
         for i, seg in enumerate(range_segs):
             p = d.per_segment.get(i)
             if p is None or p["kept"] == 0:  # no visible record left
                 new_segments.append(Segment(new_id(), seg.base_offset, seg.next_offset))
                 continue
-            if i in written:
-                files = (written[i][0],)
+            if i in run_of:  # the run's file, held by its first member (a run is inside one merge group)
+                files = (applied.written[run_of[i]][0],) if runs[run_of[i]][0] == i else ()
             elif p["stamped"]:
                 files = tuple(FileRef(f.name, f.records, f.stamp if f.stamp is not None else d.new_horizon)
                               for f in seg.files)
@@ -311,15 +366,15 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
                 records=int(p["kept"]), size=int(p["kept_bytes"] or 0), min_ts=p["min_ts"], max_ts=p["max_ts"],
                 first_ts=p["first_ts"], min_pos_ts=p["min_pos_ts"], tombstones=int(p["tombstones"]),
                 horizons=tuple(sorted(d.horizons.get(i, []))),
-                dead=0 if i in written else int(p["physical"] - p["kept"])))
-        merged = merge_layout(new_segments, config.segment_bytes)
+                dead=0 if i in run_of else int(p["physical"] - p["kept"])))
+        merged = [new_segments[g[0]] if len(g) == 1 else combine([new_segments[i] for i in g]) for g in groups]
         stats = dict(d.stats)
-        stats.update(segments_rewritten=len(written), segments_marked=len(mark),
-                     records_rewritten=sum(ref.records for ref, _ in written.values()),
-                     files_bytes_written=sum(b for _, b in written.values()),
+        stats.update(segments_rewritten=len(run_of), segments_marked=len(mark),
+                     records_rewritten=sum(ref.records for ref, _ in applied.written.values()),
+                     files_bytes_written=sum(b for _, b in applied.written.values()),
                      deletion_vector_records=(deleted or {}).get("count", 0))
         out = CleanOutput(tuple(merged), tuple(s.id for s in range_segs), stats,
-                          files_rewritten=len(written), deleted=deleted)
+                          files_rewritten=len(applied.written), deleted=deleted)
         if config.strategy != "offset":
             say("updating the tombstone index and remembered deletes")
             _guard_outputs(spark, handle, manifest, config, d, now, out)

@@ -4,18 +4,30 @@ A cleaning leaves one visible record per key below its first uncleanable offset 
 manifest's `last_cleaning` as `unique_keys_below`), so the latest state needs no group-by over that clean
 section: its records are winners unless a key appears again in the tail above it. Only the tail and the
 clean records of the tail's keys are aggregated; the clean section is a scan (no shuffle of the log).
+
+A log whose visible records fit in one process (`fits_in_process`: a cleaned log of a million keys does)
+has its latest state built here with Arrow (`latest_state_table`), with no Spark job and no JVM to start:
+the same rule (rank, then offset; tombstones and remembered deletes drop a key), the same rows.
 """
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
+from compaction_assets.log.ranking import arrow_ranks, rank_columns, spark_loses, spark_order, with_spark_ranks
 from compaction_assets.log.reader import read_segments, remembered_df
+from compaction_assets.log.records import SEGMENT_SCHEMA
+from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 UNIQUE_KEYS_BELOW = "unique_keys_below"   # last_cleaning: below this offset every key appears once
 BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records have their keys broadcast
+IN_PROCESS_MAX_BYTES = 256 * 2**20        # visible logical bytes up to which Arrow builds the state here
+OUTPUT_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
 
 
 def unique_keys_below(manifest: Manifest) -> int | None:
@@ -59,3 +71,66 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
         best = best.join(rem, "key", "left").where(
             F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
     return best.select("key", "value", "offset", "timestamp", "headers")
+
+
+def fits_in_process(manifest: Manifest) -> bool:
+    """True when the log's visible records are small enough to build the latest state in this process."""
+    return sum(s.size for s in manifest.segments) <= IN_PROCESS_MAX_BYTES
+
+
+def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None) -> pa.Table:
+    """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key."""
+    manifest = manifest or handle.manifest()
+    dead = dead_offsets(handle, manifest)
+    parts = [read_segment(handle, seg, manifest.log_start_offset, dead) for seg in manifest.segments if seg.files]
+    table = pa.concat_tables(parts) if parts else SEGMENT_SCHEMA.empty_table()
+    ranks = rank_columns(config)
+    for name, column in arrow_ranks(table, config).items():
+        table = table.append_column(name, column)
+    # each key's winner is the greatest (rank, offset): sorted so, it is the key's last row
+    table = table.sort_by([("key", "ascending"), *[(c, "ascending") for c in ranks], ("offset", "ascending")])
+    n = len(table)
+    if n:
+        keys = table.column("key")
+        last = np.ones(n, dtype=bool)
+        last[:-1] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        table = table.filter(pa.array(last))
+    table = table.filter(pc.is_valid(table.column("value")))
+    if config.strategy != "offset" and manifest.remembered and len(table):
+        rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
+        rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
+        # joined on the key and a row number only (Arrow's join carries no list columns such as headers)
+        probe = pa.table({"key": table.column("key"), "_row": pa.array(np.arange(len(table), dtype=np.int64)),
+                          **{c: table.column(c) for c in ranks}})
+        joined = probe.join(rem, keys="key", join_type="inner")
+        # a remembered delete drops the key when the record loses to it by rank (SPEC §6)
+        loses = pa.array(np.zeros(len(joined), dtype=bool))
+        tied = pa.array(np.ones(len(joined), dtype=bool))
+        for c in ranks:
+            mine, theirs = joined.column(c), joined.column(f"m_{c}")
+            loses = pc.or_(loses, pc.and_(tied, pc.less(mine, theirs)))
+            tied = pc.and_(tied, pc.equal(mine, theirs))
+        keep = np.ones(len(table), dtype=bool)
+        keep[pc.filter(joined.column("_row"), pc.fill_null(loses, False)).to_numpy()] = False
+        table = table.filter(pa.array(keep))
+    return table.select(list(OUTPUT_COLUMNS))
+
+
+def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, spark,
+                       manifest: Manifest | None = None) -> int:
+    """Write the latest state as Parquet into the folder `target` of storage `st` (replacing it); the
+    rows written. A log that `fits_in_process` is written with Arrow and never calls `spark` (a function
+    returning the session, so that no JVM starts for it)."""
+    manifest = manifest or handle.manifest()
+    if fits_in_process(manifest):
+        table = latest_state_table(handle, config, manifest)
+        st.delete(target)                      # replaced, as Spark's overwrite does
+        st.makedirs(target)
+        st.write_parquet(f"{target.rstrip('/')}/part-00000.parquet", table, compression="snappy")
+        return len(table)
+    latest_state_df(spark(), handle, config, manifest).write.mode("overwrite").parquet(st.spark_uri(target))
+    # the rows from the written files' footers, not from another Spark job reading them back
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(st.fs.open_input_file(f"{target.rstrip('/')}/{name}")).metadata.num_rows
+               for name in st.list_dir(target) if name.endswith(".parquet") and not name.startswith((".", "_")))

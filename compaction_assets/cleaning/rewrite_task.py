@@ -1,8 +1,10 @@
 """The write side of a cleaning, run inside Spark's Python workers in one job.
 
-The decide phase's kept offsets arrive shuffled by segment; each task then, for the segments it got:
-  rewrite - streams the segment's files through pyarrow, drops the records not kept and writes one
-            new file, so full records never pass through a Spark shuffle;
+The decide phase's kept offsets arrive shuffled by unit (a run of segments rewritten into one file, or
+one segment kept as it is); each task then, for the units it got:
+  rewrite - streams the run's files through pyarrow, drops the records not kept and writes one new
+            file for the run (segments that the cleaning merges share one file, not one each: fewer
+            and larger files for every later read), so full records never pass through a shuffle;
   mark    - reads only the `offset` column of the segment's files and writes the offsets not kept
             (the deletion vector's new entries) as one Parquet part of the new deletion vector.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
@@ -16,15 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-RESULT_SCHEMA = "kind string, seg int, path string, records long, bytes long"
-REWRITTEN = "rewritten"     # `kind` of a result row: a segment's new file
+RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
+REWRITTEN = "rewritten"     # `kind` of a result row: a run's new file
 DEAD = "dead"               # `kind` of a result row: a part of the new deletion vector
 
 
 @dataclass(frozen=True)
 class RewriteSpec:
-    """One segment to rewrite: its files, the log start, the horizon to stamp and where to write."""
-    seg: int                           # the segment's index in the cleaning's range
+    """A run of consecutive segments to rewrite into one file: their files, the log start, the horizon
+    to stamp and where to write."""
+    unit: int                          # the run's label in the shuffle (`offset_bucket`)
     files: tuple[tuple[str, int | None], ...]   # (path, file stamp), in offset order
     min_offset: int                    # the log start
     horizon: int                       # delete horizon for kept tombstones that carry none
@@ -34,13 +37,13 @@ class RewriteSpec:
 @dataclass(frozen=True)
 class MarkSpec:
     """One segment kept as it is: its files, whose rows not kept go to the deletion vector."""
-    seg: int
+    unit: int
     files: tuple[str, ...]
     min_offset: int
 
 
 def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
-    """Rewrite one segment: stream its files and keep only the offsets in `keep`; (path, rows, bytes)."""
+    """Rewrite one run: stream its files and keep only the offsets in `keep`; (path, rows, bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -84,9 +87,9 @@ def dead_of(spec: MarkSpec, keep, fs):
 
 def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
                  dead_folder: str):
-    """The function for `mapInArrow` over (seg_idx, offset) rows of kept records, shuffled by segment:
-    each task rewrites its segments of `rewrites` and writes the dead offsets of its segments of `marks`
-    as one part under `dead_folder`. `open_fs()` gives the task its pyarrow filesystem (the one the
+    """The function for `mapInArrow` over (unit, offset) rows of kept records, shuffled by unit: each
+    task rewrites its runs of `rewrites` and writes the dead offsets of its segments of `marks` as one
+    part under `dead_folder`. `open_fs()` gives the task its pyarrow filesystem (the one the
     workers' reads use, with the driver's store settings). Yields RESULT_SCHEMA rows of what it wrote."""
     def run(batches):
         import uuid
@@ -101,13 +104,13 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
         rows = pa.concat_tables(tables)
         fs = open_fs()
         out, dead = [], []
-        for seg in sorted(pc.unique(rows.column("seg_idx")).to_pylist()):
-            keep = rows.filter(pc.equal(rows.column("seg_idx"), seg)).column("offset").combine_chunks()
-            if seg in rewrites:
-                path, n, size = rewrite_one(rewrites[seg], keep, fs, schema)
-                out.append({"kind": REWRITTEN, "seg": seg, "path": path, "records": n, "bytes": size})
-            elif seg in marks:
-                dead.append(dead_of(marks[seg], keep, fs))
+        for unit in sorted(pc.unique(rows.column("unit")).to_pylist()):
+            keep = rows.filter(pc.equal(rows.column("unit"), unit)).column("offset").combine_chunks()
+            if unit in rewrites:
+                path, n, size = rewrite_one(rewrites[unit], keep, fs, schema)
+                out.append({"kind": REWRITTEN, "unit": unit, "path": path, "records": n, "bytes": size})
+            elif unit in marks:
+                dead.append(dead_of(marks[unit], keep, fs))
         if dead:
             offsets = pa.concat_arrays(dead)
             if len(offsets):
@@ -115,10 +118,10 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
                 # each part of the vector is in offset order
                 pq.write_table(pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
                                path, filesystem=fs, compression="snappy")
-                out.append({"kind": DEAD, "seg": -1, "path": path, "records": len(offsets),
+                out.append({"kind": DEAD, "unit": -1, "path": path, "records": len(offsets),
                             "bytes": int(fs.get_file_info(path).size or 0)})
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
-                ("kind", pa.string()), ("seg", pa.int32()), ("path", pa.string()), ("records", pa.int64()),
+                ("kind", pa.string()), ("unit", pa.int32()), ("path", pa.string()), ("records", pa.int64()),
                 ("bytes", pa.int64())]))
     return run

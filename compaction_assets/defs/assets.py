@@ -9,7 +9,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECKS_PIN, EVALUATED_AT_MS
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.cleaning.latest_state import write_latest_state
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError, CorruptLogError, LockedError, LogNameError
@@ -173,9 +173,8 @@ def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
     st = Storage.open(log_store.latest_state_location())
     folder = st.join(log)
     target = st.join(log, f"version={m.version}")
-    df = latest_state_df(pyspark.spark_session, handle, cfg, m)
-    df.write.mode("overwrite").parquet(st.spark_uri(target))
-    keys = pyspark.spark_session.read.parquet(st.spark_uri(target)).count()
+    # a small log is written with Arrow here: no Spark session starts for it
+    keys = write_latest_state(handle, cfg, st, target, lambda: pyspark.spark_session, m)
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and \
                 int(old.split("=")[1]) < m.version - 1:

@@ -55,7 +55,8 @@ def segment_records(handle: LogHandle, manifest: Manifest) -> list[tuple[object,
 
 def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], *,
                   with_dead: bool = False):
-    """Records of the given (index, segment) pairs of `m` with `seg_idx` and the effective delete horizon.
+    """Records of the given (index, segment) pairs of `m` with the effective delete horizon (a file's
+    stamp applied to its tombstones); `segment_index` finds a row's segment from its offset.
 
     Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it).
     Local files are read by Spark's Parquet reader (column pruning, vectorized); files on an object
@@ -65,7 +66,7 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
 
     entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
     if not entries:
-        return spark.createDataFrame([], spark_schema()).withColumn("seg_idx", F.lit(0))
+        return spark.createDataFrame([], spark_schema())
     if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
         df = _spark_read(spark, handle, manifest, entries)
     else:
@@ -80,24 +81,23 @@ def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
     from pyspark.sql import functions as F
 
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
-    pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
-    df = (spark.read.schema(spark_schema()).parquet(*uris)
-          .withColumn("file_ref", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
-    if len(entries) <= MAP_LOOKUP_MAX_FILES:
-        # each row finds its file's segment and stamp in a literal map: no Spark job, where broadcasting
-        # even a small table of files is a job of its own (one per cleaning of a small log)
-        def lookup(pairs, kind: str):
-            if not pairs:
-                return F.lit(None).cast(kind)
-            return F.create_map(*[F.lit(v) for pair in pairs for v in pair])[F.col("file_ref")].cast(kind)
-        df = (df.withColumn("seg_idx", lookup([(ref.name, idx) for ref, idx in entries], "int"))
-              .withColumn("stamp", lookup([(ref.name, ref.stamp) for ref, _ in entries if ref.stamp is not None],
-                                          "long")))
-    else:  # a lookup in a literal map is linear in its size: many files join a broadcast table instead
-        meta = spark.createDataFrame([(ref.name, idx, ref.stamp) for ref, idx in entries],
-                                     "file_ref string, seg_idx int, stamp long")
-        df = df.join(F.broadcast(meta), "file_ref")
+    df = spark.read.schema(spark_schema()).parquet(*uris)
     df = df.where(F.col("offset") >= F.lit(manifest.log_start_offset))
+    stamped = [(ref.name, ref.stamp) for ref, _ in entries if ref.stamp is not None]
+    if not stamped:
+        return df
+    # Only a tombstone without its own horizon needs its file's stamp: the file's name is worked out for
+    # those rows alone (a regular expression per row of the log was a second of a 2M-record scan).
+    pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
+    needs = F.col("is_tombstone") & F.col("delete_horizon").isNull()
+    df = df.withColumn("file_ref", F.when(needs, F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
+    if len(stamped) <= MAP_LOOKUP_MAX_FILES:
+        # a literal map: no Spark job, where broadcasting even a small table is a job of its own
+        stamp = F.create_map(*[F.lit(v) for pair in stamped for v in pair])[F.col("file_ref")].cast("long")
+        df = df.withColumn("stamp", stamp)
+    else:  # a lookup in a literal map is linear in its size: many files join a broadcast table instead
+        meta = spark.createDataFrame(stamped, "file_ref string, stamp long")
+        df = df.join(F.broadcast(meta), "file_ref", "left")
     horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
 
@@ -105,22 +105,48 @@ def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
 def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StructField, StructType
 
     # Files spread over tasks by their record counts (largest first onto the least loaded task).
     n_tasks = max(1, min(len(entries), spark.sparkContext.defaultParallelism * 2))
-    tasks: list[list[tuple[str, int, int | None]]] = [[] for _ in range(n_tasks)]
+    tasks: list[list[tuple[str, int | None]]] = [[] for _ in range(n_tasks)]
     loads = [0] * n_tasks
-    for ref, idx in sorted(entries, key=lambda e: -e[0].records):
+    for ref, _ in sorted(entries, key=lambda e: -e[0].records):
         t = loads.index(min(loads))
-        tasks[t].append((handle.path(ref.name), idx, ref.stamp))
+        tasks[t].append((handle.path(ref.name), ref.stamp))
         loads[t] += max(ref.records, 1)
     cloudpickle.register_pickle_by_value(segment_task)
     runner = segment_task.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
-    out = StructType(spark_schema().fields + [StructField("seg_idx", IntegerType(), False)])
-    df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, out)
+    df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, spark_schema())
     horizon = F.when(F.col("is_tombstone"), F.col("delete_horizon"))
     return df.withColumn("delete_horizon", horizon)
+
+
+def segment_index(segments: list[tuple[int, Segment]], offset: str = "offset"):
+    """Spark column: the index (of the given pairs) of the segment holding the row's offset."""
+    return offset_bucket([(idx, seg.base_offset) for idx, seg in segments], offset)
+
+
+def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
+    """Spark column: the label of the last (label, first offset) pair at or below the row's offset.
+
+    Segments (and runs of them) are contiguous offset ranges, so a balanced comparison tree on the
+    offset finds a row's range (depth log2 of the ranges); meant for rows already reduced (a cleaning's
+    winners), not for every record. One SQL expression: built column by column, a tree of 240 segments
+    was a second of calls into the JVM."""
+    from pyspark.sql import functions as F
+
+    pairs = sorted(starts, key=lambda pair: pair[1])
+    if not pairs:
+        return F.lit(None).cast("int")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", offset):
+        raise ValueError(f"not a column name: {offset!r}")
+
+    def tree(lo: int, hi: int) -> str:
+        if hi - lo == 1:
+            return str(int(pairs[lo][0]))
+        mid = (lo + hi) // 2
+        return f"IF({offset} < {int(pairs[mid][1])}L, {tree(lo, mid)}, {tree(mid, hi)})"
+    return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
 
 
 def side_table_df(spark, handle: LogHandle, relative: str, *, schema: str | None = None):

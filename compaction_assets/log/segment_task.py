@@ -28,10 +28,10 @@ def open_filesystem(spec: tuple[str, str | None, dict[str, Any]]):
     return pafs.FileSystem.from_uri(f"{kind}://{bucket}")[0]
 
 
-def file_reader(tasks: list[list[tuple[str, int, int | None]]], fs_spec, schema, min_offset: int):
+def file_reader(tasks: list[list[tuple[str, int | None]]], fs_spec, schema, min_offset: int):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i streams the files of
-    tasks[i] ((path, segment index, file stamp) each) as SEGMENT_SCHEMA rows plus `seg_idx`, below
-    `min_offset` left out and the file stamp applied to tombstones that carry no horizon."""
+    tasks[i] ((path, file stamp) each) as SEGMENT_SCHEMA rows, below `min_offset` left out and the
+    file stamp applied to tombstones that carry no horizon."""
     def run(batches):
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -41,7 +41,7 @@ def file_reader(tasks: list[list[tuple[str, int, int | None]]], fs_spec, schema,
         horizon_at = schema.get_field_index("delete_horizon")
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for path, seg_idx, stamp in tasks[task]:
+                for path, stamp in tasks[task]:
                     pf = pq.ParquetFile(fs.open_input_file(path))
                     for rows in pf.iter_batches(batch_size=BATCH_ROWS):
                         table = pa.Table.from_batches([rows]).select(schema.names).cast(schema)
@@ -54,7 +54,6 @@ def file_reader(tasks: list[list[tuple[str, int, int | None]]], fs_spec, schema,
                                                              pa.scalar(stamp, pa.int64())),
                                                  table.column("delete_horizon"))
                             table = table.set_column(horizon_at, schema.field("delete_horizon"), horizon)
-                        table = table.append_column("seg_idx", pa.array([seg_idx] * len(table), pa.int32()))
                         yield from table.to_batches()
     return run
 

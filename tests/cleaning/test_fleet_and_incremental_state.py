@@ -9,7 +9,7 @@ import os
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df, unique_keys_below
+from compaction_assets.cleaning.latest_state import latest_state_df, latest_state_table, unique_keys_below
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 
@@ -85,6 +85,48 @@ def test_latest_state_from_the_clean_section_equals_a_replay(spark, store, make_
     # and after a second (incremental) cleaning
     engine.run(log, cfg, NOW, spark=spark, force=True)
     assert state() == _replayed_state(log)
+
+
+def _header(version: int | None) -> list:
+    return [] if version is None else [("v", version.to_bytes(8, "big", signed=True))]
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
+def test_latest_state_in_process_equals_spark(spark, store, make_config, strategy):
+    """The Arrow build (no Spark) and the Spark job give the same rows: a dirty tail over a clean
+    section, stale writes that lose by rank, and remembered deletes."""
+    cfg = make_config(segment_bytes=1500, compaction_strategy=strategy, compaction_strategy_header="v",
+                      delete_retention_ms=10)
+    log = store.log(f"arrow{strategy}-0")
+
+    def write(rows):
+        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": v, "timestamp": ts, "headers": _header(ver)}
+                                 for k, v, ts, ver in rows])
+        writer.roll(log)
+
+    # ranks out of offset order: timestamps and versions fall and rise; some records carry no version
+    write([(k, None if k % 9 == 0 else f"a{k}", 5000 - 37 * k % 700, None if k % 4 == 0 else k % 13)
+           for k in range(80)])
+    write([(k, None if k % 6 == 0 else f"b{k}", 4000 + 11 * k % 900, k % 7) for k in range(0, 80, 2)])
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    # tombstones expire at the next cleaning (remembered deletes); updates mark records of kept files
+    write([(k, f"c{k}", 6000 + k, 20) for k in range(1, 80, 5)])
+    engine.run(log, cfg, NOW + 10**6, spark=spark, force=True)
+    # a dirty tail: stale writes of deleted keys (older timestamp, lower version) and fresh ones
+    write([(k, f"late{k}", 100 + k, 1) for k in range(0, 80, 3)])
+    write([(k, f"new{k}", 10**7 + k, 99) for k in range(0, 80, 7)])
+    if strategy != "offset":
+        assert log.manifest().remembered, "expired tombstones are remembered"
+
+    spark_rows = sorted((r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
+                        for r in latest_state_df(spark, log, cfg).collect())
+    table = latest_state_table(log, cfg)
+    arrow_rows = [(r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+                  for r in table.to_pylist()]
+    assert arrow_rows == spark_rows and len(arrow_rows) > 20
+    assert [r[0] for r in arrow_rows] == sorted(r[0] for r in arrow_rows)
+    if strategy == "offset":
+        assert {k: v for k, v, *_ in arrow_rows} == _replayed_state(log)
 
 
 def test_dry_run_from_metadata_starts_no_spark(store, make_config):

@@ -1,8 +1,8 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
-A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), and a read of few files
-finds each row's segment and file stamp in a literal map (`reader.MAP_LOOKUP_MAX_FILES`) instead of a
-broadcast join. Most tests use small logs, so here the same logs also go through the general paths
+A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), and a read of few
+stamped files finds each tombstone's file stamp in a literal map (`reader.MAP_LOOKUP_MAX_FILES`) instead
+of a broadcast join. Most tests use small logs, so here the same logs also go through the general paths
 (both limits set to 0) and must come out identical, record for record and segment for segment.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from compaction_assets.cleaning import cleaner, engine
 from compaction_assets.log import reader, writer
-from compaction_assets.log.reader import iter_records, read_segments
+from compaction_assets.log.reader import iter_records, read_segments, segment_index
 from compaction_assets.log.store import LogStore
 
 NOW = 10**12
@@ -67,8 +67,15 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monke
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
 
 
-def test_reading_few_or_many_files_gives_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
+def test_reading_few_or_many_stamped_files_gives_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
     log, cfg = _build(store, make_config, "offset")
+    raw = log.manifest()
+    assert len(raw.segments) > 2
+    pairs = list(enumerate(raw.segments))
+    found = read_segments(spark, log, raw, pairs).select("offset", segment_index(pairs).alias("seg")).collect()
+    # each row's segment, found from its offset alone, is the one whose range holds it
+    assert all(raw.segments[r["seg"]].contains(r["offset"]) for r in found)
+    assert len({r["seg"] for r in found}) == len([s for s in raw.segments if s.records])
     _clean_more(spark, log, cfg)
     m = log.manifest()
     assert m.deleted, "the log has a deletion vector"
@@ -76,7 +83,7 @@ def test_reading_few_or_many_files_gives_the_same_segments_and_horizons(spark, s
     segs = list(enumerate(m.segments))
 
     def rows():
-        df = read_segments(spark, log, m, segs)
+        df = read_segments(spark, log, m, segs).withColumn("seg_idx", segment_index(segs))
         return sorted((r["offset"], r["seg_idx"], r["delete_horizon"]) for r in
                       df.select("offset", "seg_idx", "delete_horizon").collect())
 
@@ -88,3 +95,4 @@ def test_reading_few_or_many_files_gives_the_same_segments_and_horizons(spark, s
     assert any(h is not None for _, _, h in mapped), "tombstone horizons (from stamps) are read"
     # both agree with the Python reader, which applies the same stamps and vector
     assert [o for o, _, _ in mapped] == [r.offset for r in iter_records(log)]
+    assert all(m.segments[i].contains(o) for o, i, _ in mapped)
