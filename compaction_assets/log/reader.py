@@ -14,7 +14,7 @@ from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
-MAP_LOOKUP_MAX_FILES = 64         # up to this many files, rows find their segment in a literal map
+MAP_LOOKUP_MAX_FILES = 64         # up to this many stamped files, a tombstone finds its stamp in a literal map
 # Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
 # switch so the two can be measured against each other on the same data (README, object storage).
 PYTHON_WORKER_READS_LOCAL = False
