@@ -49,9 +49,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int = 4) -> dict:
+def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int | None = None) -> dict:
     """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote."""
-    cmd = [sys.executable, "-m", "bench.step", op, "--store", store, "--concurrency", str(concurrency)]
+    cmd = [sys.executable, "-m", "bench.step", op, "--store", store]
+    if concurrency:
+        cmd += ["--concurrency", str(concurrency)]
     if out:
         cmd += ["--out", out]
     before = _disk(store)
@@ -230,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--fleet", type=int, default=20)
     ap.add_argument("--fleet-records", type=int, default=2_000)
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (default: the product's)")
     ap.add_argument("--dagster-records", type=int, default=20_000)
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "modes"))

@@ -24,9 +24,10 @@ def main() -> None:
     ap.add_argument("--store", required=True)
     ap.add_argument("--out")
     ap.add_argument("--json")
-    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (the product's default)")
     args = ap.parse_args()
 
+    from compaction_assets import settings
     from compaction_assets.cleaning import engine
     from compaction_assets.log.store import LogStore
 
@@ -81,7 +82,8 @@ def main() -> None:
             out["superseded"] = dry.superseded.records if dry.superseded else None
         elif args.op == "fleet":
             items = [(store.log(name), cfg) for name in store.logs()]
-            results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=args.concurrency)
+            concurrency = args.concurrency or settings.current().clean_concurrency
+            results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=concurrency)
             out["logs"] = len(results)
             out["failed"] = sum(1 for r in results if r.error is not None)
         else:

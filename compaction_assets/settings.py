@@ -60,7 +60,7 @@ DEFAULT_SPARK_MASTER = "local[*]"
 # beside the Python environment (the virtualenv that scripts/setup.sh makes), where setup builds it
 DEFAULT_JVM_ARCHIVE_DIR = os.path.join(sys.prefix, "var", "compaction-assets")
 CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
-DEFAULT_CLEAN_CONCURRENCY = 4   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
+DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 
 
 @dataclass(frozen=True)

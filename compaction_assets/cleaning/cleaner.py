@@ -30,7 +30,7 @@ from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
 
-REWRITE_DEAD_FRACTION = 0.25     # a segment is rewritten once this share of its rows is dead
+REWRITE_DEAD_FRACTION = 0.5      # a segment is rewritten once this share of its rows is dead
 SMALL_RANGE_RECORDS = 60_000     # a range of at most this many rows is decided in one Spark partition
 ROWS_PER_PARTITION = 100_000     # a larger one in one partition per this many rows, up to the session's
 
