@@ -33,6 +33,9 @@ from compaction_assets.log.store import LogHandle
 REWRITE_DEAD_FRACTION = 0.5      # a segment is rewritten once this share of its rows is dead
 SMALL_RANGE_RECORDS = 60_000     # a range of at most this many rows is decided in one Spark partition
 ROWS_PER_PARTITION = 100_000     # a larger one in one partition per this many rows, up to the session's
+ROWS_PER_APPLY_TASK = 250_000    # the write job: a task per this many rows of the segments it reads
+DRIVER_REWRITE_MAX_ROWS = 100_000   # writes reading up to this many rows to rewrite (and
+DRIVER_MARK_MAX_ROWS = 2_000_000     # this many to mark) run in this process, not in Python workers
 
 
 @dataclass
@@ -285,6 +288,7 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
             min_offset=m.log_start_offset) for k, i in enumerate(mark)}
         starts = ([(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)]
                   + [(len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(mark)])
+        members = [i for run in runs for i in run] + list(mark)
         st.makedirs(handle.path(work_dir))          # local files only: object stores have no folders
         if mark:
             st.makedirs(handle.path(dead_folder))
@@ -293,13 +297,24 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         cloudpickle.register_pickle_by_value(rewrite_task)
         cloudpickle.register_pickle_by_value(segment_task)
         runner = rewrite_task.apply_runner(rewrites, marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
-        # about two tasks a core, so that uneven units still spread over the cores
-        tasks = max(1, min(len(rewrites) + len(marks), _parallelism(spark) * 2))
-        members = [i for run in runs for i in run] + list(mark)
         kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(members))
-                .select(offset_bucket(starts).alias("unit"), "offset").repartition(tasks, "unit"))
+                .select(offset_bucket(starts).alias("unit"), "offset"))
+        rewrite_rows = sum(range_segs[i].records + range_segs[i].dead for run in runs for i in run)
+        mark_rows = sum(range_segs[i].records + range_segs[i].dead for i in mark)
+        if rewrite_rows <= DRIVER_REWRITE_MAX_ROWS and mark_rows <= DRIVER_MARK_MAX_ROWS:
+            # Little to read (an incremental cleaning, a small log): the same runner in this process over
+            # the collected kept offsets, so no Python worker starts (a Spark Connect server starts new
+            # ones for every client session: about a second) and the vector gets one part.
+            results = [r for batch in runner(iter(kept.toArrow().to_batches())) for r in batch.to_pylist()]
+        else:
+            # about two tasks a core, so that uneven units still spread over the cores, but no more than
+            # the rows to read call for: each task starts a worker's work and writes its own vector part
+            work = rewrite_rows + mark_rows
+            tasks = max(1, min(len(rewrites) + len(marks), _parallelism(spark) * 2,
+                               -(-work // ROWS_PER_APPLY_TASK)))
+            results = kept.repartition(tasks, "unit").mapInArrow(runner, rewrite_task.RESULT_SCHEMA).collect()
         prefix = handle.path("")
-        for r in kept.mapInArrow(runner, rewrite_task.RESULT_SCHEMA).collect():
+        for r in results:
             rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
             if r["kind"] == rewrite_task.REWRITTEN:
                 written[int(r["unit"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))

@@ -1,9 +1,11 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
-A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), and a read of few
+A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read of few
 stamped files finds each tombstone's file stamp in a literal map (`reader.MAP_LOOKUP_MAX_FILES`) instead
-of a broadcast join. Most tests use small logs, so here the same logs also go through the general paths
-(both limits set to 0) and must come out identical, record for record and segment for segment.
+of a broadcast join, and writes with little to read run in the driver, not in Python workers
+(`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`). Most tests use small logs, so here the same
+logs also go through the general paths (every limit set below any size) and must come out identical,
+record for record and segment for segment.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ def _segments(log) -> list[tuple]:
 def _general_paths(monkeypatch) -> None:
     monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
     monkeypatch.setattr(reader, "MAP_LOOKUP_MAX_FILES", 0)
+    # the writes in Python workers (one Spark job), not in the driver
+    monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
+    monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
