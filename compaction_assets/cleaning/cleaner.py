@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id
+from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id, side_files
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
 from compaction_assets.log.reader import offset_bucket, read_segments, remembered_df, segment_index
 from compaction_assets.log.writer import write_df
@@ -36,6 +36,7 @@ ROWS_PER_PARTITION = 100_000     # a larger one in one partition per this many r
 ROWS_PER_APPLY_TASK = 250_000    # the write job: a task per this many rows of the segments it reads
 DRIVER_REWRITE_MAX_ROWS = 100_000   # writes reading up to this many rows to rewrite (and
 DRIVER_MARK_MAX_ROWS = 2_000_000     # this many to mark) run in this process, not in Python workers
+DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
 
 
 @dataclass
@@ -262,7 +263,11 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
            mark: list[int], work_dir: str) -> Applied:
     """One Spark job writes what the decision changed: runs of segments rewritten in Python workers (one
     file a run), and the offsets that segments kept as they are lose, as parts of the new deletion vector.
-    Only the kept offsets of those segments are shuffled (to the task of their unit); full records never are."""
+    Only the kept offsets of those segments are shuffled (to the task of their unit); full records never are.
+
+    The vector grows by a file of this cleaning's new entries (written in proportion to the change), and
+    is rebuilt whole when it has DEAD_VECTOR_MAX_FILES files or more than half its entries are stale
+    (of segments since rewritten, emptied or below the log start)."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
@@ -271,11 +276,29 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     from compaction_assets.log.records import SEGMENT_SCHEMA
     from compaction_assets.log.segment_stats import dead_offsets
 
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     range_end = range_segs[-1].next_offset
     dead_folder = f"side/deleted-{uuid.uuid4().hex}"
     written: dict[int, tuple[FileRef, int]] = {}
     count = 0
     st = handle.st
+    old = dead_offsets(handle, m)
+    old_files = side_files(m.deleted)
+    # the old entries still in force after this cleaning: those of segments kept as they are
+    useful = (sum(s.dead for s in m.segments if s.base_offset >= range_end)
+              + sum(range_segs[i].dead for i in mark))
+    stale = (len(old) if old is not None else 0) - useful
+    add = old is not None and len(old_files) < DEAD_VECTOR_MAX_FILES and stale <= useful
+    old_sorted = np.sort(old.to_numpy()) if add else None
+
+    def known_dead(seg: Segment):
+        if old_sorted is None:
+            return None
+        lo, hi = np.searchsorted(old_sorted, [seg.base_offset, seg.next_offset])
+        return pa.array(old_sorted[lo:hi], pa.int64()) if hi > lo else None
     if runs or mark:
         # units: runs first (label = run index), then the marked segments; each is a contiguous offset range
         rewrites = {r: rewrite_task.RewriteSpec(
@@ -285,7 +308,7 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
             for r, run in enumerate(runs)}
         marks = {len(runs) + k: rewrite_task.MarkSpec(
             unit=len(runs) + k, files=tuple(handle.path(f.name) for f in range_segs[i].files),
-            min_offset=m.log_start_offset) for k, i in enumerate(mark)}
+            min_offset=m.log_start_offset, known_dead=known_dead(range_segs[i])) for k, i in enumerate(mark)}
         starts = ([(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)]
                   + [(len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(mark)])
         members = [i for run in runs for i in run] + list(mark)
@@ -320,19 +343,18 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
                 written[int(r["unit"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
             else:
                 count += int(r["records"])
-    # entries of the old vector above the range stay (the range's own are rebuilt above); a small
-    # table read and written on the driver, not another Spark job
-    old = dead_offsets(handle, m)
+    if add:  # the old files stay as they are; this cleaning's entries (if any) are one more
+        files = old_files + ([dead_folder] if count else [])
+        return Applied(written, {"files": files, "count": m.deleted["count"] + count})
+    # rebuilt: entries of the old vector above the range stay (the range's own were written above); a
+    # small table read and written on the driver, not another Spark job
     if old is not None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         above = pc.filter(old, pc.greater_equal(old, range_end))
         if len(above):
             st.write_parquet(handle.path(f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"),
-                             pa.table({"offset": above}), compression="snappy")
+                             pa.table({"offset": above}), **rewrite_task.DEAD_PART_OPTIONS)
             count += len(above)
-    return Applied(written, {"file": dead_folder, "count": count} if count else None)
+    return Applied(written, {"files": [dead_folder], "count": count} if count else None)
 
 
 def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,

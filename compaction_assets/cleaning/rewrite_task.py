@@ -6,7 +6,7 @@ one segment kept as it is); each task then, for the units it got:
             file for the run (segments that the cleaning merges share one file, not one each: fewer
             and larger files for every later read), so full records never pass through a shuffle;
   mark    - reads only the `offset` column of the segment's files and writes the offsets not kept
-            (the deletion vector's new entries) as one Parquet part of the new deletion vector.
+            that the log's vector does not list yet (its new entries) as one Parquet part.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
 written and listed again: on an object store every request saved is money and latency.
 This module imports only pyarrow: it is shipped to executors by value and needs nothing of the project
@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
+# a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
+DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
+                     "column_encoding": {"offset": "DELTA_BINARY_PACKED"}}
 REWRITTEN = "rewritten"     # `kind` of a result row: a run's new file
 DEAD = "dead"               # `kind` of a result row: a part of the new deletion vector
 
@@ -36,10 +39,12 @@ class RewriteSpec:
 
 @dataclass(frozen=True)
 class MarkSpec:
-    """One segment kept as it is: its files, whose rows not kept go to the deletion vector."""
+    """One segment kept as it is: its files, whose rows not kept go to the deletion vector (those not
+    in `known_dead`, the entries the vector has for it already, when the cleaning adds to the vector)."""
     unit: int
     files: tuple[str, ...]
     min_offset: int
+    known_dead: Any = None             # a pyarrow array of offsets, or None
 
 
 def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
@@ -72,7 +77,8 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
 
 
 def dead_of(spec: MarkSpec, keep, fs):
-    """The offsets of a kept segment's files (at or above the log start) that are not in `keep`."""
+    """The offsets of a kept segment's files (at or above the log start) that are not in `keep` (nor in
+    `spec.known_dead`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -81,6 +87,8 @@ def dead_of(spec: MarkSpec, keep, fs):
     for path in spec.files:
         offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")
         mask = pc.and_(pc.invert(pc.is_in(offsets, value_set=keep)), pc.greater_equal(offsets, spec.min_offset))
+        if spec.known_dead is not None and len(spec.known_dead):
+            mask = pc.and_(mask, pc.invert(pc.is_in(offsets, value_set=spec.known_dead)))
         parts.append(pc.filter(offsets, mask).combine_chunks().cast(pa.int64()))
     return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
 
@@ -117,7 +125,7 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
                 path = f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"
                 # each part of the vector is in offset order
                 pq.write_table(pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
-                               path, filesystem=fs, compression="snappy")
+                               path, filesystem=fs, **DEAD_PART_OPTIONS)
                 out.append({"kind": DEAD, "unit": -1, "path": path, "records": len(offsets),
                             "bytes": int(fs.get_file_info(path).size or 0)})
         if out:

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log.manifest import Manifest
+from compaction_assets.log.manifest import Manifest, side_files
 
 REQUIRED_COLUMNS = ("offset", "key", "value", "timestamp", "record_size", "is_tombstone")
 
@@ -28,9 +28,9 @@ def _segment_files(m: Manifest, segments=None) -> list[tuple[str, str]]:
 
 
 def _side_tables(m: Manifest) -> list[tuple[str, str]]:
-    return [(side["file"], what) for side, what in ((m.remembered, "remembered deletes"),
-                                                    (m.tombstone_index, "tombstone index"),
-                                                    (m.deleted, "deletion vector")) if side]
+    return [(name, what) for side, what in ((m.remembered, "remembered deletes"),
+                                            (m.tombstone_index, "tombstone index"),
+                                            (m.deleted, "deletion vector")) for name in side_files(side)]
 
 
 def _parquet_parts(handle, name: str) -> list[str]:

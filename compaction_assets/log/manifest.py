@@ -98,6 +98,14 @@ def combine(segments: list[Segment]) -> Segment:
         horizons=merge_horizons(*(s.horizons for s in segments)), dead=sum(s.dead for s in segments))
 
 
+def side_files(side: dict[str, Any] | None) -> list[str]:
+    """The files (or folders) of a side table of the manifest: the deletion vector may have several
+    (`files`, one per cleaning that added entries; older manifests name one `file`), the others one."""
+    if not side:
+        return []
+    return list(side["files"]) if "files" in side else [side["file"]]
+
+
 @dataclass(frozen=True)
 class Hold:
     """A kept tombstone that a record above it would otherwise bring back (SPEC §6 guard)."""
@@ -117,7 +125,8 @@ class Manifest:
     holds: tuple[Hold, ...] = ()
     remembered: dict[str, Any] | None = None        # {"file", "count", "min_expiry"}
     tombstone_index: dict[str, Any] | None = None   # {"file", "count"}
-    # Deletion vector: offsets a cleaning removed from files it did not rewrite {"file", "count"}
+    # Deletion vector: offsets a cleaning removed from files it did not rewrite {"files", "count"}; each
+    # incremental cleaning adds a folder of its new entries (see `side_files`)
     deleted: dict[str, Any] | None = None
     uncleanable: dict[str, Any] | None = None       # {"error", "since_ms"}
     last_cleaning: dict[str, Any] | None = None

@@ -8,7 +8,7 @@ from typing import Iterator
 import pyarrow.compute as pc
 
 from compaction_assets.log import segment_task
-from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.log.manifest import Manifest, Segment, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
@@ -72,7 +72,7 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
     else:
         df = _worker_read(spark, handle, manifest, entries)
     if manifest.deleted and not with_dead:
-        dv = side_table_df(spark, handle, manifest.deleted["file"], schema="offset long").select("offset")
+        dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long").select("offset")
         df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
     return df
 
@@ -149,13 +149,16 @@ def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
     return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
 
 
-def side_table_df(spark, handle: LogHandle, relative: str, *, schema: str | None = None):
-    """A side table (deletion vector, remembered deletes) as a DataFrame, from any store; with `schema`
-    given, Spark starts no job to infer it."""
+def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None):
+    """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,
+    from any store; with `schema` given, Spark starts no job to infer it."""
+    names = [relative] if isinstance(relative, str) else list(relative)
     if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
         reader = spark.read if schema is None else spark.read.schema(schema)
-        return reader.parquet(handle.spark_uri(relative))
-    return spark.createDataFrame(handle.st.read_parquet(handle.path(relative)))
+        return reader.parquet(*[handle.spark_uri(name) for name in names])
+    import pyarrow as pa
+
+    return spark.createDataFrame(pa.concat_tables([handle.st.read_parquet(handle.path(name)) for name in names]))
 
 
 def remembered_df(spark, handle: LogHandle, manifest: Manifest):

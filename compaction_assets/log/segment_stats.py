@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
+from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
 
 
@@ -56,8 +56,9 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
     """The log's deletion vector: offsets a cleaning removed from files it kept (None when there are none)."""
     if not manifest.deleted:
         return None
-    table = handle.st.read_parquet(handle.path(manifest.deleted["file"]))
-    return table.column("offset").combine_chunks()
+    parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
+             for name in side_files(manifest.deleted)]
+    return pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
 
 
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:

@@ -34,7 +34,7 @@ from compaction_assets import settings
 from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
                                       UnknownLogError)
 from compaction_assets.log.fs import Storage, Version
-from compaction_assets.log.manifest import Manifest
+from compaction_assets.log.manifest import Manifest, side_files
 from compaction_assets.log.names import parse_log_name
 
 KEEP_VERSIONS = 5
@@ -225,8 +225,7 @@ class LogHandle:
         for m in self.recent_manifests():
             names.update(f.name for f in m.files())
             for side in (m.remembered, m.tombstone_index, m.deleted):
-                if side:
-                    names.add(side["file"])
+                names.update(side_files(side))
         return names
 
     def collect_garbage(self, grace_s: float | None = None) -> list[str]:

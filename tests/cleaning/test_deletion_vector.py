@@ -89,3 +89,83 @@ def test_dry_run_names_segments_to_rewrite_and_to_mark(spark, store, make_config
     dry = engine.dry_run(log, cfg, NOW, spark=spark, force=True)
     assert dry.segments_to_mark == 1 and dry.segments_to_rewrite == 0
     assert dry.superseded.records == 1
+
+
+def _update(log, cfg, keys, tag: str, ts: int) -> None:
+    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"{tag}-{k}", "timestamp": ts + k} for k in keys])
+    writer.roll(log)
+
+
+def test_an_incremental_cleaning_adds_only_its_new_entries_to_the_vector(spark, store, make_config, monkeypatch):
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-3")
+    _fill(log, cfg, keys=200, rounds=2)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    monkeypatch.setattr(cleaner, "DEAD_VECTOR_MAX_FILES", 3)
+    seen: set[int] = set()
+    for n, keys in enumerate([(3, 50), (99, 150, 199), (4, 51)]):
+        _update(log, cfg, keys, f"u{n}", 10**6 * (n + 1))
+        rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+        m = log.manifest()
+        files = m.deleted["files"]
+        assert len(files) == n + 1, "each cleaning adds one file of its own entries, the old ones stay"
+        new = set(log.st.read_parquet(log.path(files[-1])).column("offset").to_pylist())
+        assert len(new) == len(keys) and not new & seen, "the new file holds only this cleaning's entries"
+        seen |= new
+        assert m.deleted["count"] == len(seen) == rep.stats["deletion_vector_records"] == sum(s.dead for s in m.segments)
+        assert set(dead_offsets(log, m).to_pylist()) == seen
+
+    # at the limit the vector is rebuilt in one file, with every entry still in force
+    _update(log, cfg, (120,), "u3", 10**7)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    m = log.manifest()
+    assert len(m.deleted["files"]) == 1 and m.deleted["count"] == len(seen) + 1 == sum(s.dead for s in m.segments)
+    log.collect_garbage(0)
+    records = list(iter_records(log))
+    assert len(records) == 200 == len({r.key for r in records})
+    state = _state(spark, log, cfg)
+    assert state[b"k0050"] == b"u0-50" and state[b"k0051"] == b"u2-51" and state[b"k0120"] == b"u3-120"
+    assert [r["offset"] for r in read_df(spark, log).collect()] == [r.offset for r in records]
+
+
+def test_a_vector_mostly_of_rewritten_segments_is_rebuilt(spark, store, make_config, monkeypatch):
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-4")
+    _fill(log, cfg, keys=100, rounds=1)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)  # mark only
+    _update(log, cfg, [*range(10), 99], "a", 10**6)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    before = log.manifest().deleted
+    assert before["count"] == 11 and len(before["files"]) == 1
+    # the first segment is rewritten (its 10 entries go stale), the one of k0099 only marked: rebuilt
+    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 0.05)
+    _update(log, cfg, (10,), "b", 10**7)
+    rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+    m = log.manifest()
+    assert rep.stats["segments_rewritten"] >= 1 and rep.stats["segments_marked"] >= 1
+    assert m.deleted["files"] != before["files"] and len(m.deleted["files"]) == 1
+    assert m.deleted["count"] == 1 == sum(s.dead for s in m.segments)
+    state = _state(spark, log, cfg)
+    assert state[b"k0000"] == b"a-0" and state[b"k0010"] == b"b-10" and state[b"k0099"] == b"a-99"
+    assert len(state) == 100 == len(list(iter_records(log)))
+
+
+def test_a_vector_named_by_an_older_manifest_is_read(spark, store, make_config):
+    """Manifests written before the vector could have several files name one `file`."""
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-5")
+    _fill(log, cfg, keys=200, rounds=2)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    _update(log, cfg, (3, 50), "u", 10**6)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    (folder,) = log.manifest().deleted["files"]
+    log.update(lambda m: m.with_(deleted={"file": folder, "count": m.deleted["count"]}))
+    m = log.manifest()
+    assert len(dead_offsets(log, m)) == 2 and folder in log.referenced()
+    assert len(list(iter_records(log))) == 200 == read_df(spark, log).count()
+    _update(log, cfg, (7,), "v", 10**7)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    m = log.manifest()
+    assert m.deleted["files"][0] == folder and m.deleted["count"] == 3
+    assert len(list(iter_records(log))) == 200
