@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from compaction_assets.cleaning.planner import rewritten_segments
+from compaction_assets.cleaning.latest_state import unique_keys_below
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id, side_files
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
@@ -36,6 +37,8 @@ ROWS_PER_PARTITION = 100_000     # a larger one in one partition per this many r
 ROWS_PER_APPLY_TASK = 250_000    # the write job: a task per this many rows of the segments it reads
 DRIVER_REWRITE_MAX_ROWS = 100_000   # writes reading up to this many rows to rewrite (and
 DRIVER_MARK_MAX_ROWS = 2_000_000     # this many to mark) run in this process, not in Python workers
+INCREMENTAL_MAX_DIRTY_SHARE = 0.5   # a range whose rows above the deduplicated prefix are at most this
+INCREMENTAL_MAX_DIRTY_ROWS = 2_000_000   # share (and this many) groups only the keys they touch
 DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
 
 
@@ -47,6 +50,7 @@ class Decision:
     stats: dict
     decided: object            # the persisted Spark DataFrame of the range with decisions
     new_horizon: int
+    only_touched_keys: bool = False   # the group-by saw only keys that rows above the unique prefix touch
 
 
 @dataclass
@@ -66,7 +70,11 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     """Per key of the range, its winner and what happens to it; per segment, what the cleaning leaves.
 
     Only winners can be kept, so the decision is a group-by over narrow rows (partial aggregation keeps
-    the shuffle to about one row per key and task); what a segment read comes from the manifest.
+    the shuffle to about one row per key and task); what a segment read comes from the manifest. Below
+    the offset under which the last cleaning left one record per key, a key that no newer record of the
+    range touches is its own winner: when the rest of the range is small, only the touched keys are
+    grouped (the newer rows and the older rows of their keys), so a cleaning after 1% of new records
+    shuffles about 2% of the rows, not all of them.
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -76,12 +84,32 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     range_segs = list(enumerate(rewritten_segments(manifest, first_uncleanable)))  # a prefix of m.segments
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
 
-    df = with_spark_ranks(read_segments(spark, handle, manifest, range_segs), config)
-    narrow = df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
-                       "delete_horizon", F.col("record_size").alias("size"), *ranks)
+    def narrow_rows(segs):
+        df = with_spark_ranks(read_segments(spark, handle, manifest, segs), config)
+        return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
+                         "delete_horizon", F.col("record_size").alias("size"), *ranks)
+
     rows = sum(s.records + s.dead for _, s in range_segs)
-    parts = 1 if rows <= SMALL_RANGE_RECORDS else max(2, -(-rows // ROWS_PER_PARTITION))
-    small = parts == 1
+    small = rows <= SMALL_RANGE_RECORDS
+    below = unique_keys_below(manifest)
+    unique = [(i, s) for i, s in range_segs if below is not None and s.next_offset <= below]
+    newer = range_segs[len(unique):]
+    newer_rows = sum(s.records + s.dead for _, s in newer)
+    single = None
+    if (not small and unique and newer and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows
+            and newer_rows <= INCREMENTAL_MAX_DIRTY_ROWS):
+        # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
+        # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
+        # shuffling it)
+        old, new = narrow_rows(unique), narrow_rows(newer)
+        touched = F.broadcast(new.select("key").distinct())
+        single = old.join(touched, "key", "left_anti")
+        narrow = old.join(touched, "key", "left_semi").unionByName(new)
+        grouped_rows = 2 * newer_rows
+    else:
+        narrow = narrow_rows(range_segs)
+        grouped_rows = rows
+    parts = 1 if grouped_rows <= SMALL_RANGE_RECORDS else max(2, -(-grouped_rows // ROWS_PER_PARTITION))
     if parts < _shuffle_partitions(spark):
         # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
         # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
@@ -95,6 +123,8 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
         winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
                                             *[F.max_by(c, "offset").alias(c) for c in fields])
+    if single is not None:
+        winners = single.select("key", *ranks, "offset", *fields).unionByName(winners)
     # the segment of each winner, from its offset: found for one row per key, not for every record
     winners = winners.withColumn("seg_idx", segment_index(range_segs))
 
@@ -176,7 +206,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     stats["records_superseded"] = stats["records_read"] - stats["records_written"] - stats["tombstones_removed"]
     stats["cleaner_recopy_percent"] = (100.0 * stats["bytes_written"] / stats["bytes_read"]
                                        if stats["bytes_read"] else 0.0)
-    return Decision(per_segment, horizons, stats, decided, new_horizon)
+    return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None)
 
 
 def merge_groups(sizes: list[int], segment_bytes: int) -> list[list[int]]:

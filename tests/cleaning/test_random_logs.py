@@ -620,16 +620,24 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
     assert not diffs, "\n".join(diffs + ["case: " + json.dumps(case)])
 
 
-# How a cleaning treats segments that lose records: the product's threshold, or every one kept with its
-# removed offsets in the deletion vector (so that reads through the vector are compared record by record).
-REWRITE_MODES = {"threshold": None, "deletion_vector": 1.01}
+# How a cleaning treats segments that lose records: the product's threshold and shortcuts for small
+# logs, or every segment kept with its removed offsets in the deletion vector (so that reads through the
+# vector are compared record by record) by the paths of large logs: only the keys that newer rows touch
+# grouped, the writes in Python workers (the case logs are small: every size limit set below them).
+REWRITE_MODES = {"threshold": {}, "deletion_vector": {"REWRITE_DEAD_FRACTION": 1.01, "SMALL_RANGE_RECORDS": 0,
+                                                      "DRIVER_REWRITE_MAX_ROWS": -1, "DRIVER_MARK_MAX_ROWS": -1,
+                                                      "INCREMENTAL_MAX_DIRTY_SHARE": 1.0}}
+
+
+def _rewrite_mode(monkeypatch, mode: str) -> None:
+    for name, value in REWRITE_MODES[mode].items():
+        monkeypatch.setattr(cleaner, name, value)
 
 
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle(strategy, mode, spark, tmp_path, monkeypatch):
-    if REWRITE_MODES[mode] is not None:
-        monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", REWRITE_MODES[mode])
+    _rewrite_mode(monkeypatch, mode)
     seeds = case_seeds(strategy, FAST_CASES)
     seeds = seeds[: (FAST_CASES + 1) // 2] if mode == "threshold" else seeds[(FAST_CASES + 1) // 2:]
     _check_many(strategy, seeds, FAST_MAX_CLEANS, spark, tmp_path)
@@ -639,8 +647,7 @@ def test_random_logs_match_oracle(strategy, mode, spark, tmp_path, monkeypatch):
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle_many(strategy, mode, spark, tmp_path, monkeypatch):
-    if REWRITE_MODES[mode] is not None:
-        monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", REWRITE_MODES[mode])
+    _rewrite_mode(monkeypatch, mode)
     _check_many(strategy, case_seeds(strategy, SLOW_CASES // 2, salt=1 if mode == "threshold" else 2),
                 SLOW_MAX_CLEANS, spark, tmp_path)
 

@@ -101,3 +101,42 @@ def test_reading_few_or_many_stamped_files_gives_the_same_segments_and_horizons(
     # both agree with the Python reader, which applies the same stamps and vector
     assert [o for o, _, _ in mapped] == [r.offset for r in iter_records(log)]
     assert all(m.segments[i].contains(o) for o, i, _ in mapped)
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, monkeypatch, strategy):
+    """Above the prefix that the last cleaning left with one record per key, the newer rows and the
+    older rows of their keys are grouped, the others are their own winners: same log, record for record."""
+    results = {}
+    for path in ("touched", "all"):
+        store = LogStore(str(tmp_path / path), gc_grace_s=0)
+        log, cfg = _build(store, make_config, strategy)
+        decisions = []
+        with monkeypatch.context() as patch:
+            _general_paths(patch)
+            if path == "all":
+                patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
+            decide = cleaner.decide
+            patch.setattr(cleaner, "decide", lambda *a, **k: decisions.append(decide(*a, **k)) or decisions[-1])
+            seen = []
+            engine.run(log, cfg, NOW, spark=spark, force=True)
+            rounds = [
+                # updates, a delete, a late record (loses under the timestamp strategy), a key never seen
+                [("k001", "new-1", 5000), ("k003", None, 5001), ("k005", "late-5", 1), ("k200", "fresh", 5002)],
+                # the deleted key again, an update; the cleaning runs after the tombstones' horizons
+                [("k003", "back-3", 6000), ("k020", "new-20", 6001)],
+            ]
+            for n, batch in enumerate(rounds):
+                writer.append(log, cfg, [{"key": k, "value": v, "timestamp": ts} for k, v, ts in batch])
+                writer.roll(log)
+                stats = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True).stats
+                seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
+                             {k: v for k, v in stats.items() if k != "clean_time_secs"}))
+        results[path] = (seen, [d.only_touched_keys for d in decisions])
+    (touched, how_touched), (every, how_all) = results["touched"], results["all"]
+    assert how_touched == [False, True, True] and how_all == [False, False, False]
+    for (records_t, segments_t, stats_t), (records_a, segments_a, stats_a) in zip(touched, every):
+        assert records_t and records_t == records_a
+        assert segments_t == segments_a
+        assert stats_t == stats_a
+    assert touched[-1][2]["tombstones_removed"] >= 1, "the last cleaning removes expired tombstones"
