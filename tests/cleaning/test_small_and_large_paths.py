@@ -140,3 +140,34 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
         assert segments_t == segments_a
         assert stats_t == stats_a
     assert touched[-1][2]["tombstones_removed"] >= 1, "the last cleaning removes expired tombstones"
+
+
+def test_a_sample_of_keys_tells_distinct_keys_from_repeated_ones(store, make_config):
+    """Keys that barely repeat skip the partial aggregation; keys that repeat keep it."""
+    cfg = make_config(segment_bytes=1500)
+    distinct, repeated = store.log("distinct-0"), store.log("repeated-0")
+    writer.append(distinct, cfg, [{"key": f"k{k:04d}", "value": "v", "timestamp": k} for k in range(400)])
+    writer.append(repeated, cfg, [{"key": f"k{k % 20:04d}", "value": "v", "timestamp": k} for k in range(400)])
+    for log in (distinct, repeated):
+        writer.roll(log)
+    assert cleaner.keys_mostly_distinct(distinct, list(enumerate(distinct.manifest().segments)))
+    assert not cleaner.keys_mostly_distinct(repeated, list(enumerate(repeated.manifest().segments)))
+    assert not cleaner.keys_mostly_distinct(distinct, [])
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_path, make_config, monkeypatch,
+                                                                     strategy):
+    """Rows hashed by key before one aggregation decide as a partial then final aggregation does."""
+    results = {}
+    for path in ("partial", "hashed"):
+        store = LogStore(str(tmp_path / path), gc_grace_s=0)
+        log, cfg = _build(store, make_config, strategy)
+        with monkeypatch.context() as patch:
+            _general_paths(patch)
+            patch.setattr(cleaner, "ROWS_PER_PARTITION", 1)   # as many partitions as the session's shuffle
+            patch.setattr(cleaner, "DISTINCT_SKIPS_PARTIAL", 0.0 if path == "hashed" else 1.01)
+            stats = _clean_more(spark, log, cfg)
+        records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
+        results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
+    assert results["partial"][0] and results["partial"] == results["hashed"]
