@@ -133,8 +133,6 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
                                             *[F.max_by(c, "offset").alias(c) for c in fields])
     if single is not None:
         winners = single.select("key", *ranks, "offset", *fields).unionByName(winners)
-    # the segment of each winner, from its offset: found for one row per key, not for every record
-    winners = winners.withColumn("seg_idx", segment_index(range_segs))
 
     rem = remembered_df(spark, handle, manifest) if guard else None
     if rem is not None:
@@ -153,19 +151,22 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         holds = (tombs.join(out, "key").where(spark_loses(config, "o_", "t_"))
                  .groupBy("t_offset").agg(F.max("o_offset").alias("until")))
         winners = winners.join(F.broadcast(holds), winners["offset"] == holds["t_offset"], "left").drop("t_offset")
+        until = []
     else:
-        winners = winners.withColumn("until", F.lit(None).cast("long"))
+        until = [F.lit(None).cast("long").alias("until")]
 
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = F.col("until").isNotNull() if guard else F.lit(False)
     alive = ~rem_beats
-    decided = (winners
-               .withColumn("removed_tomb", alive & expired & ~held)
-               .withColumn("keep", alive & ~(expired & ~held))
-               .withColumn("stamped", F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull())
-               .withColumn("new_horizon", F.when(F.col("keep") & F.col("tomb"),
-                                                 F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))))
-               .persist(StorageLevel.MEMORY_AND_DISK))
+    # two projections, not a column at a time (each is analysed again: a fresh JVM spent half a second on
+    # it), and `keep` once (its guard comparisons repeated in every column made the plan many times
+    # slower to optimise); the segment of each winner from its offset: one row per key, not every record
+    decided = winners.select("*", *until, segment_index(range_segs).alias("seg_idx"),
+                             (alive & expired & ~held).alias("removed_tomb"), (alive & ~(expired & ~held)).alias("keep"))
+    decided = decided.select(
+        "*", (F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull()).alias("stamped"),
+        F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))).alias("new_horizon"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
 
     keep = F.col("keep")
     # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
@@ -379,7 +380,8 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         cloudpickle.register_pickle_by_value(rewrite_task)
         cloudpickle.register_pickle_by_value(segment_task)
         runner = rewrite_task.apply_runner(rewrites, marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
-        kept = (d.decided.where(F.col("keep") & F.col("seg_idx").isin(members))
+        # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
+        kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
                 .select(offset_bucket(starts).alias("unit"), "offset"))
         rewrite_rows = sum(range_segs[i].records + range_segs[i].dead for run in runs for i in run)
         mark_rows = sum(range_segs[i].records + range_segs[i].dead for i in mark)
