@@ -626,7 +626,8 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # grouped, the writes in Python workers (the case logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": {}, "deletion_vector": {"REWRITE_DEAD_FRACTION": 1.01, "SMALL_RANGE_RECORDS": 0,
                                                       "DRIVER_REWRITE_MAX_ROWS": -1, "DRIVER_MARK_MAX_ROWS": -1,
-                                                      "INCREMENTAL_MAX_DIRTY_SHARE": 1.0}}
+                                                      "INCREMENTAL_MAX_DIRTY_SHARE": 1.0,
+                                                      "INCREMENTAL_MIN_ROWS": 0}}
 
 
 def _rewrite_mode(monkeypatch, mode: str) -> None:

@@ -114,6 +114,7 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
         decisions = []
         with monkeypatch.context() as patch:
             _general_paths(patch)
+            patch.setattr(cleaner, "INCREMENTAL_MIN_ROWS", 0)
             if path == "all":
                 patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
             decide = cleaner.decide
