@@ -95,12 +95,12 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
                          "delete_horizon", F.col("record_size").alias("size"), *ranks)
 
-    rows = sum(s.records + s.dead for _, s in range_segs)
+    rows = sum(s.physical_rows for _, s in range_segs)
     small = rows <= SMALL_RANGE_RECORDS
     below = unique_keys_below(manifest)
     unique = [(i, s) for i, s in range_segs if below is not None and s.next_offset <= below]
     newer = range_segs[len(unique):]
-    newer_rows = sum(s.records + s.dead for _, s in newer)
+    newer_rows = sum(s.physical_rows for _, s in newer)
     single = None
     if (not small and rows >= INCREMENTAL_MIN_ROWS and unique and newer
             and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows and newer_rows <= INCREMENTAL_MAX_DIRTY_ROWS):
@@ -188,7 +188,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
     ).collect()
     per_segment: dict[int, dict] = {
-        i: {"physical": s.records + s.dead, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
+        i: {"physical": s.physical_rows, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
             "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0, "stamped": 0,
             "removed_tomb": 0}
         for i, s in range_segs if s.records}
@@ -386,8 +386,8 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
         kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
                 .select(offset_bucket(starts).alias("unit"), "offset"))
-        rewrite_rows = sum(range_segs[i].records + range_segs[i].dead for run in runs for i in run)
-        mark_rows = sum(range_segs[i].records + range_segs[i].dead for i in mark)
+        rewrite_rows = sum(range_segs[i].physical_rows for run in runs for i in run)
+        mark_rows = sum(range_segs[i].physical_rows for i in mark)
         if rewrite_rows <= DRIVER_REWRITE_MAX_ROWS and mark_rows <= DRIVER_MARK_MAX_ROWS:
             # Little to read (an incremental cleaning, a small log): the same runner in this process over
             # the collected kept offsets, so no Python worker starts (a Spark Connect server starts new

@@ -49,6 +49,11 @@ class Segment:
     def empty(self) -> bool:
         return self.records == 0
 
+    @property
+    def physical_rows(self) -> int:
+        """Rows its files hold: the visible records and those the deletion vector lists."""
+        return self.records + self.dead
+
     def contains(self, offset: int) -> bool:
         return self.base_offset <= offset < self.next_offset
 

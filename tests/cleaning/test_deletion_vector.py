@@ -23,6 +23,11 @@ def _fill(handle, cfg, keys: int, rounds: int, ts0: int = 1000) -> None:
     writer.roll(handle)
 
 
+def _update(log, cfg, keys, tag: str, ts: int) -> None:
+    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"{tag}-{k}", "timestamp": ts + k} for k in keys])
+    writer.roll(log)
+
+
 def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_config):
     cfg = make_config(segment_bytes=2000)
     log = store.log("dv-0")
@@ -32,9 +37,7 @@ def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_conf
     files_before = {f.name for f in log.manifest().files()}
 
     # 5 of 200 keys updated: each touched segment loses far less than REWRITE_DEAD_FRACTION
-    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"new-{k}", "timestamp": 10**6 + k}
-                              for k in (3, 50, 99, 150, 199)])
-    writer.roll(log)
+    _update(log, cfg, (3, 50, 99, 150, 199), "new", 10**6)
     rep = engine.run(log, cfg, NOW, spark=spark, force=True)
     m = log.manifest()
     assert rep.stats["segments_rewritten"] == 0 and rep.stats["segments_marked"] >= 1
@@ -62,8 +65,7 @@ def test_enough_dead_rows_rewrite_the_segment_and_leave_the_vector(spark, store,
     _fill(log, cfg, keys=100, rounds=1)
     engine.run(log, cfg, NOW, spark=spark, force=True)
     monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)  # mark only
-    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"a-{k}", "timestamp": 10**6 + k} for k in range(10)])
-    writer.roll(log)
+    _update(log, cfg, range(10), "a", 10**6)
     engine.run(log, cfg, NOW, spark=spark, force=True)
     assert log.manifest().deleted["count"] == 10
 
@@ -89,11 +91,6 @@ def test_dry_run_names_segments_to_rewrite_and_to_mark(spark, store, make_config
     dry = engine.dry_run(log, cfg, NOW, spark=spark, force=True)
     assert dry.segments_to_mark == 1 and dry.segments_to_rewrite == 0
     assert dry.superseded.records == 1
-
-
-def _update(log, cfg, keys, tag: str, ts: int) -> None:
-    writer.append(log, cfg, [{"key": f"k{k:04d}", "value": f"{tag}-{k}", "timestamp": ts + k} for k in keys])
-    writer.roll(log)
 
 
 def test_an_incremental_cleaning_adds_only_its_new_entries_to_the_vector(spark, store, make_config, monkeypatch):
