@@ -23,6 +23,9 @@ DEFAULT_CONF = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # The one cached table (a cleaning's decision) is read back once or twice and dropped: encoding it
+    # (dictionaries of 500k distinct values, statistics per column) cost more than it saved.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.showConsoleProgress": "false",
 }
 LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")

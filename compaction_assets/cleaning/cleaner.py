@@ -166,10 +166,14 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     # slower to optimise); the segment of each winner from its offset: one row per key, not every record
     decided = winners.select("*", *until, segment_index(range_segs).alias("seg_idx"),
                              (alive & expired & ~held).alias("removed_tomb"), (alive & ~(expired & ~held)).alias("keep"))
-    decided = decided.select(
-        "*", (F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull()).alias("stamped"),
-        F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))).alias("new_horizon"),
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    # the cache holds every winner: the key only where later steps read it (tombstones: the index and
+    # the remembered deletes), since the cache tries a dictionary for every batch of 500k distinct keys
+    # (one projection that replaces the key: naming the other columns would ask a Connect server for them)
+    decided = decided.withColumns({
+        "key": F.when(F.col("tomb"), F.col("key")),
+        "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
+        "new_horizon": F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))),
+    }).persist(StorageLevel.MEMORY_AND_DISK)
 
     keep = F.col("keep")
     # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
@@ -179,7 +183,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
-        F.min(F.when(keep, F.struct("offset", "timestamp"))).alias("first"),
+        # fixed-width buffers keep this a hash aggregation (a struct's minimum forced a sort)
+        F.min(F.when(keep, F.col("offset"))).alias("first_offset"),
+        F.min_by(F.when(keep, F.col("timestamp")), F.when(keep, F.col("offset"))).alias("first_ts"),
         F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
         F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
         F.sum(F.col("stamped").cast("long")).alias("stamped"),
@@ -202,9 +208,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         for name in ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
             cur[name] += int(r[name] or 0)
         for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
-            val = r[name]
+            val = r[name] if name != "first" else (
+                None if r["first_offset"] is None else (r["first_offset"], r["first_ts"]))
             if val is not None:
-                val = (val["offset"], val["timestamp"]) if name == "first" else val
                 cur[name] = val if cur[name] is None else pick(cur[name], val)
     for cur in per_segment.values():
         first = cur.pop("first")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from typing import Iterator
 
 import pyarrow.compute as pc
@@ -14,7 +15,7 @@ from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
-MAP_LOOKUP_MAX_FILES = 64         # up to this many stamped files, a tombstone finds its stamp in a literal map
+STAMP_BUCKET_FILES = 8            # stamped files a bucket of the stamp lookup holds (a checksum picks one)
 # Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
 # switch so the two can be measured against each other on the same data (README, object storage).
 PYTHON_WORKER_READS_LOCAL = False
@@ -91,15 +92,42 @@ def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
     pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
     needs = F.col("is_tombstone") & F.col("delete_horizon").isNull()
     df = df.withColumn("file_ref", F.when(needs, F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
-    if len(stamped) <= MAP_LOOKUP_MAX_FILES:
-        # a literal map: no Spark job, where broadcasting even a small table is a job of its own
-        stamp = F.create_map(*[F.lit(v) for pair in stamped for v in pair])[F.col("file_ref")].cast("long")
-        df = df.withColumn("stamp", stamp)
-    else:  # a lookup in a literal map is linear in its size: many files join a broadcast table instead
-        meta = spark.createDataFrame(stamped, "file_ref string, stamp long")
-        df = df.join(F.broadcast(meta), "file_ref", "left")
+    # a literal lookup, so no Spark job: broadcasting even a small table is a job of its own (a fresh
+    # JVM spent a second on one built from a Python list)
+    df = df.withColumn("stamp", stamp_lookup(stamped, "file_ref"))
     horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
+
+
+def stamp_lookup(stamped: list[tuple[str, int]], name: str):
+    """Spark column: the stamp of the file named in column `name` (null if unstamped), from literals.
+
+    A map is searched linearly, so the files are spread over maps of about STAMP_BUCKET_FILES by the
+    CRC-32 of their names and a row looks in one: constant work per row however many files are stamped.
+    One SQL expression (one call into the JVM, not one per literal); the values stay out of the
+    generated code, so a cleaning with other files reuses the compiled plan."""
+    from pyspark.sql import functions as F
+
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"not a column name: {name!r}")
+    buckets = max(1, -(-len(stamped) // STAMP_BUCKET_FILES))
+    groups: list[list[tuple[str, int]]] = [[] for _ in range(buckets)]
+    for file_name, stamp in stamped:
+        groups[zlib.crc32(file_name.encode("utf-8")) % buckets].append((file_name, int(stamp)))
+
+    def literal(group):
+        if not group:
+            return "CAST(NULL AS MAP<STRING, BIGINT>)"
+        return "map(" + ", ".join(f"{_sql_string(n)}, {s}L" for n, s in group) + ")"
+    if buckets == 1:
+        return F.expr(f"{literal(groups[0])}[{name}]")
+    maps = ", ".join(literal(g) for g in groups)
+    return F.expr(f"element_at(array({maps}), CAST(pmod(crc32({name}), {buckets}) AS INT) + 1)[{name}]")
+
+
+def _sql_string(text: str) -> str:
+    """A Spark SQL string literal of `text`."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):

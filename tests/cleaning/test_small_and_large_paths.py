@@ -1,8 +1,7 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
-A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read of few
-stamped files finds each tombstone's file stamp in a literal map (`reader.MAP_LOOKUP_MAX_FILES`) instead
-of a broadcast join, and writes with little to read run in the driver, not in Python workers
+A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read finds each
+tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), and writes with little to read run in the driver, not in Python workers
 (`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size) and must come out identical,
 record for record and segment for segment.
@@ -47,7 +46,7 @@ def _segments(log) -> list[tuple]:
 
 def _general_paths(monkeypatch) -> None:
     monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
-    monkeypatch.setattr(reader, "MAP_LOOKUP_MAX_FILES", 0)
+    monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
     # the writes in Python workers (one Spark job), not in the driver
     monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
     monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
@@ -72,7 +71,7 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monke
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
 
 
-def test_reading_few_or_many_stamped_files_gives_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
+def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
     log, cfg = _build(store, make_config, "offset")
     raw = log.manifest()
     assert len(raw.segments) > 2
@@ -92,9 +91,11 @@ def test_reading_few_or_many_stamped_files_gives_the_same_segments_and_horizons(
         return sorted((r["offset"], r["seg_idx"], r["delete_horizon"]) for r in
                       df.select("offset", "seg_idx", "delete_horizon").collect())
 
-    mapped = rows()
+    stamped = sum(1 for f in m.files() if f.stamp is not None)
     with monkeypatch.context() as patch:
-        patch.setattr(reader, "MAP_LOOKUP_MAX_FILES", 0)
+        patch.setattr(reader, "STAMP_BUCKET_FILES", stamped)    # one map
+        mapped = rows()
+        patch.setattr(reader, "STAMP_BUCKET_FILES", 1)          # a bucket per file (some empty)
         joined = rows()
     assert mapped == joined and len(mapped) == m.total_records
     assert any(h is not None for _, _, h in mapped), "tombstone horizons (from stamps) are read"
