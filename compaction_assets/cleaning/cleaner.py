@@ -44,6 +44,8 @@ INCREMENTAL_MAX_DIRTY_SHARE = 0.5   # a range whose rows above the deduplicated 
 INCREMENTAL_MAX_DIRTY_ROWS = 2_000_000   # share (and this many) groups only the keys they touch
 INCREMENTAL_MIN_ROWS = 5_000_000   # ... in a range of at least this many rows: below, grouping every key
                                    # is faster (0.6M rows after 1% new: 2.8-3.2 s against 3.5-4.2 s warm)
+COLLECT_DECISION_MAX_ROWS = 1_000_000   # a range of at most this many rows brings its decision (narrow, a
+                                        # row a key) to this process in one job: no cache, no second job
 DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
 
 
@@ -53,9 +55,16 @@ class Decision:
     per_segment: dict[int, dict]
     horizons: dict[int, list[tuple[int, int, int, int]]]
     stats: dict
-    decided: object            # the persisted Spark DataFrame of the range with decisions
+    decided: object            # Spark DataFrame of the winners with decisions: all of them (cached), or
+                               # only the tombstones when the decision was collected (`kept` is set)
     new_horizon: int
     only_touched_keys: bool = False   # the group-by saw only keys that rows above the unique prefix touch
+    kept: object = None        # a collected decision: pyarrow table (offset, seg_idx) of the kept winners
+
+    def release(self) -> None:
+        """Drop the cached winners (a collected decision has none)."""
+        if self.kept is None:
+            self.decided.unpersist()
 
 
 @dataclass
@@ -173,13 +182,39 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         "key": F.when(F.col("tomb"), F.col("key")),
         "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
         "new_horizon": F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))),
-    }).persist(StorageLevel.MEMORY_AND_DISK)
+    })
+    kept = None
+    if rows <= COLLECT_DECISION_MAX_ROWS:
+        # One job brings the winners here (about 40 bytes each): the figures are summed with Arrow, the
+        # write takes its kept offsets from the same table, and later steps that read the winners again
+        # (the guard's outputs) get only the tombstones. Caching the winners instead cost a request of
+        # half a second to a Connect server, the cache's build and a second job for the kept offsets.
+        table = decided.select(*DECISION_COLUMNS, *ranks).toArrow()
+        figures = _arrow_figures(table)
+        kept = table.filter(table.column("keep")).select(["offset", "seg_idx"])
+        tombs = table.filter(table.column("tomb"))
+        decided = spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0))
+    else:
+        decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+        figures = _spark_figures(decided.coalesce(1) if small else decided)
+    per_segment, horizons, stats = _merge_figures(figures, range_segs)
+    return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None,
+                    kept=kept)
+
+
+# what the later steps read of a decision (with the strategy's rank columns)
+DECISION_COLUMNS = ("key", "offset", "timestamp", "tomb", "size", "until", "seg_idx", "removed_tomb", "keep",
+                    "stamped", "new_horizon")
+
+
+def _spark_figures(decided) -> list:
+    """The figures of a cached decision by segment and kept-tombstone horizon (`hkey`, null for other
+    records; merged per segment by `_merge_figures`), aggregated by Spark in one job."""
+    from pyspark.sql import functions as F
 
     keep = F.col("keep")
-    # One job: per segment and kept-tombstone horizon (null for other records), merged per segment below.
     hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
-    # a small range is one partition already: aggregated where it is, without another shuffle
-    rows = (decided.coalesce(1) if small else decided).groupBy("seg_idx", hkey).agg(
+    return decided.groupBy("seg_idx", hkey).agg(
         F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
         F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
         F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
@@ -192,20 +227,55 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
         F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
         F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
+        F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("removed_bytes"),
     ).collect()
+
+
+def _arrow_figures(table) -> list[dict]:
+    """The per-segment figures of a collected decision, as `_spark_figures` computes them, with Arrow."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = table.sort_by("offset")            # so that a group's first kept timestamp is its first kept row
+    keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
+    kept_tomb = pc.and_(keep, tomb)
+    removed = table.column("removed_tomb")
+
+    def where(cond, values):
+        return pc.if_else(cond, values, pa.scalar(None, values.type))
+    t = pa.table({
+        "seg_idx": table.column("seg_idx"), "hkey": where(kept_tomb, table.column("new_horizon")),
+        "kept": pc.cast(keep, pa.int64()), "kept_bytes": where(keep, size), "ts": where(keep, ts),
+        "pos_ts": where(pc.and_(keep, pc.greater(ts, 0)), ts), "kept_offset": where(keep, off),
+        "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
+        "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
+        "tomb_offset": where(kept_tomb, off)})
+    out = t.group_by(["seg_idx", "hkey"], use_threads=False).aggregate([
+        ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
+        ("ts", "first"), ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
+        ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
+    names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
+             "kept_offset_min": "first_offset", "ts_first": "first_ts", "pos_ts_min": "min_pos_ts",
+             "tombstones_sum": "tombstones", "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb",
+             "removed_bytes_sum": "removed_bytes", "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
+    return out.rename_columns([names.get(c, c) for c in out.column_names]).to_pylist()
+
+
+def _merge_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tuple[dict, dict, dict]:
+    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey); the totals."""
     per_segment: dict[int, dict] = {
         i: {"physical": s.physical_rows, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
             "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0, "stamped": 0,
-            "removed_tomb": 0}
+            "removed_tomb": 0, "removed_bytes": 0}
         for i, s in range_segs if s.records}
     horizons: dict[int, list[tuple[int, int, int, int]]] = {}
-    for r in rows:
+    for r in figures:
         idx = r["seg_idx"]
         if r["hkey"] is not None:
             horizons.setdefault(idx, []).append((int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
                                                  int(r["tomb_hi"])))
         cur = per_segment[idx]
-        for name in ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb"):
+        for name in ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "removed_bytes"):
             cur[name] += int(r[name] or 0)
         for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min), ("first", min)):
             val = r[name] if name != "first" else (
@@ -224,7 +294,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     stats["records_superseded"] = stats["records_read"] - stats["records_written"] - stats["tombstones_removed"]
     stats["cleaner_recopy_percent"] = (100.0 * stats["bytes_written"] / stats["bytes_read"]
                                        if stats["bytes_read"] else 0.0)
-    return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None)
+    return per_segment, horizons, stats
 
 
 def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]]) -> bool:
@@ -389,17 +459,25 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
         cloudpickle.register_pickle_by_value(rewrite_task)
         cloudpickle.register_pickle_by_value(segment_task)
         runner = rewrite_task.apply_runner(rewrites, marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
-        # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
-        kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
-                .select(offset_bucket(starts).alias("unit"), "offset"))
+        if d.kept is not None:  # a collected decision: the kept offsets are here already
+            kept_here = _units_of(d.kept, members, starts)
+            kept = None
+        else:
+            # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
+            kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
+                    .select(offset_bucket(starts).alias("unit"), "offset"))
+            kept_here = None
         rewrite_rows = sum(range_segs[i].physical_rows for run in runs for i in run)
         mark_rows = sum(range_segs[i].physical_rows for i in mark)
         if rewrite_rows <= DRIVER_REWRITE_MAX_ROWS and mark_rows <= DRIVER_MARK_MAX_ROWS:
             # Little to read (an incremental cleaning, a small log): the same runner in this process over
             # the collected kept offsets, so no Python worker starts (a Spark Connect server starts new
             # ones for every client session: about a second) and the vector gets one part.
-            results = [r for batch in runner(iter(kept.toArrow().to_batches())) for r in batch.to_pylist()]
+            table = kept_here if kept_here is not None else kept.toArrow()
+            results = [r for batch in runner(iter(table.to_batches())) for r in batch.to_pylist()]
         else:
+            if kept is None:
+                kept = spark.createDataFrame(kept_here)
             # about two tasks a core, so that uneven units still spread over the cores, but no more than
             # the rows to read call for: each task starts a worker's work and writes its own vector part
             work = rewrite_rows + mark_rows
@@ -425,6 +503,22 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
                              pa.table({"offset": above}), **rewrite_task.DEAD_PART_OPTIONS)
             count += len(above)
     return Applied(written, {"files": [dead_folder], "count": count} if count else None)
+
+
+def _units_of(kept, members: list[int], starts: list[tuple[int, int]]):
+    """The kept offsets (pyarrow table of offset, seg_idx) of the member segments with their write unit:
+    the label of the last (label, first offset) pair at or below each offset (as `offset_bucket`)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = kept.filter(pc.is_in(kept.column("seg_idx"), value_set=pa.array(members, kept.column("seg_idx").type)))
+    pairs = sorted(starts, key=lambda pair: pair[1])
+    firsts = np.array([first for _, first in pairs], dtype=np.int64)
+    labels = np.array([label for label, _ in pairs], dtype=np.int32)
+    offsets = rows.column("offset").to_numpy()
+    unit = labels[np.searchsorted(firsts, offsets, side="right") - 1]
+    return pa.table({"unit": pa.array(unit, pa.int32()), "offset": rows.column("offset")})
 
 
 def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
@@ -488,7 +582,7 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
         out.stats["clean_time_secs"] = time.monotonic() - started
         return out
     finally:
-        d.decided.unpersist()
+        d.release()
 
 
 def _guard_outputs(spark, handle: LogHandle, m: Manifest, config: TopicConfig, d: Decision, now: int,

@@ -297,22 +297,15 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
                      segments_to_rewrite=None, segments_to_mark=None, detail=False)
     elif reason is not None and in_range:
         integrity.check_files(handle, virtual)
-        spark = _session(spark)
-        from pyspark.sql import functions as F  # here: commands that never start Spark skip its import
-
-        d = decide(spark, handle, virtual, config, ev.first_uncleanable_offset, now)
-        try:
-            # only winners are in the decision: superseded = read - kept - expired tombstones
-            row = d.decided.agg(
-                F.sum(F.col("removed_tomb").cast("long")).alias("tr"),
-                F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("tb")).collect()[0]
-            kept_bytes = sum(int(p["kept_bytes"] or 0) for p in d.per_segment.values())
-        finally:
-            d.decided.unpersist()
+        d = decide(_session(spark), handle, virtual, config, ev.first_uncleanable_offset, now)
+        d.release()   # the figures are all a dry run needs
+        # only winners are in the decision: superseded = read - kept - expired tombstones
+        kept_bytes = sum(int(p["kept_bytes"] or 0) for p in d.per_segment.values())
+        removed_bytes = sum(int(p["removed_bytes"] or 0) for p in d.per_segment.values())
         s = d.stats
         found["superseded"] = Removal(s["records_read"] - s["records_written"] - s["tombstones_removed"],
-                                      s["bytes_read"] - kept_bytes - int(row["tb"] or 0))
-        found["tombstones_expired"] = Removal(int(row["tr"] or 0), int(row["tb"] or 0))
+                                      s["bytes_read"] - kept_bytes - removed_bytes)
+        found["tombstones_expired"] = Removal(s["tombstones_removed"], removed_bytes)
         found["tombstones_to_stamp"] = d.stats["tombstones_stamped"]
         rewrite, mark = rewrite_plan(d)
         found["segments_to_rewrite"] = len(rewrite)

@@ -623,8 +623,10 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # How a cleaning treats segments that lose records: the product's threshold and shortcuts for small
 # logs, or every segment kept with its removed offsets in the deletion vector (so that reads through the
 # vector are compared record by record) by the paths of large logs: only the keys that newer rows touch
-# grouped, the writes in Python workers (the case logs are small: every size limit set below them).
+# grouped, the decision cached in Spark rather than collected, the writes in Python workers (the case
+# logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": {}, "deletion_vector": {"REWRITE_DEAD_FRACTION": 1.01, "SMALL_RANGE_RECORDS": 0,
+                                                      "COLLECT_DECISION_MAX_ROWS": -1,
                                                       "DRIVER_REWRITE_MAX_ROWS": -1, "DRIVER_MARK_MAX_ROWS": -1,
                                                       "INCREMENTAL_MAX_DIRTY_SHARE": 1.0,
                                                       "INCREMENTAL_MIN_ROWS": 0}}

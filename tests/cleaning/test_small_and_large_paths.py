@@ -1,7 +1,9 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
 A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read finds each
-tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), and writes with little to read run in the driver, not in Python workers
+tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), a range of
+up to `cleaner.COLLECT_DECISION_MAX_ROWS` rows brings its decision to the driver (figures summed with Arrow)
+instead of caching it in Spark, and writes with little to read run in the driver, not in Python workers
 (`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size) and must come out identical,
 record for record and segment for segment.
@@ -22,7 +24,8 @@ DAY = 86_400_000
 
 def _build(store: LogStore, make_config, strategy: str):
     """A log with several segments, tombstones stamped by a first cleaning, and a deletion vector."""
-    cfg = make_config(segment_bytes=1500, compaction_strategy=strategy, delete_retention_ms=DAY)
+    extra = {"compaction_strategy_header": "version"} if strategy == "header" else {}
+    cfg = make_config(segment_bytes=1500, compaction_strategy=strategy, delete_retention_ms=DAY, **extra)
     log = store.log("paths-0")
     for r in range(3):
         writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if (k + r) % 7 == 0 else f"v{r}-{k}",
@@ -46,6 +49,7 @@ def _segments(log) -> list[tuple]:
 
 def _general_paths(monkeypatch) -> None:
     monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
+    monkeypatch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", -1)   # the decision cached in Spark
     monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
     # the writes in Python workers (one Spark job), not in the driver
     monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
@@ -173,3 +177,28 @@ def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
     assert results["partial"][0] and results["partial"] == results["hashed"]
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
+def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make_config, monkeypatch, strategy):
+    """The per-segment figures summed with Arrow (a collected decision) equal Spark's (a cached one):
+    kept records and bytes, timestamps, tombstones, horizons, stamps and expired tombstones."""
+    log, cfg = _build(store, make_config, strategy)
+    _clean_more(spark, log, cfg)
+    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None, "timestamp": 9000 + k} for k in (2, 30)])
+    writer.roll(log)
+    m = log.manifest()
+    u = m.segments[-1].base_offset
+    found = {}
+    for limit in (10**9, -1):
+        with monkeypatch.context() as patch:
+            patch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", limit)
+            # late enough that the first tombstones' horizons have passed, so some are removed
+            d = cleaner.decide(spark, log, m, cfg, u, NOW + 2 * DAY)
+            d.release()
+        found[limit] = (d.per_segment, {i: sorted(h) for i, h in d.horizons.items()}, d.stats, d.kept is not None)
+    collected, cached = found[10**9], found[-1]
+    assert collected[3] and not cached[3]
+    assert collected[:3] == cached[:3]
+    assert collected[2]["tombstones_removed"] > 0 and collected[2]["records_superseded"] > 0
+    assert any(p["first_ts"] is not None and p["removed_bytes"] >= 0 for p in collected[0].values())
