@@ -232,11 +232,11 @@ def _spark_figures(decided) -> list:
 
 
 def _arrow_figures(table) -> list[dict]:
-    """The per-segment figures of a collected decision, as `_spark_figures` computes them, with Arrow."""
+    """The figures of a collected decision by segment and kept-tombstone horizon, as `_spark_figures`
+    computes them, with Arrow."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    table = table.sort_by("offset")            # so that a group's first kept timestamp is its first kept row
     keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
     kept_tomb = pc.and_(keep, tomb)
     removed = table.column("removed_tomb")
@@ -250,15 +250,19 @@ def _arrow_figures(table) -> list[dict]:
         "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
         "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
         "tomb_offset": where(kept_tomb, off)})
-    out = t.group_by(["seg_idx", "hkey"], use_threads=False).aggregate([
+    out = t.group_by(["seg_idx", "hkey"]).aggregate([
         ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
-        ("ts", "first"), ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
+        ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
         ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
     names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
-             "kept_offset_min": "first_offset", "ts_first": "first_ts", "pos_ts_min": "min_pos_ts",
-             "tombstones_sum": "tombstones", "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb",
-             "removed_bytes_sum": "removed_bytes", "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
-    return out.rename_columns([names.get(c, c) for c in out.column_names]).to_pylist()
+             "kept_offset_min": "first_offset", "pos_ts_min": "min_pos_ts", "tombstones_sum": "tombstones",
+             "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb", "removed_bytes_sum": "removed_bytes",
+             "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
+    out = out.rename_columns([names.get(c, c) for c in out.column_names])
+    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique), found by
+    # a hash lookup of those few offsets rather than by sorting every row
+    at = pc.index_in(out.column("first_offset"), value_set=off)
+    return out.append_column("first_ts", pc.take(ts, at)).to_pylist()
 
 
 def _merge_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tuple[dict, dict, dict]:

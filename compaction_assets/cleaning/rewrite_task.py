@@ -109,11 +109,18 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
         tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not tables:
             return
+        import numpy as np
+
         rows = pa.concat_tables(tables)
         fs = open_fs()
         out, dead = [], []
-        for unit in sorted(pc.unique(rows.column("unit")).to_pylist()):
-            keep = rows.filter(pc.equal(rows.column("unit"), unit)).column("offset").combine_chunks()
+        # the offsets grouped by unit with one sort, not a pass over all rows for every unit
+        units = rows.column("unit").to_numpy()
+        order = np.argsort(units, kind="stable")
+        units, offsets = units[order], rows.column("offset").to_numpy()[order]
+        firsts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
+        for lo, hi in zip(firsts, np.r_[firsts[1:], len(units)]):
+            unit, keep = int(units[lo]), pa.array(offsets[lo:hi], pa.int64())
             if unit in rewrites:
                 path, n, size = rewrite_one(rewrites[unit], keep, fs, schema)
                 out.append({"kind": REWRITTEN, "unit": unit, "path": path, "records": n, "bytes": size})
