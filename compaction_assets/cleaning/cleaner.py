@@ -56,7 +56,8 @@ class Decision:
     horizons: dict[int, list[tuple[int, int, int, int]]]
     stats: dict
     decided: object            # Spark DataFrame of the winners with decisions: all of them (cached), or
-                               # only the tombstones when the decision was collected (`kept` is set)
+                               # when the decision was collected (`kept` is set) only the tombstones,
+                               # and None for the offset strategy (no later step reads them)
     new_horizon: int
     only_touched_keys: bool = False   # the group-by saw only keys that rows above the unique prefix touch
     kept: object = None        # a collected decision: pyarrow table (offset, seg_idx) of the kept winners
@@ -192,8 +193,11 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         table = decided.select(*DECISION_COLUMNS, *ranks).toArrow()
         figures = _arrow_figures(table)
         kept = table.filter(table.column("keep")).select(["offset", "seg_idx"])
-        tombs = table.filter(table.column("tomb"))
-        decided = spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0))
+        if guard:  # the guard's outputs read the tombstones again; the offset strategy has none
+            tombs = table.filter(table.column("tomb"))
+            decided = spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0))
+        else:
+            decided = None
     else:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
         figures = _spark_figures(decided.coalesce(1) if small else decided)
