@@ -106,13 +106,12 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
                          "delete_horizon", F.col("record_size").alias("size"), *ranks)
 
     rows = sum(s.physical_rows for _, s in range_segs)
-    small = rows <= SMALL_RANGE_RECORDS
     below = unique_keys_below(manifest)
     unique = [(i, s) for i, s in range_segs if below is not None and s.next_offset <= below]
     newer = range_segs[len(unique):]
     newer_rows = sum(s.physical_rows for _, s in newer)
     single = None
-    if (not small and rows >= INCREMENTAL_MIN_ROWS and unique and newer
+    if (rows >= INCREMENTAL_MIN_ROWS and unique and newer
             and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows and newer_rows <= INCREMENTAL_MAX_DIRTY_ROWS):
         # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
         # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
@@ -200,7 +199,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
             decided = None
     else:
         decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
-        figures = _spark_figures(decided.coalesce(1) if small else decided)
+        figures = _spark_figures(decided)
     per_segment, horizons, stats = _merge_figures(figures, range_segs)
     return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None,
                     kept=kept)

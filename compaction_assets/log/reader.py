@@ -108,8 +108,7 @@ def stamp_lookup(stamped: list[tuple[str, int]], name: str):
     generated code, so a cleaning with other files reuses the compiled plan."""
     from pyspark.sql import functions as F
 
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"not a column name: {name!r}")
+    _column_name(name)
     buckets = max(1, -(-len(stamped) // STAMP_BUCKET_FILES))
     groups: list[list[tuple[str, int]]] = [[] for _ in range(buckets)]
     for file_name, stamp in stamped:
@@ -123,6 +122,13 @@ def stamp_lookup(stamped: list[tuple[str, int]], name: str):
         return F.expr(f"{literal(groups[0])}[{name}]")
     maps = ", ".join(literal(g) for g in groups)
     return F.expr(f"element_at(array({maps}), CAST(pmod(crc32({name}), {buckets}) AS INT) + 1)[{name}]")
+
+
+def _column_name(name: str) -> str:
+    """`name`, checked to be a plain column name before it is spliced into a SQL expression."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"not a column name: {name!r}")
+    return name
 
 
 def _sql_string(text: str) -> str:
@@ -166,8 +172,7 @@ def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
     pairs = sorted(starts, key=lambda pair: pair[1])
     if not pairs:
         return F.lit(None).cast("int")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", offset):
-        raise ValueError(f"not a column name: {offset!r}")
+    _column_name(offset)
 
     def tree(lo: int, hi: int) -> str:
         if hi - lo == 1:
