@@ -61,9 +61,12 @@ def check_files(handle, manifest: Manifest) -> None:
         if missing:
             raise _unreadable(handle, name, what, f"lacks the column(s) {missing}")
     for name, what in _side_tables(manifest):
-        if not handle.st.exists(handle.path(name)):
+        parts = _parquet_parts(handle, name)
+        # a folder of parts, or one file; an object store has no folders to ask about, only keys under
+        # a prefix (so a folder is there when it lists parts, and a file when its key is)
+        if parts == [handle.path(name)] and not handle.st.exists(parts[0]):
             raise _unreadable(handle, name, what, "is missing")
-        for part in _parquet_parts(handle, name):
+        for part in parts:
             try:
                 pq.read_metadata(part, filesystem=_fs(handle))
             except (OSError, pa.ArrowException) as exc:

@@ -208,3 +208,23 @@ def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
     assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-4000:] + result.stderr[-2000:]
     store = Storage.open(s3_store_uri)
     assert store.list_files_recursive(store.join("conformance")) == []   # each run's objects are removed afterwards
+
+
+def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri, monkeypatch):
+    """A cleaning that keeps segments and lists their removed records in the deletion vector (a folder of
+    parts: on S3 only keys under a prefix) leaves a log the next cleaning's file check accepts, and reads
+    give the latest value of every key."""
+    from compaction_assets.cleaning import cleaner, engine
+
+    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)   # every segment kept, never rewritten
+    h = LogStore(any_store_uri, gc_grace_s=0).log("vector-0")
+    for r, keys in enumerate((8, 4, 2)):   # each round updates fewer keys: older segments keep some
+        writer.append(h, CFG, [{"key": f"k{k}", "value": f"v{r}-{k}", "timestamp": 10 * r + k + 1} for k in range(keys)])
+        writer.roll(h)
+        report = engine.run(h, CFG, 10**12, spark=spark, force=True)
+        assert report.cleaned
+    m = h.manifest()
+    assert m.deleted and m.deleted["count"] == 6 == sum(s.dead for s in m.segments)
+    latest = {k: 0 for k in range(8)} | {k: 1 for k in range(4)} | {k: 2 for k in range(2)}
+    assert sorted((r.key, r.value) for r in iter_records(h)) == sorted(
+        (f"k{k}".encode(), f"v{r}-{k}".encode()) for k, r in latest.items())
