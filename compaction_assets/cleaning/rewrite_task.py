@@ -9,14 +9,16 @@ one segment kept as it is); each task then, for the units it got:
             that the log's vector does not list yet (its new entries) as one Parquet part.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
 written and listed again: on an object store every request saved is money and latency.
-This module imports only pyarrow: it is shipped to executors by value and needs nothing of the project
-(the filesystem comes in as a function of `log/segment_task.py`, shipped by value too).
+This module imports only pyarrow and `log/segment_task.py`: both are shipped to executors by value and
+need nothing else of the project (the filesystem comes in as a function of segment_task, too).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from compaction_assets.log.segment_task import in_sorted
 
 RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
 # a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
@@ -44,11 +46,12 @@ class MarkSpec:
     unit: int
     files: tuple[str, ...]
     min_offset: int
-    known_dead: Any = None             # a pyarrow array of offsets, or None
+    known_dead: Any = None             # a numpy array of offsets (ascending), or None
 
 
 def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
-    """Rewrite one run: stream its files and keep only the offsets in `keep`; (path, rows, bytes)."""
+    """Rewrite one run: stream its files and keep only the offsets in `keep` (a numpy array, ascending);
+    (path, rows, bytes)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -59,9 +62,8 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
             pf = pq.ParquetFile(fs.open_input_file(path))
             for batch in pf.iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-                offsets = table.column("offset")
-                table = table.filter(pc.and_(pc.is_in(offsets, value_set=keep),
-                                             pc.greater_equal(offsets, spec.min_offset)))
+                offsets = table.column("offset").to_numpy()
+                table = table.filter(pa.array(in_sorted(offsets, keep) & (offsets >= spec.min_offset)))
                 if not len(table):
                     continue
                 fill = spec.horizon if stamp is None else stamp
@@ -77,20 +79,21 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
 
 
 def dead_of(spec: MarkSpec, keep, fs):
-    """The offsets of a kept segment's files (at or above the log start) that are not in `keep` (nor in
-    `spec.known_dead`)."""
+    """The offsets of a kept segment's files (at or above the log start) that are not in `keep` (a numpy
+    array, ascending) nor in `spec.known_dead`."""
+    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     parts = []
     for path in spec.files:
         offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")
-        mask = pc.and_(pc.invert(pc.is_in(offsets, value_set=keep)), pc.greater_equal(offsets, spec.min_offset))
-        if spec.known_dead is not None and len(spec.known_dead):
-            mask = pc.and_(mask, pc.invert(pc.is_in(offsets, value_set=spec.known_dead)))
-        parts.append(pc.filter(offsets, mask).combine_chunks().cast(pa.int64()))
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.int64())
+        offsets = offsets.to_numpy().astype(np.int64, copy=False)
+        mask = ~in_sorted(offsets, keep) & (offsets >= spec.min_offset)
+        if spec.known_dead is not None:
+            mask &= ~in_sorted(offsets, spec.known_dead)
+        parts.append(offsets[mask])
+    return pa.array(np.concatenate(parts) if parts else np.zeros(0, np.int64), pa.int64())
 
 
 def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
@@ -114,13 +117,14 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
         rows = pa.concat_tables(tables)
         fs = open_fs()
         out, dead = [], []
-        # the offsets grouped by unit with one sort, not a pass over all rows for every unit
-        units = rows.column("unit").to_numpy()
-        order = np.argsort(units, kind="stable")
-        units, offsets = units[order], rows.column("offset").to_numpy()[order]
+        # the offsets grouped by unit with one sort, ascending inside each unit (the membership tests
+        # search them), not a pass over all rows for every unit
+        units, offsets = rows.column("unit").to_numpy(), rows.column("offset").to_numpy().astype(np.int64)
+        order = np.lexsort((offsets, units))
+        units, offsets = units[order], offsets[order]
         firsts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
         for lo, hi in zip(firsts, np.r_[firsts[1:], len(units)]):
-            unit, keep = int(units[lo]), pa.array(offsets[lo:hi], pa.int64())
+            unit, keep = int(units[lo]), offsets[lo:hi]
             if unit in rewrites:
                 path, n, size = rewrite_one(rewrites[unit], keep, fs, schema)
                 out.append({"kind": REWRITTEN, "unit": unit, "path": path, "records": n, "bytes": size})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
+from compaction_assets.log.segment_task import in_sorted
 
 
 def chunk_stats(table: pa.Table) -> dict:
@@ -53,22 +55,24 @@ def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
 
 
 def dead_offsets(handle, manifest) -> pa.Array | None:
-    """The log's deletion vector: offsets a cleaning removed from files it kept (None when there are none)."""
+    """The log's deletion vector, ascending: offsets a cleaning removed from files it kept (None when
+    there are none). Sorted once here, so that every file read against it is a binary search."""
     if not manifest.deleted:
         return None
     parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
              for name in side_files(manifest.deleted)]
-    return pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
+    offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
+    return pa.array(np.sort(offsets.to_numpy()), pa.int64())
 
 
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
     """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
-    without the records of the deletion vector `dead`."""
+    without the records of the deletion vector `dead` (ascending, as `dead_offsets` gives it)."""
     table = handle.st.read_parquet(handle.path(ref.name), schema=SEGMENT_SCHEMA)
     if min_offset is not None:
         table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
     if dead is not None and len(dead) and len(table):
-        table = table.filter(pc.invert(pc.is_in(table.column("offset"), value_set=dead)))
+        table = table.filter(pa.array(~in_sorted(table.column("offset").to_numpy(), dead.to_numpy())))
     if ref.stamp is not None and len(table):
         hz = table.column("delete_horizon")
         fill = pc.if_else(pc.is_null(table.column("value")), pa.scalar(ref.stamp, pa.int64()),

@@ -4,9 +4,10 @@ A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`),
 tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), a range of
 up to `cleaner.COLLECT_DECISION_MAX_ROWS` rows brings its decision to the driver (figures summed with Arrow)
 instead of caching it in Spark, and writes with little to read run in the driver, not in Python workers
-(`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`). Most tests use small logs, so here the same
-logs also go through the general paths (every limit set below any size) and must come out identical,
-record for record and segment for segment.
+(`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`); larger writes under a local master run in
+the driver's threads (`cleaner.LOCAL_MASTER_WRITES_HERE`). Most tests use small logs, so here the same
+logs also go through the general paths (every limit set below any size; the writes in Python workers, or
+in threads) and must come out identical, record for record and segment for segment.
 """
 
 from __future__ import annotations
@@ -47,32 +48,68 @@ def _segments(log) -> list[tuple]:
             for s in log.manifest().segments]
 
 
-def _general_paths(monkeypatch) -> None:
+def _general_paths(monkeypatch, writes: str = "workers") -> None:
     monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
     monkeypatch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", -1)   # the decision cached in Spark
     monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
-    # the writes in Python workers (one Spark job), not in the driver
+    # the writes as large ones go: in Python workers (one Spark job), or in the driver's threads (a local
+    # master's), not in the driver's one thread
     monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
     monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
+    monkeypatch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", writes == "threads")
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monkeypatch, strategy):
     results = {}
-    for path in ("small", "general"):
+    threads_used = []
+    for path in ("small", "workers", "threads"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         with monkeypatch.context() as patch:
-            if path == "general":
-                _general_paths(patch)
+            if path != "small":
+                _general_paths(patch, writes=path)
+            if path == "threads":
+                run_here = cleaner._run_here
+                patch.setattr(cleaner, "_run_here", lambda runner, table, rows, threads: (
+                    threads_used.append(threads), run_here(runner, table, rows, threads))[1])
             stats = _clean_more(spark, log, cfg)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
-    small, general = results["small"], results["general"]
-    assert small[0] and small[0] == general[0]
-    assert small[1] == general[1]
-    assert small[2] == general[2]
+    small = results["small"]
+    assert small[0]
+    for path in ("workers", "threads"):
+        assert results[path][0] == small[0], path
+        assert results[path][1] == small[1], path
+        assert results[path][2] == small[2], path
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
+    # the session's master is local[*] on a machine of 2 cores or more: the writes ran in several threads
+    assert threads_used and min(threads_used) == cleaner.local_cores(spark) >= 2
+
+
+def test_local_cores_reads_the_master(spark):
+    """A local master's cores (capped by this machine's), None for a cluster's master."""
+    import os
+
+    class Conf:
+        def __init__(self, master):
+            self.master = master
+
+        def get(self, key):
+            assert key == "spark.master"
+            return self.master
+
+    class Session:
+        def __init__(self, master):
+            self.conf = Conf(master)
+    cores = os.cpu_count()
+    assert cleaner.local_cores(Session("local")) == 1
+    assert cleaner.local_cores(Session("local[*]")) == cores
+    assert cleaner.local_cores(Session("local[1]")) == 1
+    assert cleaner.local_cores(Session("local[64,3]")) == cores
+    assert cleaner.local_cores(Session("spark://127.0.0.1:7077")) is None
+    assert cleaner.local_cores(Session("yarn")) is None
+    assert cleaner.local_cores(spark) == min(2, cores)   # the test session's master: local[2]
 
 
 def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
