@@ -27,6 +27,7 @@ ALERT_WEBHOOK_URL = "COMPACTION_ALERT_WEBHOOK_URL"
 ALERT_WEBHOOK_TOKEN = "COMPACTION_ALERT_WEBHOOK_TOKEN"
 # Spark (PySpark's own variables).
 SPARK_REMOTE = "SPARK_REMOTE"
+SPARK_CONNECT_RELEASE_SESSION_ON_EXIT = "SPARK_CONNECT_RELEASE_SESSION_ON_EXIT"
 SPARK_MASTER = "SPARK_MASTER"
 SPARK_DRIVER_HOST = "SPARK_DRIVER_HOST"
 SPARK_DRIVER_BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
@@ -60,6 +61,9 @@ DEFAULT_SPARK_MASTER = "local[*]"
 # beside the Python environment (the virtualenv that scripts/setup.sh makes), where setup builds it
 DEFAULT_JVM_ARCHIVE_DIR = os.path.join(sys.prefix, "var", "compaction-assets")
 CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
+# Runs reaching one Spark Connect server share a server session (see compaction_assets/spark.py); 0: each
+# run opens its own.
+SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
 DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 
 
@@ -97,6 +101,8 @@ class Settings:
     java_home: str | None = None
     jvm_quick_start: bool = True
     jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
+    shared_connect_session: bool = True
+    connect_release_on_exit: bool = False   # PySpark releases the server session when the process exits
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -161,6 +167,10 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         java_home=_text(env, JAVA_HOME),
         jvm_quick_start=_flag(env, JVM_QUICK_START, default=True),
         jvm_archive_dir=_text(env, JVM_ARCHIVE_DIR) or DEFAULT_JVM_ARCHIVE_DIR,
+        shared_connect_session=_flag(env, SHARED_CONNECT_SESSION, default=True),
+        # PySpark's own parsing of its variable
+        connect_release_on_exit=(_text(env, SPARK_CONNECT_RELEASE_SESSION_ON_EXIT) or "").strip().lower()
+        in ("true", "1"),
     )
 
 
