@@ -118,8 +118,21 @@ def _default_worker_python(master: str) -> None:
 
 
 CONNECT_TIMEOUT_S = 5.0
-_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?|local-cluster\[.+\]|yarn|"
-                        r"(spark|k8s|mesos)://.+")
+_LOCAL_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?")
+_MASTER_RE = re.compile(_LOCAL_MASTER_RE.pattern + r"|local-cluster\[.+\]|yarn|(spark|k8s|mesos)://.+")
+
+
+def local_master_cores(master: str) -> int | None:
+    """The cores a local master (local, local[N], local[*], local[N,F]) runs tasks on, capped by this
+    machine's; None for any other master."""
+    match = _LOCAL_MASTER_RE.fullmatch(master.strip())
+    if match is None:
+        return None
+    cores = os.cpu_count() or 1
+    wanted = match.group(2)
+    if wanted is None:
+        return 1
+    return cores if wanted == "*" else min(int(wanted), cores)
 
 
 def check_spark_settings(conf: dict) -> None:

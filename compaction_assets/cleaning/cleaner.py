@@ -479,10 +479,11 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
             kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
                     .select(offset_bucket(starts).alias("unit"), "offset"))
             kept_here = None
-        rewrite_rows = sum(range_segs[i].physical_rows for run in runs for i in run)
-        mark_rows = sum(range_segs[i].physical_rows for i in mark)
+        # the rows each unit reads (runs first, then the marked segments, as the labels above)
         unit_rows = {**{r: sum(range_segs[i].physical_rows for i in run) for r, run in enumerate(runs)},
                      **{len(runs) + k: range_segs[i].physical_rows for k, i in enumerate(mark)}}
+        rewrite_rows = sum(unit_rows[r] for r in range(len(runs)))
+        mark_rows = sum(unit_rows.values()) - rewrite_rows
         threads = _write_threads(spark, rewrite_rows, mark_rows, int(d.stats["records_written"]))
         if threads:
             # The same runner in this process over the collected kept offsets: when there is little to
@@ -536,21 +537,13 @@ def local_cores(spark) -> int | None:
 
     Through Spark Connect the server's master is asked; a local server's tasks share a machine with its
     clients (scripts/spark-connect.sh starts one on 127.0.0.1)."""
-    import os
-    import re
+    from compaction_assets.spark import local_master_cores
 
     try:
         master = spark.conf.get("spark.master") or ""
     except Exception:  # a session that does not show its master: treat it as a cluster
         return None
-    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master.strip())
-    if match is None:
-        return None
-    cores = os.cpu_count() or 1
-    wanted = match.group(1)
-    if wanted is None:
-        return 1
-    return cores if wanted == "*" else max(1, min(int(wanted), cores))
+    return local_master_cores(master)
 
 
 def _run_here(runner, table, unit_rows: dict[int, int], threads: int) -> list[dict]:

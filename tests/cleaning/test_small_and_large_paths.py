@@ -83,7 +83,7 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monke
         assert results[path][1] == small[1], path
         assert results[path][2] == small[2], path
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
-    # the session's master is local[*] on a machine of 2 cores or more: the writes ran in several threads
+    # the test session's master is local[2] on a machine of 2 cores or more: the writes ran in 2 threads
     assert threads_used and min(threads_used) == cleaner.local_cores(spark) >= 2
 
 
