@@ -75,6 +75,10 @@ class S3Server:
         fs.create_dir(name)
         return name
 
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the server's own log, for a failing test's message."""
+        return _tail(self.log_path, lines)
+
     def stop(self) -> None:
         """SIGTERM, a short grace, then SIGKILL; the data folder goes."""
         if self.process.poll() is None:
