@@ -225,7 +225,6 @@ def _offset_decision(winners, range_segs: list[tuple[int, Segment]], now: int, n
     """The offset strategy's decision columns of collected winners (offset, timestamp, tomb,
     delete_horizon, size), with Arrow: as `decide`'s Spark projection computes them when nothing is
     remembered or held (that strategy has no resurrection guard)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -233,10 +232,8 @@ def _offset_decision(winners, range_segs: list[tuple[int, Segment]], now: int, n
     expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(pa.scalar(now, pa.int64()), horizon), False))
     keep = pc.invert(expired)
     kept_tomb = pc.and_(keep, tomb)
-    bases = np.array([seg.base_offset for _, seg in range_segs], dtype=np.int64)
-    labels = np.array([i for i, _ in range_segs], dtype=np.int32)
-    at = np.searchsorted(bases, winners.column("offset").to_numpy(), side="right") - 1
-    return winners.append_column("seg_idx", pa.array(labels[at], pa.int32())).append_column(
+    seg_idx = _bucket_labels([(i, seg.base_offset) for i, seg in range_segs], winners.column("offset").to_numpy())
+    return winners.append_column("seg_idx", pa.array(seg_idx, pa.int32())).append_column(
         "removed_tomb", expired).append_column("keep", keep).append_column(
         "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
         "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, pa.scalar(new_horizon, pa.int64())),
@@ -606,17 +603,23 @@ def _run_here(runner, table, unit_rows: dict[int, int], threads: int) -> list[di
 def _units_of(kept, members: list[int], starts: list[tuple[int, int]]):
     """The kept offsets (pyarrow table of offset, seg_idx) of the member segments with their write unit:
     the label of the last (label, first offset) pair at or below each offset (as `offset_bucket`)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = kept.filter(pc.is_in(kept.column("seg_idx"), value_set=pa.array(members, kept.column("seg_idx").type)))
+    unit = _bucket_labels(starts, rows.column("offset").to_numpy())
+    return pa.table({"unit": pa.array(unit, pa.int32()), "offset": rows.column("offset")})
+
+
+def _bucket_labels(starts: list[tuple[int, int]], offsets):
+    """Numpy: the label of the last (label, first offset) pair at or below each offset, as
+    `offset_bucket` computes it in Spark (every offset at or above the lowest first offset)."""
+    import numpy as np
+
     pairs = sorted(starts, key=lambda pair: pair[1])
     firsts = np.array([first for _, first in pairs], dtype=np.int64)
     labels = np.array([label for label, _ in pairs], dtype=np.int32)
-    offsets = rows.column("offset").to_numpy()
-    unit = labels[np.searchsorted(firsts, offsets, side="right") - 1]
-    return pa.table({"unit": pa.array(unit, pa.int32()), "offset": rows.column("offset")})
+    return labels[np.searchsorted(firsts, offsets, side="right") - 1]
 
 
 def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
