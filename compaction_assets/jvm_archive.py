@@ -22,16 +22,26 @@ from compaction_assets.errors import CompactionError
 
 
 def workload(root: str, dump_to: str) -> None:
-    """What the archived JVM runs: the engine's common paths on tiny logs (offset and timestamp strategies)."""
+    """What the archived JVM runs (`common_paths` in a session that writes the archive at exit)."""
+    from compaction_assets.spark import get_spark, spark_conf_from_env
+
+    spark = get_spark(spark_conf_from_env(dump_archive_to=dump_to))
+    common_paths(spark, root)
+    spark.stop()
+
+
+def common_paths(spark, root: str) -> None:
+    """The engine's common paths on tiny logs in a store under `root` (offset and timestamp strategies):
+    a forced cleaning, an incremental one after a few updates (deletion vector, stamped files), a latest
+    state and a read. The class-data archive records what they load; a fresh Connect server runs them
+    once (`compaction_assets.warm_up`) so that the first real run does not compile them."""
     from compaction_assets.cleaning import engine
     from compaction_assets.cleaning.latest_state import latest_state_df
     from compaction_assets.log import writer
     from compaction_assets.log.config import build_config
     from compaction_assets.log.reader import read_df
     from compaction_assets.log.store import LogStore
-    from compaction_assets.spark import get_spark, spark_conf_from_env
 
-    spark = get_spark(spark_conf_from_env(dump_archive_to=dump_to))
     store = LogStore(os.path.join(root, "store"), gc_grace_s=0)
     for strategy in ("offset", "timestamp"):
         config = build_config({"compaction.strategy": strategy, "segment.bytes": 4096})
@@ -41,9 +51,11 @@ def workload(root: str, dump_to: str) -> None:
                                          "timestamp": 1000 + round_ * 100 + k} for k in range(100)])
         writer.roll(log)
         engine.run(log, config, 10**12, spark=spark, force=True)
+        writer.append(log, config, [{"key": f"k{k}", "value": "v3", "timestamp": 2000 + k} for k in range(0, 100, 9)])
+        writer.roll(log)
+        engine.run(log, config, 10**12 + 1, spark=spark, force=True)
         latest_state_df(spark, log, config).write.parquet(os.path.join(root, f"latest-{strategy}"))
         read_df(spark, log).collect()
-    spark.stop()
 
 
 def build(force: bool = False) -> str | None:

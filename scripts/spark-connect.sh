@@ -5,7 +5,9 @@
 #   bash scripts/spark-connect.sh stop
 #   bash scripts/spark-connect.sh status   # prints the SPARK_REMOTE to use; exit 1 when not running
 # SPARK_CONNECT_PORT (15002), SPARK_CONNECT_MASTER (local[*]), SPARK_CONNECT_DIR (var/spark-connect: pid,
-# logs, scratch space), SPARK_DRIVER_MEMORY (the server's memory, when set).
+# logs, scratch space), SPARK_DRIVER_MEMORY (the server's memory, when set); COMPACTION_JVM_QUICK_START
+# (on by default: the server JVM runs the fast compiler only, see compaction_assets/spark.py);
+# SPARK_CONNECT_WARM_UP (1: a small workload runs once the server answers, compaction_assets/warm_up.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${SPARK_CONNECT_PORT:-15002}"
@@ -30,6 +32,8 @@ PY
 case "${1:-}" in
   start)
     if answers; then echo "$REMOTE"; exit 0; fi
+    # the server JVM's options as the product's settings give them (COMPACTION_JVM_QUICK_START)
+    JAVA_OPTIONS="$("$PY" -c 'from compaction_assets.spark import connect_server_java_options as o; print(o())')"
     mem=()
     [ -n "${SPARK_DRIVER_MEMORY:-}" ] && mem=(--driver-memory "$SPARK_DRIVER_MEMORY")
     bash "$SPARK_HOME/sbin/start-connect-server.sh" --master "${SPARK_CONNECT_MASTER:-local[*]}" "${mem[@]}" \
@@ -39,10 +43,17 @@ case "${1:-}" in
       --conf spark.ui.enabled=false \
       --conf spark.local.dir="$DIR/tmp" \
       --conf spark.sql.sources.parallelPartitionDiscovery.threshold=1000000 \
-      --conf "spark.driver.extraJavaOptions=-Dlog4j.configurationFile=file:$PWD/compaction_assets/log4j2.properties" \
+      --conf "spark.driver.extraJavaOptions=$JAVA_OPTIONS" \
       >/dev/null
     for _ in $(seq 1 360); do
-      if answers; then echo "$REMOTE"; exit 0; fi
+      if answers; then
+        if [ "${SPARK_CONNECT_WARM_UP:-1}" != "0" ]; then
+          # the first queries of each kind compile on a fresh server: paid here, not by the first run
+          SPARK_REMOTE="$REMOTE" "$PY" -m compaction_assets.warm_up 2>>"$SPARK_LOG_DIR/warm-up.log" ||
+            echo "spark-connect: the warm-up failed (see $SPARK_LOG_DIR/warm-up.log); the server runs" >&2
+        fi
+        echo "$REMOTE"; exit 0
+      fi
       sleep 0.5
     done
     echo "spark-connect: the server did not answer on 127.0.0.1:$PORT within 180 s; see $SPARK_LOG_DIR" >&2
@@ -50,6 +61,14 @@ case "${1:-}" in
     ;;
   stop)
     bash "$SPARK_HOME/sbin/stop-connect-server.sh" >/dev/null 2>&1 || true
+    # the daemon script only signals the server: wait until its port is free, so that a start right
+    # after (ui.sh again) gets a server of its own
+    for _ in $(seq 1 60); do
+      answers || exit 0
+      sleep 0.5
+    done
+    echo "spark-connect: the server on 127.0.0.1:$PORT still answers 30 s after it was told to stop" >&2
+    exit 1
     ;;
   status)
     if answers; then echo "$REMOTE"; else exit 1; fi

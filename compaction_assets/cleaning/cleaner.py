@@ -49,6 +49,9 @@ INCREMENTAL_MIN_ROWS = 5_000_000   # ... in a range of at least this many rows: 
                                    # is faster (0.6M rows after 1% new: 2.8-3.2 s against 3.5-4.2 s warm)
 COLLECT_DECISION_MAX_ROWS = 1_000_000   # a range of at most this many rows brings its decision (narrow, a
                                         # row a key) to this process in one job: no cache, no second job
+COLLECT_OFFSET_DECISION_MAX_ROWS = 5_000_000   # the same for the offset strategy, whose decision has no key:
+                                               # at most a winner a row, about 140 bytes each at the peak
+                                               # (5M distinct keys: 0.4 GB more than caching it in Spark)
 LOCAL_MASTER_WRITES_HERE = True   # a local master's large writes run in this process, a thread a core
 LOCAL_WRITE_MAX_KEPT = 20_000_000  # ... when their kept offsets (12 bytes each here) are at most this many
 DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
@@ -150,7 +153,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
                                             *[F.max_by(c, "offset").alias(c) for c in fields])
     if single is not None:
         winners = single.select("key", *ranks, "offset", *fields).unionByName(winners)
-    if rows <= COLLECT_DECISION_MAX_ROWS and not guard:
+    if rows <= COLLECT_OFFSET_DECISION_MAX_ROWS and not guard:
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked
         # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
         # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,

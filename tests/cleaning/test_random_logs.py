@@ -627,6 +627,7 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": {}, "deletion_vector": {"REWRITE_DEAD_FRACTION": 1.01, "SMALL_RANGE_RECORDS": 0,
                                                       "COLLECT_DECISION_MAX_ROWS": -1,
+                                                      "COLLECT_OFFSET_DECISION_MAX_ROWS": -1,
                                                       "DRIVER_REWRITE_MAX_ROWS": -1, "DRIVER_MARK_MAX_ROWS": -1,
                                                       "LOCAL_MASTER_WRITES_HERE": False,
                                                       "INCREMENTAL_MAX_DIRTY_SHARE": 1.0,

@@ -2,8 +2,9 @@
 
 A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read finds each
 tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), a range of
-up to `cleaner.COLLECT_DECISION_MAX_ROWS` rows brings its decision to the driver (figures summed with Arrow)
-instead of caching it in Spark, and writes with little to read run in the driver, not in Python workers
+up to `cleaner.COLLECT_DECISION_MAX_ROWS` rows (`COLLECT_OFFSET_DECISION_MAX_ROWS` for the offset
+strategy) brings its decision to the driver (figures summed with Arrow) instead of caching it in Spark,
+and writes with little to read run in the driver, not in Python workers
 (`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`); larger writes under a local master run in
 the driver's threads (`cleaner.LOCAL_MASTER_WRITES_HERE`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size; the writes in Python workers, or
@@ -51,6 +52,7 @@ def _segments(log) -> list[tuple]:
 def _general_paths(monkeypatch, writes: str = "workers") -> None:
     monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
     monkeypatch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", -1)   # the decision cached in Spark
+    monkeypatch.setattr(cleaner, "COLLECT_OFFSET_DECISION_MAX_ROWS", -1)
     monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
     # the writes as large ones go: in Python workers (one Spark job), or in the driver's threads (a local
     # master's), not in the driver's one thread
@@ -230,6 +232,7 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     for limit in (10**9, -1):
         with monkeypatch.context() as patch:
             patch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", limit)
+            patch.setattr(cleaner, "COLLECT_OFFSET_DECISION_MAX_ROWS", limit)
             # late enough that the first tombstones' horizons have passed, so some are removed
             d = cleaner.decide(spark, log, m, cfg, u, NOW + 2 * DAY)
             d.release()

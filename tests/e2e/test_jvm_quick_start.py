@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from compaction_assets import settings
-from compaction_assets.spark import class_archive_path, driver_java_options, spark_conf_from_env
+from compaction_assets.spark import (class_archive_path, connect_server_java_options, driver_java_options,
+                                     spark_conf_from_env)
 
 ROOT = Path(__file__).resolve().parents[2]
 # A fresh process: start the product's session, run a job, print the JVM's arguments as one JSON line.
@@ -51,6 +52,19 @@ def test_options_follow_the_settings(tmp_path):
     # no Java where JAVA_HOME points: no archive to name (nor to use)
     other = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path), settings.JAVA_HOME: "/nonexistent"}))
     assert class_archive_path(other) is None
+
+
+def test_a_connect_servers_options_follow_the_settings(tmp_path):
+    """The server that scripts/spark-connect.sh starts runs the fast compiler only unless the quick start
+    is off, and never maps the driver's class-data archive (its class path differs)."""
+    env = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path)}))
+    Path(class_archive_path(env)).write_bytes(b"")
+    options = connect_server_java_options(env).split()
+    assert "-XX:TieredStopAtLevel=1" in options and not [o for o in options if "SharedArchiveFile" in o]
+    assert f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties" in options
+    off = settings.current(_env(**{settings.JVM_QUICK_START: "0"}))
+    assert connect_server_java_options(off).split() == [
+        f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties"]
 
 
 def test_a_connect_client_sets_no_jvm_options(monkeypatch):
