@@ -88,6 +88,9 @@ class LogHandle:
         self.st = store.storage
         self.dir = self.st.join(name)
         self._held: dict[str, "Lease"] = {}     # leases this handle holds now, by kind (they fence commits)
+        # one handle may serve threads at once (an ingestion and a cleaning of the same log): one takes or
+        # drops a lease while another's commit reads them
+        self._held_guard = threading.Lock()
 
     # --- paths ---------------------------------------------------------------------------------
     def path(self, relative: str) -> str:
@@ -154,7 +157,9 @@ class LogHandle:
         for _ in range(retries):
             current = self.manifest()
             fence = dict((current.extra or {}).get("fence", {}))
-            for kind, lease in self._held.items():
+            with self._held_guard:
+                held = list(self._held.items())
+            for kind, lease in held:
                 lease.check(fence.get(kind, 0))
                 fence[kind] = max(fence.get(kind, 0), lease.epoch)
             new = change(current)
@@ -204,11 +209,13 @@ class LogHandle:
     def lock(self, kind: str, *, ttl_s: float | None = None, purpose: str = "") -> Iterator[None]:
         lease = Lease(self, kind, ttl_s or self.store.lock_ttl_s, purpose)
         lease.acquire()
-        self._held[kind] = lease
+        with self._held_guard:
+            self._held[kind] = lease
         try:
             yield
         finally:
-            self._held.pop(kind, None)
+            with self._held_guard:
+                self._held.pop(kind, None)
             lease.release()
 
     def lock_holder(self, kind: str) -> dict | None:

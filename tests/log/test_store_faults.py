@@ -669,3 +669,37 @@ def test_append_killed_at_random_moments(append_base):
     outcomes = [append_trial(append_base, f"r{i}", rng.uniform(0, 1.2 * d)) for i in range(n - n // 5)]
     outcomes += [append_trial(append_base, f"c{i}", rng.uniform(0, 0.01), "UPDATE 1") for i in range(n // 5)]
     assert set(outcomes) <= {"none", "all"}
+
+
+
+def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log, monkeypatch):
+    """An ingestion and a cleaning of the same log in one process may share a handle: a commit of one
+    thread reads the handle's leases (to fence itself) while the other thread takes its lease. Here the
+    other thread takes it at the worst moment, in the middle of that reading, and both go on."""
+    from compaction_assets.log import store
+
+    reading, taken, release = threading.Event(), threading.Event(), threading.Event()
+    real_check = store.Lease.check
+
+    def check_and_let_the_other_thread_in(self, committed_epoch: int) -> None:
+        real_check(self, committed_epoch)
+        if self.kind == "clean" and not reading.is_set():
+            reading.set()
+            assert taken.wait(30)
+    monkeypatch.setattr(store.Lease, "check", check_and_let_the_other_thread_in)
+
+    def ingestion() -> None:
+        assert reading.wait(30)
+        with log.lock("append"):
+            taken.set()
+            release.wait(30)
+    other = threading.Thread(target=ingestion)
+    try:
+        with log.lock("clean"):
+            other.start()
+            committed = log.update(lambda m: m.with_(extra={**(m.extra or {}), "note": "both"}))
+    finally:
+        release.set()
+        other.join(timeout=30)
+    assert taken.is_set() and committed.extra["note"] == "both" and log.manifest().version == committed.version
+    assert log.lock_holder("clean") is None and log.lock_holder("append") is None
