@@ -8,7 +8,8 @@ and writes with little to read run in the driver, not in Python workers
 (`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`); larger writes under a local master run in
 the driver's threads (`cleaner.LOCAL_MASTER_WRITES_HERE`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size; the writes in Python workers, or
-in threads) and must come out identical, record for record and segment for segment.
+in threads; and a collected decision written by Python workers, as under a cluster's master) and must come
+out identical, record for record and segment for segment.
 """
 
 from __future__ import annotations
@@ -65,22 +66,33 @@ def _general_paths(monkeypatch, writes: str = "workers") -> None:
 def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monkeypatch, strategy):
     results = {}
     threads_used = []
-    for path in ("small", "workers", "threads"):
+    collected_in_workers = []
+    for path in ("small", "workers", "threads", "collected_workers"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         with monkeypatch.context() as patch:
-            if path != "small":
+            if path in ("workers", "threads"):
                 _general_paths(patch, writes=path)
             if path == "threads":
                 run_here = cleaner._run_here
                 patch.setattr(cleaner, "_run_here", lambda runner, table, rows, threads: (
                     threads_used.append(threads), run_here(runner, table, rows, threads))[1])
+            if path == "collected_workers":
+                # a collected decision whose write runs in Python workers (a cluster's master): its kept
+                # offsets go back to Spark
+                for name in ("DRIVER_REWRITE_MAX_ROWS", "DRIVER_MARK_MAX_ROWS"):
+                    patch.setattr(cleaner, name, -1)
+                patch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", False)
+                patch.setattr(cleaner, "_run_here", lambda *a: pytest.fail("the write ran in the driver"))
+                units_of = cleaner._units_of
+                patch.setattr(cleaner, "_units_of", lambda *a: (collected_in_workers.append(1), units_of(*a))[1])
             stats = _clean_more(spark, log, cfg)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
     small = results["small"]
     assert small[0]
-    for path in ("workers", "threads"):
+    assert collected_in_workers, "the collected decision's kept offsets went to the workers"
+    for path in ("workers", "threads", "collected_workers"):
         assert results[path][0] == small[0], path
         assert results[path][1] == small[1], path
         assert results[path][2] == small[2], path
