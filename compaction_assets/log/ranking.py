@@ -118,6 +118,26 @@ def spark_order(config: TopicConfig, prefix: str = ""):
     return F.struct(*[F.col(prefix + c) for c in rank_columns(config)], F.col(prefix + "offset").alias("offset"))
 
 
+def spark_order_number(config: TopicConfig):
+    """The order of `spark_order` as one DECIMAL(38,0), for the timestamp and header strategies (None for
+    the offset strategy, whose order is the offset itself).
+
+    rank * 10^19 + offset orders exactly as (rank, offset) for any INT64 rank (|rank * 10^19| < 9.3 * 10^37)
+    and any offset (below 2^63 < 10^19); a record without a header version sits below every version
+    (offset - (10^38 - 1)). A fixed-width order keeps a group-by's buffers mutable, so Spark aggregates
+    by hash where a struct's order forces a sort."""
+    from pyspark.sql import functions as F
+
+    if config.strategy == "offset":
+        return None
+    shift = F.expr("CAST(10000000000000000000 AS DECIMAL(38,0))")     # 10^19
+    offset = F.col("offset").cast("decimal(38,0)")
+    if config.strategy == "timestamp":
+        return F.col("r_ts").cast("decimal(38,0)") * shift + offset
+    lowest = F.expr("CAST(99999999999999999999999999999999999999 AS DECIMAL(38,0))")   # 10^38 - 1
+    return F.when(F.col("r_hv"), F.col("r_v").cast("decimal(38,0)") * shift + offset).otherwise(offset - lowest)
+
+
 def spark_loses(config: TopicConfig, left: str, right: str):
     """Spark condition: the record with prefix `left` (at a higher offset) loses to `right` by rank."""
     from pyspark.sql import functions as F
