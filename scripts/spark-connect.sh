@@ -49,7 +49,8 @@ case "${1:-}" in
       if answers; then
         if [ "${SPARK_CONNECT_WARM_UP:-1}" != "0" ]; then
           # the first queries of each kind compile on a fresh server: paid here, not by the first run
-          SPARK_REMOTE="$REMOTE" "$PY" -m compaction_assets.warm_up 2>>"$SPARK_LOG_DIR/warm-up.log" ||
+          # (its output to the log: this command's stdout is the address alone, `$(... start)` reads it)
+          SPARK_REMOTE="$REMOTE" "$PY" -m compaction_assets.warm_up >>"$SPARK_LOG_DIR/warm-up.log" 2>&1 ||
             echo "spark-connect: the warm-up failed (see $SPARK_LOG_DIR/warm-up.log); the server runs" >&2
         fi
         echo "$REMOTE"; exit 0
