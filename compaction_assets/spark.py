@@ -60,9 +60,10 @@ def class_archive_path(env: settings.Settings | None = None) -> str | None:
     return os.path.join(env.jvm_archive_dir, f"spark-driver-{pyspark.__version__}-{key}.jsa")
 
 
-def driver_java_options(env: settings.Settings, *, dump_archive_to: str | None = None) -> str:
+def driver_java_options(env: settings.Settings, *, dump_archive_to: str | None = None,
+                        class_archive: bool = True) -> str:
     """The driver JVM's options: the log4j configuration, and for quick starts C1 only with the class-data
-    archive (read when it exists, or written at exit to `dump_archive_to`)."""
+    archive (read when it exists, or written at exit to `dump_archive_to`; none without `class_archive`)."""
     options = [f"-Dlog4j.configurationFile=file:{LOG4J}"]
     if env.jvm_quick_start:
         # A command lives seconds: the optimizing compiler (C2) would spend them, on 2 cores, compiling
@@ -70,7 +71,7 @@ def driver_java_options(env: settings.Settings, *, dump_archive_to: str | None =
         options.append("-XX:TieredStopAtLevel=1")
         if dump_archive_to:
             options.append(f"-XX:ArchiveClassesAtExit={dump_archive_to}")
-        else:
+        elif class_archive:
             archive = class_archive_path(env)
             if archive and os.path.isfile(archive):
                 options.append(f"-XX:SharedArchiveFile={archive}")
@@ -88,11 +89,7 @@ def connect_server_java_options(env: settings.Settings | None = None) -> str:
     first forced cleaning 11.4 s -> 10.2 s, an incremental one after it 3.0 s -> 2.3 s, later ones
     2.0 s -> 1.6 s; a second forced cleaning 6.7 s -> 7.2 s). The class-data archive is the driver's: a
     server's class path differs."""
-    env = env or settings.current()
-    options = [f"-Dlog4j.configurationFile=file:{LOG4J}"]
-    if env.jvm_quick_start:
-        options += ["-XX:TieredStopAtLevel=1", "-Xlog:disable", "-Xlog:all=warning:stderr"]
-    return " ".join(options)
+    return driver_java_options(env or settings.current(), class_archive=False)
 
 
 def spark_conf_from_env(extra: dict | None = None, *, dump_archive_to: str | None = None) -> dict:
