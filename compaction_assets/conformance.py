@@ -14,6 +14,12 @@ import sys
 import tempfile
 import uuid
 
+if __name__ == "__main__":
+    # the conformance checker's default runner is `python -m compaction_assets.conformance` with the
+    # checker's own python: from a bare one, the project's environment runs the cases
+    from compaction_assets import run_in_project_environment
+    run_in_project_environment("compaction_assets.conformance")
+
 from compaction_assets import settings
 from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine

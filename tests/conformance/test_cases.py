@@ -37,3 +37,24 @@ def test_case(spark, tmp_path, path):
     if result["error"] is None:   # the case's configuration is the one stored with its store
         stored = glob.glob(str(tmp_path / "store" / "_topics" / "*" / "v1.json"))
         assert len(stored) == 1, stored
+
+
+def test_the_checkers_default_runner_works_from_a_bare_python(tmp_path):
+    """The suite's checker runs `<its python> -m compaction_assets.conformance`: from a Python without the
+    project's dependencies (a fresh venv, nothing installed), in the checkout, the runner moves itself to
+    the project's environment and the case passes."""
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(HERE))
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=120)
+    bare = str(tmp_path / "bare" / "bin" / "python")
+    probe = subprocess.run([bare, "-c", "import importlib.util as u; print(bool(u.find_spec('pyarrow')))"],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "False", "the bare Python has the dependencies: nothing to show"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_REMOTE")}
+    run = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), "--runner",
+                          f"{bare} -m compaction_assets.conformance", CASES[0]],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and "1 passed, 0 failed" in run.stdout, run.stdout + run.stderr
