@@ -5,6 +5,8 @@ Two phases, so that full records are read only where a file must be rewritten an
             the winner of every key, applies the delete horizons, the resurrection guard and the
             remembered deletes, and aggregates per segment (small results only reach the driver);
             a winner's segment is found from its offset after the group-by, not for every record;
+            under the offset strategy, above a prefix the last cleaning left with one record per key,
+            only the newer rows are grouped and the prefix is probed segment by segment (probe_task.py);
   apply   - the write (rewrite_task.py): a segment with at least REWRITE_DEAD_FRACTION of its rows dead
             is rewritten by streaming its files through pyarrow, consecutive such segments that the
             cleaning merges into one into a single file; a segment that loses fewer records keeps its
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 
 from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.cleaning.latest_state import unique_keys_below
+from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, combine, new_id, side_files
 from compaction_assets.log.ranking import (rank_columns, spark_loses, spark_order, spark_order_number,
@@ -53,6 +56,9 @@ COLLECT_DECISION_MAX_ROWS = 1_000_000   # a range of at most this many rows brin
 COLLECT_OFFSET_DECISION_MAX_ROWS = 5_000_000   # the same for the offset strategy, whose decision has no key:
                                                # at most a winner a row, about 140 bytes each at the peak
                                                # (5M distinct keys: 0.4 GB more than caching it in Spark)
+PROBE_MAX_NEWER_ROWS = 1_000_000   # the offset strategy probes the deduplicated prefix (probe_task.py) when
+                                   # at most this many newer rows lie above it: their winners come here
+                                   # with their keys (a cleaning after 1% new of 5M records: 1.6 s -> 0.6 s)
 LOCAL_MASTER_WRITES_HERE = True   # a local master's large writes run in this process, a thread a core
 LOCAL_WRITE_MAX_KEPT = 20_000_000  # ... when their kept offsets (12 bytes each here) are at most this many
 DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
@@ -70,6 +76,7 @@ class Decision:
     new_horizon: int
     only_touched_keys: bool = False   # the group-by saw only keys that rows above the unique prefix touch
     kept: object = None        # a collected decision: pyarrow table (offset, seg_idx) of the kept winners
+    drop_segments: frozenset = frozenset()   # segments whose rows in `kept` are the removed ones instead
 
     def release(self) -> None:
         """Drop the cached winners (a collected decision has none)."""
@@ -96,10 +103,11 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     Only winners can be kept, so the decision is a group-by over narrow rows (partial aggregation keeps
     the shuffle to about one row per key and task); what a segment read comes from the manifest. Below
     the offset under which the last cleaning left one record per key, a key that no newer record of the
-    range touches is its own winner: in a large range whose rest is small, only the touched keys are
-    grouped (the newer rows and the older rows of their keys), so a cleaning after 1% of new records
-    shuffles about 2% of the rows, not all of them (the clean section is read twice instead: in smaller
-    ranges, shuffling it all is the faster).
+    range touches is its own winner: under the offset strategy (a newer record always wins) only the
+    newer rows are grouped and the prefix is probed (`_decide_by_probe`); under the others, in a large
+    range whose rest is small, only the touched keys are grouped (the newer rows and the older rows of
+    their keys), so a cleaning after 1% of new records shuffles about 2% of the rows, not all of them
+    (the clean section is read twice instead: in smaller ranges, shuffling it all is the faster).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
@@ -119,6 +127,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     unique = [(i, s) for i, s in range_segs if below is not None and s.next_offset <= below]
     newer = range_segs[len(unique):]
     newer_rows = sum(s.physical_rows for _, s in newer)
+    if (not guard and unique and newer and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows
+            and newer_rows <= min(INCREMENTAL_MAX_DIRTY_ROWS, PROBE_MAX_NEWER_ROWS)):
+        return _decide_by_probe(spark, handle, manifest, config, unique, newer, now, new_horizon, narrow_rows(newer))
     single = None
     if (rows >= INCREMENTAL_MIN_ROWS and unique and newer
             and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows and newer_rows <= INCREMENTAL_MAX_DIRTY_ROWS):
@@ -133,27 +144,8 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     else:
         narrow = narrow_rows(range_segs)
         grouped_rows = rows
-    parts = 1 if grouped_rows <= SMALL_RANGE_RECORDS else max(2, -(-grouped_rows // ROWS_PER_PARTITION))
-    if parts < _shuffle_partitions(spark):
-        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
-        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
-        # needs no other exchange); shuffling every narrow row costs little at this size, and a
-        # partial aggregation would barely reduce rows whose keys are mostly distinct.
-        narrow = narrow.repartition(parts, "key")
-    elif keys_mostly_distinct(handle, newer if single is not None else range_segs):
-        # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
-        # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
-        # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
-        narrow = narrow.repartition(_shuffle_partitions(spark), "key")
-    fields = ("tomb", "delete_horizon", "size", "timestamp")
-    if ranks:
-        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
-        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
-        narrow = narrow.withColumn("_order", spark_order_number(config))
-        winners = narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *fields)])
-    else:  # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
-        winners = narrow.groupBy("key").agg(F.max("offset").alias("offset"),
-                                            *[F.max_by(c, "offset").alias(c) for c in fields])
+    winners = _winners(spark, handle, narrow, grouped_rows, newer if single is not None else range_segs, config)
+    fields = WINNER_FIELDS
     if single is not None:
         winners = single.select("key", *ranks, "offset", *fields).unionByName(winners)
     if rows <= COLLECT_OFFSET_DECISION_MAX_ROWS and not guard:
@@ -220,6 +212,133 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     per_segment, horizons, stats = _merge_figures(figures, range_segs)
     return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None,
                     kept=kept)
+
+
+WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
+
+
+def _winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tuple[int, Segment]],
+             config: TopicConfig):
+    """Spark: per key of `narrow` (about `grouped_rows` rows, read from the segments `sample`), its
+    winner's rank columns, offset and WINNER_FIELDS."""
+    from pyspark.sql import functions as F
+
+    parts = 1 if grouped_rows <= SMALL_RANGE_RECORDS else max(2, -(-grouped_rows // ROWS_PER_PARTITION))
+    if parts < _shuffle_partitions(spark):
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
+        # needs no other exchange); shuffling every narrow row costs little at this size, and a
+        # partial aggregation would barely reduce rows whose keys are mostly distinct.
+        narrow = narrow.repartition(parts, "key")
+    elif keys_mostly_distinct(handle, sample):
+        # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
+        # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
+        # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
+        narrow = narrow.repartition(_shuffle_partitions(spark), "key")
+    ranks = rank_columns(config)
+    if ranks:
+        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
+        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
+        narrow = narrow.withColumn("_order", spark_order_number(config))
+        return narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *WINNER_FIELDS)])
+    # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
+    return narrow.groupBy("key").agg(F.max("offset").alias("offset"),
+                                     *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS])
+
+
+def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig,
+                     unique: list[tuple[int, Segment]], newer: list[tuple[int, Segment]], now: int, new_horizon: int,
+                     narrow) -> Decision:
+    """The offset strategy's decision when a deduplicated prefix lies below a few newer segments: the
+    newer rows grouped by Spark (their winners collected with their keys), the prefix probed segment by
+    segment for the records those keys supersede (probe_task.py), without a shuffle of its rows."""
+    import pyarrow as pa
+
+    table = _winners(spark, handle, narrow, sum(s.physical_rows for _, s in newer), newer,
+                     config).select("key", "offset", *WINNER_FIELDS).toArrow()
+    touched = table.column("key").combine_chunks().cast(pa.binary())   # one row a key: its winner
+    table = _offset_decision(table.drop_columns(["key"]), newer, now, new_horizon)
+    per_segment, horizons = _segment_figures(_arrow_figures(table), newer)
+    probed = _probe(spark, handle, manifest, unique, touched, now, new_horizon)
+    removed = []
+    for i, seg in unique:
+        if not seg.records:
+            continue
+        found, figures = probed[i]
+        if figures["kept"] + figures["removed"] != seg.records:
+            raise CorruptLogError(
+                f"log {handle.name!r}: segment [{seg.base_offset}, {seg.next_offset}) holds "
+                f"{figures['kept'] + figures['removed']} visible records, its metadata says {seg.records}: "
+                "its files and the manifest disagree")
+        if figures["horizons"]:
+            horizons[i] = [tuple(h) for h in figures["horizons"]]
+        per_segment[i] = {"physical": seg.physical_rows, "read": seg.records, "bytes_read": seg.size,
+                          **{k: v for k, v in figures.items() if k not in ("horizons", "removed")},
+                          "unchanged": not len(found)}
+        removed.append(pa.table({"offset": pa.array(found, pa.int64()),
+                                 "seg_idx": pa.array([i] * len(found), pa.int32())}))
+    kept = table.filter(table.column("keep")).select(["offset", "seg_idx"])
+    kept = pa.concat_tables([kept.cast(pa.schema([("offset", pa.int64()), ("seg_idx", pa.int32())])), *removed])
+    return Decision(per_segment, horizons, _totals(per_segment), None, new_horizon, only_touched_keys=True,
+                    kept=kept, drop_segments=frozenset(i for i, _ in unique))
+
+
+def _probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], touched, now: int,
+           new_horizon: int) -> dict[int, tuple[object, dict]]:
+    """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
+    workers (as the write chooses); per segment index, (removed offsets ascending, figures)."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import pyarrow as pa
+    from pyspark import cloudpickle
+
+    from compaction_assets.cleaning import probe_task
+    from compaction_assets.log import segment_task
+    from compaction_assets.log.segment_stats import dead_offsets
+
+    old = dead_offsets(handle, manifest)
+    old = old.to_numpy() if old is not None else None
+
+    def dead_in(seg: Segment):
+        if old is None:
+            return None
+        lo, hi = np.searchsorted(old, [seg.base_offset, seg.next_offset])
+        return old[lo:hi] if hi > lo else None
+    specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
+                                  manifest.log_start_offset, dead_in(seg)) for i, seg in unique if seg.records]
+    rows = sum(seg.physical_rows for _, seg in unique)
+    threads = _probe_threads(spark, rows)
+    n_tasks = max(1, min(len(specs), threads or _parallelism(spark) * 2))
+    tasks: list[list] = [[] for _ in range(n_tasks)]
+    loads = [0] * n_tasks
+    for spec, (_, seg) in sorted(zip(specs, [(i, s) for i, s in unique if s.records]),
+                                 key=lambda pair: -pair[1][1].physical_rows):
+        at = loads.index(min(loads))
+        tasks[at].append(spec)
+        loads[at] += max(seg.physical_rows, 1)
+    open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
+    cloudpickle.register_pickle_by_value(probe_task)
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = probe_task.probe_runner(tasks, touched, now, new_horizon, open_fs)
+    if threads:
+        def run(task: int) -> list:
+            return list(runner(iter([pa.record_batch([pa.array([task], pa.int64())], names=["id"])])))
+        with ThreadPoolExecutor(max_workers=n_tasks, thread_name_prefix="probe") as pool:
+            result = pa.Table.from_batches([b for part in pool.map(run, range(n_tasks)) for b in part],
+                                           schema=pa.schema([("seg_idx", pa.int32()), ("offset", pa.int64()),
+                                                             ("figures", pa.string())]))
+    else:
+        result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
+    seg_idx = result.column("seg_idx").to_numpy()
+    offsets = result.column("offset")
+    found = offsets.is_valid().to_numpy(zero_copy_only=False)
+    values = offsets.fill_null(0).to_numpy()
+    out: dict[int, tuple[object, dict]] = {}
+    for i, text in zip(seg_idx[~found].tolist(), result.column("figures").filter(offsets.is_null()).to_pylist()):
+        out[int(i)] = (np.sort(values[found & (seg_idx == i)]), json.loads(text))
+    return out
 
 
 # what the later steps read of a decision (with the strategy's rank columns)
@@ -306,6 +425,12 @@ def _arrow_figures(table) -> list[dict]:
 
 def _merge_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tuple[dict, dict, dict]:
     """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey); the totals."""
+    per_segment, horizons = _segment_figures(figures, range_segs)
+    return per_segment, horizons, _totals(per_segment)
+
+
+def _segment_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tuple[dict, dict]:
+    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey)."""
     per_segment: dict[int, dict] = {
         i: {"physical": s.physical_rows, "read": s.records, "bytes_read": s.size, "kept": 0, "kept_bytes": 0,
             "min_ts": None, "max_ts": None, "first": None, "min_pos_ts": None, "tombstones": 0, "stamped": 0,
@@ -328,7 +453,11 @@ def _merge_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tupl
     for cur in per_segment.values():
         first = cur.pop("first")
         cur["first_ts"] = first[1] if first is not None else None
+    return per_segment, horizons
 
+
+def _totals(per_segment: dict[int, dict]) -> dict:
+    """A cleaning's totals (records read, written, removed; bytes) from its figures per segment."""
     def total(name):
         return int(sum((p[name] or 0) for p in per_segment.values()))
     stats = {"records_read": total("read"), "records_written": total("kept"),
@@ -337,7 +466,7 @@ def _merge_figures(figures: list, range_segs: list[tuple[int, Segment]]) -> tupl
     stats["records_superseded"] = stats["records_read"] - stats["records_written"] - stats["tombstones_removed"]
     stats["cleaner_recopy_percent"] = (100.0 * stats["bytes_written"] / stats["bytes_read"]
                                        if stats["bytes_read"] else 0.0)
-    return per_segment, horizons, stats
+    return stats
 
 
 def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]]) -> bool:
@@ -411,8 +540,9 @@ def rewrite_plan(decision: Decision) -> tuple[list[int], list[int]]:
     """Segments to rewrite (enough of them dead) and segments that only get deletion-vector entries."""
     rewrite, mark = [], []
     for i, p in sorted(decision.per_segment.items()):
-        if p["kept"] == p["physical"] or p["kept"] == 0:
-            continue  # untouched, or left with no file at all
+        if p["kept"] == p["physical"] or p["kept"] == 0 or p.get("unchanged"):
+            continue  # untouched (a probed segment that loses nothing keeps its vector entries too), or
+                      # left with no file at all
         if (p["physical"] - p["kept"]) >= REWRITE_DEAD_FRACTION * p["physical"]:
             rewrite.append(i)
         else:
@@ -469,28 +599,40 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     st = handle.st
     old = dead_offsets(handle, m)
     old_files = side_files(m.deleted)
+    # segments of the range that keep their files and their entries untouched (probed, nothing removed)
+    carried = [i for i, p in d.per_segment.items() if p.get("unchanged")]
     # the old entries still in force after this cleaning: those of segments kept as they are
     useful = (sum(s.dead for s in m.segments if s.base_offset >= range_end)
-              + sum(range_segs[i].dead for i in mark))
+              + sum(range_segs[i].dead for i in (*mark, *carried)))
     stale = (len(old) if old is not None else 0) - useful
     add = old is not None and len(old_files) < DEAD_VECTOR_MAX_FILES and stale <= useful
-    old_sorted = old.to_numpy() if add else None   # ascending (dead_offsets)
+    old_all = old.to_numpy() if old is not None else None   # ascending (dead_offsets)
+
+    def entries_of(seg: Segment):
+        if old_all is None:
+            return None
+        lo, hi = np.searchsorted(old_all, [seg.base_offset, seg.next_offset])
+        return old_all[lo:hi] if hi > lo else None
 
     def known_dead(seg: Segment):
-        if old_sorted is None:
-            return None
-        lo, hi = np.searchsorted(old_sorted, [seg.base_offset, seg.next_offset])
-        return old_sorted[lo:hi] if hi > lo else None
+        return entries_of(seg) if add else None
+
+    def dropped(run: list[int]):
+        parts = [e for i in run if i in d.drop_segments and (e := entries_of(range_segs[i])) is not None]
+        return np.concatenate(parts) if parts else None
     if runs or mark:
         # units: runs first (label = run index), then the marked segments; each is a contiguous offset range
         rewrites = {r: rewrite_task.RewriteSpec(
             unit=r, files=tuple((handle.path(f.name), f.stamp) for i in run for f in range_segs[i].files),
             min_offset=m.log_start_offset, horizon=d.new_horizon,
-            out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"))
+            out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"),
+            drop=tuple(i in d.drop_segments for i in run for _ in range_segs[i].files), dead=dropped(run))
             for r, run in enumerate(runs)}
         marks = {len(runs) + k: rewrite_task.MarkSpec(
             unit=len(runs) + k, files=tuple(handle.path(f.name) for f in range_segs[i].files),
-            min_offset=m.log_start_offset, known_dead=known_dead(range_segs[i])) for k, i in enumerate(mark)}
+            min_offset=m.log_start_offset, known_dead=known_dead(range_segs[i]), drop=i in d.drop_segments,
+            carry=None if add or i not in d.drop_segments else entries_of(range_segs[i]))
+            for k, i in enumerate(mark)}
         starts = ([(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)]
                   + [(len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(mark)])
         members = [i for run in runs for i in run] + list(mark)
@@ -510,9 +652,11 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
             kept = (d.decided.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, members))})"))
                     .select(offset_bucket(starts).alias("unit"), "offset"))
             kept_here = None
-        # the rows each unit reads (runs first, then the marked segments, as the labels above)
+        # the rows each unit reads (runs first, then the marked segments, as the labels above; a probed
+        # segment's mark reads none)
         unit_rows = {**{r: sum(range_segs[i].physical_rows for i in run) for r, run in enumerate(runs)},
-                     **{len(runs) + k: range_segs[i].physical_rows for k, i in enumerate(mark)}}
+                     **{len(runs) + k: 0 if i in d.drop_segments else range_segs[i].physical_rows
+                        for k, i in enumerate(mark)}}
         rewrite_rows = sum(unit_rows[r] for r in range(len(runs)))
         mark_rows = sum(unit_rows.values()) - rewrite_rows
         threads = _write_threads(spark, rewrite_rows, mark_rows, int(d.stats["records_written"]))
@@ -543,15 +687,28 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     if add:  # the old files stay as they are; this cleaning's entries (if any) are one more
         files = old_files + ([dead_folder] if count else [])
         return Applied(written, {"files": files, "count": m.deleted["count"] + count})
-    # rebuilt: entries of the old vector above the range stay (the range's own were written above); a
-    # small table read and written on the driver, not another Spark job
+    # rebuilt: entries of the old vector above the range stay, as do those of the range's segments
+    # carried as they are (the others' were written above); a small table read and written on the
+    # driver, not another Spark job
     if old is not None:
-        above = pc.filter(old, pc.greater_equal(old, range_end))
+        keep = pc.greater_equal(old, range_end)
+        for i in carried:
+            seg = range_segs[i]
+            keep = pc.or_(keep, pc.and_(pc.greater_equal(old, seg.base_offset), pc.less(old, seg.next_offset)))
+        above = pc.filter(old, keep)
         if len(above):
             st.write_parquet(handle.path(f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"),
                              pa.table({"offset": above}), **rewrite_task.DEAD_PART_OPTIONS)
             count += len(above)
     return Applied(written, {"files": [dead_folder], "count": count} if count else None)
+
+
+def _probe_threads(spark, rows: int) -> int:
+    """Threads of this process that probe a prefix of `rows` rows (0: Spark's Python workers do): a
+    thread a core under a local master, as the write; elsewhere one when the rows are few."""
+    if LOCAL_MASTER_WRITES_HERE and (cores := local_cores(spark)):
+        return cores
+    return 1 if rows <= DRIVER_MARK_MAX_ROWS else 0
 
 
 def _write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int) -> int:

@@ -7,6 +7,8 @@ one segment kept as it is); each task then, for the units it got:
             and larger files for every later read), so full records never pass through a shuffle;
   mark    - reads only the `offset` column of the segment's files and writes the offsets not kept
             that the log's vector does not list yet (its new entries) as one Parquet part.
+A segment of the deduplicated prefix that an incremental cleaning probed (probe_task.py) arrives with
+its removed offsets instead of its kept ones (`drop`): a mark then reads no file at all.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
 written and listed again: on an object store every request saved is money and latency.
 This module imports only pyarrow and `log/segment_task.py`: both are shipped to executors by value and
@@ -37,6 +39,8 @@ class RewriteSpec:
     min_offset: int                    # the log start
     horizon: int                       # delete horizon for kept tombstones that carry none
     out: str                           # path of the file to write
+    drop: tuple[bool, ...] = ()        # per file: the unit's offsets in its range are the removed ones
+    dead: Any = None                   # vector entries of those files' segments (numpy, ascending)
 
 
 @dataclass(frozen=True)
@@ -47,23 +51,30 @@ class MarkSpec:
     files: tuple[str, ...]
     min_offset: int
     known_dead: Any = None             # a numpy array of offsets (ascending), or None
+    drop: bool = False                 # the unit's offsets are the removed ones (its files are not read)
+    carry: Any = None                  # with `drop`: vector entries it keeps writing (the vector rebuilt)
 
 
 def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
-    """Rewrite one run: stream its files and keep only the offsets in `keep` (a numpy array, ascending);
-    (path, rows, bytes)."""
+    """Rewrite one run: stream its files and keep only the offsets in `keep` (a numpy array, ascending),
+    or in the files marked in `spec.drop`, all but those and the vector's entries; (path, rows, bytes)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     written = 0
+    dead = spec.dead if spec.dead is not None else np.zeros(0, np.int64)
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, compression="snappy") as writer:
-        for path, stamp in spec.files:
+        for n, (path, stamp) in enumerate(spec.files):
+            drop = bool(spec.drop and spec.drop[n])
             pf = pq.ParquetFile(fs.open_input_file(path))
             for batch in pf.iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
                 offsets = table.column("offset").to_numpy()
-                table = table.filter(pa.array(in_sorted(offsets, keep) & (offsets >= spec.min_offset)))
+                listed = in_sorted(offsets, keep)
+                kept = ~listed & ~in_sorted(offsets, dead) if drop else listed
+                table = table.filter(pa.array(kept & (offsets >= spec.min_offset)))
                 if not len(table):
                     continue
                 fill = spec.horizon if stamp is None else stamp
@@ -80,11 +91,17 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
 
 def dead_of(spec: MarkSpec, keep, fs):
     """The offsets of a kept segment's files (at or above the log start) that are not in `keep` (a numpy
-    array, ascending) nor in `spec.known_dead`."""
+    array, ascending) nor in `spec.known_dead`; with `spec.drop`, `keep` itself (the removed offsets)
+    and `spec.carry`, without reading the files."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if spec.drop:
+        removed = keep if spec.known_dead is None else keep[~in_sorted(keep, spec.known_dead)]
+        if spec.carry is not None:
+            removed = np.union1d(removed, spec.carry)
+        return pa.array(removed.astype(np.int64, copy=False), pa.int64())
     parts = []
     for path in spec.files:
         offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")

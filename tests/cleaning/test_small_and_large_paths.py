@@ -14,9 +14,12 @@ out identical, record for record and segment for segment.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
 from compaction_assets.log.reader import iter_records, read_segments, segment_index
 from compaction_assets.log.store import LogStore
@@ -46,8 +49,8 @@ def _clean_more(spark, log, cfg) -> dict:
 
 
 def _segments(log) -> list[tuple]:
-    return [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.tombstones, s.horizons, s.dead)
-            for s in log.manifest().segments]
+    return [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.first_ts, s.min_pos_ts,
+             s.tombstones, s.horizons, s.dead) for s in log.manifest().segments]
 
 
 def _general_paths(monkeypatch, writes: str = "workers") -> None:
@@ -159,18 +162,24 @@ def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizo
     assert all(m.segments[i].contains(o) for o, i, _ in mapped)
 
 
-@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
-def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, monkeypatch, strategy):
+@pytest.mark.parametrize("strategy, writes, vector", [("offset", "workers", "grows"), ("offset", "threads", "grows"),
+                                                     ("offset", "threads", "rebuilt"), ("timestamp", "workers", "grows")])
+def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, monkeypatch, strategy,
+                                                                 writes, vector):
     """Above the prefix that the last cleaning left with one record per key, the newer rows and the
-    older rows of their keys are grouped, the others are their own winners: same log, record for record."""
+    older rows of their keys are grouped, the others are their own winners (the offset strategy probes
+    the prefix segment by segment instead, in Python workers or in the driver's threads): same log,
+    record for record, same figures."""
     results = {}
     for path in ("touched", "all"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         decisions = []
         with monkeypatch.context() as patch:
-            _general_paths(patch)
+            _general_paths(patch, writes)
             patch.setattr(cleaner, "INCREMENTAL_MIN_ROWS", 0)
+            if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
+                patch.setattr(cleaner, "DEAD_VECTOR_MAX_FILES", 0)
             if path == "all":
                 patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
             decide = cleaner.decide
@@ -189,9 +198,10 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
                 stats = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True).stats
                 seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
                              {k: v for k, v in stats.items() if k != "clean_time_secs"}))
-        results[path] = (seen, [d.only_touched_keys for d in decisions])
-    (touched, how_touched), (every, how_all) = results["touched"], results["all"]
+        results[path] = (seen, [d.only_touched_keys for d in decisions], [bool(d.drop_segments) for d in decisions])
+    (touched, how_touched, probed), (every, how_all, _) = results["touched"], results["all"]
     assert how_touched == [False, True, True] and how_all == [False, False, False]
+    assert probed == [False, strategy == "offset", strategy == "offset"]
     for (records_t, segments_t, stats_t), (records_a, segments_a, stats_a) in zip(touched, every):
         assert records_t and records_t == records_a
         assert segments_t == segments_a
@@ -243,6 +253,7 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     found = {}
     for limit in (10**9, -1):
         with monkeypatch.context() as patch:
+            patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)   # grouped, not probed
             patch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", limit)
             patch.setattr(cleaner, "COLLECT_OFFSET_DECISION_MAX_ROWS", limit)
             # late enough that the first tombstones' horizons have passed, so some are removed
@@ -256,3 +267,20 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     assert all(p["first_ts"] is not None for p in collected[0].values() if p["kept"])
     # the expired tombstones' bytes (the key-level dry run reads them from these figures)
     assert sum(p["removed_bytes"] for p in collected[0].values()) > 0
+
+
+def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(spark, store, make_config):
+    """The probe counts each segment's visible records: a count other than the manifest's (files and
+    metadata out of step) refuses the cleaning, which changes nothing."""
+    log, cfg = _build(store, make_config, "offset")
+    _clean_more(spark, log, cfg)
+    writer.append(log, cfg, [{"key": "k005", "value": "again", "timestamp": 9000}])
+    writer.roll(log)
+    log.update(lambda m: m.with_(segments=(replace(m.segments[0], records=m.segments[0].records + 1),
+                                           *m.segments[1:])))
+    before = log.manifest()
+    with pytest.raises(CompactionError, match=r"CorruptLogError: log 'paths-0': segment \[0, \d+\) holds \d+ "
+                                              r"visible records, its metadata says \d+: its files and the manifest"):
+        engine.run(log, cfg, NOW + 2, spark=spark, force=True)
+    after = log.manifest()
+    assert after.segments == before.segments and after.deleted == before.deleted and after.uncleanable

@@ -1,0 +1,132 @@
+"""The clean section's side of an incremental cleaning under the offset strategy, segment by segment.
+
+Below the offset its last cleaning reached, a log keeps one visible record per key. Newer records have
+higher offsets, and under the offset strategy the highest offset wins, so they supersede exactly the
+records of their keys there, whatever else those records hold. A cleaning after a few new records
+therefore needs no group-by over that section: each of its segments is read alone (narrow columns),
+its records whose keys the new records touch are removed, as are tombstones whose delete horizon has
+passed, and the figures of what it keeps (SPEC §4 sizes, timestamps, tombstone horizons) are worked out
+from the same read. The new records' own winners come from the usual Spark group-by over their segments.
+
+Like the write (rewrite_task.py), the probe is one function run either in Python workers (a Spark job
+over tasks of segments) or in threads of this process (a local master, or little to read). It imports
+only pyarrow, numpy and `log/segment_task.py`, so it is shipped to executors by value.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from compaction_assets.log.segment_task import in_sorted
+
+COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
+RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One segment of the clean section: its files ((path, file stamp), in offset order), the log start
+    and the segment's entries in the deletion vector (ascending numpy array, or None)."""
+    seg_idx: int
+    files: tuple[tuple[str, int | None], ...]
+    min_offset: int
+    dead: Any = None
+
+
+def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
+    """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
+    keeps). `touched` is the keys of the newer records (a pyarrow array); one membership test covers all
+    the segments (Arrow builds the test's hash set on every call)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    keys, parts, owners = [], [], []
+    for spec in specs:
+        for path, stamp in spec.files:
+            table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
+            offsets = table.column("offset").to_numpy()
+            keep = offsets >= spec.min_offset
+            if spec.dead is not None and len(spec.dead):
+                keep &= ~in_sorted(offsets, spec.dead)
+            table = table.filter(pa.array(keep))
+            tomb = table.column("is_tombstone")
+            horizon = table.column("delete_horizon")
+            if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none
+                horizon = pc.coalesce(horizon, pc.if_else(tomb, pa.scalar(stamp, pa.int64()),
+                                                          pa.scalar(None, pa.int64())))
+            keys.extend(table.column("key").cast(pa.binary()).chunks)
+            parts.append((table.column("offset").to_numpy(), table.column("timestamp").to_numpy(),
+                          table.column("record_size").to_numpy(), tomb.to_numpy(zero_copy_only=False),
+                          pc.fill_null(horizon, -1).to_numpy(), pc.is_valid(horizon).to_numpy(zero_copy_only=False)))
+            owners.append(np.full(len(table), spec.seg_idx, dtype=np.int32))
+    if not parts:
+        return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
+    owner = np.concatenate(owners)
+    offset, ts, size, tomb, horizon, has_horizon = (np.concatenate(c) for c in zip(*parts))
+    superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
+    expired = tomb & has_horizon & (horizon <= now)
+    columns = {"offset": offset, "ts": ts, "size": size, "tomb": tomb, "horizon": horizon,
+               "has_horizon": has_horizon, "removed": superseded | expired, "expired": expired & ~superseded}
+    out = []
+    for spec in specs:
+        at = owner == spec.seg_idx
+        part = {name: values[at] for name, values in columns.items()}
+        out.append((spec.seg_idx, np.sort(part["offset"][part["removed"]]), figures_of(part, new_horizon)))
+    return out
+
+
+def figures_of(part: dict | None, new_horizon: int | None) -> dict:
+    """The figures of what a segment keeps (as the cleaner's decision reports them per segment), from
+    the numpy columns of its visible records and which of them are removed."""
+    import numpy as np
+
+    empty = {"kept": 0, "kept_bytes": 0, "min_ts": None, "max_ts": None, "first_ts": None, "min_pos_ts": None,
+             "tombstones": 0, "stamped": 0, "removed_tomb": 0, "removed_bytes": 0, "removed": 0, "horizons": []}
+    if part is None or not len(part["offset"]):
+        return empty
+    kept = ~part["removed"]
+    expired = part["expired"]
+    figures = dict(empty, removed=int(part["removed"].sum()), removed_tomb=int(expired.sum()),
+                   removed_bytes=int(part["size"][expired].sum()))
+    if not kept.any():
+        return figures
+    offsets, ts = part["offset"][kept], part["ts"][kept]
+    positive = ts[ts > 0]
+    tombs = part["tomb"][kept]
+    bare = tombs & ~part["has_horizon"][kept]    # kept tombstones without a horizon: they get this cleaning's
+    horizons = np.where(bare, new_horizon if new_horizon is not None else -1, part["horizon"][kept])[tombs]
+    tomb_offsets = offsets[tombs]
+    groups = []
+    for value in np.unique(horizons):
+        members = tomb_offsets[horizons == value]
+        groups.append((int(value), int(len(members)), int(members.min()), int(members.max())))
+    figures.update(kept=int(kept.sum()), kept_bytes=int(part["size"][kept].sum()), min_ts=int(ts.min()),
+                   max_ts=int(ts.max()), first_ts=int(ts[int(np.argmin(offsets))]),
+                   min_pos_ts=int(positive.min()) if positive.size else None, tombstones=int(tombs.sum()),
+                   stamped=int(bare.sum()), horizons=groups)
+    return figures
+
+
+def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any]):
+    """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
+    tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
+    figures (JSON, offset null) per segment."""
+    def run(batches):
+        import numpy as np
+        import pyarrow as pa
+
+        fs = open_fs()
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs):
+                    n = len(removed)
+                    yield pa.RecordBatch.from_arrays([
+                        pa.array(np.full(n + 1, seg_idx, dtype=np.int32)),
+                        pa.array(np.r_[removed, 0].astype(np.int64), mask=np.r_[np.zeros(n, bool), True]),
+                        pa.array([None] * n + [json.dumps(figures)], pa.string())],
+                        names=["seg_idx", "offset", "figures"])
+    return run
