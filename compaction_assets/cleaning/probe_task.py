@@ -44,7 +44,7 @@ def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, 
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    keys, parts, owners = [], [], []
+    keys, parts, ends, rows = [], [], [], 0
     for spec in specs:
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
@@ -62,19 +62,18 @@ def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, 
             parts.append((table.column("offset").to_numpy(), table.column("timestamp").to_numpy(),
                           table.column("record_size").to_numpy(), tomb.to_numpy(zero_copy_only=False),
                           pc.fill_null(horizon, -1).to_numpy(), pc.is_valid(horizon).to_numpy(zero_copy_only=False)))
-            owners.append(np.full(len(table), spec.seg_idx, dtype=np.int32))
+            rows += len(table)
+        ends.append(rows)   # a segment's rows follow the previous one's
     if not parts:
         return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
-    owner = np.concatenate(owners)
     offset, ts, size, tomb, horizon, has_horizon = (np.concatenate(c) for c in zip(*parts))
     superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
     expired = tomb & has_horizon & (horizon <= now)
     columns = {"offset": offset, "ts": ts, "size": size, "tomb": tomb, "horizon": horizon,
                "has_horizon": has_horizon, "removed": superseded | expired, "expired": expired & ~superseded}
     out = []
-    for spec in specs:
-        at = owner == spec.seg_idx
-        part = {name: values[at] for name, values in columns.items()}
+    for spec, start, end in zip(specs, [0, *ends[:-1]], ends):
+        part = {name: values[start:end] for name, values in columns.items()}
         out.append((spec.seg_idx, np.sort(part["offset"][part["removed"]]), figures_of(part, new_horizon)))
     return out
 

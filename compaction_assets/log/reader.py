@@ -59,7 +59,8 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
     """Records of the given (index, segment) pairs of `m` with the effective delete horizon (a file's
     stamp applied to its tombstones); `segment_index` finds a row's segment from its offset.
 
-    Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it).
+    Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it);
+    the vector is read only when one of the segments has entries in it (`Segment.dead`).
     Local files are read by Spark's Parquet reader (column pruning, vectorized); files on an object
     store by pyarrow in Python workers, so no Hadoop connector (`s3a`) is needed.
     """
@@ -72,7 +73,8 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
         df = _spark_read(spark, handle, manifest, entries)
     else:
         df = _worker_read(spark, handle, manifest, entries)
-    if manifest.deleted and not with_dead:
+    if manifest.deleted and not with_dead and any(seg.dead for _, seg in segments):
+        # (segments without entries in the vector skip its read: a broadcast is a Spark job of its own)
         dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long").select("offset")
         df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
     return df
