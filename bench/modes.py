@@ -1,6 +1,7 @@
 """Cold and warm, measured the same way: every step its own process, timed from outside.
 
     bash bench/modes.sh [--records 200000] [--keys 20000] [--fleet 20] [--fleet-records 2000] [--mode both]
+                        [--segment-mib 1 | --segment-files 20]
 
 cold = each step starts its own Spark (a local session, as a cron job or Dagster's run launcher does);
 warm = one local Spark Connect server (scripts/spark-connect.sh, on a free port of 127.0.0.1) started
@@ -49,9 +50,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int | None = None) -> dict:
+def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int | None = None,
+         segment_bytes: int = 1 << 20) -> dict:
     """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote."""
-    cmd = [sys.executable, "-m", "bench.step", op, "--store", store]
+    cmd = [sys.executable, "-m", "bench.step", op, "--store", store, "--segment-bytes", str(segment_bytes)]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
     if out:
@@ -69,12 +71,13 @@ def step(op: str, store: str, env: dict, out: str | None = None, concurrency: in
 
 
 def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, fleet_records: int,
-          dagster_records: int) -> dict:
-    """The pristine logs (generated once, without Spark): one log, a store of `fleet` small logs, and a
-    small log for one Dagster run."""
+          dagster_records: int, segment_bytes: int = 1 << 20) -> dict:
+    """The pristine logs (generated once, without Spark): one log (segments of `segment_bytes`), a store
+    of `fleet` small logs, and a small log for one Dagster run (segments of 1 MiB)."""
     cfg = gen.topic_config(1 << 20)
     one = os.path.join(work, "pristine")
-    gen.generate(LogStore(one, gc_grace_s=0).log(LOG_NAME), cfg, records, keys, value_bytes, 1)
+    gen.generate(LogStore(one, gc_grace_s=0).log(LOG_NAME), gen.topic_config(segment_bytes), records, keys,
+                 value_bytes, 1)
     many = os.path.join(work, "pristine-fleet")
     store = LogStore(many, gc_grace_s=0)
     for i in range(fleet):
@@ -82,7 +85,9 @@ def build(work: str, records: int, keys: int, value_bytes: int, fleet: int, flee
     small = os.path.join(work, "pristine-dagster")
     gen.generate(LogStore(small, gc_grace_s=0).log(LOG_NAME), cfg, dagster_records, max(1, dagster_records // 10),
                  value_bytes, 7)
-    return {"one": one, "fleet": many, "dagster": small, "log_bytes": sum(_disk(one).values())}
+    pristine = LogStore(one, gc_grace_s=0).log(LOG_NAME).manifest()
+    return {"one": one, "fleet": many, "dagster": small, "log_bytes": sum(_disk(one).values()),
+            "log_segments": len(pristine.segments), "log_files": sum(len(s.files) for s in pristine.segments)}
 
 
 def duckdb_step(store: str, out: str) -> dict | None:
@@ -165,13 +170,14 @@ def run_mode(mode: str, work: str, built: dict, args) -> dict:
         st = fresh("c", built["one"])
         note("C", step("copy", st, env, out=os.path.join(work, f"{mode}-copy-out")))
         st = fresh("a", built["one"])
-        note("A", step("clean", st, env))
-        gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(1 << 20),
+        seg = {"segment_bytes": args.segment_bytes}
+        note("A", step("clean", st, env, **seg))
+        gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(args.segment_bytes),
                            max(1, args.records // 100), args.keys, args.value_bytes, 3)
-        note("D", step("clean", st, env))
-        note("latest_state", step("latest-state", st, env, out=os.path.join(work, f"{mode}-latest")))
-        note("plan", step("plan", st, env))
-        note("plan_detail", step("plan-detail", st, env))
+        note("D", step("clean", st, env, **seg))
+        note("latest_state", step("latest-state", st, env, out=os.path.join(work, f"{mode}-latest"), **seg))
+        note("plan", step("plan", st, env, **seg))
+        note("plan_detail", step("plan-detail", st, env, **seg))
         fl = fresh("fleet", built["fleet"])
         note("fleet", step("fleet", fl, env, concurrency=args.concurrency))
         res["fleet"]["per_log_seconds"] = res["fleet"]["wall_seconds"] / max(1, args.fleet)
@@ -235,6 +241,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (default: the product's)")
     ap.add_argument("--dagster-records", type=int, default=20_000)
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--segment-mib", type=float, default=1.0, help="segment.bytes of the measured log, in MiB")
+    size.add_argument("--segment-files", type=int, help="instead: segments of the size that cuts the log into "
+                      "about this many (the issue's 20 Parquet files: --segment-files 20)")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "modes"))
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "modes-latest.json"))
     ap.add_argument("--render", metavar="JSON", help="print the README tables of an earlier run's JSON and stop")
@@ -246,11 +256,17 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     t = time.perf_counter()
+    if args.segment_files:   # SPEC §4 logical sizes: 16 bytes, the key and the value a record
+        args.segment_bytes = -(-args.records * (16 + gen.KEY_BYTES + args.value_bytes) // args.segment_files)
+    else:
+        args.segment_bytes = int(args.segment_mib * 2**20)
     built = build(args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records,
-                  args.dagster_records)
+                  args.dagster_records, args.segment_bytes)
     print(f"generated in {time.perf_counter() - t:.1f}s: {args.records} records over {args.keys} keys "
-          f"({built['log_bytes'] / 2**20:.1f} MiB), fleet of {args.fleet} x {args.fleet_records}", file=sys.stderr)
-    result = {"params": vars(args), "log_bytes": built["log_bytes"], "load_start": os.getloadavg()}
+          f"({built['log_bytes'] / 2**20:.1f} MiB in {built['log_segments']} segments, {built['log_files']} files "
+          f"of segment.bytes {args.segment_bytes}), fleet of {args.fleet} x {args.fleet_records}", file=sys.stderr)
+    result = {"params": vars(args), "log_bytes": built["log_bytes"], "log_segments": built["log_segments"],
+              "log_files": built["log_files"], "load_start": os.getloadavg()}
     for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
         result[mode] = run_mode(mode, args.workdir, built, args)
     result["load_end"] = os.getloadavg()

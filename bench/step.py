@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--out")
     ap.add_argument("--json")
     ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (the product's default)")
+    ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment.bytes of the measured log")
     args = ap.parse_args()
 
     from compaction_assets import settings
@@ -36,7 +37,7 @@ def main() -> None:
     from .jobs import JobCounter
 
     store = LogStore(args.store, gc_grace_s=0)
-    cfg = topic_config(1 << 20)
+    cfg = topic_config(args.segment_bytes)
     out: dict = {"op": args.op}
     if args.op in ("plan",):  # metadata only: no Spark at all
         t = time.perf_counter()
@@ -81,7 +82,7 @@ def main() -> None:
             dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, detail=True)
             out["superseded"] = dry.superseded.records if dry.superseded else None
         elif args.op == "fleet":
-            items = [(store.log(name), cfg) for name in store.logs()]
+            items = [(store.log(name), topic_config(1 << 20)) for name in store.logs()]   # the fleet's size
             concurrency = args.concurrency or settings.current().clean_concurrency
             results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=concurrency)
             out["logs"] = len(results)

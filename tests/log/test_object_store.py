@@ -220,19 +220,30 @@ def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
     assert store.list_files_recursive(store.join("conformance")) == []   # each run's objects are removed afterwards
 
 
-def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri, monkeypatch):
+@pytest.mark.parametrize("tasks", ["driver", "workers"])
+def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri, monkeypatch, tasks):
     """A cleaning that keeps segments and lists their removed records in the deletion vector (a folder of
     parts: on S3 only keys under a prefix) leaves a log the next cleaning's file check accepts, and reads
-    give the latest value of every key."""
+    give the latest value of every key. The later cleanings probe the deduplicated prefix (offset
+    strategy), in the driver's threads or in Python workers, both reading the store with pyarrow."""
     from compaction_assets.cleaning import cleaner, engine
 
     monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)   # every segment kept, never rewritten
+    if tasks == "workers":   # the probe and the write as a cluster's master runs them
+        monkeypatch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", False)
+        monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
+        monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
+    decide = cleaner.decide
+    probed = []
+    monkeypatch.setattr(cleaner, "decide", lambda *a, **k: probed.append(bool((d := decide(*a, **k)).drop_segments))
+                        or d)
     h = LogStore(any_store_uri, gc_grace_s=0).log("vector-0")
     for r, keys in enumerate((8, 4, 2)):   # each round updates fewer keys: older segments keep some
         writer.append(h, CFG, [{"key": f"k{k}", "value": f"v{r}-{k}", "timestamp": 10 * r + k + 1} for k in range(keys)])
         writer.roll(h)
         report = engine.run(h, CFG, 10**12, spark=spark, force=True)
         assert report.cleaned
+    assert probed == [False, True, True]
     m = h.manifest()
     assert m.deleted and m.deleted["count"] == 6 == sum(s.dead for s in m.segments)
     latest = {k: 0 for k in range(8)} | {k: 1 for k in range(4)} | {k: 2 for k in range(2)}
