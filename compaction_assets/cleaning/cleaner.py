@@ -307,17 +307,13 @@ def _probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int,
         lo, hi = np.searchsorted(old, [seg.base_offset, seg.next_offset])
         return old[lo:hi] if hi > lo else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
-                                  manifest.log_start_offset, dead_in(seg)) for i, seg in unique if seg.records]
-    rows = sum(seg.physical_rows for _, seg in unique)
-    threads = _probe_threads(spark, rows)
+                                  manifest.log_start_offset, dead_in(seg), seg.physical_rows)
+             for i, seg in unique if seg.records]
+    threads = _probe_threads(spark, sum(spec.rows for spec in specs))
     n_tasks = max(1, min(len(specs), threads or _parallelism(spark) * 2))
-    tasks: list[list] = [[] for _ in range(n_tasks)]
-    loads = [0] * n_tasks
-    for spec, (_, seg) in sorted(zip(specs, [(i, s) for i, s in unique if s.records]),
-                                 key=lambda pair: -pair[1][1].physical_rows):
-        at = loads.index(min(loads))
-        tasks[at].append(spec)
-        loads[at] += max(seg.physical_rows, 1)
+    # each task's segments in offset order (a batch of neighbours shares its reads' locality)
+    tasks = [sorted(group, key=lambda spec: spec.seg_idx)
+             for group in _spread(specs, [spec.rows for spec in specs], n_tasks)]
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
     cloudpickle.register_pickle_by_value(probe_task)
     cloudpickle.register_pickle_by_value(segment_task)
@@ -745,12 +741,7 @@ def _run_here(runner, table, unit_rows: dict[int, int], threads: int) -> list[di
 
     def run(part) -> list[dict]:
         return [r for batch in runner(iter(part.to_batches())) for r in batch.to_pylist()]
-    groups: list[list[int]] = [[] for _ in range(max(1, min(threads, len(unit_rows))))]
-    loads = [0] * len(groups)
-    for unit, rows in sorted(unit_rows.items(), key=lambda item: -item[1]):
-        at = loads.index(min(loads))
-        groups[at].append(unit)
-        loads[at] += max(rows, 1)
+    groups = _spread(list(unit_rows), list(unit_rows.values()), max(1, min(threads, len(unit_rows))))
     if len(groups) == 1:
         return run(table)
     units = table.column("unit").to_numpy()
@@ -761,6 +752,17 @@ def _run_here(runner, table, unit_rows: dict[int, int], threads: int) -> list[di
         return run(parts[0] if parts else table)
     with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="write") as pool:
         return [r for rows in pool.map(run, parts) for r in rows]
+
+
+def _spread(items: list, weights: list[int], n: int) -> list[list]:
+    """`items` in `n` groups of about equal weight: the heaviest first, each onto the lightest group."""
+    groups: list[list] = [[] for _ in range(n)]
+    loads = [0] * n
+    for item, weight in sorted(zip(items, weights), key=lambda pair: -pair[1]):
+        at = loads.index(min(loads))
+        groups[at].append(item)
+        loads[at] += max(weight, 1)
+    return groups
 
 
 def _units_of(kept, members: list[int], starts: list[tuple[int, int]]):

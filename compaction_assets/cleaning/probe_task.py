@@ -22,6 +22,7 @@ from typing import Any, Callable
 from compaction_assets.log.segment_task import in_sorted
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
+BATCH_ROWS = 1_000_000   # segments are read and tested this many rows at a time (about 50 MB of columns)
 RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
 
 
@@ -33,12 +34,26 @@ class ProbeSpec:
     files: tuple[tuple[str, int | None], ...]
     min_offset: int
     dead: Any = None
+    rows: int = 0                       # rows of its files (the vector's included): what a batch holds
 
 
 def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
     """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
-    keeps). `touched` is the keys of the newer records (a pyarrow array); one membership test covers all
-    the segments (Arrow builds the test's hash set on every call)."""
+    keeps). `touched` is the keys of the newer records (a pyarrow array). Segments are read in batches of
+    about BATCH_ROWS rows, so memory stays bounded whatever the section's size."""
+    out, batch, rows = [], [], 0
+    for spec in specs:
+        batch.append(spec)
+        rows += spec.rows
+        if rows >= BATCH_ROWS:
+            out += _probe_batch(batch, touched, now, new_horizon, fs)
+            batch, rows = [], 0
+    return out + (_probe_batch(batch, touched, now, new_horizon, fs) if batch else [])
+
+
+def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
+    """`probe_segments` for segments read together: one membership test covers them all (Arrow builds
+    the test's hash set on every call)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.cleaning import cleaner, engine, probe_task
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
 from compaction_assets.log.reader import iter_records, read_segments, segment_index
@@ -180,6 +180,7 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
             patch.setattr(cleaner, "INCREMENTAL_MIN_ROWS", 0)
             if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
                 patch.setattr(cleaner, "DEAD_VECTOR_MAX_FILES", 0)
+                patch.setattr(probe_task, "BATCH_ROWS", 1)   # and the probe reads a segment at a time
             if path == "all":
                 patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
             decide = cleaner.decide
