@@ -3,7 +3,7 @@
     python -m bench.step OP --store DIR [--out DIR] [--json FILE]
 
 OP: `session` (start Spark and run one trivial job), `copy` (C: Spark reads the log's segment files and
-writes them back), `clean` (A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the
+writes them back), `window` (B: the naive `row_number()` window dedup of those files, written), `clean` (A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the
 key -> value table written as Parquet, as the CLI writes it: with Arrow and no Spark when the log fits
 in the process), `plan` (the dry run from metadata) and `plan-detail` (the
 key-level dry run), `fleet` (`engine.run_many` over every log of the store, as `clean --all`).
@@ -70,6 +70,10 @@ def main() -> None:
             handle = store.log(LOG_NAME)
             uris = [handle.spark_uri(f.name) for f in handle.manifest().files()]
             spark.read.parquet(*uris).write.parquet(args.out)
+        elif args.op == "window":   # B: the naive dedup a user would write (no Kafka semantics)
+            from .contenders import naive_window
+            handle = store.log(LOG_NAME)
+            naive_window(spark, [handle.spark_uri(f.name) for f in handle.manifest().files()], args.out)
         elif args.op == "clean":
             report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False)
             out["stats"] = report.stats
