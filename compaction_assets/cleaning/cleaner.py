@@ -62,6 +62,7 @@ PROBE_MAX_NEWER_ROWS = 1_000_000   # the offset strategy probes the deduplicated
 LOCAL_MASTER_WRITES_HERE = True   # a local master's large writes run in this process, a thread a core
 LOCAL_WRITE_MAX_KEPT = 20_000_000  # ... when their kept offsets (12 bytes each here) are at most this many
 DEAD_VECTOR_MAX_FILES = 8        # a cleaning adds its entries to the vector as a new file up to this many
+WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
 
 
 @dataclass
@@ -145,15 +146,14 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         narrow = narrow_rows(range_segs)
         grouped_rows = rows
     winners = _winners(spark, handle, narrow, grouped_rows, newer if single is not None else range_segs, config)
-    fields = WINNER_FIELDS
     if single is not None:
-        winners = single.select("key", *ranks, "offset", *fields).unionByName(winners)
+        winners = single.select("key", *ranks, "offset", *WINNER_FIELDS).unionByName(winners)
     if rows <= COLLECT_OFFSET_DECISION_MAX_ROWS and not guard:
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked
         # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
         # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,
         # every cleaning compiled its own (about 0.25 s of an incremental cleaning on a warm server).
-        table = _offset_decision(winners.select("offset", *fields).toArrow(), range_segs, now, new_horizon)
+        table = _offset_decision(winners.select("offset", *WINNER_FIELDS).toArrow(), range_segs, now, new_horizon)
         per_segment, horizons, stats = _merge_figures(_arrow_figures(table), range_segs)
         return Decision(per_segment, horizons, stats, None, new_horizon, only_touched_keys=single is not None,
                         kept=table.filter(table.column("keep")).select(["offset", "seg_idx"]))
@@ -212,9 +212,6 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     per_segment, horizons, stats = _merge_figures(figures, range_segs)
     return Decision(per_segment, horizons, stats, decided, new_horizon, only_touched_keys=single is not None,
                     kept=kept)
-
-
-WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
 
 
 def _winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tuple[int, Segment]],
