@@ -39,8 +39,9 @@ class ProbeSpec:
 
 def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
     """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
-    keeps). `touched` is the keys of the newer records (a pyarrow array). Segments are read in batches of
-    about BATCH_ROWS rows, so memory stays bounded whatever the section's size."""
+    keeps). `touched` is the keys of the newer records (a pyarrow array), or a function that gives them,
+    called once the first batch is read (so the read overlaps whatever produces the keys). Segments are
+    read in batches of about BATCH_ROWS rows, so memory stays bounded whatever the section's size."""
     out, batch, rows = [], [], 0
     for spec in specs:
         batch.append(spec)
@@ -82,6 +83,7 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
     if not parts:
         return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
     offset, ts, size, tomb, horizon, has_horizon = (np.concatenate(c) for c in zip(*parts))
+    touched = touched() if callable(touched) else touched
     superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
     expired = tomb & has_horizon & (horizon <= now)
     columns = {"offset": offset, "ts": ts, "size": size, "tomb": tomb, "horizon": horizon,
@@ -128,7 +130,8 @@ def figures_of(part: dict | None, new_horizon: int | None) -> dict:
 def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any]):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
     tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
-    figures (JSON, offset null) per segment."""
+    figures (JSON, offset null) per segment. `touched` as `probe_segments` takes it (an array when the
+    function is shipped to Python workers)."""
     def run(batches):
         import numpy as np
         import pyarrow as pa
