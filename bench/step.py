@@ -3,10 +3,11 @@
     python -m bench.step OP --store DIR [--out DIR] [--json FILE]
 
 OP: `session` (start Spark and run one trivial job), `copy` (C: Spark reads the log's segment files and
-writes them back), `window` (B: the naive `row_number()` window dedup of those files, written), `clean` (A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the
-key -> value table written as Parquet, as the CLI writes it: with Arrow and no Spark when the log fits
-in the process), `plan` (the dry run from metadata) and `plan-detail` (the
-key-level dry run), `fleet` (`engine.run_many` over every log of the store, as `clean --all`).
+writes them back), `window` (B: the naive `row_number()` window dedup of those files, written), `clean`
+(A or D: `engine.run`, forced, the benchmark's clock), `latest-state` (the key -> value table written as
+Parquet, as the CLI writes it: with Arrow and no Spark when the log fits in the process), `plan` (the dry
+run from metadata) and `plan-detail` (the key-level dry run), `fleet` (`engine.run_many` over every log
+of the store, as `clean --all`).
 Prints one JSON line: seconds in process, Spark start seconds, Spark jobs (None under Spark Connect).
 The session is the product's (`compaction_assets.spark.get_spark`): SPARK_REMOTE makes it a Connect client.
 """

@@ -26,6 +26,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from compaction_assets.cleaning.planner import rewritten_segments
 from compaction_assets.cleaning.latest_state import unique_keys_below
 from compaction_assets.errors import CorruptLogError
@@ -34,6 +36,7 @@ from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, com
 from compaction_assets.log.ranking import (rank_columns, spark_loses, spark_order, spark_order_number,
                                              with_spark_ranks)
 from compaction_assets.log.reader import offset_bucket, read_segments, remembered_df, segment_index
+from compaction_assets.log.segment_stats import dead_offsets
 from compaction_assets.log.writer import write_df
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.store import LogHandle
@@ -98,8 +101,11 @@ class CleanOutput:
     extra: dict = field(default_factory=dict)
 
 
-def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int) -> Decision:
+def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
+           vector=None) -> Decision:
     """Per key of the range, its winner and what happens to it; per segment, what the cleaning leaves.
+    `vector()`, when given, returns the log's deletion vector as `dead_offsets` reads it (a cleaning
+    reads it once for the decision and the write).
 
     Only winners can be kept, so the decision is a group-by over narrow rows (partial aggregation keeps
     the shuffle to about one row per key and task); what a segment read comes from the manifest. Below
@@ -130,7 +136,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
     newer_rows = sum(s.physical_rows for _, s in newer)
     if (not guard and unique and newer and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows
             and newer_rows <= min(INCREMENTAL_MAX_DIRTY_ROWS, PROBE_MAX_NEWER_ROWS)):
-        return _decide_by_probe(spark, handle, manifest, config, unique, newer, now, new_horizon, narrow_rows(newer))
+        vector = vector or (lambda: dead_offsets(handle, manifest))
+        return _decide_by_probe(spark, handle, manifest, config, unique, newer, now, new_horizon, narrow_rows(newer),
+                                vector())
     single = None
     if (rows >= INCREMENTAL_MIN_ROWS and unique and newer
             and newer_rows <= INCREMENTAL_MAX_DIRTY_SHARE * rows and newer_rows <= INCREMENTAL_MAX_DIRTY_ROWS):
@@ -245,7 +253,7 @@ def _winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[t
 
 def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig,
                      unique: list[tuple[int, Segment]], newer: list[tuple[int, Segment]], now: int, new_horizon: int,
-                     narrow) -> Decision:
+                     narrow, vector) -> Decision:
     """The offset strategy's decision when a deduplicated prefix lies below a few newer segments: the
     newer rows grouped by Spark (their winners collected with their keys), the prefix probed segment by
     segment for the records those keys supersede (probe_task.py), without a shuffle of its rows."""
@@ -263,7 +271,7 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: Topic
         @functools.cache
         def touched():
             return winners.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
-        probed = _probe(spark, handle, manifest, unique, touched, now, new_horizon)
+        probed = _probe(spark, handle, manifest, unique, touched, now, new_horizon, vector)
         table = winners.result()
     table = _offset_decision(table.drop_columns(["key"]), newer, now, new_horizon)
     per_segment, horizons = _segment_figures(_arrow_figures(table), newer)
@@ -291,10 +299,11 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: Topic
 
 
 def _probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], touched, now: int,
-           new_horizon: int) -> dict[int, tuple[object, dict]]:
+           new_horizon: int, vector) -> dict[int, tuple[object, dict]]:
     """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
     workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
-    gives the newer records' keys (threads call it once they have read their first files)."""
+    gives the newer records' keys (threads call it once they have read their first files); `vector` is
+    the log's deletion vector (`dead_offsets`)."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
@@ -304,18 +313,10 @@ def _probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int,
 
     from compaction_assets.cleaning import probe_task
     from compaction_assets.log import segment_task
-    from compaction_assets.log.segment_stats import dead_offsets
 
-    old = dead_offsets(handle, manifest)
-    old = old.to_numpy() if old is not None else None
-
-    def dead_in(seg: Segment):
-        if old is None:
-            return None
-        lo, hi = np.searchsorted(old, [seg.base_offset, seg.next_offset])
-        return old[lo:hi] if hi > lo else None
+    old = vector.to_numpy() if vector is not None else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
-                                  manifest.log_start_offset, dead_in(seg), seg.physical_rows)
+                                  manifest.log_start_offset, _entries_in(old, seg), seg.physical_rows)
              for i, seg in unique if seg.records]
     threads = _probe_threads(spark, sum(spec.rows for spec in specs))
     n_tasks = max(1, min(len(specs), threads or _parallelism(spark) * 2))
@@ -338,11 +339,23 @@ def _probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int,
     seg_idx = result.column("seg_idx").to_numpy()
     offsets = result.column("offset")
     found = offsets.is_valid().to_numpy(zero_copy_only=False)
-    values = offsets.fill_null(0).to_numpy()
+    # the removed offsets by segment, ascending in each: one sort, then a slice a segment
+    owner, removed = seg_idx[found], offsets.fill_null(0).to_numpy()[found]
+    order = np.lexsort((removed, owner))
+    owner, removed = owner[order], removed[order]
     out: dict[int, tuple[object, dict]] = {}
     for i, text in zip(seg_idx[~found].tolist(), result.column("figures").filter(offsets.is_null()).to_pylist()):
-        out[int(i)] = (np.sort(values[found & (seg_idx == i)]), json.loads(text))
+        lo, hi = np.searchsorted(owner, [i, i + 1])
+        out[int(i)] = (removed[lo:hi], json.loads(text))
     return out
+
+
+def _entries_in(vector, seg: Segment):
+    """The entries of `seg` in a deletion vector (numpy, ascending, or None): a slice, or None."""
+    if vector is None:
+        return None
+    lo, hi = np.searchsorted(vector, [seg.base_offset, seg.next_offset])
+    return vector[lo:hi] if hi > lo else None
 
 
 # what the later steps read of a decision (with the strategy's rank columns)
@@ -576,7 +589,7 @@ class Applied:
 
 
 def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[Segment], runs: list[list[int]],
-           mark: list[int], work_dir: str) -> Applied:
+           mark: list[int], work_dir: str, old) -> Applied:
     """One Spark job writes what the decision changed: runs of segments rewritten in Python workers (one
     file a run), and the offsets that segments kept as they are lose, as parts of the new deletion vector.
     Only the kept offsets of those segments are shuffled (to the task of their unit); full records never are.
@@ -590,18 +603,14 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     from compaction_assets.cleaning import rewrite_task
     from compaction_assets.log import segment_task
     from compaction_assets.log.records import SEGMENT_SCHEMA
-    from compaction_assets.log.segment_stats import dead_offsets
 
-    import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     range_end = range_segs[-1].next_offset
     dead_folder = f"side/deleted-{uuid.uuid4().hex}"
     written: dict[int, tuple[FileRef, int]] = {}
     count = 0
     st = handle.st
-    old = dead_offsets(handle, m)
     old_files = side_files(m.deleted)
     # segments of the range that keep their files and their entries untouched (probed, nothing removed)
     carried = [i for i, p in d.per_segment.items() if p.get("unchanged")]
@@ -613,10 +622,7 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     old_all = old.to_numpy() if old is not None else None   # ascending (dead_offsets)
 
     def entries_of(seg: Segment):
-        if old_all is None:
-            return None
-        lo, hi = np.searchsorted(old_all, [seg.base_offset, seg.next_offset])
-        return old_all[lo:hi] if hi > lo else None
+        return _entries_in(old_all, seg)
 
     def known_dead(seg: Segment):
         return entries_of(seg) if add else None
@@ -695,11 +701,8 @@ def _apply(spark, handle: LogHandle, m: Manifest, d: Decision, range_segs: list[
     # carried as they are (the others' were written above); a small table read and written on the
     # driver, not another Spark job
     if old is not None:
-        keep = pc.greater_equal(old, range_end)
-        for i in carried:
-            seg = range_segs[i]
-            keep = pc.or_(keep, pc.and_(pc.greater_equal(old, seg.base_offset), pc.less(old, seg.next_offset)))
-        above = pc.filter(old, keep)
+        kept_entries = [e for i in sorted(carried) if (e := entries_of(range_segs[i])) is not None]
+        above = np.concatenate([*kept_entries, old_all[np.searchsorted(old_all, range_end):]])
         if len(above):
             st.write_parquet(handle.path(f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"),
                              pa.table({"offset": above}), **rewrite_task.DEAD_PART_OPTIONS)
@@ -808,7 +811,9 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
                            tombstone_index=manifest.tombstone_index, deleted=manifest.deleted)
     say(f"deciding winners over {len(range_segs)} segment(s), offsets "
         f"[{range_segs[0].base_offset}, {first_uncleanable})")
-    d = decide(spark, handle, manifest, config, first_uncleanable, now)
+    # the deletion vector, read once when a step needs it on the driver (the probe, the write)
+    vector = functools.cache(lambda: dead_offsets(handle, manifest))
+    d = decide(spark, handle, manifest, config, first_uncleanable, now, vector)
     try:
         rewrite, mark = rewrite_plan(d)
         work_dir = f"data/clean-{uuid.uuid4().hex}"
@@ -820,7 +825,7 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fir
         if rewrite or mark:
             say(f"rewriting {len(rewrite)} segment(s) into {len(runs)} file(s) and marking removed records "
                 f"of {len(mark)}, of {len(range_segs)} segment(s)")
-        applied = _apply(spark, handle, manifest, d, range_segs, runs, mark, work_dir)
+        applied = _apply(spark, handle, manifest, d, range_segs, runs, mark, work_dir, vector())
         deleted = applied.deleted
         run_of = {i: r for r, run in enumerate(runs) for i in run}
         new_segments = []
