@@ -11,6 +11,14 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from compaction_assets.errors import ConfigError
+from compaction_assets.log.connectors.settings import (
+    LANDING_DEFAULTS,
+    CdcFormat,
+    FileFormat,
+    LandingConfig,
+    LandingFormat,
+    parse_version_fields,
+)
 from compaction_assets.log.names import check_topic, parse_log_name
 from compaction_assets.log.records import INT64_MAX
 
@@ -29,6 +37,8 @@ DEFAULTS: dict[str, Any] = {
     "compaction.strategy.header": None,
 }
 KEYS = tuple(DEFAULTS)
+# The landing keys (issue 30: which connector wrote the landing area), after SPEC §2's table.
+ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS)
 STRATEGIES = ("offset", "timestamp", "header")
 
 
@@ -45,6 +55,7 @@ class TopicConfig:
     retention_bytes: int
     strategy: str
     strategy_header: str | None
+    landing: LandingConfig = LandingConfig()
 
     @property
     def compact(self) -> bool:
@@ -72,6 +83,7 @@ class TopicConfig:
             "retention.bytes": self.retention_bytes,
             "compaction.strategy": self.strategy,
             "compaction.strategy.header": self.strategy_header,
+            **self.landing.to_kafka(),
         }
 
 
@@ -118,9 +130,9 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     """Validate a Kafka-style mapping (missing keys take the defaults) into a TopicConfig."""
     raw = dict(raw or {})
     for key in raw:
-        if key not in DEFAULTS:
-            raise _fail(topic, key, raw[key], f"unknown configuration key (valid keys: {', '.join(KEYS)})")
-    v = {**DEFAULTS, **raw}
+        if key not in DEFAULTS and key not in LANDING_DEFAULTS:
+            raise _fail(topic, key, raw[key], f"unknown configuration key (valid keys: {', '.join(ALL_KEYS)})")
+    v = {**DEFAULTS, **LANDING_DEFAULTS, **raw}
     policy = _policy(topic, v["cleanup.policy"])
 
     ratio = v["min.cleanable.dirty.ratio"]
@@ -153,7 +165,48 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     else:
         header = None
     return TopicConfig(policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
-                       ret_ms, ret_bytes, strategy, header)
+                       ret_ms, ret_bytes, strategy, header, _landing(topic, v, strategy, header))
+
+
+def _choice(topic: str, key: str, value: Any, enum: type) -> Any:
+    valid = [m.value for m in enum]
+    if value not in valid:
+        raise _fail(topic, key, value, f"must be one of {', '.join(valid)}")
+    return enum(value)
+
+
+def _field_name(topic: str, key: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise _fail(topic, key, value, "must be a non-blank value field name")
+    return value.strip() if value is not None else None
+
+
+def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None) -> LandingConfig:
+    """The landing keys, validated in their table order (issue 30)."""
+    fmt = _choice(topic, "landing.format", v["landing.format"], LandingFormat)
+    file_format = _choice(topic, "landing.file.format", v["landing.file.format"], FileFormat)
+    offset_field = _field_name(topic, "landing.offset.field", v["landing.offset.field"])
+    ts_field = _field_name(topic, "landing.timestamp.field", v["landing.timestamp.field"])
+    cdc = _choice(topic, "cdc.format", v["cdc.format"], CdcFormat)
+    if cdc is not CdcFormat.NONE and fmt is LandingFormat.NATIVE:
+        raise _fail(topic, "cdc.format", cdc.value, "needs landing.format confluent, aiven or lenses (the "
+                                                    "native shape carries values as bytes)")
+    spec = v["cdc.version.fields"]
+    fields: tuple = ()
+    if spec is not None:
+        key = "cdc.version.fields"
+        if not isinstance(spec, str) or not spec.strip():
+            raise _fail(topic, key, spec, "must be a comma-separated list of field paths (e.g. source.lsn)")
+        if cdc is CdcFormat.NONE:
+            raise _fail(topic, key, spec, "needs cdc.format debezium or debezium-flat")
+        if strategy != "header":
+            raise _fail(topic, key, spec, "needs compaction.strategy header (the version goes into "
+                                          "compaction.strategy.header)")
+        try:
+            fields = parse_version_fields(spec)
+        except ValueError as exc:
+            raise _fail(topic, key, spec, str(exc)) from None
+    return LandingConfig(fmt, file_format, offset_field, ts_field, cdc, spec, fields, header)
 
 
 @dataclass(frozen=True)
@@ -259,7 +312,8 @@ class ConfigChange:
     @property
     def changed(self) -> dict[str, list[Any]]:
         """key -> [before, after] for the keys whose effective value changes."""
-        return {k: [self.before.get(k), self.after.get(k)] for k in KEYS if self.before.get(k) != self.after.get(k)}
+        return {k: [self.before.get(k), self.after.get(k)] for k in ALL_KEYS
+                if self.before.get(k) != self.after.get(k)}
 
 
 def parse_setting(assignment: str) -> tuple[str, Any]:
@@ -268,8 +322,8 @@ def parse_setting(assignment: str) -> tuple[str, Any]:
     key = key.strip()
     if not eq or not key:
         raise ConfigError(f"{assignment!r}: expected key=value")
-    if key not in DEFAULTS:
-        raise ConfigError(f"{assignment!r}: unknown configuration key {key!r} (valid keys: {', '.join(KEYS)})")
+    if key not in DEFAULTS and key not in LANDING_DEFAULTS:
+        raise ConfigError(f"{assignment!r}: unknown configuration key {key!r} (valid keys: {', '.join(ALL_KEYS)})")
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:
@@ -339,8 +393,8 @@ class ConfigStore:
             own = self.current(topic)
             stored = self.effective(topic)
             if wanted != stored:
-                diff = ", ".join(f"{k}: stored {stored[k]!r}, file {wanted[k]!r}" for k in KEYS
-                                 if stored[k] != wanted[k])
+                diff = ", ".join(f"{k}: stored {stored.get(k)!r}, file {wanted.get(k)!r}" for k in ALL_KEYS
+                                 if stored.get(k) != wanted.get(k))
                 origin = own or self.current(DEFAULTS_ENTRY)
                 if origin is not None:   # the store already says something for this topic: it wins
                     where = f"version {origin.version}" + ("" if own else " of the store's defaults")

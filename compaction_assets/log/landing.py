@@ -233,68 +233,129 @@ def append_file(handle, config, path: str | Path, **kw):
         raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
 
 
-# --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout) ----------
+# --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout), and the layouts
+# of Confluent's, Aiven's and Lenses' S3 sinks (compaction_assets/log/connectors), on a disk or an object store.
 
-def landing_logs(landing: str | Path) -> tuple[dict[str, Path], list[str]]:
-    """Logs found in the landing area ({log name: folder}) and the folders refused for their names."""
-    from compaction_assets.errors import LogNameError
-    from compaction_assets.log.names import check_partition, check_topic
+def landing_logs(landing: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """Logs found in the landing area ({log name: its PartitionSource}) and the folders refused for their names.
+    The landing area is a local folder or an object-store URI (s3://bucket/prefix)."""
+    from compaction_assets.log.connectors.layouts import discover
 
-    found: dict[str, Path] = {}
-    refused: list[str] = []
-    root = Path(landing)
-    if not root.is_dir():
-        return found, refused
-    for topic_dir in sorted(root.iterdir()):
-        if not topic_dir.is_dir() or topic_dir.is_symlink():
-            continue
-        try:
-            topic = check_topic(topic_dir.name, "landing folder")
-        except LogNameError as exc:
-            refused.append(str(exc))
-            continue
-        for part_dir in sorted(topic_dir.iterdir()):
-            if not part_dir.is_dir() or part_dir.is_symlink():
-                continue
-            name = part_dir.name
-            try:
-                if not name.startswith("partition="):
-                    raise LogNameError(f"landing folder {str(part_dir)!r} is not named partition=<p>")
-                raw = name.split("=", 1)[1]
-                p = check_partition(raw, f"landing folder {str(part_dir)!r}")
-                if str(p) != raw:  # partition=01 and partition=1 would be the same log
-                    raise LogNameError(f"landing folder {str(part_dir)!r}: partition {raw!r} has leading zeros")
-            except LogNameError as exc:
-                refused.append(str(exc))
-                continue
-            found[f"{topic}-{p}"] = part_dir
-    return found, refused
+    return discover(landing)
 
 
-def pending_files(folder: Path, ingested: set[str] | tuple[str, ...]) -> list[Path]:
-    """Input files of a landing folder not yet ingested, in name order (sinks name files by offset)."""
-    done = set(ingested)
+def _connector_named(name: str) -> bool:
+    from compaction_assets.log.connectors.layouts import AIVEN_NAME, CONFLUENT_NAME, LENSES_NAME
+
+    base = name.rsplit("/", 1)[-1]
+    return any(p.match(base) for p in (CONFLUENT_NAME, AIVEN_NAME, LENSES_NAME))
+
+
+def pending_files(folder: Any, ingested: set[str] | tuple[str, ...]) -> list[Any]:
+    """Input files of a landing folder (or PartitionSource) not yet ingested, in name order (sinks name files
+    by offset); each has a `.name`."""
+    from compaction_assets.log.connectors.layouts import PartitionSource, recorded_names
+
+    done = recorded_names(ingested)
+    if isinstance(folder, PartitionSource):
+        return [f for f in folder.files if f.name not in done
+                and (f.name.lower().endswith(tuple(FORMATS)) or _connector_named(f.name))]
+    folder = Path(folder)
     return [p for p in sorted(folder.iterdir())
             if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS
             and p.name not in done]
 
 
-def ingest(handle, config, folder: Path, *, drop_invalid: bool = False, progress=None) -> dict:
-    """Append every pending file of a landing folder, in order, each all-or-nothing and at most once.
+def _source(folder: Any, log_name: str):
+    from compaction_assets.log.connectors.layouts import PartitionSource, local_source
+
+    return folder if isinstance(folder, PartitionSource) else local_source(folder, log_name)
+
+
+def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=None) -> dict:
+    """Append every pending file of a landing folder (a path, or a PartitionSource from `landing_logs`), in
+    order, each all-or-nothing and at most once, read as the topic's `landing.format` says.
 
     Stops at the first file that fails validation (later files would otherwise land before it) and
     raises InvalidInputError naming the file and the reason; files before it stay ingested.
     """
-    files = pending_files(folder, handle.manifest().ingested)
-    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
-    for n, path in enumerate(files, 1):
+    from compaction_assets.log.connectors.settings import LandingFormat
+
+    src = _source(folder, handle.name)
+    if config.landing.format is LandingFormat.NATIVE:
+        return _ingest_native(handle, config, src, drop_invalid, progress)
+    return _ingest_connector(handle, config, src, drop_invalid, progress)
+
+
+def _report() -> dict:
+    return {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+
+
+def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> dict:
+    """Today's record shape, one file at a time (a file on an object store is read through a local copy)."""
+    import tempfile
+
+    from compaction_assets.log.connectors.layouts import NATIVE_SUFFIXES, TOMBSTONE_DIR, recorded_names
+
+    done = recorded_names(handle.manifest().ingested)
+    files = [f for f in src.files if f.name not in done and not f.name.startswith(TOMBSTONE_DIR + "/")
+             and Path(f.name).suffix.lower() in FORMATS and f.name.lower().endswith(NATIVE_SUFFIXES)]
+    report = _report()
+    for n, f in enumerate(files, 1):
         if progress:
-            progress(f"{handle.name}: ingesting {path.name} ({n}/{len(files)})")
-        res = append_file(handle, config, path, drop_invalid=drop_invalid, ingest_name=path.name)
+            progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
+        if src.storage.local:
+            res = append_file(handle, config, f.path, drop_invalid=drop_invalid, ingest_name=f.name)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                local = Path(tmp) / f.name
+                local.write_bytes(src.storage.read_bytes(f.path))
+                try:
+                    res = append_file(handle, config, local, drop_invalid=drop_invalid, ingest_name=f.name)
+                except InvalidInputError as exc:
+                    msg = str(exc).replace(str(local), src.storage.uri(f.path))
+                    raise InvalidInputError(msg, row=exc.row) from None
         if res.already_ingested:
             continue
         report["files_ingested"] += 1
         report["records_appended"] += res.records
         report["invalid_records_dropped"] += res.invalid_records
-        report["files"].append(path.name)
+        report["files"].append(f.name)
+    return report
+
+
+def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict:
+    """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
+    from compaction_assets.log import writer
+    from compaction_assets.log.connectors import canonical
+    from compaction_assets.log.connectors.ingest import batches
+
+    report = {**_report(), "timestamps_from_mtime": 0, "offsets_inferred": []}
+    schema_path = handle.path(canonical.SCHEMA_FILE)
+    for n, batch in enumerate(batches(src, config.landing, handle.manifest().ingested), 1):
+        if progress:
+            progress(f"{handle.name}: ingesting {batch.name.split('|')[0]} (batch {n})")
+        if batch.schema is not None:   # written before the records it describes: a superset never hurts
+            handle.st.makedirs(handle.dir)
+            canonical.record_schema(handle.st, schema_path, batch.schema)
+        try:
+            res = writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
+                                ingest_name=batch.name)
+        except InvalidInputError as exc:
+            if exc.row is None or not str(exc).startswith(batch.files[0] + ": "):
+                raise
+            reason = str(exc)[len(batch.files[0]) + 2:]
+            raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
+        if res.already_ingested:
+            continue
+        report["files_ingested"] += len(batch.name.split("|"))
+        report["records_appended"] += res.records
+        report["invalid_records_dropped"] += res.invalid_records
+        report["files"] += batch.name.split("|")
+        report["timestamps_from_mtime"] += batch.mtime_timestamps
+        if batch.inferred_offsets:
+            report["offsets_inferred"] += [batch.name.split("|")[0]]
+    if report["timestamps_from_mtime"]:
+        report["timestamp_source"] = ("the objects' modification time for records without a timestamp field "
+                                      "(landing.timestamp.field)")
     return report

@@ -1,0 +1,125 @@
+"""Confluent's offsets: which files are ingested together, and the offset of every record in them.
+
+Confluent's S3 sink writes no offset per record: a file is named by its first record's offset. The
+offsets of a value file are known when `landing.offset.field` names the field `InsertField$Value` added,
+or when the file has no gap (its records fill the range up to the next value file's start). Its
+tombstones are in other files (`tombstone/`), rotated with the values, so their offsets fall inside the
+values' ranges: a tombstone file's offsets are its start when it holds one record, its range when it has no
+gap, else the offsets the value files leave free in its range (when exactly as many are free as it holds
+records). Files whose ranges overlap are ingested as one batch in offset order; when that needs offsets
+that cannot be known, the ingestion is refused naming the file and `landing.offset.field`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compaction_assets.errors import InvalidInputError
+from compaction_assets.log.connectors.layouts import Unit
+from compaction_assets.log.connectors.shapes import RawBatch
+
+INFINITY = 2**63
+
+
+@dataclass
+class Part:
+    """A unit read: its records and the start of the next file of its kind (None: the last)."""
+    unit: Unit
+    batch: RawBatch
+    next_start: int | None
+    uri: str
+
+
+def next_starts(units: list[Unit]) -> dict[str, int | None]:
+    """For each unit, the start of the next unit of its kind (values, or tombstones)."""
+    out: dict[str, int | None] = {}
+    for tomb in (False, True):
+        kind = sorted((u for u in units if u.tombstone == tomb), key=lambda u: u.start)
+        for a, b in zip(kind, kind[1:] + [None]):
+            out[a.name] = b.start if b is not None else None
+    return out
+
+
+def groups(pending: list[Unit], nexts: dict[str, int | None]) -> list[list[Unit]]:
+    """Pending units whose offset ranges overlap, grouped, in offset order."""
+    out: list[list[Unit]] = []
+    end = -1
+    for u in sorted(pending, key=lambda u: (u.start, u.tombstone)):
+        stop = nexts.get(u.name)
+        stop = INFINITY if stop is None else stop
+        if out and u.start < end:
+            out[-1].append(u)
+            end = max(end, stop)
+        else:
+            out.append([u])
+            end = stop
+    return out
+
+
+def _value_offsets(part: Part, has_field: bool, tombstones: list[Part]) -> tuple[np.ndarray, bool]:
+    """A value file's offsets and whether they are exact."""
+    n, start, nxt = len(part.batch), part.unit.start, part.next_start
+    if has_field:
+        offs = np.array(part.batch.offsets, dtype=np.int64) if n else np.empty(0, np.int64)
+        return offs, True
+    exact = nxt is not None and n == nxt - start
+    if nxt is not None and n > nxt - start:
+        raise InvalidInputError(f"{part.uri}: {n} records for the {nxt - start} offsets from {start} to the next "
+                                f"file's start {nxt}; the files do not match Confluent's naming")
+    if not exact and tombstones:
+        names = ", ".join(t.unit.name for t in tombstones)
+        end = f"before {nxt}" if nxt is not None else "(the partition's last file)"
+        raise InvalidInputError(f"{part.uri}: {n} records from offset {start} {end} leave a gap, so their offsets "
+                                f"cannot be known, and tombstone file(s) {names} fall among them: set "
+                                "landing.offset.field (InsertField$Value offset.field) to land them")
+    return np.arange(start, start + n, dtype=np.int64), exact
+
+
+def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
+    """A tombstone file's offsets (see the module's rule); refused when they cannot be known."""
+    n, start, nxt = len(part.batch), part.unit.start, part.next_start
+    if n <= 1 or (nxt is not None and n == nxt - start):
+        return np.arange(start, start + n, dtype=np.int64)
+    hi = nxt if nxt is not None else max(start + 1, int(taken.max()) + 1 if taken.size else start + 1)
+    free = np.setdiff1d(np.arange(start, hi, dtype=np.int64), taken)
+    if nxt is None and free.size < n:
+        free = np.concatenate([free, np.arange(hi, hi + n - free.size, dtype=np.int64)])
+    if free.size != n or free[0] != start:
+        raise InvalidInputError(f"{part.uri}: {n} tombstones for {free.size} offsets the value files leave free "
+                                f"from {start} to {hi}: their offsets cannot be known (a gap in the partition)")
+    return free
+
+
+def merge(parts: list[Part], has_field: bool) -> tuple[RawBatch, bool]:
+    """The group's records in offset order, offsets set; and whether every offset is exact."""
+    values = [p for p in parts if not p.unit.tombstone]
+    tombs = [p for p in parts if p.unit.tombstone]
+    offsets: list[np.ndarray] = []
+    exact = True
+    for p in values:
+        offs, ok = _value_offsets(p, has_field, tombs)
+        offsets.append(offs)
+        exact = exact and ok
+    taken = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
+    for p in tombs:
+        offsets.append(_tombstone_offsets(p, taken))
+    ordered = values + tombs
+    if len(ordered) == 1:   # one file: already in offset order
+        ordered[0].batch.offsets = offsets[0].tolist()
+        return ordered[0].batch, exact
+    allo = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
+    order = np.argsort(allo, kind="stable")
+    sorted_offs = allo[order]
+    dup = np.flatnonzero(sorted_offs[1:] == sorted_offs[:-1])
+    if dup.size:
+        raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
+                                f"({', '.join(p.unit.name for p in parts)})")
+    out = RawBatch()
+    flat = [(p.batch, i) for p in ordered for i in range(len(p.batch))]
+    for j in order:
+        b, i = flat[j]
+        out.add(b.keys[i], b.values[i], int(allo[j]), b.timestamps[i], b.headers[i], b.where[i])
+    out.mtime_timestamps = sum(p.batch.mtime_timestamps for p in parts)
+    return out, exact
