@@ -123,14 +123,87 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     returning the session, so that no JVM starts for it)."""
     manifest = manifest or handle.manifest()
     if fits_in_process(manifest):
-        table = latest_state_table(handle, config, manifest)
+        table = with_value_columns(handle, latest_state_table(handle, config, manifest))
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)
         st.write_parquet(f"{target.rstrip('/')}/part-00000.parquet", table, compression="snappy")
         return len(table)
-    latest_state_df(spark(), handle, config, manifest).write.mode("overwrite").parquet(st.spark_uri(target))
+    df = with_value_columns_df(handle, latest_state_df(spark(), handle, config, manifest))
+    df.write.mode("overwrite").parquet(st.spark_uri(target))
     # the rows from the written files' footers, not from another Spark job reading them back
     import pyarrow.parquet as pq
 
     return sum(pq.ParquetFile(st.fs.open_input_file(f"{target.rstrip('/')}/{name}")).metadata.num_rows
                for name in st.list_dir(target) if name.endswith(".parquet") and not name.startswith((".", "_")))
+
+
+# --- structured values as columns (values landed from a connector with a schema, issue 30) ---------------
+
+def _column_names(schema: pa.Schema) -> list[tuple[str, str]]:
+    """(field, column) per value field; a field named like a record column is prefixed `value_`."""
+    return [(f.name, f"value_{f.name}" if f.name in OUTPUT_COLUMNS else f.name) for f in schema]
+
+
+def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
+    """Canonical JSON objects to a table of `schema`; a field whose rows do not fit its type is JSON text."""
+    import io
+    import json
+
+    import pyarrow.json as pajson
+
+    try:
+        return pajson.read_json(io.BytesIO(b"\n".join(lines)), parse_options=pajson.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"))
+    except pa.ArrowInvalid:
+        rows = [json.loads(line) for line in lines]
+    cols = {}
+    for f in schema:
+        vals = [r.get(f.name) for r in rows]
+        try:
+            cols[f.name] = pa.array(vals, f.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            cols[f.name] = pa.array([v if v is None or isinstance(v, str) else
+                                     json.dumps(v, sort_keys=True, separators=(",", ":")) for v in vals], pa.string())
+    return pa.table(cols)
+
+
+def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:
+    """The latest state with each field of its structured values as a column (when the log has a value
+    schema, see log/connectors/canonical.py); values that are not JSON objects leave them null."""
+    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+
+    vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
+    if vs is None or not len(vs.schema):
+        return table
+    values = table.column("value").to_pylist()
+    rows = [i for i, v in enumerate(values) if v is not None and v[:1] == b"{"]
+    positions = np.full(len(values), -1, dtype=np.int64)
+    positions[rows] = np.arange(len(rows))
+    parsed = _parse_values([values[i] for i in rows], vs.schema) if rows else vs.schema.empty_table()
+    index = pa.array(positions, mask=positions < 0)
+    for field, column in _column_names(vs.schema):
+        table = table.append_column(column, parsed.column(field).take(index) if rows
+                                    else pa.nulls(len(table), vs.schema.field(field).type))
+    return table
+
+
+def with_value_columns_df(handle: LogHandle, df):
+    """`with_value_columns` for a Spark DataFrame of the latest state (from_json on the value)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+
+    vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
+    if vs is None or not len(vs.schema):
+        return df
+
+    def spark_type(t: pa.DataType):
+        try:
+            return StringType() if pa.types.is_null(t) else from_arrow_type(t)
+        except TypeError:
+            return StringType()
+    schema = StructType([StructField(f.name, spark_type(f.type)) for f in vs.schema])
+    parsed = F.from_json(F.col("value").cast("string"), schema)
+    return df.select("*", *[parsed[field].alias(column) for field, column in _column_names(vs.schema)])
