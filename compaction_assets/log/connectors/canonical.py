@@ -40,10 +40,13 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} cannot be written as JSON")
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default,
+                            allow_nan=False)   # built once: json.dumps with options builds one per call
+
+
 def canonical_json(obj: Any) -> bytes:
     """The canonical JSON bytes of a structured object (sorted keys, compact, UTF-8)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=_json_default, allow_nan=False).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 def is_structured(obj: Any) -> bool:
