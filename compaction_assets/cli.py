@@ -17,7 +17,7 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
-from compaction_assets.errors import CompactionError
+from compaction_assets.errors import CompactionError, EngineError
 from compaction_assets.log import writer
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.config import (DEFAULTS_ENTRY, ConfigStore, TopicsFile, check_strategy_change, cleaned_logs_of,
@@ -38,6 +38,7 @@ def _emit(obj: Any) -> None:
 # Commands that may create a store; every other one refuses a store that does not exist (rather than
 # listing it as empty).
 CREATING_COMMANDS = ("append", "ingest", "config")
+EXIT_TRANSIENT = 75   # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
 
 
 class Context:
@@ -156,6 +157,7 @@ def cmd_clean(ctx: Context) -> int:
         except CompactionError as exc:  # a bad name or configuration: report it, clean the others
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
+    engine_faults = 0
     results = engine.run_many(items, ctx.now,
                               spark=lambda: ctx.spark, force=ctx.args.force,
                               concurrency=settings.current().clean_concurrency, progress=_progress)
@@ -163,16 +165,15 @@ def cmd_clean(ctx: Context) -> int:
         name, rep = res.log, res.report
         if res.error is not None:
             failed += 1
+            engine_faults += isinstance(res.error, EngineError)
             print(f"error: {res.error}", file=sys.stderr)
             continue
-        if rep.cleaned:
-            s = rep.stats
-            _progress(f"{name}: cleaned ({rep.reason}) {s['records_read']} -> {s['records_written']} records "
-                      f"in {s['clean_time_secs']:.1f}s")
-        else:
-            _progress(f"{name}: not eligible, nothing cleaned")
         reports.append(rep.as_dict())
     _emit(reports)
+    if failed and failed == engine_faults:
+        print(f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
+              f"once Spark is back (exit {EXIT_TRANSIENT}: transient)", file=sys.stderr)
+        return EXIT_TRANSIENT
     return 1 if failed else 0
 
 
@@ -339,9 +340,23 @@ def cmd_set_checkpoint(ctx: Context) -> int:
 
 
 def cmd_clear_uncleanable(ctx: Context) -> int:
-    """`clear-uncleanable LOG`: clear a failed cleaning's mark."""
-    m = engine.clear_uncleanable(ctx.handle(ctx.args.log))
-    _emit({"log": ctx.args.log, "uncleanable": m.uncleanable})
+    """`clear-uncleanable LOG... | --all`: clear failed cleanings' marks (--all: every marked log)."""
+    if ctx.args.all == bool(ctx.args.logs):
+        raise CompactionError("name one or more logs, or use --all (every log marked uncleanable)")
+    if ctx.args.all:
+        names = [st.log for st in evaluate_logs(ctx.store, ctx.config, ctx.now)
+                 if st.manifest is not None and st.manifest.uncleanable]
+    else:
+        names = ctx.args.logs
+    cleared = []
+    for name in names:
+        handle = ctx.handle(name)
+        before = handle.manifest().uncleanable
+        m = engine.clear_uncleanable(handle)
+        cleared.append({"log": name, "uncleanable": m.uncleanable,
+                        "error_cleared": (before or {}).get("error")})
+        _progress(f"{name}: " + ("mark cleared" if before else "was not marked"))
+    _emit(cleared[0] if len(ctx.args.logs) == 1 else cleared)
     return 0
 
 
@@ -467,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("offset", type=int)
     s.set_defaults(fn=cmd_set_checkpoint)
     s = sub.add_parser("clear-uncleanable", help="clear the uncleanable mark once the log is repaired")
-    s.add_argument("log")
+    s.add_argument("logs", nargs="*", metavar="LOG")
+    s.add_argument("--all", action="store_true", help="every log marked uncleanable")
     s.set_defaults(fn=cmd_clear_uncleanable)
     s = sub.add_parser("gc", help="remove files left by interrupted changes")
     s.add_argument("log")
@@ -507,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
         return args.fn(Context(args))
+    except EngineError as exc:
+        print(f"error: {exc} (exit {EXIT_TRANSIENT}: transient, run again)", file=sys.stderr)
+        return EXIT_TRANSIENT
     except CompactionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -44,7 +44,12 @@ class UnknownLogError(CompactionError):
     """No such log in the store."""
 
 
-class SparkSetupError(CompactionError):
+class EngineError(CompactionError):
+    """Spark or the machine failed (a session that cannot start, a connection, executor or worker lost, out
+    of memory): the run fails and is worth retrying; the log is not marked (its data is not at fault)."""
+
+
+class SparkSetupError(EngineError):
     """Spark cannot start or be reached (a bad setting, an unreachable endpoint), naming the setting."""
 
 

@@ -279,8 +279,31 @@ def get_spark(conf: dict | None = None):
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         raise SparkSetupError(f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
                               f"(set {settings.DEBUG}=1 for the trace)") from None
+    if remote:
+        _bound_connect_retries(spark)
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:  # Spark Connect has no SparkContext
         pass
     return spark
+
+
+# How long a Connect client keeps retrying a server that does not answer: about 45 s (backoff 0.05, 0.2,
+# 0.8, 3.2 s, then 10 s), enough for a server restart. PySpark's default waits at least 10 minutes for
+# every call, so a server that is down held a fleet cleaning (and the process's exit) for 10 minutes a
+# query before the engine fault could fail the run and let the scheduler retry it.
+CONNECT_RETRY_POLICY = {"max_retries": 8, "backoff_multiplier": 4.0, "initial_backoff": 50, "max_backoff": 10_000}
+
+
+def _bound_connect_retries(spark) -> None:
+    """Replace the Connect client's retry policy by CONNECT_RETRY_POLICY (same errors retried, shorter)."""
+    import warnings
+
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    # the failure itself is raised to the caller: PySpark's extra warning is noise on an operator's stderr
+    warnings.filterwarnings("ignore", message=r"\[RETRIES_EXCEEDED\]")
+
+    client = getattr(spark, "client", None)
+    if client is not None and hasattr(client, "set_retry_policies"):
+        client.set_retry_policies([DefaultPolicy(**CONNECT_RETRY_POLICY)])

@@ -16,10 +16,11 @@ from dataclasses import asdict, dataclass, field
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from compaction_assets.cleaning import faults
 from compaction_assets.cleaning.cleaner import CleanOutput, clean, decide, merge_layout, rewrite_plan
 from compaction_assets.cleaning.latest_state import UNIQUE_KEYS_BELOW
 from compaction_assets.cleaning.planner import Evaluation, evaluate, rewritten_segments, seal_active
-from compaction_assets.errors import CompactionError, ConflictError
+from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log import integrity
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
@@ -39,6 +40,14 @@ class StepReport:
     before_version: int = 0        # the manifest the cleaning read (after the evaluation's own changes)
     after_version: int = 0         # the manifest it committed
     extra: dict = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: what this step did."""
+        if not self.cleaned:
+            return "not eligible, nothing cleaned"
+        s = self.stats
+        return (f"cleaned ({self.reason}) {s['records_read']} -> {s['records_written']} records "
+                f"in {s['clean_time_secs']:.1f}s")
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -152,16 +161,18 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             u = ev.first_uncleanable_offset
             try:
                 integrity.check_files(handle, m)   # names a missing or corrupt file before Spark reads it
-                out = clean(_session(spark), handle, m, config, u, now, progress)
-            except ConflictError:
+            except CorruptLogError as exc:
+                raise _failed_cleaning(handle, m, config, u, None, exc) from exc
+            try:
+                session = _session(spark)
+            except EngineError as exc:   # a session that cannot start is the engine's fault: never marks
+                raise EngineError(f"log {handle.name!r} not cleaned and not marked: {exc}") from exc
+            try:
+                out = clean(session, handle, m, config, u, now, progress)
+            except (ConflictError, EngineError):
                 raise
             except Exception as exc:
-                if not isinstance(exc, CompactionError):  # a corrupt page? name the file (the range first)
-                    exc = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
-                           or (config.strategy != "offset" and integrity.find_unreadable(handle, m)) or exc)
-                mark_uncleanable(handle, exc)
-                raise CompactionError(f"cleaning of log {handle.name!r} failed, the log is unchanged and "
-                                      f"marked uncleanable: {_one_line(exc)}") from exc
+                raise _failed_cleaning(handle, m, config, u, session, exc) from exc
             m = commit_cleaning(handle, m, out, u, reason, ev)
             report.after_version = m.version
             report.cleaned = True
@@ -170,6 +181,29 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
         report.retention = apply_retention(handle, config, now)
         report.checkpoint = handle.manifest().checkpoint
         return report
+
+
+def _failed_cleaning(handle: LogHandle, m: Manifest, config: TopicConfig, u: int, session,
+                     exc: Exception) -> CompactionError:
+    """The error a failed cleaning raises: the engine's fault unmarked, the log's marked (naming its file)."""
+    if not isinstance(exc, CompactionError):
+        if faults.is_engine_fault(exc):
+            return _engine_error(handle, exc)
+        # a corrupt page? name the file (the cleaned range first)
+        found = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
+                 or (config.strategy != "offset" and integrity.find_unreadable(handle, m)))
+        if found:
+            exc = found
+        elif session is not None and not faults.engine_answers(session):
+            return _engine_error(handle, exc)
+    mark_uncleanable(handle, exc)
+    return CompactionError(f"cleaning of log {handle.name!r} failed, the log is unchanged and "
+                           f"marked uncleanable: {_one_line(exc)}")
+
+
+def _engine_error(handle: LogHandle, exc: BaseException) -> EngineError:
+    return EngineError(f"cleaning of log {handle.name!r} stopped by an engine fault; the log is unchanged "
+                       f"and not marked, run it again once Spark is back: {_one_line(exc)}")
 
 
 @dataclass
@@ -191,20 +225,36 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
 
     lock = threading.Lock()
     shared: list = []
+    engine_down: list[EngineError] = []   # the first engine fault: the fleet's other cleanings do not start
 
     def session():
-        with lock:  # one session for the fleet, started by the first cleaning that needs it
+        with lock:  # one session for the fleet, started by the first cleaning that needs it, tried once
             if not shared:
-                shared.append(_session(spark))
+                try:
+                    shared.append(_session(spark))
+                except EngineError as exc:
+                    shared.append(exc)
+            if isinstance(shared[0], EngineError):
+                raise shared[0]
             return shared[0]
 
     def one(item: tuple[LogHandle, TopicConfig]) -> FleetResult:
         handle, config = item
+        if engine_down:
+            return FleetResult(handle.name, error=EngineError(
+                f"log {handle.name!r} not cleaned, the engine failed earlier in this run (not marked): "
+                f"{engine_down[0]}"))
         say = (lambda msg: progress(f"{handle.name}: {msg}")) if progress else None
         try:
-            return FleetResult(handle.name, run(handle, config, now, spark=session, force=force, progress=say))
+            report = run(handle, config, now, spark=session, force=force, progress=say)
+        except EngineError as exc:
+            engine_down.append(exc)
+            return FleetResult(handle.name, error=exc)
         except CompactionError as exc:
             return FleetResult(handle.name, error=exc)
+        if say:   # as each log finishes: a long fleet shows its progress
+            say(report.summary())
+        return FleetResult(handle.name, report)
 
     if concurrency <= 1 or len(logs) <= 1:
         return [one(item) for item in logs]

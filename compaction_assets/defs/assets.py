@@ -12,7 +12,7 @@ from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import write_latest_state
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.errors import CompactionError, CorruptLogError, LockedError, LogNameError
+from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
@@ -64,8 +64,10 @@ def _existing(log_store: LogStoreResource, log: str):
 
 
 def _failure(exc: CompactionError, log: str) -> dg.Failure:
-    """A step failure: retried when transient (another holder of the log's lease), else one line, final."""
-    return dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=isinstance(exc, LockedError))
+    """A step failure: retried when transient (another holder of the log's lease, an engine fault such as
+    a Spark Connect server that is down), else one line, final."""
+    return dg.Failure(description=str(exc), metadata={"log": log},
+                      allow_retries=isinstance(exc, (LockedError, EngineError)))
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"parquet"}, retry_policy=TRANSIENT_RETRY,

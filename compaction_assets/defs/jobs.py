@@ -83,6 +83,30 @@ def clear_uncleanable_op(context: dg.OpExecutionContext, config: LogConfig, log_
                                  "error_cleared": (before or {}).get("error", "")})
 
 
+@dg.op(description="Clear the uncleanable mark of the named logs, or of every marked log when none is named "
+                   "(CLI: clear-uncleanable --all).")
+def clear_uncleanable_logs_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: LogStoreResource) -> None:
+    """Clear the uncleanable marks of several logs (e.g. after an engine fault marked them, or a repair)."""
+    names = list(config.logs) or [log for log in log_store.store.logs()
+                                  if log_store.handle(log).manifest().uncleanable]
+    cleared, failed = {}, []
+    for log in names:
+        handle = _handle(log_store, log)
+        before = handle.manifest().uncleanable
+        try:
+            engine.clear_uncleanable(handle)
+        except CompactionError as exc:
+            failed.append(f"{log}: {exc}")
+            continue
+        if before:
+            cleared[log] = before.get("error", "")
+            context.log.info(f"{log}: mark cleared ({cleared[log]})")
+    context.add_output_metadata({"logs_cleared": len(cleared), "cleared": dg.MetadataValue.json(cleared),
+                                 "failed": dg.MetadataValue.json(failed)})
+    if failed:
+        raise refuse(f"{len(failed)} log(s) could not be cleared: {'; '.join(failed)[:500]}")
+
+
 @dg.op(description="Overwrite a log's cleaner checkpoint (CLI: set-checkpoint).")
 def set_checkpoint_op(context: dg.OpExecutionContext, config: CheckpointConfig, log_store: LogStoreResource) -> None:
     """Overwrite a log's cleaner checkpoint."""
@@ -179,6 +203,11 @@ def clear_uncleanable_job():
     clear_uncleanable_op()
 
 
+@dg.job(description="Clear the uncleanable marks of several logs (no logs named: every marked log).")
+def clear_uncleanable_logs_job():
+    clear_uncleanable_logs_op()
+
+
 @dg.job(description="Overwrite one log's cleaner checkpoint.")
 def set_checkpoint_job():
     set_checkpoint_op()
@@ -199,4 +228,4 @@ def retention_job():
     retention_op()
 
 
-OPERATOR_JOBS = [clear_uncleanable_job, set_checkpoint_job, set_log_start_job, gc_job, rebuild_latest_state_job]
+OPERATOR_JOBS = [clear_uncleanable_job, clear_uncleanable_logs_job, set_checkpoint_job, set_log_start_job, gc_job, rebuild_latest_state_job]

@@ -1,0 +1,72 @@
+"""Whose fault a failed cleaning is: the engine's (retry the run, never mark the log) or the log's (mark it).
+
+Kafka marks a partition uncleanable when its own data stops the cleaner. A Spark session that cannot
+start, a Connect server restarted or down, a lost executor or Python worker, an out-of-memory driver or
+an unreachable store say nothing about the log: marking every healthy log for them would turn one
+restart into a manual repair of the whole fleet. So a failure marks its log only when it names one of the
+log's files, or when the engine answers a trivial query afterwards (the fault then stays with the log).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Iterator
+
+# Exception classes (by name, so that neither py4j nor grpc needs importing) that only the engine or the
+# machine raises: a connection, a process or memory that is gone.
+ENGINE_EXCEPTION_TYPES = frozenset({
+    "ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError",
+    "BrokenPipeError", "TimeoutError", "MemoryError", "Py4JNetworkError", "SparkSetupError",
+    "_InactiveRpcError", "RetriesExceeded",
+})
+
+# Text that Spark, py4j or grpc put in the message of an engine fault, wherever it is wrapped.
+ENGINE_MESSAGE_MARKERS = (
+    "OutOfMemoryError", "SparkOutOfMemoryError", "GC overhead limit exceeded", "Java heap space",
+    "ExecutorLostFailure", "Executor lost", "executor lost", "worker lost", "Worker lost",
+    "SparkContext was shut down", "stopped SparkContext", "SparkContext has been shutdown",
+    "Python worker exited unexpectedly", "Python worker failed to connect back",
+    "Answer from Java side is empty", "Error while receiving", "Error while sending",
+    "Connection refused", "Connection reset", "Broken pipe", "failed to connect to all addresses",
+    "StatusCode.UNAVAILABLE", "UNAVAILABLE", "Socket closed", "DEADLINE_EXCEEDED",
+    "INVALID_HANDLE.SESSION", "SESSION_CLOSED", "SESSION_NOT_FOUND", "Session not found",
+)
+
+ENGINE_PROBE_SECONDS = 60.0   # a healthy engine answers `range(1)` in well under a second, even cold
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and every cause or context behind it, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def is_engine_fault(exc: BaseException) -> bool:
+    """Whether `exc` (or anything behind it) is a fault of Spark or the machine, not of the log's data."""
+    for link in _chain(exc):
+        if any(cls.__name__ in ENGINE_EXCEPTION_TYPES for cls in type(link).__mro__):
+            return True
+        text = str(link)
+        if any(marker in text for marker in ENGINE_MESSAGE_MARKERS):
+            return True
+    return False
+
+
+def engine_answers(session: object, timeout: float = ENGINE_PROBE_SECONDS) -> bool:
+    """Whether the Spark session runs a trivial query within `timeout` seconds."""
+    answered: list[bool] = []
+
+    def probe() -> None:
+        try:
+            answered.append(session.range(1).count() == 1)
+        except Exception:
+            answered.append(False)
+
+    thread = threading.Thread(target=probe, name="engine-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(answered and answered[0])
