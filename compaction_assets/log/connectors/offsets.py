@@ -117,9 +117,18 @@ def merge(parts: list[Part], has_field: bool) -> tuple[RawBatch, bool]:
         raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
                                 f"({', '.join(p.unit.name for p in parts)})")
     out = RawBatch()
-    flat = [(p.batch, i) for p in ordered for i in range(len(p.batch))]
+    flat = [(p.batch, i, p.unit.tombstone) for p in ordered for i in range(len(p.batch))]
+    dated = 0       # tombstones dated by a record before them that carried its own time
+    previous: tuple[int, bool] | None = None    # the record before: its timestamp, and whether it is real
     for j in order:
-        b, i = flat[j]
-        out.add(b.keys[i], b.values[i], int(allo[j]), b.timestamps[i], b.headers[i], b.where[i])
-    out.mtime_timestamps = sum(p.batch.mtime_timestamps for p in parts)
+        b, i, tombstone = flat[j]
+        timestamp, real = b.timestamps[i], b.mtime_timestamps == 0
+        # A tombstone carries no inserted field: its object's mtime can be years after the values' own
+        # times, which would roll a segment at every delete and date the delete long after it happened.
+        # The record before it in the partition is the closest time that the data itself gives.
+        if tombstone and previous is not None:
+            (timestamp, real), dated = previous, dated + previous[1]
+        out.add(b.keys[i], b.values[i], int(allo[j]), timestamp, b.headers[i], b.where[i])
+        previous = (timestamp, real)
+    out.mtime_timestamps = sum(p.batch.mtime_timestamps for p in parts) - dated
     return out, exact
