@@ -17,12 +17,12 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
-from compaction_assets.errors import CompactionError, EngineError
+from compaction_assets.errors import CompactionError, EngineError, OffsetError
 from compaction_assets.log import writer
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.config import (DEFAULTS_ENTRY, ConfigStore, TopicsFile, check_strategy_change, cleaned_logs_of,
                                           load_topics, parse_setting)
-from compaction_assets.log.landing import append_file, ingest, landing_logs
+from compaction_assets.log.landing import append_files, ingest, landing_logs
 from compaction_assets.log.names import check_topic, parse_log_name
 from compaction_assets.log.store import LogStore, wall_ms
 
@@ -38,6 +38,7 @@ def _emit(obj: Any) -> None:
 # Commands that may create a store; every other one refuses a store that does not exist (rather than
 # listing it as empty).
 CREATING_COMMANDS = ("append", "ingest", "config")
+EXIT_PIPE_CLOSED = 141   # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
 EXIT_TRANSIENT = 75   # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
 
 
@@ -58,6 +59,22 @@ class Context:
         self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
         self.now = args.now if args.now is not None else wall_ms()
         self._spark = None
+        self.check_topics_file()
+
+    def check_topics_file(self) -> None:
+        """Refuse, before the command reads or changes anything, a topics file that disagrees with the
+        configuration stored for a topic the command touches (every command: one place for this check).
+        The logs named on the command line, or every log of the store; `config` commands are how the
+        stored configuration changes, so they are not checked."""
+        if self.topics is None or self.args.command == "config":
+            return
+        names = _named_logs(self.args) or (self.store.logs() if _store_exists(self.store) else [])
+        seen: set[str] = set()
+        for name in names:
+            topic = parse_log_name(name)[0]
+            if topic not in seen:
+                seen.add(topic)
+                self.config(name)
 
     def config(self, log: str):
         topic, _ = parse_log_name(log)
@@ -76,6 +93,12 @@ class Context:
         return self._spark
 
 
+def _named_logs(args: argparse.Namespace) -> list[str]:
+    """The logs a command names (LOG, or LOG...)."""
+    names = [args.log] if getattr(args, "log", None) is not None else []
+    return names + list(getattr(args, "logs", None) or [])
+
+
 def _store_exists(store: LogStore) -> bool:
     st = store.storage
     return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
@@ -89,8 +112,11 @@ def cmd_logs(ctx: Context) -> int:
         if ev is None:
             rows.append({"log": st.log, "error": st.error, "uncleanable": True})
             continue
-        rows.append({"log": st.log, "dirty_ratio": round(ev.dirty_ratio, 6), "eligible": ev.eligible,
-                     "reason": ev.reason, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        # a log marked uncleanable is not eligible: no sensor and no `clean --all` takes it
+        rows.append({"log": st.log, "dirty_ratio": round(ev.dirty_ratio, 6),
+                     "eligible": ev.eligible and not ev.uncleanable,
+                     "reason": None if ev.uncleanable else ev.reason,
+                     "why_not_eligible": ev.why_not_eligible, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
                      "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable,
                      "uncleanable_error": (st.manifest.uncleanable or {}).get("error")})
     _emit(rows)
@@ -169,7 +195,8 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {res.error}", file=sys.stderr)
             continue
         reports.append(rep.as_dict())
-    _emit(reports)
+    if reports or not failed:   # stdout: what ran; a command where nothing ran says why on stderr only
+        _emit(reports)
     if failed and failed == engine_faults:
         print(f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
               f"once Spark is back (exit {EXIT_TRANSIENT}: transient)", file=sys.stderr)
@@ -199,7 +226,7 @@ def _bytes_field(obj: dict, name: str, b: bytes | None) -> None:
 
 
 def record_json(r) -> dict:
-    """One record in the JSON Lines format `append` accepts (README, "Record format"); the delete horizon
+    """One record in the JSON Lines format `append` accepts (docs/cli.md, "Record format"); the delete horizon
     is the cleaner's state, not part of the record, and is not printed."""
     obj: dict = {"offset": r.offset}
     _bytes_field(obj, "key", r.key)
@@ -212,6 +239,9 @@ def record_json(r) -> dict:
 def cmd_read(ctx: Context) -> int:
     """`read LOG`: the log's visible records as JSON Lines."""
     from compaction_assets.log.reader import iter_records
+    for flag, value in (("--from", ctx.args.from_offset), ("--limit", ctx.args.limit)):
+        if value is not None and value < 0:
+            raise CompactionError(f"{flag} {value}: must be 0 or more")
     for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
         if ctx.args.limit is not None and i >= ctx.args.limit:
             break
@@ -262,28 +292,34 @@ def _check_output_folder(output: str, log: str, overwrite: bool) -> None:
 
 
 def cmd_append(ctx: Context) -> int:
-    """`append LOG FILE`: append a Parquet or JSON Lines file."""
-    name = ctx.args.log
+    """`append LOG FILE...`: append Parquet, JSON Lines or Avro files, all of them in one commit or none."""
+    name, files = ctx.args.log, ctx.args.files
     handle, cfg = ctx.handle(name, must_exist=False), ctx.config(name)
     new_log = not handle.exists()
-    total = 0
-    for path in ctx.args.files:
-        try:
-            res = append_file(handle, cfg, path, now=ctx.args.default_timestamp,
-                              drop_invalid=ctx.args.drop_invalid)
-        except BaseException:
-            if new_log and not handle.exists():   # a refused first append leaves no empty log folder
-                handle.st.delete(handle.dir)
-            raise
-        total += res.records
-        _progress(f"{name}: appended {res.records} records from {path} (offsets {res.first_offset}.."
-                  f"{res.last_offset}, {res.invalid_records} invalid dropped)")
-    _emit({"log": name, "appended": total, "log_end_offset": handle.manifest().log_end_offset})
+    try:
+        done = append_files(handle, cfg, files, now=ctx.args.default_timestamp, drop_invalid=ctx.args.drop_invalid)
+    except BaseException as exc:
+        if new_log and not handle.exists():   # a refused first append leaves no empty log folder
+            handle.st.delete(handle.dir)
+        if isinstance(exc, CompactionError) and len(files) > 1:
+            raise CompactionError(f"{exc}; nothing appended (none of the {len(files)} files)") from exc
+        raise
+    res = done.result
+    _progress(f"{name}: appended {res.records} records from {len(files)} file(s) (offsets {res.first_offset}.."
+              f"{res.last_offset}, {res.invalid_records} invalid dropped)")
+    _emit({"log": name, "appended": res.records, "invalid_records_dropped": res.invalid_records,
+           "first_offset": res.first_offset, "last_offset": res.last_offset,
+           "files": [{"file": path, "records": n} for path, n in done.files],
+           "log_end_offset": handle.manifest().log_end_offset})
     return 0
 
 
 def cmd_ingest(ctx: Context) -> int:
     """`ingest`: ingest new files of the landing folders, each file at most once."""
+    landing = Storage.open(str(ctx.landing))
+    if landing.local and not landing.is_dir(landing.root):
+        raise CompactionError(f"no landing area at {landing.root}: it does not exist (--landing or "
+                              "COMPACTION_LANDING names it; default var/landing under the current directory)")
     found, refused = landing_logs(ctx.landing)
     for reason in refused:
         _progress(f"ignored: {reason}")
@@ -309,6 +345,9 @@ def cmd_set_log_start(ctx: Context) -> int:
     handle = ctx.handle(ctx.args.log)
     m = handle.manifest()
     target = ctx.args.offset
+    if target > m.log_end_offset:   # refused before saying what it would delete: it deletes nothing
+        raise OffsetError(f"log {ctx.args.log}: set-log-start {target} is beyond the log end offset "
+                          f"{m.log_end_offset}; nothing was deleted")
     below = [s for s in m.segments if s.base_offset < target]
     what = (f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
             f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
@@ -392,9 +431,13 @@ def cmd_config_set(ctx: Context) -> int:
     """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
     values = dict(parse_setting(a) for a in ctx.args.settings)
     change = ctx.configs.plan_set(ctx.args.topic, values)
+    before = ctx.configs.current(ctx.args.topic)
     stored = ctx.configs.set_topic(ctx.args.topic, values, "config set " + " ".join(ctx.args.settings),
                                    wall_ms(), cleaned_logs_of(ctx.store), ctx.args.confirm)
-    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed})
+    new_version = before is None or stored.version != before.version
+    if not new_version:
+        _progress(f"topic {ctx.args.topic}: nothing changes; no new version stored")
+    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed, "stored": new_version})
     return 0
 
 
@@ -403,21 +446,34 @@ def cmd_config_apply(ctx: Context) -> int:
     topics = load_topics(ctx.args.file)
     known = sorted({parse_log_name(n)[0] for n in ctx.store.logs()})
     source = f"config apply {os.path.abspath(ctx.args.file)}"
-    if ctx.args.dry_run:
+    defaults = ctx.configs.plan_defaults(topics)
+    cleaned = cleaned_logs_of(ctx.store)
+    if ctx.args.dry_run:   # the diff, with each change a real apply would refuse without --confirm
         changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
-        for c in changes:
-            check_strategy_change(c, cleaned_logs_of(ctx.store), ctx.args.confirm)
     else:
-        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned_logs_of(ctx.store), ctx.args.confirm)
+        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned, ctx.args.confirm)
     _emit({"file": ctx.args.file, "applied": not ctx.args.dry_run,
-           "changes": [{"topic": c.topic, "changed": c.changed} for c in changes]})
+           "defaults": (defaults.changed if topics.has_defaults else
+                        "kept: the file has no `defaults` section, the store's defaults stay as they are"),
+           "changes": [{"topic": c.topic, "changed": c.changed, **_needs_confirm(c, cleaned, ctx.args.confirm)}
+                       for c in changes]})
     return 0
+
+
+def _needs_confirm(change, cleaned, confirm: bool) -> dict:
+    """{"needs_confirm": True, "refusal": why} for a change a real apply refuses without --confirm, else {}."""
+    try:
+        check_strategy_change(change, cleaned, confirm)
+    except CompactionError as exc:
+        return {"needs_confirm": True, "refusal": str(exc)}
+    return {}
 
 
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     """--store, --topics, --now: accepted before the command and after it."""
     d = {"default": argparse.SUPPRESS} if suppress else {"default": None}
-    parser.add_argument("--store", help="log store root (env COMPACTION_STORE; default var/store)", **d)
+    parser.add_argument("--store", help="log store root (env COMPACTION_STORE; default var/store under the current "
+                        "directory)", **d)
     parser.add_argument("--topics", help="topics file to check against (and, for a topic the store has no "
                         "configuration for yet, to store); env COMPACTION_TOPICS", **d)
     parser.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock", **d)
@@ -433,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parser = sub.add_parser
 
     def add_parser(name: str, **kw) -> argparse.ArgumentParser:
+        kw.setdefault("description", kw.get("help"))   # `COMMAND --help` says what the command does
         return _add_parser(name, parents=[common], **kw)
     sub.add_parser = add_parser   # type: ignore[method-assign]
 
@@ -445,7 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("plan", help="dry run: what a cleaning would remove and why")
     s.add_argument("logs", nargs="*", help="logs (default: all)")
     s.add_argument("--metadata-only", action="store_true", help="only the evaluation; no Spark")
-    s.add_argument("--force", action="store_true")
+    s.add_argument("--force", action="store_true",
+                   help="dry-run the cleaning as if forced, even if not eligible (ignored with --metadata-only)")
     s.set_defaults(fn=cmd_plan)
     s = sub.add_parser("clean", help="clean logs (eligible ones with --all, in priority order)")
     s.add_argument("logs", nargs="*")
@@ -454,8 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_clean)
     s = sub.add_parser("read", help="records from an offset, as JSON lines")
     s.add_argument("log")
-    s.add_argument("--from", dest="from_offset", type=int, default=0)
-    s.add_argument("--limit", type=int)
+    s.add_argument("--from", dest="from_offset", type=int, default=0,
+                   help="first offset to read (default 0; records below the log start are gone)")
+    s.add_argument("--limit", type=int, help="print at most this many records (default: all)")
     s.set_defaults(fn=cmd_read)
     s = sub.add_parser("latest-state", help="the key -> value table of a log")
     s.add_argument("log")
@@ -463,9 +522,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--overwrite", action="store_true",
                    help="replace a non-empty --output folder that an earlier latest-state did not write")
     s.set_defaults(fn=cmd_latest_state)
-    s = sub.add_parser("append", help="append Parquet or JSON Lines files to a log")
+    s = sub.add_parser("append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, "
+                       "or none)")
     s.add_argument("log")
-    s.add_argument("files", nargs="+")
+    s.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl/.json/.ndjson or .avro files; "
+                   "every file is validated before any is appended")
     s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
     s.add_argument("--default-timestamp", type=int, help="timestamp for records that have none")
     s.set_defaults(fn=cmd_append)
@@ -487,12 +548,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_clear_uncleanable)
     s = sub.add_parser("gc", help="remove files left by interrupted changes")
     s.add_argument("log")
-    s.add_argument("--grace-seconds", type=float, default=600.0)
+    s.add_argument("--grace-seconds", type=float, default=600.0,
+                   help="only remove unreferenced files older than this (default %(default)s)")
     s.set_defaults(fn=cmd_gc)
     s = sub.add_parser("ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
     s.add_argument("logs", nargs="*", help="logs (default: every landing folder)")
-    s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing)")
-    s.add_argument("--drop-invalid", action="store_true")
+    s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing "
+                   "under the current directory); a local folder that does not exist is an error")
+    s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
     s.set_defaults(fn=cmd_ingest)
     s = sub.add_parser("config", help="the topic configuration stored in the store (show, set, apply)")
     csub = s.add_subparsers(dest="config_command", required=True)
@@ -517,12 +580,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; errors are one line on stderr and a non-zero exit code."""
     args = build_parser().parse_args(argv)
     try:
-        names = [args.log] if getattr(args, "log", None) is not None else []
-        for name in names + list(getattr(args, "logs", None) or []):
+        for name in _named_logs(args):
             parse_log_name(name)   # names become paths: refused before anything is read or written
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
-        return args.fn(Context(args))
+        rc = args.fn(Context(args))
+        sys.stdout.flush()   # a reader that went away (`| head`) is seen here, not at exit
+        return rc
+    except BrokenPipeError:
+        return _stdout_closed()
     except EngineError as exc:
         print(f"error: {exc} (exit {EXIT_TRANSIENT}: transient, run again)", file=sys.stderr)
         return EXIT_TRANSIENT
@@ -538,6 +604,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
               "(set COMPACTION_DEBUG=1 for the traceback)", file=sys.stderr)
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`read LOG | head -1`): stop quietly, as `cat` does (exit 141 = 128 +
+    SIGPIPE); stdout now points at /dev/null so that Python's flush at exit finds nothing to complain about."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ class Evaluation:
     log_start_offset: int
     log_end_offset: int
     version: int = 0              # the manifest version evaluated (the log's state)
+    why_not_eligible: str | None = None   # why a log is not due (or is marked uncleanable), in words
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -114,13 +115,52 @@ def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
             reason = "max_compaction_lag"
         elif expired > 0:
             reason = "delete_horizon"
+    why = why_not(manifest, config, now, fd, u, ratio, cleanable, total, reason)
     return Evaluation(
-        log=manifest.log, now=now, compact=config.compact, first_dirty_offset=fd, first_uncleanable_offset=u,
+        log=manifest.log, now=now, why_not_eligible=why, compact=config.compact, first_dirty_offset=fd, first_uncleanable_offset=u,
         clean_bytes=clean_bytes, cleanable_bytes=cleanable, dirty_ratio=ratio,
         max_compaction_delay_ms=delay, eligible=reason is not None, reason=reason, deadline_roll=roll,
         checkpoint_reset=fd != manifest.checkpoint, stored_checkpoint=manifest.checkpoint, expired_tombstones=expired,
         uncleanable=manifest.uncleanable is not None, log_start_offset=manifest.log_start_offset,
         log_end_offset=manifest.log_end_offset, version=manifest.version)
+
+
+def duration(ms: int) -> str:
+    """`ms` in the largest whole unit that fits (1 day, 7 days, 90 minutes, 1500 ms)."""
+    for unit, size in (("day", 86_400_000), ("hour", 3_600_000), ("minute", 60_000), ("second", 1000)):
+        if ms >= size and ms % size == 0:
+            n = ms // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{ms} ms"
+
+
+def why_not(manifest: Manifest, config: TopicConfig, now: int, fd: int, u: int, ratio: float, cleanable: int,
+            total: int, reason: str | None) -> str | None:
+    """Why the log is not due for a cleaning (None when it is): which rule of SPEC §3-§5 holds it back,
+    with its figures; a log marked uncleanable says so first (no sensor or `clean --all` takes it)."""
+    if manifest.uncleanable is not None:
+        return (f"marked uncleanable ({manifest.uncleanable.get('error')}); `clear-uncleanable "
+                f"{manifest.log}` once repaired")
+    if reason is not None:
+        return None
+    if not config.compact:
+        return f"cleanup.policy {','.join(sorted(config.policy))}: no compaction, only retention"
+    if manifest.log_end_offset == manifest.log_start_offset or total == 0 and manifest.active.empty:
+        return "the log has no records"
+    if u == manifest.active.base_offset and fd >= u:
+        where = ("all records are in the active segment" if fd <= manifest.log_start_offset else
+                 f"the records below offset {fd} are cleaned and the newer ones are in the active segment")
+        return (f"{where}: `roll` it or wait for segment.ms ({duration(config.segment_ms)}) or segment.bytes "
+                f"({config.segment_bytes} bytes) to seal it")
+    if cleanable == 0 and u < manifest.active.base_offset:
+        seg = manifest.segments[manifest.segment_index(u)]
+        return (f"the records from offset {u} are within min.compaction.lag.ms "
+                f"({duration(config.min_compaction_lag_ms)}) until {(seg.max_ts or 0) + config.min_compaction_lag_ms} "
+                "(ms since the epoch)")
+    lag = ("" if config.max_compaction_lag_ms >= INT64_MAX else
+           f", and no dirty record is older than max.compaction.lag.ms ({duration(config.max_compaction_lag_ms)})")
+    return (f"dirty ratio {ratio:.3f} ({cleanable} of {total} bytes dirty) is not above "
+            f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}{lag}")
 
 
 def expired_tombstones(manifest: Manifest, now: int, first_dirty_offset: int, first_uncleanable: int) -> int:

@@ -19,7 +19,7 @@ from compaction_assets.log.connectors.settings import (
     LandingFormat,
     parse_version_fields,
 )
-from compaction_assets.log.names import check_topic, parse_log_name
+from compaction_assets.log.names import RESERVED_TOPICS, check_topic, parse_log_name
 from compaction_assets.log.records import INT64_MAX
 
 # The table of SPEC §2, in its order (the first invalid key in this order is the one reported).
@@ -215,6 +215,7 @@ class TopicsFile:
 
     defaults: Mapping[str, Any]
     topics: Mapping[str, Mapping[str, Any]]
+    has_defaults: bool = True   # False: the file has no `defaults` section (applying it keeps the store's)
 
     def config_for(self, topic: str) -> TopicConfig:
         return build_config({**self.defaults, **(self.topics.get(topic) or {})}, topic)
@@ -246,7 +247,7 @@ def parse_topics(data: Any, source: str = "topics file") -> TopicsFile:
         check_topic(name, f"{source}: topic")
         if overrides is not None and not isinstance(overrides, dict):
             raise ConfigError(f"{source}: topic {name!r} must map to configuration keys")
-    result = TopicsFile(defaults, {k: v or {} for k, v in topics.items()})
+    result = TopicsFile(defaults, {k: v or {} for k, v in topics.items()}, has_defaults="defaults" in data)
     try:
         result.validate()
     except ConfigError as exc:
@@ -278,11 +279,12 @@ def load_topics(path: str | Path | None) -> TopicsFile:
 # reads the same configuration from it: `<store>/_topics/<topic>/v<N>.json`, one immutable file per
 # version, created exclusively through the store's Storage (so two writers never both get version N, on a
 # local disk or an object store). Store-wide defaults (for topics without their own entry) live under
-# `<store>/_topics/_defaults/` ("_defaults" cannot be a Kafka topic name: `_` is allowed, so the name is
-# reserved here and refused as a topic by `set_topic`).
+# `<store>/_topics/_defaults/` ("_defaults" could be a Kafka topic name: `_` is allowed, so the name is
+# reserved, log/names.py RESERVED_TOPICS, and refused as a topic everywhere a topic name is checked).
 
 CONFIG_DIR = "_topics"
 DEFAULTS_ENTRY = "_defaults"
+assert DEFAULTS_ENTRY in RESERVED_TOPICS
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,7 @@ class ConfigStore:
         version 1); when the store holds a configuration that disagrees, the call is refused."""
         check_topic(topic, "topic")
         if proposed is not None:
-            wanted = proposed.config_for(topic).to_kafka()
+            wanted = self.wanted(proposed, topic)
             own = self.current(topic)
             stored = self.effective(topic)
             if wanted != stored:
@@ -438,22 +440,42 @@ class ConfigStore:
 
     def set_topic(self, topic: str, settings: Mapping[str, Any], source: str, now_ms: int,
                   cleaned_logs: Callable[[str], list[str]] | None = None, confirm: bool = False) -> StoredConfig:
-        """Store a new version of a topic's configuration (its current settings updated with `settings`)."""
+        """Store a new version of a topic's configuration (its current settings updated with `settings`);
+        a change that changes nothing stores no version and returns the current one."""
         change = self.plan_set(topic, settings)
+        own = self.current(topic)
+        if own is not None and build_config(own.settings, topic).to_kafka() == change.after:
+            return own
         check_strategy_change(change, cleaned_logs, confirm)
         return self._write(topic, change.after, source, now_ms)
+
+    def wanted(self, topics: TopicsFile, topic: str) -> dict[str, Any]:
+        """The Kafka mapping a topics file gives a topic; a file without a `defaults` section builds on the
+        store's defaults (it keeps them), not on the built-in ones."""
+        if topics.has_defaults:
+            return topics.config_for(topic).to_kafka()
+        stored = self.current(DEFAULTS_ENTRY)
+        base = build_config(stored.settings if stored else {}, topic).to_kafka()
+        return build_config({**base, **(topics.topics.get(topic) or {})}, topic).to_kafka()
+
+    def plan_defaults(self, topics: TopicsFile) -> ConfigChange:
+        """What applying the file does to the store's defaults: a file without a `defaults` section keeps them."""
+        stored = self.current(DEFAULTS_ENTRY)
+        before = build_config(stored.settings if stored else {}, DEFAULTS_ENTRY).to_kafka()
+        after = build_config(topics.defaults, DEFAULTS_ENTRY).to_kafka() if topics.has_defaults else before
+        return ConfigChange(DEFAULTS_ENTRY, before, after)
 
     def plan_apply(self, topics: TopicsFile, known_topics: list[str]) -> list[ConfigChange]:
         """The changes applying a topics file makes: to every topic it lists, and to `known_topics`
         (topics with logs in the store) through the defaults."""
         topics.validate()
         listed = set(topics.topics)
-        new_defaults = build_config(topics.defaults, DEFAULTS_ENTRY).to_kafka()
+        new_defaults = self.plan_defaults(topics).after
         changes = []
         for topic in sorted(listed | set(known_topics) | set(self.topics())):
             before = self.effective(topic)
             if topic in listed:
-                after = topics.config_for(topic).to_kafka()
+                after = self.wanted(topics, topic)
             elif self.current(topic) is not None:
                 after = before   # a topic stored on its own and absent from the file keeps its settings
             else:
@@ -467,10 +489,9 @@ class ConfigStore:
         changes = self.plan_apply(topics, list(known_topics))
         for change in changes:   # all refused before anything is written
             check_strategy_change(change, cleaned_logs, confirm)
-        defaults = build_config(topics.defaults, DEFAULTS_ENTRY).to_kafka()
-        stored_defaults = self.current(DEFAULTS_ENTRY)
-        if stored_defaults is None or build_config(stored_defaults.settings).to_kafka() != defaults:
-            self._write(DEFAULTS_ENTRY, defaults, source, now_ms)
+        defaults = self.plan_defaults(topics)
+        if topics.has_defaults and (defaults.changed or self.current(DEFAULTS_ENTRY) is None):
+            self._write(DEFAULTS_ENTRY, defaults.after, source, now_ms)
         for change in changes:
             if change.topic in topics.topics and (change.changed or self.current(change.topic) is None):
                 self._write(change.topic, change.after, source, now_ms)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +112,8 @@ def read_jsonl(path: str | Path, lines: list[int] | None = None) -> pa.Table:
                 if not raw.strip():
                     continue
                 try:
-                    obj = json.loads(raw.decode("utf-8"))
+                    # without the line's end: an error at the end of the line is at its true column
+                    obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
                 except UnicodeDecodeError:
                     raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
                 except json.JSONDecodeError as exc:
@@ -231,6 +234,42 @@ def append_file(handle, config, path: str | Path, **kw):
         unit = "record" if file_format(path) == "avro" else "line"
         where = f"{unit} {lines[exc.row]}" if lines else f"row {exc.row + 1}"
         raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
+
+
+@dataclass(frozen=True)
+class FilesAppended:
+    """What one append of several files did: each file's records, and the one commit's result."""
+
+    files: tuple[tuple[str, int], ...]   # (path, records read from it), in the order given
+    result: Any                          # writer.AppendResult of the single commit
+
+
+def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended:
+    """Append several input files in one commit: every file is read and validated before anything is
+    written, so either all of them are appended or none (a refused record names its file and line)."""
+    from compaction_assets.log import writer
+
+    if len(paths) == 1:
+        res = append_file(handle, config, paths[0], **kw)
+        return FilesAppended(((str(paths[0]), res.records + res.invalid_records),), res)
+    tables, lines, starts = [], [], [0]
+    for path in paths:
+        numbers: list[int] = []
+        tables.append(read_input_file(path, numbers))
+        lines.append(numbers)
+        starts.append(starts[-1] + len(tables[-1]))
+    source = "append of " + ", ".join(str(p) for p in paths)
+    try:
+        res = writer.append(handle, config, pa.concat_tables(tables), source=source, **kw)
+    except InvalidInputError as exc:
+        if exc.row is None or not str(exc).startswith(source + ": "):
+            raise
+        i = bisect.bisect_right(starts, exc.row) - 1
+        row, path = exc.row - starts[i], paths[i]
+        unit = "record" if file_format(path) == "avro" else "line"
+        where = f"{unit} {lines[i][row]}" if lines[i] else f"row {row + 1}"
+        raise InvalidInputError(f"{path}: {where}: {str(exc)[len(source) + 2:]}", row=exc.row) from None
+    return FilesAppended(tuple((str(p), len(t)) for p, t in zip(paths, tables)), res)
 
 
 # --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout), and the layouts

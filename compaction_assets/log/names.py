@@ -8,6 +8,9 @@ from compaction_assets.errors import LogNameError
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _LOG_RE = re.compile(r"(?P<topic>.+)-(?P<partition>[0-9]+)")
+# Names the store's configuration keeps for itself (log/config.py: `<store>/_topics/_defaults/` holds the
+# store-wide defaults): a topic of that name would read and change the defaults of every other topic.
+RESERVED_TOPICS = frozenset({"_defaults"})
 
 
 def check_topic(topic: object, source: str = "topic name") -> str:
@@ -16,6 +19,9 @@ def check_topic(topic: object, source: str = "topic name") -> str:
         raise LogNameError(
             f"{source} {topic!r} is not a valid Kafka topic name "
             "(1-249 characters of a-z A-Z 0-9 . _ -, not '.' or '..')")
+    if topic in RESERVED_TOPICS:
+        raise LogNameError(f"{source} {topic!r} is reserved: the store keeps its configuration defaults under "
+                           "that name (choose another topic name)")
     return topic
 
 
@@ -56,4 +62,4 @@ def parse_log_name(name: object, source: str = "log name") -> tuple[str, int]:
 def sanitize_topic(text: str) -> str:
     """Replace every character a topic may not contain with '_' (used by the conformance runner)."""
     cleaned = re.sub(r"[^a-zA-Z0-9._-]", "_", text)[:249] or "_"
-    return "_" + cleaned if cleaned in (".", "..") else cleaned
+    return "_" + cleaned if cleaned in (".", "..") or cleaned in RESERVED_TOPICS else cleaned

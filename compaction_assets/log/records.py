@@ -205,6 +205,8 @@ def _conform_arrow(table: pa.Table, source: str) -> pa.Table:
     for field in INPUT_SCHEMA:
         if field.name in table.column_names:
             col = table.column(field.name)
+            if field.name == "timestamp" and pa.types.is_timestamp(col.type):
+                col = _epoch_ms(col)   # Spark and most writers store timestamps so: epoch ms (UTC) here
             if not _acceptable(field.name, col.type):
                 raise InvalidInputError(
                     f"{source}: column {field.name!r} has type {col.type}, expected {field.type}")
@@ -220,6 +222,12 @@ def _conform_arrow(table: pa.Table, source: str) -> pa.Table:
             col = pa.nulls(len(table), field.type)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=INPUT_SCHEMA)
+
+
+def _epoch_ms(col):
+    """A timestamp column (any unit, any time zone: Arrow keeps UTC) as int64 milliseconds since the epoch;
+    finer units are truncated to the millisecond, as Kafka's record timestamps are."""
+    return pc.cast(col, pa.timestamp("ms", tz=col.type.tz), safe=False).cast(pa.int64())
 
 
 def _acceptable(name: str, typ: pa.DataType) -> bool:

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
 from compaction_assets.log.segment_task import in_sorted
@@ -68,7 +69,12 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
     """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
     without the records of the deletion vector `dead` (ascending, as `dead_offsets` gives it)."""
-    table = handle.st.read_parquet(handle.path(ref.name), schema=SEGMENT_SCHEMA)
+    try:
+        table = handle.st.read_parquet(handle.path(ref.name), schema=SEGMENT_SCHEMA)
+    except (OSError, pa.ArrowException) as exc:   # named, not "unexpected ArrowInvalid"
+        lines = str(exc).strip().splitlines()
+        raise CorruptLogError(f"log {handle.name!r}: segment file {handle.path(ref.name)} cannot be read "
+                              f"({(lines[0] if lines else type(exc).__name__)[:300]})") from None
     if min_offset is not None:
         table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
     if dead is not None and len(dead) and len(table):

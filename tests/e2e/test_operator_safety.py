@@ -219,7 +219,7 @@ def small_store(tmp_path, capsys):
 def test_unreachable_spark_connect_fails_fast_naming_the_endpoint(small_store):
     proc, seconds = subprocess_cli("--store", small_store, "plan", "t-0", env={"SPARK_REMOTE": "sc://127.0.0.1:1"})
     errs = errors(proc.stderr)
-    assert proc.returncode == 1 and len(errs) == 1, proc.stderr
+    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr   # an engine fault (issue 28)
     assert "127.0.0.1:1" in errs[0] and "SPARK_REMOTE" in errs[0] and "unreachable" in errs[0]
     assert seconds < 10, seconds
 
@@ -227,7 +227,7 @@ def test_unreachable_spark_connect_fails_fast_naming_the_endpoint(small_store):
 def test_bad_spark_master_names_the_setting_without_a_java_trace(small_store):
     proc, _ = subprocess_cli("--store", small_store, "plan", "t-0", env={"SPARK_MASTER": "bogus"})
     errs = errors(proc.stderr)
-    assert proc.returncode == 1 and len(errs) == 1, proc.stderr
+    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr   # a session that cannot start
     assert "SPARK_MASTER='bogus'" in errs[0] and "Java" not in proc.stderr
 
 
