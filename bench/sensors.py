@@ -60,7 +60,7 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
             instance.add_dynamic_partitions(log_partitions.name, names)
             resources = {**defs.resources, "log_store": store}
             for sensor_name in ("dirty_ratio_sensor", "max_compaction_lag_sensor", "log_discovery_sensor"):
-                sensor = defs.get_sensor_def(sensor_name)
+                sensor = defs.resolve_sensor_def(sensor_name)
                 # closed when done: the context enters an instance of its own, which must not outlive it
                 with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
                                              definitions=defs) as ctx:

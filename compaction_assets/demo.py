@@ -4,7 +4,8 @@ User profiles over 3 partitions of `user-profiles` (updates, ~5% deletes) and `u
 (the `header` strategy, with late records carrying older versions), landed as Kafka Connect sinks
 write them: <landing>/<topic>/partition=<p>/<file>. `python -m compaction_assets.demo` then runs,
 headless and on the Dagster instance in $DAGSTER_HOME: discovery (sensor tick), ingestion, plan,
-cleaning with its checks, latest state; and prints a summary. `scripts/ui.sh` opens the same data.
+cleaning with its checks, latest state, each log's runs being the sensors' own jobs (`ingest_job`, then
+`compaction_job`); and prints a summary. `scripts/ui.sh` opens the same data.
 """
 
 from __future__ import annotations
@@ -151,9 +152,45 @@ def _instance_home() -> str:
     cfg = os.path.join(home, "dagster.yaml")
     if not os.path.exists(cfg):
         with open(cfg, "w") as fh:
-            # the Spark pool's limit (README, "Concurrency and retries"): queued runs wait for a slot
+            # the Spark pool's limit (docs/dagster.md, "Concurrency and retries"): queued runs wait for a slot
             fh.write("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n")
     return home
+
+
+QUIET_RUNS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+SENSOR_JOBS = ("ingest_job", "compaction_job")   # what log_discovery_sensor, then the cleaning sensors, start
+
+
+def discover(defs, instance) -> list[str]:
+    """One tick of the discovery sensor: the partitions it adds; returns the demo's logs among them."""
+    import dagster as dg
+
+    from compaction_assets.defs.partitions import log_partitions
+
+    # closed when done: the context enters an instance of its own, which must not outlive it
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
+                                 resources=defs.resources) as context:
+        tick = defs.resolve_sensor_def("log_discovery_sensor").evaluate_tick(context)
+    for request in tick.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
+    return sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
+
+
+def run_log(defs, instance, log: str) -> list:
+    """Run the sensors' jobs for one log, as the sensors start them: `ingest_job`, then `compaction_job`
+    (the plan, the cleaning with its checks, the latest state; a failing blocking check stops the latest
+    state). Returns each run's result; a failed ingestion starts no cleaning."""
+    from compaction_assets.defs.sensors import log_tags
+
+    results = []
+    for name in SENSOR_JOBS:
+        result = defs.resolve_job_def(name).execute_in_process(
+            partition_key=log, instance=instance, tags={**log_tags(log), "source": "demo"},
+            raise_on_error=False, run_config=QUIET_RUNS)
+        results.append(result)
+        if not result.success:
+            break
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +204,6 @@ def main(argv: list[str] | None = None) -> int:
     import dagster as dg
 
     from compaction_assets.definitions import defs
-    from compaction_assets.defs.partitions import log_partitions
 
     started = time.monotonic()
     store = defs.resources["log_store"]
@@ -182,31 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     record_landing(store.store_location(), files)
     print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
-
-    # closed when done: the context enters an instance of its own, which must not outlive it
-    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
-                                 resources=defs.resources) as context:
-        tick = defs.get_sensor_def("log_discovery_sensor").evaluate_tick(context)
-    for request in tick.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
-    logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
+    logs = discover(defs, instance)
     print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
 
-    from compaction_assets.defs.checks import compacted_log_checks
-
-    # the checks are their own definition (defs/checks.py): materialized with the assets, they run after
-    # compacted_log and, when a blocking one fails, latest_state does not
-    assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
-    assets.append(compacted_log_checks)
     summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
                "checks_failed": 0, "keys_in_latest_state": 0, "failed_runs": 0}
     for log in logs:
-        result = dg.materialize(assets, partition_key=log, instance=instance, resources=defs.resources,
-                                tags={"log": log, "source": "demo"}, raise_on_error=False,
-                                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+        results = run_log(defs, instance, log)
         mats = {e.asset_key.path[-1]: e.materialization.metadata
-                for e in result.get_asset_materialization_events()}
-        checks = result.get_asset_check_evaluations()
+                for result in results for e in result.get_asset_materialization_events()}
+        checks = [c for result in results for c in result.get_asset_check_evaluations()]
+        success = all(result.success for result in results)
         passed = sum(1 for c in checks if c.passed)
         summary["checks_passed"] += passed
         summary["checks_failed"] += len(checks) - passed
@@ -218,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         summary["records_before"] += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
         summary["records_after"] += (total.value if total else 0) - read + written
         summary["keys_in_latest_state"] += keys.value if keys else 0
-        summary["failed_runs"] += 0 if result.success else 1
-        print(f"{log}: {'ok' if result.success else 'FAILED'}; cleaned {read} -> {written} records "
+        summary["failed_runs"] += sum(0 if result.success else 1 for result in results)
+        print(f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
               f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
               file=sys.stderr)
     summary["seconds"] = round(time.monotonic() - started, 1)

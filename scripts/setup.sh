@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up from nothing: a virtualenv in .venv with the pinned dependencies and this project installed.
 # Needs Python 3.10-3.12 and Java 17 (PySpark); installs Java with apt-get when it is missing and we are root.
-# Also installs Debian's chromium (for the browser test of the Dagster UI, driven by the pinned playwright
-# package of the dev extra) when it is missing and we are root; without it that test skips.
+# No browser: the browser test of the Dagster UI needs chromium, which scripts/setup-browser.sh installs
+# (opt-in; scripts/test.sh runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -18,23 +18,6 @@ fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PY" -m venv .venv
-fi
-# Debian's chromium, for tests/e2e/test_webserver_ui.py. When it cannot be installed, say why in
-# .venv/.chromium-unavailable: that test then skips with this reason (and only then).
-rm -f .venv/.chromium-unavailable
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    why="chromium is missing; installing it needs root and apt-get (apt-get install chromium)"
-  else
-    echo "setup: installing chromium (for the browser test of the Dagster UI)" >&2
-    why=""
-    { apt-get update -qq && apt-get install -y -qq chromium >/dev/null && command -v chromium >/dev/null; } ||
-      why="apt-get install chromium failed on this machine"
-  fi
-  if [ -n "$why" ]; then
-    echo "setup: $why; tests/e2e/test_webserver_ui.py will skip" >&2
-    echo "$why" > .venv/.chromium-unavailable
-  fi
 fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 # Reinstall when pyproject.toml changed, or when a dev tool the tests need (playwright) went missing.

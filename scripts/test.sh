@@ -4,6 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+# the browser for the UI test (opt-in elsewhere): installed here when we may, else that test says why it skips
+bash scripts/setup-browser.sh || echo "test.sh: scripts/setup-browser.sh failed; the UI test will say why" >&2
 marker=(-m "not slow")
 [ "${TEST_ALL:-0}" = 1 ] && marker=()
 .venv/bin/python -m pytest "${marker[@]}" "$@"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Dagster UI (and daemon: sensors run) on the demo's data, bound to 127.0.0.1 unless HOST is set.
+# The Dagster UI (and daemon: sensors run) on the demo's data, bound to 127.0.0.1 unless HOST is set
+# (PORT: 3000).
 # Unless SPARK_REMOTE or SPARK_MASTER is already set (or SPARK_CONNECT=0), a local Spark Connect server
 # is started first and every run reaches it through SPARK_REMOTE, so no run pays a JVM start; it is
 # stopped with the UI.
@@ -8,7 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export DAGSTER_HOME="$PWD/var/dagster_home"
 mkdir -p "$DAGSTER_HOME"
-# telemetry off; the Spark pool's limit (README, "Concurrency and retries")
+# telemetry off; the Spark pool's limit (docs/dagster.md, "Concurrency and retries")
 [ -f "$DAGSTER_HOME/dagster.yaml" ] ||
   printf 'telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n' > "$DAGSTER_HOME/dagster.yaml"
 if [ -z "${SPARK_REMOTE:-}" ] && [ -z "${SPARK_MASTER:-}" ] && [ "${SPARK_CONNECT:-1}" != "0" ]; then
@@ -17,4 +18,6 @@ if [ -z "${SPARK_REMOTE:-}" ] && [ -z "${SPARK_MASTER:-}" ] && [ "${SPARK_CONNEC
   export SPARK_REMOTE
   trap 'bash scripts/spark-connect.sh stop' EXIT
 fi
-.venv/bin/dagster dev -w workspace.yaml -h "${HOST:-127.0.0.1}" -p "${PORT:-3000}"
+# Dagster 1.13's `dg dev` (dagster-dg-cli, pinned with dagster) serving the same workspace.yaml; VIRTUAL_ENV
+# as `source .venv/bin/activate` sets it, so dg finds the project's environment active
+VIRTUAL_ENV="$PWD/.venv" .venv/bin/dg dev -w workspace.yaml -h "${HOST:-127.0.0.1}" -p "${PORT:-3000}"

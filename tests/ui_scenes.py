@@ -41,7 +41,7 @@ def main(dirty_log: str, broken_log: str) -> dict:
 
     instance = dg.DagsterInstance.get()
     log_store = defs.resources["log_store"]
-    sensor = defs.get_sensor_def("dirty_ratio_sensor")
+    sensor = defs.resolve_sensor_def("dirty_ratio_sensor")
 
     reported, cursor = 0, None
     for round_ in range(3):

@@ -15,6 +15,8 @@ keeps their cursor, so a run is reported once.
 """
 
 
+import re
+
 import dagster as dg
 
 from resources.alerts import Alert, AlertWebhookResource
@@ -46,6 +48,17 @@ def failed_check_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun) -> lis
     return alerts
 
 
+def error_reason(error) -> str:
+    """The first line of a step's error without the exception's class path (Dagster's message starts
+    with `dagster._core.definitions.events.Failure: ` for a step that raised dg.Failure)."""
+    first = (error.message.strip().splitlines() or ["step failed"])[0]
+    if error.cls_name:
+        prefix = re.match(r"(?:\w+\.)*" + re.escape(error.cls_name) + ": ", first)
+        if prefix:
+            return first[prefix.end():]
+    return first
+
+
 def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
     """The alerts of one failed run: its failed checks, or else its failed step (or the run's error)."""
     run = context.dagster_run
@@ -57,7 +70,7 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
     if steps:
         step = steps[0]
         error = step.step_failure_data.error
-        reason = (error.message.strip().splitlines() or ["step failed"])[0] if error else (step.message or "step failed")
+        reason = error_reason(error) if error else (step.message or "step failed")
         return [Alert(log=log, run=run.run_id, job=run.job_name, step=step.step_key, reason=reason)]
     return [Alert(log=log, run=run.run_id, job=run.job_name,
                   reason=(context.failure_event.message or "run failed").strip().splitlines()[0])]

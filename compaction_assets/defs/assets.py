@@ -30,11 +30,12 @@ class CleaningConfig(dg.Config):
 
 
 def _config(log_store: LogStoreResource, log: str):
-    """The log's stored configuration; a refusal (a disagreeing topics file) fails the step in one line."""
+    """The log's stored configuration; a refusal (a disagreeing topics file) fails the step in one line,
+    and is not retried (the same file disagrees the same way on every try)."""
     try:
         return log_store.config_for(log)
     except CompactionError as exc:
-        raise dg.Failure(description=str(exc), metadata={"log": log}) from None
+        raise dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=False) from None
 
 
 def _config_metadata(log_store: LogStoreResource, log: str) -> dict:

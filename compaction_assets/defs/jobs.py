@@ -15,7 +15,8 @@ from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
 
-# Spark-using steps share this Dagster pool; its limit is the instance's (dagster.yaml, see the README):
+# Spark-using steps share this Dagster pool; its limit is the instance's (dagster.yaml, see docs/dagster.md,
+# "Concurrency and retries"):
 # 200 due logs queue behind it instead of starting 200 JVMs.
 SPARK_POOL = "spark"
 DEFAULT_SPARK_POOL_LIMIT = 2
@@ -23,9 +24,13 @@ DEFAULT_SPARK_POOL_LIMIT = 2
 # backoff; refusals and corrupt logs raise dg.Failure(allow_retries=False) and are not.
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
-ingest_job = dg.define_asset_job("ingest_job", selection=dg.AssetSelection.assets("raw_segments"))
+ingest_job = dg.define_asset_job(
+    "ingest_job", selection=dg.AssetSelection.assets("raw_segments"),
+    description="Ingest a log's new landing files (each at most once); started by log_discovery_sensor.")
 compaction_job = dg.define_asset_job(
     "compaction_job",
+    description="Plan, clean (with the four checks) and write the latest state of one log; started by "
+                "dirty_ratio_sensor, max_compaction_lag_sensor and compaction_sweep_schedule.",
     selection=dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
     | dg.AssetSelection.checks_for_assets("compacted_log"))
 rebuild_latest_state_job = dg.define_asset_job(
@@ -188,10 +193,12 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
         context.log.info(f"{log}: retention removed {removed['records']} record(s) in {removed['segments']} "
                          f"segment(s), log start now {removed['log_start_offset']}")
         if log in known:
+            # `observed_*`, as the sensor's: apart from the keys of compacted_log's materializations
             yield dg.AssetObservation(asset_key="compacted_log", partition=log, metadata={
-                "retention_removed_segments": removed["segments"], "retention_removed_records": removed["records"],
-                "retention_removed_bytes": removed["bytes"], "log_start_offset": removed["log_start_offset"],
-                "evaluated_at_ms": now})
+                "observed_retention_removed_segments": removed["segments"],
+                "observed_retention_removed_records": removed["records"],
+                "observed_retention_removed_bytes": removed["bytes"],
+                "observed_log_start_offset": removed["log_start_offset"], "observed_at_ms": now})
     context.add_output_metadata({**{f"retention_{k}": v for k, v in total.items()}, "skipped_locked": skipped})
     if failed:
         raise dg.Failure(description=f"retention failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])

@@ -2,7 +2,8 @@
 
 - log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files.
 - dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
-  ratio, delay and uncleanable state as observations so the UI charts them between runs, and the
+  ratio, delay and uncleanable state as observations so the UI charts them between runs (named
+  `observed_*`: a partition's page keeps them apart from what a cleaning's materialization says), and the
   across-logs figures (uncleanable-partitions-count, uncleanable-bytes, max-dirty-percent, ...) as an
   observation of compacted_log without a partition.
 - max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
@@ -78,6 +79,16 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
         skip_reason=None if runs or changes else dg.SkipReason("no new logs or landing files"))
 
 
+def observed_metadata(ev: Evaluation, error: str | None) -> dict:
+    """A log's evaluation as the sensor observes it, every key `observed_*`: compacted_log's materializations
+    carry `dirty_ratio` and `max_compaction_delay_ms` at the cleaning, and one partition's page must not
+    plot the sensor's view between runs and the cleaning's as one series."""
+    return {"observed_dirty_ratio": float(ev.dirty_ratio), "observed_max_compaction_delay_ms": ev.max_compaction_delay_ms,
+            "observed_cleanable_bytes": ev.cleanable_bytes, "observed_eligible": ev.eligible and not ev.uncleanable,
+            "observed_why_not_eligible": ev.why_not_eligible or "", "observed_uncleanable": ev.uncleanable,
+            "observed_uncleanable_error": error or ""}
+
+
 def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
     """Evaluate the logs that are partitions (metadata only)."""
     store = log_store.store
@@ -136,9 +147,7 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
         if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
             observations.append(dg.AssetObservation(
                 asset_key="compacted_log", partition=ev.log,
-                metadata={"dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-                          "cleanable_bytes": ev.cleanable_bytes, "eligible": ev.eligible,
-                          "uncleanable": ev.uncleanable, "uncleanable_error": error or ""}))
+                metadata=observed_metadata(ev, error)))
     store_obs = _store_observation(states, last.get(STORE_KEY))
     seen[STORE_KEY] = store_obs[0]
     if store_obs[1] is not None:

@@ -206,6 +206,8 @@ def test_a_failed_run_alerts_once_naming_its_step(env, webhook):
     [(_, body)] = received
     assert body["run"] == result.run_id and body["log"] == "users-3" and body["step"] == "raw_segments"
     assert body["check"] is None and "key" in body["reason"]
+    # the reason is the failure's own words, not Dagster's class path (issue 28)
+    assert body["reason"].startswith("ingestion of users-3 stopped: "), body["reason"]
 
 
 def test_webhook_url_must_be_http():

@@ -131,7 +131,7 @@ def test_retention_schedule_applies_retention_to_delete_policy_logs(env):
     assert figures["retention_records"].value == removed > 0 and figures["retention_logs"].value == 2
     observed = instance.fetch_observations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey("compacted_log"), asset_partitions=["drop-0"]), limit=5).records
-    assert observed[0].asset_observation.metadata["retention_removed_records"].value > 0
+    assert observed[0].asset_observation.metadata["observed_retention_removed_records"].value > 0
     with clock.frozen_at(NOW):  # nothing left to drop: the next tick skips
         again = schedule("retention_schedule").evaluate_tick(
             dg.build_schedule_context(instance=instance, resources={"log_store": log_store}))

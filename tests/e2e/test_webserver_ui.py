@@ -62,16 +62,16 @@ def _chromium() -> str | None:
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    """Debian's chromium. Skip only when it cannot be installed on this machine at all."""
+    """Debian's chromium (opt-in: scripts/setup-browser.sh, which scripts/test.sh runs). Outside CI a machine
+    without it skips, saying why; under CI (root, where test.sh installs it) a missing one is a failure."""
     path = _chromium()
     if path:
         return path
-    if UNAVAILABLE.exists():  # scripts/setup.sh tried and could not install it
-        pytest.skip(f"chromium cannot be installed on this machine: {UNAVAILABLE.read_text().strip()}")
-    if not (hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get")):
-        pytest.skip("chromium is not installed and cannot be installed on this machine (Debian's `chromium` "
-                    "package needs root and apt-get)")
-    pytest.fail("chromium is missing but installable here: run scripts/setup.sh (it installs Debian's chromium)")
+    why = (UNAVAILABLE.read_text().strip() if UNAVAILABLE.exists()   # scripts/setup-browser.sh tried
+           else "chromium is not installed (bash scripts/setup-browser.sh installs Debian's chromium; root)")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"the UI test needs chromium under CI: {why}")
+    pytest.skip(f"chromium is missing: {why}")
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +106,7 @@ def demo_instance(tmp_path_factory, chromium, playwright_api):
     finally:
         ui_dagster.stop(proc, grace_s=10, stragglers_s=10)
     assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{ui_dagster.tail(log)}"
+    assert "Warning" not in log.read_text(), f"the demo printed a warning:\n{ui_dagster.tail(log)}"
     scenes = subprocess.run([sys.executable, "-m", "tests.ui_scenes", DIRTY_LOG, BROKEN_LOG], env=env, cwd=ROOT,
                             capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
     assert scenes.returncode == 0, f"the UI scenes failed:\n{scenes.stderr[-3000:]}"
@@ -123,11 +124,14 @@ def webserver(demo_instance):
     port = ui_dagster.free_port()
     url = f"http://{ui_dagster.HOST}:{port}"
     log = base / "dagster_dev.log"
-    proc = ui_dagster.start([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
+    # as scripts/ui.sh starts it: Dagster 1.13's `dg dev` on the same workspace.yaml
+    proc = ui_dagster.start([str(Path(sys.executable).parent / "dg"), "dev", "-w", "workspace.yaml",
                              "-h", ui_dagster.HOST, "-p", str(port)], env=env, cwd=ROOT, log=log)
     try:
         info = ui_dagster.wait_until_ready(proc, url, log)
         assert info.get("dagster_webserver_version"), info
+        said = log.read_text()
+        assert "Warning" not in said and "superseded" not in said, f"dg dev printed a warning:\n{ui_dagster.tail(log)}"
         yield url
     finally:
         ui_dagster.stop(proc)
@@ -276,17 +280,17 @@ def test_browser_shows_asset_graph_and_check_result(webserver, chromium, playwri
             _wait_for_texts(page, sorted(OPERATOR_JOBS), "operator jobs")
             _save(page, "jobs.png", tmp_path)
 
-            # The dirty-ratio plot: compacted_log's metadata over its events (the cleanings' figures and the
-            # sensor's observations of DIRTY_LOG while records arrived).
+            # The dirty-ratio plot: compacted_log's metadata over its events (the sensor's observations of
+            # DIRTY_LOG while records arrived, `observed_dirty_ratio`, apart from the cleanings' `dirty_ratio`).
             page.goto(f"{webserver}/assets/compacted_log?view=overview", wait_until="domcontentloaded")
             _wait_for_texts(page, ["Metadata", "Plots"], "asset overview")
             page.get_by_text("Plots", exact=True).first.click()
             _wait_for_texts(page, ["When graphing values by partition"], "metadata plots by partition")
             # plots over events, not partitions: the toggle's "Events" comes after the tab of that name
             page.get_by_text("Events", exact=True).last.click()
-            _wait_for_texts(page, ["dirty_ratio"], "metadata plots over events")
+            _wait_for_texts(page, ["observed_dirty_ratio"], "metadata plots over events")
             page.wait_for_function("() => document.querySelectorAll('canvas').length > 0")  # the charts
-            title = page.get_by_text("dirty_ratio", exact=True).first
+            title = page.get_by_text("observed_dirty_ratio", exact=True).first
             title.scroll_into_view_if_needed()
             page.wait_for_timeout(1500)   # the chart's drawing animation
             box = title.bounding_box()
