@@ -1,5 +1,5 @@
-"""The layout's rules, read from the source (README, "Architecture"): which folder may import which,
-Dagster only in the shell, the environment read in `settings.py` only."""
+"""The layout's rules, read from the source (docs/architecture.md, "The layers"): which folder may import
+which, Dagster only in the shell, the environment read in `settings.py` only."""
 
 from __future__ import annotations
 

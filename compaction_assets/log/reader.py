@@ -17,7 +17,7 @@ from compaction_assets.log.store import LogHandle
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
 STAMP_BUCKET_FILES = 8            # stamped files a bucket of the stamp lookup holds (a checksum picks one)
 # Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
-# switch so the two can be measured against each other on the same data (README, object storage).
+# switch so the two can be measured against each other on the same data (docs/deployment.md, "Object storage").
 PYTHON_WORKER_READS_LOCAL = False
 COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
 
