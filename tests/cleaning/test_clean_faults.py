@@ -304,8 +304,8 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
         assert meta["uncleanable-bytes"].value == evaluate(bad.manifest(), tf.config_for("bad"), wall_ms()).cleanable_bytes
         assert str(path) in json.dumps(meta["uncleanable_logs"].value)
         bad_obs = [e for e in tick.asset_events if e.partition == "bad-0"][0]
-        assert bad_obs.metadata["uncleanable"].value is True
-        assert str(path) in bad_obs.metadata["uncleanable_error"].value
+        assert bad_obs.metadata["observed_uncleanable"].value is True
+        assert str(path) in bad_obs.metadata["observed_uncleanable_error"].value
         for event in tick.asset_events:   # as the sensor daemon records them; then read back
             instance.report_runless_asset_event(event)
         recorded = instance.fetch_observations(dg.AssetKey("compacted_log"), limit=20).records
