@@ -48,7 +48,7 @@ def main() -> None:
         report = engine.run(handle, cfg, NOW, spark=spark, force=True, gc=False)
         out["seconds"] = time.perf_counter() - t
         t1_ms = metrics.wall_ms()
-        out["engine"] = report.stats
+        out["engine"] = report.stats.as_dict() if report.stats else None
         out["cleaned"] = report.cleaned
         out["records_after"] = handle.manifest().total_records
         app_id = info["app_id"]

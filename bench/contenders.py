@@ -126,7 +126,8 @@ def run_contender(kind: str, spark, cfg, pristine: str, work: str, case: str, re
     extra: dict = {}
     if kind in ("A", "D"):
         rep_ = engine.run(handle, cfg, NOW, spark=spark, force=True, gc=False)
-        engine_stats, reason, dirty = rep_.stats, rep_.reason, rep_.evaluation.dirty_ratio
+        engine_stats = rep_.stats.as_dict() if rep_.stats else None
+        reason, dirty = rep_.reason, rep_.evaluation.dirty_ratio
     elif kind == "B":
         naive_window(spark, uris, "file://" + out_dir)
     elif kind == "C":

@@ -77,7 +77,7 @@ def main() -> None:
             naive_window(spark, [handle.spark_uri(f.name) for f in handle.manifest().files()], args.out)
         elif args.op == "clean":
             report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False)
-            out["stats"] = report.stats
+            out["stats"] = report.stats.as_dict() if report.stats else None
         elif args.op == "latest-state":
             from compaction_assets.cleaning.latest_state import write_latest_state
             from compaction_assets.log.fs import Storage

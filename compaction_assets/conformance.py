@@ -25,6 +25,7 @@ from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_df, latest_state_table
 from compaction_assets.cleaning.planner import evaluate
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.config import ConfigStore, build_config
@@ -41,8 +42,11 @@ def _text(b: bytes | None) -> str | None:
 
 
 class CaseRun:
-    def __init__(self, case: dict, spark, root: str, *, checks: bool = False):
+    """One conformance case run through the engine (`tuning`: the cleaner's thresholds, the defaults but in tests)."""
+
+    def __init__(self, case: dict, spark, root: str, *, checks: bool = False, tuning: CleanerTuning = DEFAULT_TUNING):
         self.case = case
+        self.tuning = tuning
         self.run_checks = checks
         self.checks: list[dict] = []
         self.spark = spark
@@ -96,11 +100,12 @@ class CaseRun:
             self.steps.append(self.entry(i, "plan", ev, ev.reason_for(False), False, m.checkpoint, None))
         elif action == "clean":
             rep = engine.run(self.handle, self.config, int(arg["now"]), spark=self.spark,
-                             force=bool(arg.get("force", False)))
+                             force=bool(arg.get("force", False)), tuning=self.tuning)
             stats = None
             if rep.cleaned:
-                stats = {k: rep.stats[k] for k in STAT_KEYS}
-                stats.update({k: v for k, v in rep.stats.items() if k not in stats})
+                totals = rep.stats.as_dict()
+                stats = {k: totals[k] for k in STAT_KEYS}
+                stats.update({k: v for k, v in totals.items() if k not in stats})
             self.steps.append(self.entry(i, "clean", rep.evaluation, rep.reason, rep.cleaned, rep.checkpoint, stats))
             if self.run_checks:
                 self.check(i, rep, int(arg["now"]))

@@ -35,7 +35,7 @@ def main(dirty_log: str, broken_log: str) -> dict:
     """Make both scenes; what was reported and what failed."""
     import dagster as dg
 
-    from compaction_assets.cleaning import cleaner
+    from compaction_assets.cleaning import layout
     from compaction_assets.definitions import defs
     from compaction_assets.defs.checks import compacted_log_checks
 
@@ -56,8 +56,8 @@ def main(dirty_log: str, broken_log: str) -> dict:
         _append(log_store, dirty_log, round_, keys=40, per_key=5)
 
     _append(log_store, broken_log, 0)
-    original = cleaner.rewrite_plan
-    cleaner.rewrite_plan = lambda decision: ([], [])   # this process only: the wrong cleaning
+    original = layout.rewrite_plan
+    layout.rewrite_plan = lambda decision, tuning: ([], [])   # this process only: the wrong cleaning
     try:
         assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
         result = dg.materialize(assets + [compacted_log_checks], partition_key=broken_log, instance=instance,
@@ -65,7 +65,7 @@ def main(dirty_log: str, broken_log: str) -> dict:
                                 run_config={"ops": {"compacted_log": {"config": {"force": True}}},
                                             "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     finally:
-        cleaner.rewrite_plan = original
+        layout.rewrite_plan = original
     failed = sorted(c.check_name for c in result.get_asset_check_evaluations() if not c.passed)
     materialized = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
     return {"observations": reported, "failed_checks": failed, "materialized": materialized}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
@@ -120,9 +120,9 @@ def header_version(headers: tuple[tuple[str, bytes | None], ...], name: str | No
 
 def rank(record: Rec, config: TopicConfig) -> tuple:
     """The order of one key's records (SPEC §6): the greater tuple wins; offsets break every tie."""
-    if config.strategy == "timestamp":
+    if config.strategy == Strategy.TIMESTAMP:
         return (record.timestamp, record.offset)
-    if config.strategy == "header":
+    if config.strategy == Strategy.HEADER:
         version = header_version(record.headers, config.strategy_header)
         return (0, 0, record.offset) if version is None else (1, version, record.offset)
     return (record.offset,)
@@ -196,7 +196,7 @@ def expect(before: LogView, config: TopicConfig, now: int, remembered: list[Reme
     rewritten = [s for s in before.segments[:-1] if s.next_offset <= u]
     k = len(rewritten)
     range_end = rewritten[-1].next_offset if rewritten else before.segments[0].base_offset
-    guard = config.strategy != "offset"
+    guard = config.strategy != Strategy.OFFSET
     stamp = saturated(now + config.delete_retention_ms)
     live = [m for m in remembered if now < m.expiry]   # a remembered delete counts until its expiry
     exp = Expectation(fd, u, k, range_end, stamp=stamp, remembered_before=live)

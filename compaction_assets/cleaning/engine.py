@@ -13,63 +13,59 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from compaction_assets.cleaning import faults
-from compaction_assets.cleaning.cleaner import CleanOutput, clean, decide, merge_layout, rewrite_plan
+from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
+from compaction_assets.cleaning.decide import decide
+from compaction_assets.cleaning.figures import CleaningStats
 from compaction_assets.cleaning.latest_state import UNIQUE_KEYS_BELOW
-from compaction_assets.cleaning.planner import Evaluation, evaluate, rewritten_segments, seal_active
+from compaction_assets.cleaning.layout import merge_layout, rewrite_plan
+from compaction_assets.cleaning.planner import Evaluation, Reason, evaluate, rewritten_segments, seal_active
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log import integrity
-from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
+from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.log.store import LogHandle, wall_ms
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What retention removed (SPEC §6): the oldest segments, their records and bytes, the new log start."""
+    segments: int
+    records: int
+    bytes: int
+    log_start_offset: int
 
 
 @dataclass
 class StepReport:
+    """One evaluation of a log (`run`): whether and why it was cleaned, the cleaning's totals, retention."""
     evaluation: Evaluation
     cleaned: bool = False
-    reason: str | None = None
+    reason: Reason | None = None
     checkpoint: int = 0
-    stats: dict | None = None
-    retention: dict | None = None
+    stats: CleaningStats | None = None
+    retention: Retention | None = None
     error: str | None = None
     log: str = ""
     before_version: int = 0        # the manifest the cleaning read (after the evaluation's own changes)
     after_version: int = 0         # the manifest it committed
-    extra: dict = field(default_factory=dict)
+    route: Route | None = field(default=None, compare=False)   # the cleaning's paths (not in `as_dict`)
 
     def summary(self) -> str:
         """One line: what this step did."""
         if not self.cleaned:
             return "not eligible, nothing cleaned"
         s = self.stats
-        return (f"cleaned ({self.reason}) {s['records_read']} -> {s['records_written']} records "
-                f"in {s['clean_time_secs']:.1f}s")
+        return f"cleaned ({self.reason}) {s.records_read} -> {s.records_written} records in {s.clean_time_secs:.1f}s"
 
     def as_dict(self) -> dict:
+        """The report as JSON-ready data (the CLI's `clean` output)."""
         d = asdict(self)
+        d.pop("route")
         d["evaluation"] = self.evaluation.as_dict()
         return d
-
-
-def _expire_remembered(handle: LogHandle, m: Manifest, now: int) -> Manifest:
-    rem = m.remembered
-    if not rem or rem["min_expiry"] > now:
-        return m
-    st = handle.st
-    fs = None if st.local else st.fs
-    table = pq.read_table(handle.path(rem["file"]), filesystem=fs)
-    table = table.filter(pc.greater(table.column("m_expiry"), now))
-    if len(table) == 0:
-        return m.with_(remembered=None)
-    name = f"side/remembered-{handle.new_data_name('').split('/')[-1]}"
-    st.makedirs(handle.path(name))
-    pq.write_table(table, handle.path(f"{name}/part-0.parquet"), filesystem=fs)
-    return m.with_(remembered={"file": name, "count": len(table),
-                               "min_expiry": int(pc.min(table.column("m_expiry")).as_py())})
 
 
 def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
@@ -79,13 +75,15 @@ def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest,
         new = seal_active(manifest) if ev.deadline_roll else manifest
         if new.checkpoint != ev.first_dirty_offset:
             new = new.with_(checkpoint=ev.first_dirty_offset)
-        new = _expire_remembered(handle, new, now)
+        remembered = expire_remembered(handle, new.remembered, now)
+        if remembered is not new.remembered:
+            new = new.with_(remembered=remembered)
         return None if new is manifest else new
     m = handle.update(change)
     return m, evaluate(m, config, now)
 
 
-def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, first_uncleanable: int, reason: str | None,
+def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, first_uncleanable: int, reason: Reason | None,
                     evaluation: Evaluation) -> Manifest:
     """Commit a cleaning's output on top of the newest manifest, refusing if its range changed meanwhile."""
     k = len(out.replaced)
@@ -95,7 +93,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             raise ConflictError(f"log {handle.name!r} changed under the cleaning (retention or a log-start "
                                 "move); nothing was changed, run the cleaning again")
         concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
-        summary = {**out.stats, "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
+        summary = {**out.stats.as_dict(), "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
                    "first_uncleanable_offset": first_uncleanable, "dirty_ratio": evaluation.dirty_ratio,
                    "files_rewritten": out.files_rewritten, "finished_ms": wall_ms(),
                    # the cleaning kept one record per key below u: the latest state scans that section
@@ -123,11 +121,11 @@ def retention_cut(segments: list, config: TopicConfig, now: int) -> int:
     return cut
 
 
-def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> dict | None:
+def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retention | None:
     """SPEC §6 retention, oldest segment first, never the active one; metadata only (files are GC'd)."""
     if not config.delete:
         return None
-    removed: dict = {}
+    removed: list[Retention] = []   # the last attempt's (a commit that lost a race is tried again)
 
     def change(manifest: Manifest) -> Manifest | None:
         cut = retention_cut(list(manifest.segments), config, now)
@@ -135,16 +133,15 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> dict | 
             return None
         gone, segs = manifest.segments[:cut], manifest.segments[cut:]
         start = max(manifest.log_start_offset, segs[0].base_offset)
-        removed.update(segments=len(gone), records=sum(s.records for s in gone),
-                       bytes=sum(s.size for s in gone), log_start_offset=start)
+        removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
         return manifest.with_(segments=tuple(segs), log_start_offset=start,
                        holds=tuple(h for h in manifest.holds if h.offset >= start))
     handle.update(change)
-    return removed or None
+    return removed[0] if removed else None
 
 
 def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None, force: bool = False,
-        progress=None, gc: bool = True) -> StepReport:
+        progress=None, gc: bool = True, tuning: CleanerTuning = DEFAULT_TUNING) -> StepReport:
     """Evaluate, maybe clean, apply retention. Raises CompactionError on refusal or failure.
 
     `spark` may be a function returning the session: it is then started only once the cleaning lock is
@@ -168,7 +165,7 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             except EngineError as exc:   # a session that cannot start is the engine's fault: never marks
                 raise EngineError(f"log {handle.name!r} not cleaned and not marked: {exc}") from exc
             try:
-                out = clean(session, handle, m, config, u, now, progress)
+                out = clean(session, handle, m, config, u, now, progress, tuning)
             except (ConflictError, EngineError):
                 raise
             except Exception as exc:
@@ -176,7 +173,8 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             m = commit_cleaning(handle, m, out, u, reason, ev)
             report.after_version = m.version
             report.cleaned = True
-            report.stats = {k: out.stats[k] for k in out.stats}
+            report.stats = out.stats
+            report.route = out.route
             report.checkpoint = m.checkpoint
         report.retention = apply_retention(handle, config, now)
         report.checkpoint = handle.manifest().checkpoint
@@ -191,7 +189,7 @@ def _failed_cleaning(handle: LogHandle, m: Manifest, config: TopicConfig, u: int
             return _engine_error(handle, exc)
         # a corrupt page? name the file (the cleaned range first)
         found = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
-                 or (config.strategy != "offset" and integrity.find_unreadable(handle, m)))
+                 or (config.strategy != Strategy.OFFSET and integrity.find_unreadable(handle, m)))
         if found:
             exc = found
         elif session is not None and not faults.engine_answers(session):
@@ -215,7 +213,8 @@ class FleetResult:
 
 
 def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, *, spark=None,
-             force: bool = False, concurrency: int = 1, progress=None) -> list[FleetResult]:
+             force: bool = False, concurrency: int = 1, progress=None,
+             tuning: CleanerTuning = DEFAULT_TUNING) -> list[FleetResult]:
     """`run` for many logs in one Spark application, `concurrency` at a time; results in input order.
 
     Small logs are dominated by per-job latency, not by work: running several cleanings at once lets
@@ -246,7 +245,7 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
                 f"{engine_down[0]}"))
         say = (lambda msg: progress(f"{handle.name}: {msg}")) if progress else None
         try:
-            report = run(handle, config, now, spark=session, force=force, progress=say)
+            report = run(handle, config, now, spark=session, force=force, progress=say, tuning=tuning)
         except EngineError as exc:
             engine_down.append(exc)
             return FleetResult(handle.name, error=exc)
@@ -307,8 +306,8 @@ class DryRun:
     """What a cleaning at a given time would do, changing nothing (`dry_run`).
 
     Without `detail` (metadata only, no Spark) the key-level figures of a due cleaning are None."""
-    evaluation: dict
-    reason: str | None
+    evaluation: Evaluation
+    reason: Reason | None
     would_clean: bool
     superseded: Removal | None = Removal()
     tombstones_expired: Removal | None = Removal()
@@ -328,7 +327,7 @@ class DryRun:
 
 
 def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark=None,
-            force: bool = False, detail: bool = True) -> DryRun:
+            force: bool = False, detail: bool = True, tuning: CleanerTuning = DEFAULT_TUNING) -> DryRun:
     """What a cleaning at `now` would do, changing nothing: the evaluation plus records and bytes that
     would go and why (superseded, tombstone expired, retention); `detail=False` reads metadata only."""
     now = wall_ms() if now is None else now
@@ -346,29 +345,36 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
         found.update(superseded=None, tombstones_expired=None, tombstones_to_stamp=None,
                      segments_to_rewrite=None, segments_to_mark=None, detail=False)
     elif reason is not None and in_range:
-        integrity.check_files(handle, virtual)
-        d = decide(_session(spark), handle, virtual, config, ev.first_uncleanable_offset, now)
-        d.release()   # the figures are all a dry run needs
-        # only winners are in the decision: superseded = read - kept - expired tombstones
-        kept_bytes = sum(int(p["kept_bytes"] or 0) for p in d.per_segment.values())
-        removed_bytes = sum(int(p["removed_bytes"] or 0) for p in d.per_segment.values())
-        s = d.stats
-        found["superseded"] = Removal(s["records_read"] - s["records_written"] - s["tombstones_removed"],
-                                      s["bytes_read"] - kept_bytes - removed_bytes)
-        found["tombstones_expired"] = Removal(s["tombstones_removed"], removed_bytes)
-        found["tombstones_to_stamp"] = d.stats["tombstones_stamped"]
-        rewrite, mark = rewrite_plan(d)
-        found["segments_to_rewrite"] = len(rewrite)
-        found["segments_to_mark"] = len(mark)
-        k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
-        after = []
-        for i, seg in enumerate(segments[:k]):
-            p = d.per_segment.get(i) or {"kept": 0, "kept_bytes": 0, "max_ts": None}
-            after.append(Segment(new_id(), seg.base_offset, seg.next_offset, records=int(p["kept"]),
-                                 size=int(p["kept_bytes"] or 0), max_ts=p["max_ts"]))
-        segments = merge_layout(after, config.segment_bytes) + segments[k:]
+        segments = _key_level(_session(spark), handle, virtual, config, ev, now, tuning, found)
     if config.delete:
         gone = segments[:retention_cut(segments, config, now)]
         found["retention"] = Removal(sum(s.records for s in gone), sum(s.size for s in gone))
         found["retention_segments"] = len(gone)
-    return DryRun(evaluation=ev.as_dict(), reason=reason, would_clean=reason is not None, **found)
+    return DryRun(evaluation=ev, reason=reason, would_clean=reason is not None, **found)
+
+
+def _key_level(session, handle: LogHandle, virtual: Manifest, config: TopicConfig, ev: Evaluation, now: int,
+               tuning: CleanerTuning, found: dict) -> list[Segment]:
+    """A dry run's key-level figures (into `found`, by DryRun field) from a decision that writes nothing;
+    the log's segments as the cleaning would leave them."""
+    integrity.check_files(handle, virtual)
+    d = decide(session, handle, virtual, config, ev.first_uncleanable_offset, now, tuning=tuning)
+    d.release()   # the figures are all a dry run needs
+    # only winners are in the decision: superseded = read - kept - expired tombstones
+    kept_bytes = sum(p.kept_bytes for p in d.figures.values())
+    removed_bytes = sum(p.removed_bytes for p in d.figures.values())
+    s = d.stats
+    found["superseded"] = Removal(s.records_read - s.records_written - s.tombstones_removed,
+                                  s.bytes_read - kept_bytes - removed_bytes)
+    found["tombstones_expired"] = Removal(s.tombstones_removed, removed_bytes)
+    found["tombstones_to_stamp"] = s.tombstones_stamped
+    rewrite, mark = rewrite_plan(d, tuning)
+    found["segments_to_rewrite"] = len(rewrite)
+    found["segments_to_mark"] = len(mark)
+    k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
+    after = []
+    for i, seg in enumerate(virtual.segments[:k]):
+        p = d.figures.get(i)
+        after.append(Segment(new_id(), seg.base_offset, seg.next_offset, records=p.kept if p else 0,
+                             size=p.kept_bytes if p else 0, max_ts=p.max_ts if p else None))
+    return merge_layout(after, config.segment_bytes) + list(virtual.segments[k:])

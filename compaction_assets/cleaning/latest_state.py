@@ -16,10 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.ranking import arrow_ranks, rank_columns, spark_loses, spark_order, with_spark_ranks
-from compaction_assets.log.reader import read_segments, remembered_df
+from compaction_assets.log.reader import read_segments
+from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.records import SEGMENT_SCHEMA
 from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
@@ -66,7 +67,7 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
                          .select("key", "w.*"))
             best = clean.join(tail_keys, "key", "left_anti").unionByName(contested)
     best = best.where(F.col("value").isNotNull())
-    rem = remembered_df(spark, handle, manifest) if config.strategy != "offset" else None
+    rem = remembered_df(spark, handle, manifest) if config.strategy != Strategy.OFFSET else None
     if rem is not None:
         best = best.join(rem, "key", "left").where(
             F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
@@ -96,7 +97,7 @@ def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifes
         last[:-1] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
         table = table.filter(pa.array(last))
     table = table.filter(pc.is_valid(table.column("value")))
-    if config.strategy != "offset" and manifest.remembered and len(table):
+    if config.strategy != Strategy.OFFSET and manifest.remembered and len(table):
         rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
         rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
         # joined on the key and a row number only (Arrow's join carries no list columns such as headers)

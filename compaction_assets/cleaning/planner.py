@@ -6,10 +6,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
 from compaction_assets.log.records import INT64_MAX
+
+
+class Reason(StrEnum):
+    """Why a log is cleaned (SPEC §5); compares equal to its name, as JSON, tags and manifests carry it."""
+    DIRTY_RATIO = "dirty_ratio"                  # the dirty ratio is above min.cleanable.dirty.ratio
+    MAX_COMPACTION_LAG = "max_compaction_lag"    # a dirty record is older than max.compaction.lag.ms
+    DELETE_HORIZON = "delete_horizon"            # clean-section tombstones are past their delete horizon
+    FORCED = "forced"                            # an operator asked (`--force`, or the asset's config)
 
 
 @dataclass(frozen=True)
@@ -24,7 +33,7 @@ class Evaluation:
     dirty_ratio: float
     max_compaction_delay_ms: int
     eligible: bool
-    reason: str | None            # dirty_ratio | max_compaction_lag | delete_horizon | None
+    reason: Reason | None         # why it is eligible (never FORCED here), or None
     deadline_roll: bool           # the active segment is due to be sealed at `now`
     checkpoint_reset: bool        # the stored checkpoint is outside [log_start, LEO]
     stored_checkpoint: int
@@ -43,12 +52,12 @@ class Evaluation:
         """Sort key: highest dirty ratio first, then largest delay, then log name (SPEC §5)."""
         return (-self.dirty_ratio, -self.max_compaction_delay_ms, self.log)
 
-    def reason_for(self, force: bool) -> str | None:
+    def reason_for(self, force: bool) -> Reason | None:
         if not self.compact:
             return None
         if self.eligible:
             return self.reason
-        return "forced" if force else None
+        return Reason.FORCED if force else None
 
 
 def deadline_roll_due(manifest: Manifest, config: TopicConfig, now: int) -> bool:
@@ -110,11 +119,11 @@ def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
     reason = None
     if config.compact and total > 0:
         if ratio > config.min_cleanable_dirty_ratio:
-            reason = "dirty_ratio"
+            reason = Reason.DIRTY_RATIO
         elif delay > 0 and cleanable > 0:
-            reason = "max_compaction_lag"
+            reason = Reason.MAX_COMPACTION_LAG
         elif expired > 0:
-            reason = "delete_horizon"
+            reason = Reason.DELETE_HORIZON
     why = why_not(manifest, config, now, fd, u, ratio, cleanable, total, reason)
     return Evaluation(
         log=manifest.log, now=now, why_not_eligible=why, compact=config.compact, first_dirty_offset=fd, first_uncleanable_offset=u,
@@ -135,7 +144,7 @@ def duration(ms: int) -> str:
 
 
 def why_not(manifest: Manifest, config: TopicConfig, now: int, fd: int, u: int, ratio: float, cleanable: int,
-            total: int, reason: str | None) -> str | None:
+            total: int, reason: Reason | None) -> str | None:
     """Why the log is not due for a cleaning (None when it is): which rule of SPEC §3-§5 holds it back,
     with its figures; a log marked uncleanable says so first (no sensor or `clean --all` takes it)."""
     if manifest.uncleanable is not None:

@@ -22,7 +22,6 @@ from typing import Any, Callable
 from compaction_assets.log.segment_task import in_sorted
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
-BATCH_ROWS = 1_000_000   # segments are read and tested this many rows at a time (about 50 MB of columns)
 RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
 
 
@@ -37,16 +36,17 @@ class ProbeSpec:
     rows: int = 0                       # rows of its files (the vector's included): what a batch holds
 
 
-def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
+def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs,
+                   batch_rows: int) -> list[tuple[int, Any, dict]]:
     """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
     keeps). `touched` is the keys of the newer records (a pyarrow array), or a function that gives them,
     called once the first batch is read (so the read overlaps whatever produces the keys). Segments are
-    read in batches of about BATCH_ROWS rows, so memory stays bounded whatever the section's size."""
+    read in batches of about `batch_rows` rows, so memory stays bounded whatever the section's size."""
     out, batch, rows = [], [], 0
     for spec in specs:
         batch.append(spec)
         rows += spec.rows
-        if rows >= BATCH_ROWS:
+        if rows >= batch_rows:
             out += _probe_batch(batch, touched, now, new_horizon, fs)
             batch, rows = [], 0
     return out + (_probe_batch(batch, touched, now, new_horizon, fs) if batch else [])
@@ -127,7 +127,8 @@ def figures_of(part: dict | None, new_horizon: int | None) -> dict:
     return figures
 
 
-def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any]):
+def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any],
+                 batch_rows: int):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
     tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
     figures (JSON, offset null) per segment. `touched` as `probe_segments` takes it (an array when the
@@ -139,7 +140,7 @@ def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: i
         fs = open_fs()
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs):
+                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs, batch_rows):
                     n = len(removed)
                     yield pa.RecordBatch.from_arrays([
                         pa.array(np.full(n + 1, seg_idx, dtype=np.int32)),

@@ -20,12 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compaction_assets.log.segment_task import in_sorted
+from compaction_assets.log.segment_task import DEAD_PART_OPTIONS, in_sorted
 
 RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
-# a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
-DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
-                     "column_encoding": {"offset": "DELTA_BINARY_PACKED"}}
 REWRITTEN = "rewritten"     # `kind` of a result row: a run's new file
 DEAD = "dead"               # `kind` of a result row: a part of the new deletion vector
 

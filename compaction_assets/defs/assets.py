@@ -9,6 +9,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECKS_PIN, EVALUATED_AT_MS
 from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.figures import CleaningStats
 from compaction_assets.cleaning.latest_state import write_latest_state
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
@@ -116,9 +117,9 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
         raise _failure(exc, log) from None
     ev = dry.evaluation
     metadata = {
-        "first_dirty_offset": ev["first_dirty_offset"], "first_uncleanable_offset": ev["first_uncleanable_offset"],
-        "dirty_ratio": float(ev["dirty_ratio"]), "max_compaction_delay_ms": ev["max_compaction_delay_ms"],
-        "eligible": ev["eligible"], "reason": dry.reason or "none",
+        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "eligible": ev.eligible, "reason": str(dry.reason or "none"),
         "would_remove_by_retention_records": dry.retention.records,
         "segments_in_range": dry.segments_in_range, "evaluated_at_ms": now}
     if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
@@ -147,17 +148,17 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
         raise _failure(exc, log) from None
     if handle.exists():  # the checks re-read these versions, from this run or re-run from the UI later
         handle.pin_versions(CHECKS_PIN, (rep.before_version, rep.after_version))
-    ev, s = rep.evaluation, rep.stats or {}
+    ev, s = rep.evaluation, rep.stats or CleaningStats()
     return dg.MaterializeResult(metadata={
-        "cleaned": rep.cleaned, "reason": rep.reason or "none",
+        "cleaned": rep.cleaned, "reason": str(rep.reason or "none"),
         "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
         "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-        "records_read": s.get("records_read", 0), "records_written": s.get("records_written", 0),
-        "records_superseded": s.get("records_superseded", 0), "tombstones_stamped": s.get("tombstones_stamped", 0),
-        "tombstones_removed": s.get("tombstones_removed", 0), "bytes_read": s.get("bytes_read", 0),
-        "bytes_written": s.get("bytes_written", 0), "cleaner_recopy_percent": float(s.get("cleaner_recopy_percent", 0.0)),
-        "clean_time_secs": float(s.get("clean_time_secs", 0.0)), "checkpoint": rep.checkpoint,
-        "retention_removed_records": (rep.retention or {}).get("records", 0),
+        "records_read": s.records_read, "records_written": s.records_written,
+        "records_superseded": s.records_superseded, "tombstones_stamped": s.tombstones_stamped,
+        "tombstones_removed": s.tombstones_removed, "bytes_read": s.bytes_read,
+        "bytes_written": s.bytes_written, "cleaner_recopy_percent": float(s.cleaner_recopy_percent),
+        "clean_time_secs": float(s.clean_time_secs), "checkpoint": rep.checkpoint,
+        "retention_removed_records": rep.retention.records if rep.retention else 0,
         **_config_metadata(log_store, log),
         # what the checks verify: the versions the cleaning read and wrote, and its time
         BEFORE_VERSION: rep.before_version, AFTER_VERSION: rep.after_version, EVALUATED_AT_MS: now})

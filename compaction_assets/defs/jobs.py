@@ -189,16 +189,16 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
             continue
         total["logs"] += 1
         for key in ("segments", "records", "bytes"):
-            total[key] += removed[key]
-        context.log.info(f"{log}: retention removed {removed['records']} record(s) in {removed['segments']} "
-                         f"segment(s), log start now {removed['log_start_offset']}")
+            total[key] += getattr(removed, key)
+        context.log.info(f"{log}: retention removed {removed.records} record(s) in {removed.segments} "
+                         f"segment(s), log start now {removed.log_start_offset}")
         if log in known:
             # `observed_*`, as the sensor's: apart from the keys of compacted_log's materializations
             yield dg.AssetObservation(asset_key="compacted_log", partition=log, metadata={
-                "observed_retention_removed_segments": removed["segments"],
-                "observed_retention_removed_records": removed["records"],
-                "observed_retention_removed_bytes": removed["bytes"],
-                "observed_log_start_offset": removed["log_start_offset"], "observed_at_ms": now})
+                "observed_retention_removed_segments": removed.segments,
+                "observed_retention_removed_records": removed.records,
+                "observed_retention_removed_bytes": removed.bytes,
+                "observed_log_start_offset": removed.log_start_offset, "observed_at_ms": now})
     context.add_output_metadata({**{f"retention_{k}": v for k, v in total.items()}, "skipped_locked": skipped})
     if failed:
         raise dg.Failure(description=f"retention failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -39,7 +40,16 @@ DEFAULTS: dict[str, Any] = {
 KEYS = tuple(DEFAULTS)
 # The landing keys (issue 30: which connector wrote the landing area), after SPEC §2's table.
 ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS)
-STRATEGIES = ("offset", "timestamp", "header")
+
+
+class Strategy(StrEnum):
+    """compaction.strategy: what makes a record the winner of its key (SPEC §6); compares equal to its name."""
+    OFFSET = "offset"          # the highest offset
+    TIMESTAMP = "timestamp"    # the latest timestamp, then the highest offset
+    HEADER = "header"          # the highest version in the named header, then the highest offset
+
+
+STRATEGIES = tuple(s.value for s in Strategy)
 
 
 @dataclass(frozen=True)
@@ -53,7 +63,7 @@ class TopicConfig:
     segment_ms: int
     retention_ms: int
     retention_bytes: int
-    strategy: str
+    strategy: Strategy
     strategy_header: str | None
     landing: LandingConfig = LandingConfig()
 
@@ -81,7 +91,7 @@ class TopicConfig:
             "segment.ms": self.segment_ms,
             "retention.ms": self.retention_ms,
             "retention.bytes": self.retention_bytes,
-            "compaction.strategy": self.strategy,
+            "compaction.strategy": self.strategy.value,
             "compaction.strategy.header": self.strategy_header,
             **self.landing.to_kafka(),
         }
@@ -165,7 +175,7 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     else:
         header = None
     return TopicConfig(policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
-                       ret_ms, ret_bytes, strategy, header, _landing(topic, v, strategy, header))
+                       ret_ms, ret_bytes, Strategy(strategy), header, _landing(topic, v, strategy, header))
 
 
 def _choice(topic: str, key: str, value: Any, enum: type) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 FORMAT = 1
 
@@ -19,6 +19,14 @@ FORMAT = 1
 def new_id() -> str:
     """A fresh random identifier for a segment or file."""
     return uuid.uuid4().hex[:16]
+
+
+class Horizon(NamedTuple):
+    """Kept tombstones of a segment that share a delete horizon (a tuple in the manifest's JSON)."""
+    horizon: int    # the delete horizon (ms)
+    count: int      # tombstones carrying it
+    lo: int         # the lowest offset among them
+    hi: int         # the highest
 
 
 @dataclass(frozen=True)
@@ -41,8 +49,7 @@ class Segment:
     first_ts: int | None = None        # timestamp of the first record
     min_pos_ts: int | None = None      # earliest timestamp > 0 (SPEC §5)
     tombstones: int = 0
-    # (delete horizon, tombstones carrying it, lowest and highest offset among them)
-    horizons: tuple[tuple[int, int, int, int], ...] = ()
+    horizons: tuple[Horizon, ...] = ()
     dead: int = 0                      # rows of its files listed in the log's deletion vector
 
     @property
@@ -66,7 +73,7 @@ class Segment:
     @classmethod
     def from_json(cls, decision: dict[str, Any]) -> "Segment":
         return cls(**{**decision, "files": tuple(FileRef(**f) for f in decision.get("files", [])),
-                      "horizons": tuple(tuple(int(x) for x in h) for h in decision.get("horizons", []))})
+                      "horizons": tuple(Horizon(*(int(x) for x in h)) for h in decision.get("horizons", []))})
 
 
 def _min(values: Iterable[int | None]) -> int | None:
@@ -79,7 +86,7 @@ def _max(values: Iterable[int | None]) -> int | None:
     return max(vals) if vals else None
 
 
-def merge_horizons(*groups: Iterable[tuple[int, int, int, int]]) -> tuple[tuple[int, int, int, int], ...]:
+def merge_horizons(*groups: Iterable[Horizon]) -> tuple[Horizon, ...]:
     """Merge per-file tombstone horizon ranges into one sorted list."""
     merged: dict[int, list[int]] = {}
     for group in groups:
@@ -87,7 +94,7 @@ def merge_horizons(*groups: Iterable[tuple[int, int, int, int]]) -> tuple[tuple[
             cur = merged.setdefault(h, [0, lo, hi])
             cur[0] += c
             cur[1], cur[2] = min(cur[1], lo), max(cur[2], hi)
-    return tuple(sorted((h, c, lo, hi) for h, (c, lo, hi) in merged.items() if c))
+    return tuple(sorted(Horizon(h, c, lo, hi) for h, (c, lo, hi) in merged.items() if c))
 
 
 def combine(segments: list[Segment]) -> Segment:
@@ -138,6 +145,8 @@ class Manifest:
     invalid_records: int = 0
     ingested: tuple[str, ...] = ()                  # landing files already appended (idempotent ingestion)
     committed_ms: int = 0
+    # per lease kind, the highest lease epoch that committed: a lease older than it is fenced off
+    fence: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -188,7 +197,8 @@ class Manifest:
             "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
             "tombstone_index": self.tombstone_index, "deleted": self.deleted, "uncleanable": self.uncleanable,
             "last_cleaning": self.last_cleaning, "invalid_records": self.invalid_records,
-            "ingested": list(self.ingested), "committed_ms": self.committed_ms, "extra": self.extra,
+            "ingested": list(self.ingested), "committed_ms": self.committed_ms, "fence": self.fence,
+            "extra": self.extra,
         }
         return json.dumps(d, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
@@ -201,4 +211,8 @@ class Manifest:
         d["segments"] = tuple(Segment.from_json(s) for s in d["segments"])
         d["holds"] = tuple(Hold(**h) for h in d.get("holds", []))
         d["ingested"] = tuple(d.get("ingested", []))
+        # manifests written before the fence had its own field keep it in `extra`
+        extra = dict(d.get("extra") or {})
+        d["fence"] = {**extra.pop("fence", {}), **d.get("fence", {})}
+        d["extra"] = extra
         return cls(**d)

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.config import Strategy, TopicConfig
 
-RANK_COLUMNS = {"offset": (), "timestamp": ("r_ts",), "header": ("r_hv", "r_v")}
+RANK_COLUMNS = {Strategy.OFFSET: (), Strategy.TIMESTAMP: ("r_ts",), Strategy.HEADER: ("r_hv", "r_v")}
 
 
 def rank_columns(config: TopicConfig) -> tuple[str, ...]:
@@ -53,9 +53,9 @@ def arrow_header_versions(headers: pa.ChunkedArray | pa.Array, name: str) -> pa.
 
 def arrow_ranks(table: pa.Table, config: TopicConfig) -> dict[str, pa.Array]:
     """The strategy's rank columns computed for an Arrow table."""
-    if config.strategy == "timestamp":
+    if config.strategy == Strategy.TIMESTAMP:
         return {"r_ts": table.column("timestamp")}
-    if config.strategy == "header":
+    if config.strategy == Strategy.HEADER:
         version = arrow_header_versions(table.column("headers"), config.strategy_header)
         return {"r_hv": pc.is_valid(version), "r_v": pc.fill_null(version, 0)}
     return {}
@@ -101,9 +101,9 @@ def with_spark_ranks(df, config: TopicConfig):
     """The DataFrame with the strategy's rank columns added."""
     from pyspark.sql import functions as F
 
-    if config.strategy == "timestamp":
+    if config.strategy == Strategy.TIMESTAMP:
         return df.withColumn("r_ts", F.col("timestamp"))
-    if config.strategy == "header":
+    if config.strategy == Strategy.HEADER:
         df = df.withColumn("_version", spark_header_version(F.col("headers"), config.strategy_header))
         return (df.withColumn("r_hv", F.col("_version").isNotNull())
                   .withColumn("r_v", F.coalesce(F.col("_version"), F.lit(0).cast("long")))
@@ -128,11 +128,11 @@ def spark_order_number(config: TopicConfig):
     by hash where a struct's order forces a sort."""
     from pyspark.sql import functions as F
 
-    if config.strategy == "offset":
+    if config.strategy == Strategy.OFFSET:
         return None
     shift = F.expr("CAST(10000000000000000000 AS DECIMAL(38,0))")     # 10^19
     offset = F.col("offset").cast("decimal(38,0)")
-    if config.strategy == "timestamp":
+    if config.strategy == Strategy.TIMESTAMP:
         return F.col("r_ts").cast("decimal(38,0)") * shift + offset
     lowest = F.expr("CAST(99999999999999999999999999999999999999 AS DECIMAL(38,0))")   # 10^38 - 1
     return F.when(F.col("r_hv"), F.col("r_v").cast("decimal(38,0)") * shift + offset).otherwise(offset - lowest)

@@ -6,6 +6,8 @@ import re
 import zlib
 from typing import Iterator
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.log import segment_task
@@ -184,6 +186,15 @@ def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
     return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
 
 
+def bucket_labels(starts: list[tuple[int, int]], offsets: np.ndarray) -> np.ndarray:
+    """Numpy: the label of the last (label, first offset) pair at or below each offset, as
+    `offset_bucket` computes it in Spark (every offset at or above the lowest first offset)."""
+    pairs = sorted(starts, key=lambda pair: pair[1])
+    firsts = np.array([first for _, first in pairs], dtype=np.int64)
+    labels = np.array([label for label, _ in pairs], dtype=np.int32)
+    return labels[np.searchsorted(firsts, offsets, side="right") - 1]
+
+
 def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None):
     """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,
     from any store; with `schema` given, Spark starts no job to infer it."""
@@ -191,13 +202,4 @@ def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema
     if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
         reader = spark.read if schema is None else spark.read.schema(schema)
         return reader.parquet(*[handle.spark_uri(name) for name in names])
-    import pyarrow as pa
-
     return spark.createDataFrame(pa.concat_tables([handle.st.read_parquet(handle.path(name)) for name in names]))
-
-
-def remembered_df(spark, handle: LogHandle, manifest: Manifest):
-    """The log's remembered deletes (SPEC §6) as a DataFrame, or None when there are none."""
-    if not manifest.remembered:
-        return None
-    return side_table_df(spark, handle, manifest.remembered["file"])

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 BATCH_ROWS = 65_536
+# a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
+DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
+                     "column_encoding": {"offset": "DELTA_BINARY_PACKED"}}
 
 
 def in_sorted(values, sorted_set):

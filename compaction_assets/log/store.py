@@ -156,7 +156,7 @@ class LogHandle:
         self.st.makedirs(self.path("_log"))
         for _ in range(retries):
             current = self.manifest()
-            fence = dict((current.extra or {}).get("fence", {}))
+            fence = dict(current.fence)
             with self._held_guard:
                 held = list(self._held.items())
             for kind, lease in held:
@@ -165,8 +165,8 @@ class LogHandle:
             new = change(current)
             if new is None:
                 return current
-            extra = {**(new.extra or {}), "fence": fence} if fence else new.extra
-            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(), extra=extra)
+            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(),
+                            fence=fence if fence else new.fence)
             if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
                 self._trim_versions(new.version)
                 return new
@@ -313,7 +313,7 @@ class Lease:
         for _ in range(3):
             # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
             try:
-                fence = int(((self.h.manifest().extra or {}).get("fence") or {}).get(self.kind, 0))
+                fence = int(self.h.manifest().fence.get(self.kind, 0))
             except CorruptLogError:   # the holder is about to report or repair it; no epoch committed is known
                 fence = 0
             self.epoch = fence + 1

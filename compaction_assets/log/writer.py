@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError
-from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
 from compaction_assets.log.records import (
     coerce_table,
@@ -233,7 +233,7 @@ def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, lis
 
 def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, records: pa.Table) -> tuple[Hold, ...]:
     """Kept tombstones that appended records would lose to (timestamp/header strategies, SPEC §6 guard)."""
-    if config.strategy == "offset" or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
+    if config.strategy == Strategy.OFFSET or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
         return ()
     from compaction_assets.log.ranking import losers_to_tombstones  # local import: only these strategies need it
     idx = handle.st.read_parquet(handle.path(manifest.tombstone_index["file"]))
@@ -362,7 +362,7 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
                 refs = [FileRef(r.name, int(st["records"]) if len(refs) == 1 else 0) for r in refs]
                 chunks.append((int(offsets[first]), sorted(refs, key=lambda r: r.name), st))
             holds = ()
-            if config.strategy != "offset" and base.tombstone_index and base.tombstone_index.get("count"):
+            if config.strategy != Strategy.OFFSET and base.tombstone_index and base.tombstone_index.get("count"):
                 index = spark.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
                 probe = written.join(index, "key", "left_semi").toArrow()
                 holds = new_holds(handle, base, config, probe)

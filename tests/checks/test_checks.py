@@ -125,7 +125,7 @@ def test_tombstone_retention_fails_when_an_expired_tombstone_is_kept(store, spar
     log, config, _ = _cleaned(store, spark)
     later = NOW + 5000   # past the horizon NOW + 1000: the next cleaning must remove it
     rep = engine.run(log, config, later, spark=spark, force=True)
-    assert rep.cleaned and rep.stats["tombstones_removed"] == 1
+    assert rep.cleaned and rep.stats.tombstones_removed == 1
     assert _check(specs.TOMBSTONE_RETENTION, log, config, rep, now=later).passed
     rewrite_below(log, 7, lambda rows: rows + [{"offset": 3, "key": b"c", "value": None, "timestamp": 130,
                                                   "headers": [], "delete_horizon": NOW + 1000}])
@@ -156,7 +156,7 @@ def test_tombstone_retention_fails_when_a_removed_delete_is_not_remembered(store
     log, config, _ = _cleaned(store, spark, **{"compaction.strategy": "timestamp"})
     later = NOW + 5000
     rep = engine.run(log, config, later, spark=spark, force=True)
-    assert rep.stats["tombstones_removed"] == 1 and log.manifest().remembered
+    assert rep.stats.tombstones_removed == 1 and log.manifest().remembered
     log.update(lambda m: m.with_(remembered=None))   # a late write of c would now come back
     examples = _failed(_check(specs.TOMBSTONE_RETENTION, log, config, rep, now=later), "deletes_not_remembered")
     assert examples[0] == {"key": "c", "offset": 3, "until": later + 1000}

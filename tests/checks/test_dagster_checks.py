@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.cleaning import cleaner
+from compaction_assets.cleaning import layout
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
@@ -57,7 +57,7 @@ def test_a_failing_blocking_check_stops_latest_state_of_its_partition_only(env, 
     store, resources, instance = env
     with monkeypatch.context() as patch:
         # a wrong cleaning: decides right, then writes nothing, so superseded records stay visible
-        patch.setattr(cleaner, "rewrite_plan", lambda decision: ([], []))
+        patch.setattr(layout, "rewrite_plan", lambda decision, tuning: ([], []))
         bad = _materialize(ASSETS, "users-0", resources, instance)
     checks = {c.check_name: c for c in bad.get_asset_check_evaluations()}
     assert checks["latest_value_per_key"].passed is False

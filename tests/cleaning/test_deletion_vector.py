@@ -3,10 +3,13 @@ offsets go to the log's deletion vector, which every reader applies; enough dead
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records, read_df
 from compaction_assets.log.segment_stats import dead_offsets
@@ -35,16 +38,16 @@ def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_conf
     log = store.log("dv-0")
     _fill(log, cfg, keys=200, rounds=2)
     first = engine.run(log, cfg, NOW, spark=spark, force=True)
-    assert first.stats["segments_rewritten"] > 0 and first.stats["segments_marked"] == 0
+    assert first.stats.segments_rewritten > 0 and first.stats.segments_marked == 0
     files_before = {f.name for f in log.manifest().files()}
 
     # 5 of 200 keys updated: each touched segment loses far less than REWRITE_DEAD_FRACTION
     _update(log, cfg, (3, 50, 99, 150, 199), "new", 10**6)
     rep = engine.run(log, cfg, NOW, spark=spark, force=True)
     m = log.manifest()
-    assert rep.stats["segments_rewritten"] == 0 and rep.stats["segments_marked"] >= 1
-    assert rep.stats["records_rewritten"] == 0 and rep.stats["files_bytes_written"] == 0
-    assert m.deleted and m.deleted["count"] == 5 == rep.stats["deletion_vector_records"]
+    assert rep.stats.segments_rewritten == 0 and rep.stats.segments_marked >= 1
+    assert rep.stats.records_rewritten == 0 and rep.stats.files_bytes_written == 0
+    assert m.deleted and m.deleted["count"] == 5 == rep.stats.deletion_vector_records
     assert files_before <= {f.name for f in m.files()}, "no file of the clean section was rewritten"
     assert sum(s.dead for s in m.segments) == 5
 
@@ -61,22 +64,24 @@ def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_conf
     assert len(list(iter_records(log))) == 200
 
 
-def test_enough_dead_rows_rewrite_the_segment_and_leave_the_vector(spark, store, make_config, monkeypatch):
+MARK_ONLY = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01)
+REWRITE_MOST = replace(DEFAULT_TUNING, rewrite_dead_fraction=0.05)
+
+
+def test_enough_dead_rows_rewrite_the_segment_and_leave_the_vector(spark, store, make_config):
     cfg = make_config(segment_bytes=100_000)
     log = store.log("dv-1")
     _fill(log, cfg, keys=100, rounds=1)
     engine.run(log, cfg, NOW, spark=spark, force=True)
-    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)  # mark only
     _update(log, cfg, range(10), "a", 10**6)
-    engine.run(log, cfg, NOW, spark=spark, force=True)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=MARK_ONLY)
     assert log.manifest().deleted["count"] == 10
 
-    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 0.05)
     writer.append(log, cfg, [{"key": f"k{k:04d}", "value": None, "timestamp": 10**7 + k} for k in range(10, 20)])
     writer.roll(log)
-    rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+    rep = engine.run(log, cfg, NOW, spark=spark, force=True, tuning=REWRITE_MOST)
     m = log.manifest()
-    assert rep.stats["segments_rewritten"] >= 1
+    assert rep.stats.segments_rewritten >= 1
     assert m.deleted is None and all(s.dead == 0 for s in m.segments)
     state = _state(spark, log, cfg)
     assert len(state) == 90 and state[b"k0005"] == b"a-5" and b"k0015" not in state
@@ -95,28 +100,28 @@ def test_dry_run_names_segments_to_rewrite_and_to_mark(spark, store, make_config
     assert dry.superseded.records == 1
 
 
-def test_an_incremental_cleaning_adds_only_its_new_entries_to_the_vector(spark, store, make_config, monkeypatch):
+def test_an_incremental_cleaning_adds_only_its_new_entries_to_the_vector(spark, store, make_config):
     cfg = make_config(segment_bytes=2000)
     log = store.log("dv-3")
     _fill(log, cfg, keys=200, rounds=2)
     engine.run(log, cfg, NOW, spark=spark, force=True)
-    monkeypatch.setattr(cleaner, "DEAD_VECTOR_MAX_FILES", 3)
+    tuning = replace(DEFAULT_TUNING, dead_vector_max_files=3)
     seen: set[int] = set()
     for n, keys in enumerate([(3, 50), (99, 150, 199), (4, 51)]):
         _update(log, cfg, keys, f"u{n}", 10**6 * (n + 1))
-        rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+        rep = engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
         m = log.manifest()
         files = m.deleted["files"]
         assert len(files) == n + 1, "each cleaning adds one file of its own entries, the old ones stay"
         new = set(log.st.read_parquet(log.path(files[-1])).column("offset").to_pylist())
         assert len(new) == len(keys) and not new & seen, "the new file holds only this cleaning's entries"
         seen |= new
-        assert m.deleted["count"] == len(seen) == rep.stats["deletion_vector_records"] == sum(s.dead for s in m.segments)
+        assert m.deleted["count"] == len(seen) == rep.stats.deletion_vector_records == sum(s.dead for s in m.segments)
         assert set(dead_offsets(log, m).to_pylist()) == seen
 
     # at the limit the vector is rebuilt in one file, with every entry still in force
     _update(log, cfg, (120,), "u3", 10**7)
-    engine.run(log, cfg, NOW, spark=spark, force=True)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
     m = log.manifest()
     assert len(m.deleted["files"]) == 1 and m.deleted["count"] == len(seen) + 1 == sum(s.dead for s in m.segments)
     log.collect_garbage(0)
@@ -128,27 +133,24 @@ def test_an_incremental_cleaning_adds_only_its_new_entries_to_the_vector(spark, 
 
 
 @pytest.mark.parametrize("decision", ["grouped", "probed"])
-def test_a_vector_mostly_of_rewritten_segments_is_rebuilt(spark, store, make_config, monkeypatch, decision):
+def test_a_vector_mostly_of_rewritten_segments_is_rebuilt(spark, store, make_config, decision):
     """Grouped, the segment of k0099 is marked again; probed (the offset strategy's incremental
     decision), it loses nothing and keeps its entry as it is: rebuilt either way, with that entry."""
-    if decision == "grouped":
-        monkeypatch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
+    base = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0) if decision == "grouped" else DEFAULT_TUNING
     cfg = make_config(segment_bytes=2000)
     log = store.log("dv-4")
     _fill(log, cfg, keys=100, rounds=1)
-    engine.run(log, cfg, NOW, spark=spark, force=True)
-    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)  # mark only
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=base)
     _update(log, cfg, [*range(10), 99], "a", 10**6)
-    engine.run(log, cfg, NOW, spark=spark, force=True)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=replace(base, rewrite_dead_fraction=1.01))  # mark only
     before = log.manifest().deleted
     assert before["count"] == 11 and len(before["files"]) == 1
     # the first segment is rewritten (its 10 entries go stale), the one of k0099 only marked: rebuilt
-    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 0.05)
     _update(log, cfg, (10,), "b", 10**7)
-    rep = engine.run(log, cfg, NOW, spark=spark, force=True)
+    rep = engine.run(log, cfg, NOW, spark=spark, force=True, tuning=replace(base, rewrite_dead_fraction=0.05))
     m = log.manifest()
-    assert rep.stats["segments_rewritten"] >= 1
-    assert rep.stats["segments_marked"] == (1 if decision == "grouped" else 0)
+    assert rep.stats.segments_rewritten >= 1
+    assert rep.stats.segments_marked == (1 if decision == "grouped" else 0)
     assert m.deleted["files"] != before["files"] and len(m.deleted["files"]) == 1
     assert m.deleted["count"] == 1 == sum(s.dead for s in m.segments)
     state = _state(spark, log, cfg)

@@ -61,7 +61,7 @@ def test_fleet_cleaned_concurrently_equals_one_by_one(spark, store, make_config,
     for res, name in zip(results, names):
         assert res.error is None and res.report.cleaned
         ref = engine.run(other.log(name), cfg, NOW, spark=spark, force=True)
-        assert res.report.stats["records_written"] == ref.stats["records_written"]
+        assert res.report.stats.records_written == ref.stats.records_written
         got = [(r.offset, r.key, r.value) for r in iter_records(store.log(name))]
         assert got == [(r.offset, r.key, r.value) for r in iter_records(other.log(name))]
 

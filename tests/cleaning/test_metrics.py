@@ -27,16 +27,16 @@ def test_figures_of_one_cleaning(store, spark):
     written = _size("a", "2") + _size("b", None) + _size("c", "1")
     assert (rep.evaluation.first_dirty_offset, rep.evaluation.first_uncleanable_offset) == (0, 4)
     assert rep.evaluation.dirty_ratio == 1.0 and rep.reason == "dirty_ratio"
-    assert (s["records_read"], s["records_written"], s["tombstones_stamped"], s["tombstones_removed"]) == (4, 3, 1, 0)
-    assert s["records_superseded"] == 1 == s["records_read"] - s["records_written"] - s["tombstones_removed"]
-    assert (s["bytes_read"], s["bytes_written"]) == (read, written)
-    assert s["cleaner_recopy_percent"] == pytest.approx(100 * written / read)
-    assert s["clean_time_secs"] > 0
+    assert (s.records_read, s.records_written, s.tombstones_stamped, s.tombstones_removed) == (4, 3, 1, 0)
+    assert s.records_superseded == 1 == s.records_read - s.records_written - s.tombstones_removed
+    assert (s.bytes_read, s.bytes_written) == (read, written)
+    assert s.cleaner_recopy_percent == pytest.approx(100 * written / read)
+    assert s.clean_time_secs > 0
 
     later = engine.run(log, config, NOW + 5000, spark=spark, force=True)   # the tombstone's horizon passed
     s = later.stats
-    assert (s["records_read"], s["records_written"], s["tombstones_stamped"], s["tombstones_removed"]) == (3, 2, 0, 1)
-    assert s["records_superseded"] == 0 and later.reason == "delete_horizon"   # eligible by itself
+    assert (s.records_read, s.records_written, s.tombstones_stamped, s.tombstones_removed) == (3, 2, 0, 1)
+    assert s.records_superseded == 0 and later.reason == "delete_horizon"   # eligible by itself
 
 
 def test_figures_across_logs(store, spark):
@@ -58,7 +58,7 @@ def test_figures_across_logs(store, spark):
     assert figs["logs"] == 3
     assert figs[metrics.MAX_DIRTY_PERCENT] == 100.0                     # p-0, all dirty (n-0 is uncleanable)
     assert figs[metrics.MAX_COMPACTION_DELAY_SECS] == (NOW - 1000 - 100) / 1000   # p-0's oldest record
-    assert figs[metrics.MAX_CLEAN_TIME_SECS] == pytest.approx(rep.stats["clean_time_secs"])
+    assert figs[metrics.MAX_CLEAN_TIME_SECS] == pytest.approx(rep.stats.clean_time_secs)
     assert figs[metrics.UNCLEANABLE_PARTITIONS_COUNT] == 1
     assert figs[metrics.UNCLEANABLE_BYTES] == 2 * _size("a", "1")      # n-0's dirty bytes stuck behind the failure
     assert [r["log"] for r in figs[metrics.UNCLEANABLE_LOGS]] == ["n-0"]

@@ -367,8 +367,8 @@ def test_prepare_rewrites_checkpoint_dry_run_does_not(store):
     writer.set_checkpoint(log, 99)
     version = log.manifest().version
     result = engine.dry_run(log, c, 100)
-    assert result.evaluation["checkpoint_reset"] is True
-    assert result.evaluation["first_dirty_offset"] == 0
+    assert result.evaluation.checkpoint_reset is True
+    assert result.evaluation.first_dirty_offset == 0
     assert log.manifest().version == version and log.manifest().checkpoint == 99
     m, e = engine.prepare(log, c, 100)
     assert m.checkpoint == 0 and log.manifest().checkpoint == 0
@@ -591,7 +591,7 @@ def test_delete_horizon_from_a_real_cleaning(store, spark):
                             {"key": "b", "value": "2", "timestamp": 12}])
     writer.roll(log)
     report = engine.run(log, c, 5000, spark=spark)
-    assert report.cleaned and report.stats["tombstones_stamped"] == 1
+    assert report.cleaned and report.stats.tombstones_stamped == 1
     m = log.manifest()
     assert m.checkpoint == 3
     assert sum(cnt for s in m.segments for _, cnt, *_ in s.horizons) == 1

@@ -28,10 +28,11 @@ import json
 import os
 import random
 import traceback
+from dataclasses import replace
 
 import pytest
 
-from compaction_assets.cleaning import cleaner
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.conformance import CaseRun
 from tests.oracle import INT64_MAX, INT64_MIN
 from tests.oracle import run_case as oracle_run
@@ -520,12 +521,13 @@ def compare_results(oracle: dict, engine: dict) -> list[str]:
     return out
 
 
-def run_both(case: dict, spark, root: str) -> tuple[dict, dict | None, list[str]]:
+def run_both(case: dict, spark, root: str, tuning: CleanerTuning = DEFAULT_TUNING
+             ) -> tuple[dict, dict | None, list[str]]:
     """Run a case through the oracle and the engine; the differences ([] when they agree). An engine
     crash (an exception other than a refusal, which the runner reports as `error`) is a difference too."""
     expected = oracle_run(case)
     try:
-        actual = CaseRun(case, spark, root, checks=True).run()
+        actual = CaseRun(case, spark, root, checks=True, tuning=tuning).run()
     except Exception as exc:  # noqa: BLE001 - any crash of the engine is a finding
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "compaction_assets" in f.filename]
         where = [f"  at {os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
@@ -536,11 +538,12 @@ def run_both(case: dict, spark, root: str) -> tuple[dict, dict | None, list[str]
     return expected, actual, compare_results(expected, actual) + failed
 
 
-def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path) -> None:
+def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path,
+                tuning: CleanerTuning = DEFAULT_TUNING) -> None:
     failures = []
     for n, seed in enumerate(seeds):
         case = make_case(strategy, seed, max_cleans)
-        _, _, diffs = run_both(case, spark, str(tmp_path / f"case-{n}"))
+        _, _, diffs = run_both(case, spark, str(tmp_path / f"case-{n}"), tuning)
         if diffs:
             failures.append((seed, case, diffs))
     if failures:
@@ -625,36 +628,28 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # vector are compared record by record) by the paths of large logs: only the keys that newer rows touch
 # grouped, the decision cached in Spark rather than collected, the writes in Python workers (the case
 # logs are small: every size limit set below them).
-REWRITE_MODES = {"threshold": {}, "deletion_vector": {"REWRITE_DEAD_FRACTION": 1.01, "SMALL_RANGE_RECORDS": 0,
-                                                      "COLLECT_DECISION_MAX_ROWS": -1,
-                                                      "COLLECT_OFFSET_DECISION_MAX_ROWS": -1,
-                                                      "DRIVER_REWRITE_MAX_ROWS": -1, "DRIVER_MARK_MAX_ROWS": -1,
-                                                      "LOCAL_MASTER_WRITES_HERE": False,
-                                                      "INCREMENTAL_MAX_DIRTY_SHARE": 1.0,
-                                                      "INCREMENTAL_MIN_ROWS": 0}}
-
-
-def _rewrite_mode(monkeypatch, mode: str) -> None:
-    for name, value in REWRITE_MODES[mode].items():
-        monkeypatch.setattr(cleaner, name, value)
+REWRITE_MODES = {"threshold": DEFAULT_TUNING,
+                 "deletion_vector": replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, small_range_records=0,
+                                            collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
+                                            driver_rewrite_max_rows=-1, driver_mark_max_rows=-1,
+                                            local_master_writes_here=False, incremental_max_dirty_share=1.0,
+                                            incremental_min_rows=0)}
 
 
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_random_logs_match_oracle(strategy, mode, spark, tmp_path, monkeypatch):
-    _rewrite_mode(monkeypatch, mode)
+def test_random_logs_match_oracle(strategy, mode, spark, tmp_path):
     seeds = case_seeds(strategy, FAST_CASES)
     seeds = seeds[: (FAST_CASES + 1) // 2] if mode == "threshold" else seeds[(FAST_CASES + 1) // 2:]
-    _check_many(strategy, seeds, FAST_MAX_CLEANS, spark, tmp_path)
+    _check_many(strategy, seeds, FAST_MAX_CLEANS, spark, tmp_path, REWRITE_MODES[mode])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_random_logs_match_oracle_many(strategy, mode, spark, tmp_path, monkeypatch):
-    _rewrite_mode(monkeypatch, mode)
+def test_random_logs_match_oracle_many(strategy, mode, spark, tmp_path):
     _check_many(strategy, case_seeds(strategy, SLOW_CASES // 2, salt=1 if mode == "threshold" else 2),
-                SLOW_MAX_CLEANS, spark, tmp_path)
+                SLOW_MAX_CLEANS, spark, tmp_path, REWRITE_MODES[mode])
 
 
 @pytest.mark.skipif("RANDOM_LOGS_CASE" not in os.environ,

@@ -1,12 +1,12 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
-A small range is decided in one Spark partition (`cleaner.SMALL_RANGE_RECORDS`), a read finds each
+A small range is decided in one Spark partition (`CleanerTuning.small_range_records`), a read finds each
 tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), a range of
-up to `cleaner.COLLECT_DECISION_MAX_ROWS` rows (`COLLECT_OFFSET_DECISION_MAX_ROWS` for the offset
-strategy) brings its decision to the driver (figures summed with Arrow) instead of caching it in Spark,
-and writes with little to read run in the driver, not in Python workers
-(`cleaner.DRIVER_REWRITE_MAX_ROWS`, `DRIVER_MARK_MAX_ROWS`); larger writes under a local master run in
-the driver's threads (`cleaner.LOCAL_MASTER_WRITES_HERE`). Most tests use small logs, so here the same
+up to `collect_decision_max_rows` rows (`collect_offset_decision_max_rows` for the offset strategy)
+brings its decision to the driver (figures summed with Arrow) instead of caching it in Spark, and writes
+with little to read run in the driver, not in Python workers (`driver_rewrite_max_rows`,
+`driver_mark_max_rows`); larger writes under a local master run in the driver's threads
+(`local_master_writes_here`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size; the writes in Python workers, or
 in threads; and a collected decision written by Python workers, as under a cluster's master) and must come
 out identical, record for record and segment for segment.
@@ -18,7 +18,12 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_assets.cleaning import cleaner, engine, probe_task
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.decide import decide
+from compaction_assets.cleaning.decision import CollectedDecision
+from compaction_assets.cleaning.placement import local_cores
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.cleaning.winners import keys_mostly_distinct
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
 from compaction_assets.log.reader import iter_records, read_segments, segment_index
@@ -40,12 +45,17 @@ def _build(store: LogStore, make_config, strategy: str):
     return log, cfg
 
 
-def _clean_more(spark, log, cfg) -> dict:
-    """Clean, update a few keys (so the next cleaning marks records), clean again; the second's figures."""
-    engine.run(log, cfg, NOW, spark=spark, force=True)
+def _clean_more(spark, log, cfg, tuning: CleanerTuning = DEFAULT_TUNING) -> engine.StepReport:
+    """Clean, update a few keys (so the next cleaning marks records), clean again; the second's report."""
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
     writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"new-{k}", "timestamp": 5000 + k} for k in (1, 20, 41)])
     writer.roll(log)
-    return engine.run(log, cfg, NOW + 1, spark=spark, force=True).stats
+    return engine.run(log, cfg, NOW + 1, spark=spark, force=True, tuning=tuning)
+
+
+def _figures(report: engine.StepReport) -> dict:
+    """A cleaning's totals but its time."""
+    return {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"}
 
 
 def _segments(log) -> list[tuple]:
@@ -53,55 +63,49 @@ def _segments(log) -> list[tuple]:
              s.tombstones, s.horizons, s.dead) for s in log.manifest().segments]
 
 
-def _general_paths(monkeypatch, writes: str = "workers") -> None:
-    monkeypatch.setattr(cleaner, "SMALL_RANGE_RECORDS", 0)
-    monkeypatch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", -1)   # the decision cached in Spark
-    monkeypatch.setattr(cleaner, "COLLECT_OFFSET_DECISION_MAX_ROWS", -1)
+# the writes as large ones go, not in the driver's one thread
+IN_WORKERS = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1, local_master_writes_here=False)
+
+
+def _general_paths(monkeypatch, writes: str = "workers") -> CleanerTuning:
+    """The tuning of the general paths (every limit below any size); the stamps in a map per file."""
     monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
-    # the writes as large ones go: in Python workers (one Spark job), or in the driver's threads (a local
-    # master's), not in the driver's one thread
-    monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
-    monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
-    monkeypatch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", writes == "threads")
+    # the decision cached in Spark; the writes in Python workers (one Spark job), or in the driver's
+    # threads (a local master's)
+    return replace(IN_WORKERS, small_range_records=0, collect_decision_max_rows=-1,
+                   collect_offset_decision_max_rows=-1, local_master_writes_here=writes == "threads")
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monkeypatch, strategy):
-    results = {}
-    threads_used = []
-    collected_in_workers = []
+    results, routes = {}, {}
     for path in ("small", "workers", "threads", "collected_workers"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         with monkeypatch.context() as patch:
+            tuning = DEFAULT_TUNING
             if path in ("workers", "threads"):
-                _general_paths(patch, writes=path)
-            if path == "threads":
-                run_here = cleaner._run_here
-                patch.setattr(cleaner, "_run_here", lambda runner, table, rows, threads: (
-                    threads_used.append(threads), run_here(runner, table, rows, threads))[1])
+                tuning = _general_paths(patch, writes=path)
             if path == "collected_workers":
                 # a collected decision whose write runs in Python workers (a cluster's master): its kept
                 # offsets go back to Spark
-                for name in ("DRIVER_REWRITE_MAX_ROWS", "DRIVER_MARK_MAX_ROWS"):
-                    patch.setattr(cleaner, name, -1)
-                patch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", False)
-                patch.setattr(cleaner, "_run_here", lambda *a: pytest.fail("the write ran in the driver"))
-                units_of = cleaner._units_of
-                patch.setattr(cleaner, "_units_of", lambda *a: (collected_in_workers.append(1), units_of(*a))[1])
-            stats = _clean_more(spark, log, cfg)
+                tuning = IN_WORKERS
+            report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
-        results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
+        results[path] = (records, _segments(log), _figures(report))
+        routes[path] = report.route
     small = results["small"]
     assert small[0]
-    assert collected_in_workers, "the collected decision's kept offsets went to the workers"
+    # a decision collected here (grouped or probed) whose kept offsets went to the workers
+    assert routes["collected_workers"].decision in ("collected", "probed"), routes["collected_workers"]
+    assert routes["collected_workers"].write_threads == routes["workers"].write_threads == 0
     for path in ("workers", "threads", "collected_workers"):
         assert results[path][0] == small[0], path
         assert results[path][1] == small[1], path
         assert results[path][2] == small[2], path
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
     # the test session's master is local[2] on a machine of 2 cores or more: the writes ran in 2 threads
-    assert threads_used and min(threads_used) == cleaner.local_cores(spark) >= 2
+    assert routes["threads"].write_threads == local_cores(spark) >= 2
 
 
 def test_local_cores_reads_the_master(spark):
@@ -120,13 +124,13 @@ def test_local_cores_reads_the_master(spark):
         def __init__(self, master):
             self.conf = Conf(master)
     cores = os.cpu_count()
-    assert cleaner.local_cores(Session("local")) == 1
-    assert cleaner.local_cores(Session("local[*]")) == cores
-    assert cleaner.local_cores(Session("local[1]")) == 1
-    assert cleaner.local_cores(Session("local[64,3]")) == cores
-    assert cleaner.local_cores(Session("spark://127.0.0.1:7077")) is None
-    assert cleaner.local_cores(Session("yarn")) is None
-    assert cleaner.local_cores(spark) == min(2, cores)   # the test session's master: local[2]
+    assert local_cores(Session("local")) == 1
+    assert local_cores(Session("local[*]")) == cores
+    assert local_cores(Session("local[1]")) == 1
+    assert local_cores(Session("local[64,3]")) == cores
+    assert local_cores(Session("spark://127.0.0.1:7077")) is None
+    assert local_cores(Session("yarn")) is None
+    assert local_cores(spark) == min(2, cores)   # the test session's master: local[2]
 
 
 def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
@@ -174,19 +178,16 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
     for path in ("touched", "all"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
-        decisions = []
+        routes = []
         with monkeypatch.context() as patch:
-            _general_paths(patch, writes)
-            patch.setattr(cleaner, "INCREMENTAL_MIN_ROWS", 0)
+            tuning = replace(_general_paths(patch, writes), incremental_min_rows=0)
             if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
-                patch.setattr(cleaner, "DEAD_VECTOR_MAX_FILES", 0)
-                patch.setattr(probe_task, "BATCH_ROWS", 1)   # and the probe reads a segment at a time
+                # (and the probe reads a segment at a time)
+                tuning = replace(tuning, dead_vector_max_files=0, probe_batch_rows=1)
             if path == "all":
-                patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)
-            decide = cleaner.decide
-            patch.setattr(cleaner, "decide", lambda *a, **k: decisions.append(decide(*a, **k)) or decisions[-1])
+                tuning = replace(tuning, incremental_max_dirty_share=-1.0)
             seen = []
-            engine.run(log, cfg, NOW, spark=spark, force=True)
+            routes.append(engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning).route)
             rounds = [
                 # updates, a delete, a late record (loses under the timestamp strategy), a key never seen
                 [("k001", "new-1", 5000), ("k003", None, 5001), ("k005", "late-5", 1), ("k200", "fresh", 5002)],
@@ -196,10 +197,11 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
             for n, batch in enumerate(rounds):
                 writer.append(log, cfg, [{"key": k, "value": v, "timestamp": ts} for k, v, ts in batch])
                 writer.roll(log)
-                stats = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True).stats
+                report = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True, tuning=tuning)
+                routes.append(report.route)
                 seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
-                             {k: v for k, v in stats.items() if k != "clean_time_secs"}))
-        results[path] = (seen, [d.only_touched_keys for d in decisions], [bool(d.drop_segments) for d in decisions])
+                             _figures(report)))
+        results[path] = (seen, [r.only_touched_keys for r in routes], [r.decision == "probed" for r in routes])
     (touched, how_touched, probed), (every, how_all, _) = results["touched"], results["all"]
     assert how_touched == [False, True, True] and how_all == [False, False, False]
     assert probed == [False, strategy == "offset", strategy == "offset"]
@@ -218,9 +220,9 @@ def test_a_sample_of_keys_tells_distinct_keys_from_repeated_ones(store, make_con
     writer.append(repeated, cfg, [{"key": f"k{k % 20:04d}", "value": "v", "timestamp": k} for k in range(400)])
     for log in (distinct, repeated):
         writer.roll(log)
-    assert cleaner.keys_mostly_distinct(distinct, list(enumerate(distinct.manifest().segments)))
-    assert not cleaner.keys_mostly_distinct(repeated, list(enumerate(repeated.manifest().segments)))
-    assert not cleaner.keys_mostly_distinct(distinct, [])
+    assert keys_mostly_distinct(distinct, list(enumerate(distinct.manifest().segments)))
+    assert not keys_mostly_distinct(repeated, list(enumerate(repeated.manifest().segments)))
+    assert not keys_mostly_distinct(distinct, [])
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
@@ -232,17 +234,17 @@ def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         with monkeypatch.context() as patch:
-            _general_paths(patch)
-            patch.setattr(cleaner, "ROWS_PER_PARTITION", 1)   # as many partitions as the session's shuffle
-            patch.setattr(cleaner, "DISTINCT_SKIPS_PARTIAL", 0.0 if path == "hashed" else 1.01)
-            stats = _clean_more(spark, log, cfg)
+            # as many partitions as the session's shuffle
+            tuning = replace(_general_paths(patch), rows_per_partition=1,
+                             distinct_skips_partial=0.0 if path == "hashed" else 1.01)
+            report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
-        results[path] = (records, _segments(log), {k: v for k, v in stats.items() if k != "clean_time_secs"})
+        results[path] = (records, _segments(log), _figures(report))
     assert results["partial"][0] and results["partial"] == results["hashed"]
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp", "header"])
-def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make_config, monkeypatch, strategy):
+def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make_config, strategy):
     """The per-segment figures summed with Arrow (a collected decision) equal Spark's (a cached one):
     kept records and bytes, timestamps, tombstones, horizons, stamps and expired tombstones."""
     log, cfg = _build(store, make_config, strategy)
@@ -253,21 +255,21 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     u = m.segments[-1].base_offset
     found = {}
     for limit in (10**9, -1):
-        with monkeypatch.context() as patch:
-            patch.setattr(cleaner, "INCREMENTAL_MAX_DIRTY_SHARE", -1.0)   # grouped, not probed
-            patch.setattr(cleaner, "COLLECT_DECISION_MAX_ROWS", limit)
-            patch.setattr(cleaner, "COLLECT_OFFSET_DECISION_MAX_ROWS", limit)
-            # late enough that the first tombstones' horizons have passed, so some are removed
-            d = cleaner.decide(spark, log, m, cfg, u, NOW + 2 * DAY)
-            d.release()
-        found[limit] = (d.per_segment, {i: sorted(h) for i, h in d.horizons.items()}, d.stats, d.kept is not None)
+        # grouped, not probed
+        tuning = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0, collect_decision_max_rows=limit,
+                         collect_offset_decision_max_rows=limit)
+        # late enough that the first tombstones' horizons have passed, so some are removed
+        d = decide(spark, log, m, cfg, u, NOW + 2 * DAY, tuning=tuning)
+        d.release()
+        found[limit] = (d.figures, {i: sorted(h) for i, h in d.horizons.items()}, d.stats,
+                        isinstance(d, CollectedDecision))
     collected, cached = found[10**9], found[-1]
     assert collected[3] and not cached[3]
     assert collected[:3] == cached[:3]
-    assert collected[2]["tombstones_removed"] > 0 and collected[2]["records_superseded"] > 0
-    assert all(p["first_ts"] is not None for p in collected[0].values() if p["kept"])
+    assert collected[2].tombstones_removed > 0 and collected[2].records_superseded > 0
+    assert all(p.first_ts is not None for p in collected[0].values() if p.kept)
     # the expired tombstones' bytes (the key-level dry run reads them from these figures)
-    assert sum(p["removed_bytes"] for p in collected[0].values()) > 0
+    assert sum(p.removed_bytes for p in collected[0].values()) > 0
 
 
 def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(spark, store, make_config):

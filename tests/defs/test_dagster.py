@@ -10,7 +10,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.definitions import defs
 from compaction_assets.defs import alerts
-from compaction_assets.cleaning import cleaner
+from compaction_assets.cleaning import layout
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
@@ -176,7 +176,7 @@ def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, 
     instance.add_dynamic_partitions(log_partitions.name, ["users-2"])
     assert materialize([raw_segments, cleanable_range], "users-2", resources, instance).success
     # a wrong cleaning: it decides, then writes nothing, so superseded records stay visible
-    monkeypatch.setattr(cleaner, "rewrite_plan", lambda decision: ([], []))
+    monkeypatch.setattr(layout, "rewrite_plan", lambda decision, tuning: ([], []))
     result = materialize([compacted_log, compacted_log_checks], "users-2", resources, instance,
                          raise_on_error=False)
     evaluations = {c.check_name: c for c in result.get_asset_check_evaluations()}

@@ -13,7 +13,7 @@ def test_append_clean_read(store, spark):
                               {"key": "b", "value": None, "timestamp": 3}])
     writer.roll(log)
     report = engine.run(log, cfg, 1000, spark=spark)
-    assert report.cleaned and report.stats["records_written"] == 2
+    assert report.cleaned and report.stats.records_written == 2
     assert [r.offset for r in iter_records(log)] == [1, 2]
     state = {r["key"]: r["value"] for r in latest_state_df(spark, log, cfg).collect()}
     assert state == {b"a": b"2"}

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -71,14 +72,14 @@ def test_taken_over_lease_cannot_commit(any_store_uri):
             with pytest.raises(LeaseLostError, match="taken over"):
                 writer.set_checkpoint(h1, 7)
             committed = writer.set_checkpoint(h2, 5)
-        assert committed.extra["fence"]["clean"] == h2_epoch(committed)
+        assert committed.fence["clean"] == h2_epoch(committed)
         with pytest.raises(LeaseLostError):    # still refused after the taker released
             writer.set_checkpoint(h1, 7)
     assert h1.manifest().checkpoint == 5
 
 
 def h2_epoch(manifest) -> int:
-    return manifest.extra["fence"]["clean"]
+    return manifest.fence["clean"]
 
 
 def test_concurrent_writers_on_s3(s3_store_uri):
@@ -221,28 +222,25 @@ def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
 
 
 @pytest.mark.parametrize("tasks", ["driver", "workers"])
-def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri, monkeypatch, tasks):
+def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri, tasks):
     """A cleaning that keeps segments and lists their removed records in the deletion vector (a folder of
     parts: on S3 only keys under a prefix) leaves a log the next cleaning's file check accepts, and reads
     give the latest value of every key. The later cleanings probe the deduplicated prefix (offset
     strategy), in the driver's threads or in Python workers, both reading the store with pyarrow."""
-    from compaction_assets.cleaning import cleaner, engine
+    from compaction_assets.cleaning import engine
+    from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 
-    monkeypatch.setattr(cleaner, "REWRITE_DEAD_FRACTION", 1.01)   # every segment kept, never rewritten
+    tuning = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01)   # every segment kept, never rewritten
     if tasks == "workers":   # the probe and the write as a cluster's master runs them
-        monkeypatch.setattr(cleaner, "LOCAL_MASTER_WRITES_HERE", False)
-        monkeypatch.setattr(cleaner, "DRIVER_MARK_MAX_ROWS", -1)
-        monkeypatch.setattr(cleaner, "DRIVER_REWRITE_MAX_ROWS", -1)
-    decide = cleaner.decide
+        tuning = replace(tuning, local_master_writes_here=False, driver_mark_max_rows=-1, driver_rewrite_max_rows=-1)
     probed = []
-    monkeypatch.setattr(cleaner, "decide", lambda *a, **k: probed.append(bool((d := decide(*a, **k)).drop_segments))
-                        or d)
     h = LogStore(any_store_uri, gc_grace_s=0).log("vector-0")
     for r, keys in enumerate((8, 4, 2)):   # each round updates fewer keys: older segments keep some
         writer.append(h, CFG, [{"key": f"k{k}", "value": f"v{r}-{k}", "timestamp": 10 * r + k + 1} for k in range(keys)])
         writer.roll(h)
-        report = engine.run(h, CFG, 10**12, spark=spark, force=True)
+        report = engine.run(h, CFG, 10**12, spark=spark, force=True, tuning=tuning)
         assert report.cleaned
+        probed.append(report.route.decision == "probed")
     assert probed == [False, True, True]
     m = h.manifest()
     assert m.deleted and m.deleted["count"] == 6 == sum(s.dead for s in m.segments)

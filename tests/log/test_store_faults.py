@@ -420,7 +420,7 @@ def clean_base(tmp_path_factory, spark):
     writer.append(h, config, batch(3000, seed=1))
     writer.roll(h)
     first = engine.run(h, config, NOW1, spark=spark)
-    assert first.cleaned and first.stats["tombstones_stamped"] > 0
+    assert first.cleaned and first.stats.tombstones_stamped > 0
     writer.append(h, config, batch(1500, seed=2))
     writer.roll(h)
     before_manifest = h.manifest()
@@ -431,7 +431,7 @@ def clean_base(tmp_path_factory, spark):
     shutil.copytree(root, expected_root)
     eh = LogStore(str(expected_root), gc_grace_s=0).log(CLEAN_LOG)
     report = engine.run(eh, config, NOW2, spark=spark)
-    assert report.cleaned and report.stats["tombstones_removed"] > 0
+    assert report.cleaned and report.stats.tombstones_removed > 0
     em = eh.manifest()
     after = check_layout(eh, em)
     assert after != before and len(after) < len(before)

@@ -1,0 +1,190 @@
+"""Decide (SPEC §6): per key of the rewritten range its winner, and per segment what the cleaning keeps.
+
+A narrow scan (key, offset, rank, tombstone flag, horizon) of the range picks the winner of every key,
+applies the delete horizons, the resurrection guard and the remembered deletes, and aggregates per
+segment (small results only reach the driver); a winner's segment is found from its offset after the
+group-by, not for every record. Only winners can be kept, so the decision is a group-by over narrow rows
+(partial aggregation keeps the shuffle to about one row per key and task).
+
+Below the offset under which the last cleaning left one record per key, a key that no newer record of
+the range touches is its own winner: under the offset strategy (a newer record always wins) only the
+newer rows are grouped and the prefix is probed (probe.py); under the others, in a large range whose
+rest is small, only the touched keys are grouped (the newer rows and the older rows of their keys), so a
+cleaning after 1% of new records shuffles about 2% of the rows, not all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compaction_assets.cleaning.decision import (DECISION_COLUMNS, CachedDecision, CollectedDecision, Decision,
+                                                 kept_offsets, offset_decision)
+from compaction_assets.cleaning.figures import arrow_figures, segment_figures, spark_figures, totals
+from compaction_assets.cleaning.latest_state import unique_keys_below
+from compaction_assets.cleaning.planner import rewritten_segments
+from compaction_assets.cleaning.probe import decide_by_probe
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.log.config import Strategy, TopicConfig
+from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.cleaning.winners import WINNER_FIELDS, narrow_rows, winners
+from compaction_assets.log.ranking import rank_columns, spark_loses, with_spark_ranks
+from compaction_assets.log.reader import read_segments, segment_index
+from compaction_assets.log.records import INT64_MAX
+from compaction_assets.log.segment_stats import dead_offsets
+from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.store import LogHandle
+
+@dataclass(frozen=True)
+class CleaningRange:
+    """The segments a cleaning rewrites, split where the last cleaning left one record per key."""
+    segments: list[tuple[int, Segment]]     # (index, segment): a prefix of the manifest's segments
+    unique: list[tuple[int, Segment]]       # those wholly below that offset (one record per key)
+    newer: list[tuple[int, Segment]]        # the others
+    rows: int                               # rows the segments' files hold
+    newer_rows: int                         # ... of the newer segments
+
+    def newer_are_few(self, tuning: CleanerTuning, max_rows: int) -> bool:
+        """Whether the newer rows are few enough (a share and `max_rows`) to decide only what they touch."""
+        return (bool(self.unique and self.newer) and self.newer_rows <= max_rows
+                and self.newer_rows <= tuning.incremental_max_dirty_share * self.rows)
+
+
+def cleaning_range(manifest: Manifest, first_uncleanable: int) -> CleaningRange:
+    """The range a cleaning bounded by `first_uncleanable` rewrites, split at the deduplicated prefix."""
+    segments = list(enumerate(rewritten_segments(manifest, first_uncleanable)))
+    below = unique_keys_below(manifest)
+    unique = [(i, s) for i, s in segments if below is not None and s.next_offset <= below]
+    newer = segments[len(unique):]
+    return CleaningRange(segments, unique, newer, sum(s.physical_rows for _, s in segments),
+                         sum(s.physical_rows for _, s in newer))
+
+
+def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
+           vector=None, tuning: CleanerTuning = DEFAULT_TUNING) -> Decision:
+    """Per key of the range its winner and what happens to it; per segment what the cleaning leaves.
+
+    `vector()`, when given, returns the log's deletion vector as `dead_offsets` reads it (a cleaning
+    reads it once for the decision and the write)."""
+    span = cleaning_range(manifest, first_uncleanable)
+    new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
+    offset_strategy = config.strategy == Strategy.OFFSET
+    probe_max = min(tuning.incremental_max_dirty_rows, tuning.probe_max_newer_rows)
+    if offset_strategy and span.newer_are_few(tuning, probe_max):
+        vector = vector or (lambda: dead_offsets(handle, manifest))
+        return decide_by_probe(spark, handle, manifest, config, span, now, new_horizon, vector(), tuning)
+    winners, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
+    if offset_strategy and span.rows <= tuning.collect_offset_decision_max_rows:
+        # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked
+        # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
+        # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,
+        # every cleaning compiled its own (about 0.25 s of an incremental cleaning on a warm server).
+        table = offset_decision(winners.select("offset", *WINNER_FIELDS).toArrow(), span.segments, now, new_horizon)
+        figures, horizons = segment_figures(arrow_figures(table), span.segments)
+        return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                                 only_touched_keys=only_touched, kept=kept_offsets(table))
+    decided = decision_columns(spark, handle, manifest, config, winners, span, first_uncleanable, now, new_horizon)
+    if span.rows <= tuning.collect_decision_max_rows:
+        return _collected(spark, decided, config, span, new_horizon, only_touched)
+    return _cached(decided, span, new_horizon, only_touched)
+
+
+def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange,
+                   tuning: CleanerTuning):
+    """Spark: the winner of every key of the range; whether only the touched keys were grouped."""
+    from pyspark.sql import functions as F
+
+    if span.rows >= tuning.incremental_min_rows and span.newer_are_few(tuning, tuning.incremental_max_dirty_rows):
+        # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
+        # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
+        # shuffling it)
+        old, new = (narrow_rows(spark, handle, manifest, config, segs) for segs in (span.unique, span.newer))
+        touched = F.broadcast(new.select("key").distinct())
+        single = old.join(touched, "key", "left_anti")
+        grouped = winners(spark, handle, old.join(touched, "key", "left_semi").unionByName(new),
+                          2 * span.newer_rows, span.newer, config, tuning)
+        return single.select("key", *rank_columns(config), "offset", *WINNER_FIELDS).unionByName(grouped), True
+    narrow = narrow_rows(spark, handle, manifest, config, span.segments)
+    return winners(spark, handle, narrow, span.rows, span.segments, config, tuning), False
+
+
+def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, span: CleaningRange,
+                     first_uncleanable: int, now: int, new_horizon: int):
+    """Spark: the winners with DECISION_COLUMNS, after the remembered deletes and the holds (the guard of
+    the timestamp and header strategies) have had their say."""
+    from pyspark.sql import functions as F
+
+    guard = config.strategy != Strategy.OFFSET
+    winners, rem_beats = _remembered_beats(spark, handle, manifest, config, winners) if guard else (winners, None)
+    winners, held = _held(spark, handle, manifest, config, winners, first_uncleanable) if guard else (winners, None)
+    until = [] if held is not None else [F.lit(None).cast("long").alias("until")]
+    expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
+    held = held if held is not None else F.lit(False)
+    alive = ~rem_beats if rem_beats is not None else ~F.lit(False)
+    # two projections, not a column at a time (each is analysed again: a fresh JVM spent half a second on
+    # it), and `keep` once (its guard comparisons repeated in every column made the plan many times
+    # slower to optimise); the segment of each winner from its offset: one row per key, not every record
+    decided = winners.select("*", *until, segment_index(span.segments).alias("seg_idx"),
+                             (alive & expired & ~held).alias("removed_tomb"), (alive & ~(expired & ~held)).alias("keep"))
+    # the cache holds every winner: the key only where later steps read it (tombstones: the index and
+    # the remembered deletes), since the cache tries a dictionary for every batch of 500k distinct keys
+    # (one projection that replaces the key: naming the other columns would ask a Connect server for them)
+    return decided.withColumns({
+        "key": F.when(F.col("tomb"), F.col("key")),
+        "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
+        "new_horizon": F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))),
+    })
+
+
+def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners):
+    """The winners joined to the remembered deletes; the column telling a remembered delete beats one."""
+    from pyspark.sql import functions as F
+
+    rem = remembered_df(spark, handle, manifest)
+    if rem is None:
+        return winners, F.lit(False)
+    winners = winners.join(F.broadcast(rem.drop("m_expiry")) if manifest.remembered["count"] < 1_000_000
+                           else rem.drop("m_expiry"), "key", "left")
+    return winners, F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
+
+
+def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, first_uncleanable: int):
+    """The winners with `until` (the highest offset above the range of a record its tombstone holds
+    back), and the column telling a tombstone is held; (winners, None) when nothing lies above."""
+    from pyspark.sql import functions as F
+
+    ranks = rank_columns(config)
+    outside = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > first_uncleanable and s.records]
+    if not outside:
+        return winners, None
+    out = with_spark_ranks(read_segments(spark, handle, manifest, outside), config)
+    out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
+    tombs = winners.where(F.col("tomb")).select(
+        "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])
+    holds = (tombs.join(out, "key").where(spark_loses(config, "o_", "t_"))
+             .groupBy("t_offset").agg(F.max("o_offset").alias("until")))
+    winners = winners.join(F.broadcast(holds), winners["offset"] == holds["t_offset"], "left").drop("t_offset")
+    return winners, F.col("until").isNotNull()
+
+
+def _collected(spark, decided, config: TopicConfig, span: CleaningRange, new_horizon: int,
+               only_touched: bool) -> CollectedDecision:
+    """One job brings the winners here (about 40 bytes each): the figures are summed with Arrow, the write
+    takes its kept offsets from the same table, and the guard's outputs, which read the winners again,
+    get only the tombstones. Caching the winners instead cost a request of half a second to a Connect
+    server, the cache's build and a second job for the kept offsets."""
+    table = decided.select(*DECISION_COLUMNS, *rank_columns(config)).toArrow()
+    figures, horizons = segment_figures(arrow_figures(table), span.segments)
+    tombs = table.filter(table.column("tomb"))
+    return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                             only_touched_keys=only_touched, kept=kept_offsets(table),
+                             tombstones=spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0)))
+
+
+def _cached(decided, span: CleaningRange, new_horizon: int, only_touched: bool) -> CachedDecision:
+    """The winners cached in Spark (a large range), their figures aggregated there."""
+    from pyspark import StorageLevel
+
+    decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
+    figures, horizons = segment_figures(spark_figures(decided), span.segments)
+    return CachedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                          only_touched_keys=only_touched, winners=decided)

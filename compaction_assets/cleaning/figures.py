@@ -1,0 +1,155 @@
+"""What a cleaning keeps, in figures (Kafka's `CleanerStats`): per segment, and the totals it reports.
+
+A decision's figures are aggregated by segment and kept-tombstone horizon, either by Spark (a decision
+cached there: `spark_figures`) or with Arrow (a decision collected to this process: `arrow_figures`).
+The two are twins on purpose, side by side here: Arrow saves a Spark job on small ranges; both give the
+same rows (tests/cleaning/test_small_and_large_paths.py,
+test_collected_and_cached_decisions_have_the_same_figures), which `segment_figures` merges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction_assets.log.manifest import Horizon, Segment
+
+
+@dataclass
+class SegmentFigures:
+    """What a cleaning reads of one segment of its range and what it keeps of it (SPEC §4 figures)."""
+    physical: int                  # rows its files hold (those the deletion vector lists included)
+    read: int                      # its visible records
+    bytes_read: int                # their logical bytes
+    kept: int = 0                  # records it keeps
+    kept_bytes: int = 0
+    min_ts: int | None = None      # of the kept records
+    max_ts: int | None = None
+    first_ts: int | None = None    # the timestamp of its first kept record
+    min_pos_ts: int | None = None  # the earliest kept timestamp > 0
+    tombstones: int = 0            # kept tombstones
+    stamped: int = 0               # kept tombstones that get this cleaning's horizon
+    removed_tomb: int = 0          # tombstones removed (their horizon passed)
+    removed_bytes: int = 0         # their bytes
+    unchanged: bool = False        # probed and loses nothing: keeps its files and its vector entries
+
+
+@dataclass
+class CleaningStats:
+    """A cleaning's totals (Kafka's `CleanerStats`); `as_dict` is the JSON the CLI and Dagster report."""
+    records_read: int = 0
+    records_written: int = 0
+    tombstones_stamped: int = 0
+    tombstones_removed: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_superseded: int = 0
+    cleaner_recopy_percent: float = 0.0
+    segments_rewritten: int = 0
+    segments_marked: int = 0
+    records_rewritten: int = 0
+    files_bytes_written: int = 0
+    deletion_vector_records: int = 0
+    clean_time_secs: float = 0.0
+
+    def as_dict(self) -> dict:
+        """The totals by name, as JSON and metadata carry them."""
+        return asdict(self)
+
+
+# the figures one row of `spark_figures` / `arrow_figures` sums, by (seg_idx, hkey)
+SUMMED = ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "removed_bytes")
+
+
+def spark_figures(decided) -> list:
+    """The figures of a cached decision by segment and kept-tombstone horizon (`hkey`, null for other
+    records; merged per segment by `segment_figures`), aggregated by Spark in one job."""
+    from pyspark.sql import functions as F   # pyspark only when a cleaning runs (Spark-free commands start faster)
+
+    keep = F.col("keep")
+    hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
+    return decided.groupBy("seg_idx", hkey).agg(
+        F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
+        F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
+        F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
+        # fixed-width buffers keep this a hash aggregation (a struct's minimum forced a sort)
+        F.min(F.when(keep, F.col("offset"))).alias("first_offset"),
+        F.min_by(F.when(keep, F.col("timestamp")), F.when(keep, F.col("offset"))).alias("first_ts"),
+        F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
+        F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
+        F.sum(F.col("stamped").cast("long")).alias("stamped"),
+        F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
+        F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
+        F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
+        F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("removed_bytes"),
+    ).collect()
+
+
+def arrow_figures(table: pa.Table) -> list[dict]:
+    """The figures of a collected decision by segment and kept-tombstone horizon, as `spark_figures`
+    computes them, with Arrow."""
+    keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
+    kept_tomb = pc.and_(keep, tomb)
+    removed = table.column("removed_tomb")
+
+    def where(cond, values):
+        return pc.if_else(cond, values, pa.scalar(None, values.type))
+    t = pa.table({
+        "seg_idx": table.column("seg_idx"), "hkey": where(kept_tomb, table.column("new_horizon")),
+        "kept": pc.cast(keep, pa.int64()), "kept_bytes": where(keep, size), "ts": where(keep, ts),
+        "pos_ts": where(pc.and_(keep, pc.greater(ts, 0)), ts), "kept_offset": where(keep, off),
+        "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
+        "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
+        "tomb_offset": where(kept_tomb, off)})
+    out = t.group_by(["seg_idx", "hkey"]).aggregate([
+        ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
+        ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
+        ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
+    names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
+             "kept_offset_min": "first_offset", "pos_ts_min": "min_pos_ts", "tombstones_sum": "tombstones",
+             "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb", "removed_bytes_sum": "removed_bytes",
+             "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
+    out = out.rename_columns([names.get(c, c) for c in out.column_names])
+    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique), found by
+    # a hash lookup of those few offsets rather than by sorting every row
+    at = pc.index_in(out.column("first_offset"), value_set=off)
+    return out.append_column("first_ts", pc.take(ts, at)).to_pylist()
+
+
+def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
+                    ) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
+    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey)."""
+    figures = {i: SegmentFigures(s.physical_rows, s.records, s.size) for i, s in range_segs if s.records}
+    horizons: dict[int, list[Horizon]] = {}
+    first: dict[int, tuple[int, int]] = {}     # per segment, (offset, timestamp) of its first kept record
+    for r in rows:
+        idx = r["seg_idx"]
+        if r["hkey"] is not None:
+            horizons.setdefault(idx, []).append(Horizon(int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
+                                                        int(r["tomb_hi"])))
+        cur = figures[idx]
+        for name in SUMMED:
+            setattr(cur, name, getattr(cur, name) + int(r[name] or 0))
+        for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min)):
+            if r[name] is not None:
+                setattr(cur, name, r[name] if getattr(cur, name) is None else pick(getattr(cur, name), r[name]))
+        if r["first_offset"] is not None:
+            pair = (r["first_offset"], r["first_ts"])
+            first[idx] = pair if idx not in first else min(first[idx], pair)
+    for idx, (_, first_ts) in first.items():
+        figures[idx].first_ts = first_ts
+    return figures, horizons
+
+
+def totals(figures: dict[int, SegmentFigures]) -> CleaningStats:
+    """A decision's totals (records read, written, removed; bytes) from its figures per segment."""
+    def total(name: str) -> int:
+        return int(sum(getattr(p, name) for p in figures.values()))
+    read, written, removed = total("read"), total("kept"), total("removed_tomb")
+    bytes_read, bytes_written = total("bytes_read"), total("kept_bytes")
+    return CleaningStats(records_read=read, records_written=written, tombstones_stamped=total("stamped"),
+                         tombstones_removed=removed, bytes_read=bytes_read, bytes_written=bytes_written,
+                         records_superseded=read - written - removed,
+                         cleaner_recopy_percent=100.0 * bytes_written / bytes_read if bytes_read else 0.0)

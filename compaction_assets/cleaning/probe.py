@@ -1,0 +1,128 @@
+"""The offset strategy's incremental decision: the newer rows grouped, the deduplicated prefix probed.
+
+When a prefix that the last cleaning left with one record per key lies below a few newer segments, the
+newer rows are grouped by Spark (their winners collected with their keys) and the prefix is probed
+segment by segment for the records those keys supersede (probe_task.py), without a shuffle of its rows:
+a cleaning after 1% new of 5M records went from 1.6 s to 0.5 s (`probe_max_newer_rows`). Pinned to
+the grouped decision by test_grouping_only_the_touched_keys_cleans_like_grouping_all.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+from compaction_assets.cleaning import probe_task
+from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, ProbedDecision, kept_offsets, offset_decision
+from compaction_assets.cleaning.figures import SegmentFigures, arrow_figures, segment_figures, totals
+from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
+from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.cleaning.winners import WINNER_FIELDS, narrow_rows, winners
+from compaction_assets.errors import CorruptLogError
+from compaction_assets.log import segment_task
+from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.manifest import Horizon, Manifest, Segment
+from compaction_assets.log.side_tables import vector_entries
+from compaction_assets.log.store import LogHandle
+
+
+def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span, now: int,
+                    new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
+    """The decision of `span` (a decide.CleaningRange): its newer segments grouped, its prefix probed."""
+    narrow = narrow_rows(spark, handle, manifest, config, span.newer)
+    query = winners(spark, handle, narrow, span.newer_rows, span.newer, config, tuning).select(
+        "key", "offset", *WINNER_FIELDS)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
+        # the server runs the newer rows' query while this process's probe reads its first files
+        # (its threads wait for the keys only to test them)
+        newer = pool.submit(query.toArrow)
+
+        @functools.cache
+        def touched():
+            return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
+        probed = probe(spark, handle, manifest, span.unique, touched, now, new_horizon, vector, tuning)
+        table = newer.result()
+    table = offset_decision(table.drop_columns(["key"]), span.newer, now, new_horizon)
+    figures, horizons = segment_figures(arrow_figures(table), span.newer)
+    removed = []
+    for i, seg in span.unique:
+        if not seg.records:
+            continue
+        found, seg_figures = probed[i]
+        figures[i], seg_horizons = _probed_figures(handle, seg, found, seg_figures)
+        if seg_horizons:
+            horizons[i] = seg_horizons
+        removed.append(pa.table({"offset": pa.array(found, pa.int64()),
+                                 "seg_idx": pa.array([i] * len(found), pa.int32())}))
+    return ProbedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                          only_touched_keys=True, kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
+                          removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),
+                          probed=frozenset(i for i, _ in span.unique))
+
+
+def _probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict
+                    ) -> tuple[SegmentFigures, list[Horizon]]:
+    """A probed segment's figures (from probe_task's JSON), checked against its metadata."""
+    if figures["kept"] + figures["removed"] != seg.records:
+        raise CorruptLogError(
+            f"log {handle.name!r}: segment [{seg.base_offset}, {seg.next_offset}) holds "
+            f"{figures['kept'] + figures['removed']} visible records, its metadata says {seg.records}: "
+            "its files and the manifest disagree")
+    kept = {k: v for k, v in figures.items() if k not in ("horizons", "removed")}
+    return (SegmentFigures(seg.physical_rows, seg.records, seg.size, **kept, unchanged=not len(found)),
+            [Horizon(*h) for h in figures["horizons"]])
+
+
+def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], touched, now: int,
+          new_horizon: int, vector, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
+    """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
+    workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
+    gives the newer records' keys (threads call it once they have read their first files); `vector` is
+    the log's deletion vector (`dead_offsets`)."""
+    from pyspark import cloudpickle
+
+    old = vector.to_numpy() if vector is not None else None
+    specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
+                                  manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
+             for i, seg in unique if seg.records]
+    threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
+    n_tasks = max(1, min(len(specs), threads or parallelism(spark) * 2))
+    # each task's segments in offset order (a batch of neighbours shares its reads' locality)
+    tasks = [sorted(group, key=lambda spec: spec.seg_idx)
+             for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
+    open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
+    cloudpickle.register_pickle_by_value(probe_task)
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = probe_task.probe_runner(tasks, touched if threads else touched(), now, new_horizon, open_fs,
+                                     tuning.probe_batch_rows)
+    if threads:
+        def run(task: int) -> list:
+            return list(runner(iter([pa.record_batch([pa.array([task], pa.int64())], names=["id"])])))
+        with ThreadPoolExecutor(max_workers=n_tasks, thread_name_prefix="probe") as pool:
+            result = pa.Table.from_batches([b for part in pool.map(run, range(n_tasks)) for b in part],
+                                           schema=pa.schema([("seg_idx", pa.int32()), ("offset", pa.int64()),
+                                                             ("figures", pa.string())]))
+    else:
+        result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
+    return _removed_by_segment(result)
+
+
+def _removed_by_segment(result: pa.Table) -> dict[int, tuple[np.ndarray, dict]]:
+    """The probe's rows (a removed offset, or a segment's figures) as, per segment, (removed offsets
+    ascending, figures)."""
+    seg_idx = result.column("seg_idx").to_numpy()
+    offsets = result.column("offset")
+    found = offsets.is_valid().to_numpy(zero_copy_only=False)
+    # the removed offsets by segment, ascending in each: one sort, then a slice a segment
+    owner, removed = seg_idx[found], offsets.fill_null(0).to_numpy()[found]
+    order = np.lexsort((removed, owner))
+    owner, removed = owner[order], removed[order]
+    out: dict[int, tuple[np.ndarray, dict]] = {}
+    for i, text in zip(seg_idx[~found].tolist(), result.column("figures").filter(offsets.is_null()).to_pylist()):
+        lo, hi = np.searchsorted(owner, [i, i + 1])
+        out[int(i)] = (removed[lo:hi], json.loads(text))
+    return out

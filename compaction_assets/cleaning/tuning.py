@@ -1,0 +1,64 @@
+"""How a cleaning chooses its paths: one frozen value, built once and passed down from `engine.run`.
+
+Kafka's `CleanerConfig` holds its cleaner's sizes; this holds ours. Every field is a threshold between a
+fast path and its general twin (both give the same log, pinned by tests/cleaning/test_small_and_large_paths.py),
+and its comment names the figure it wins. Tests pass their own (`dataclasses.replace(DEFAULT_TUNING, ...)`)
+to send small logs through the paths of large ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CleanerTuning:
+    """The thresholds a cleaning decides and writes by (the defaults are the measured ones)."""
+    # a segment is rewritten once this share of its rows is dead; below, its removed offsets go to the
+    # deletion vector (a cleaning's writes follow what changed, not the log's size)
+    rewrite_dead_fraction: float = 0.5
+    # a range of at most this many rows is decided in one Spark partition (a 2,000-record log: 17 tasks -> 1)
+    small_range_records: int = 60_000
+    # a larger one in one partition per this many rows, up to the session's shuffle partitions
+    rows_per_partition: int = 100_000
+    # the write job: a task per this many rows of the segments it reads
+    rows_per_apply_task: int = 250_000
+    # writes reading up to this many rows to rewrite (and this many to mark) run in this process, not in
+    # Python workers (no worker start: a Spark Connect server starts new ones per client session, ~1 s)
+    driver_rewrite_max_rows: int = 100_000
+    driver_mark_max_rows: int = 2_000_000
+    # keys read (a few files, on the driver) to judge whether a partial aggregation pays
+    key_sample_rows: int = 50_000
+    key_sample_max_files: int = 4
+    # a sample at least this distinct: the group-by shuffles rows as they are (5M records: 2.5 s of 10 saved)
+    distinct_skips_partial: float = 0.85
+    # a range whose rows above the deduplicated prefix are at most this share (and this many) groups only
+    # the keys they touch (a cleaning after 1% new shuffles about 2% of the rows, not all of them) ...
+    incremental_max_dirty_share: float = 0.5
+    incremental_max_dirty_rows: int = 2_000_000
+    # ... in a range of at least this many rows: below, grouping every key is faster (0.6M rows after 1%
+    # new: 2.8-3.2 s against 3.5-4.2 s warm)
+    incremental_min_rows: int = 5_000_000
+    # a range of at most this many rows brings its decision (narrow, a row a key) to this process in one
+    # job: no cache, no second job (a request of half a second to a Connect server saved)
+    collect_decision_max_rows: int = 1_000_000
+    # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
+    # each at the peak (5M distinct keys: 0.4 GB more than caching it in Spark); no plan compiled per
+    # cleaning (about 0.25 s of an incremental cleaning on a warm server)
+    collect_offset_decision_max_rows: int = 5_000_000
+    # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
+    # rows lie above it (a cleaning after 1% new of 5M records: 1.6 s -> 0.5 s)
+    probe_max_newer_rows: int = 1_000_000
+    # the probe reads and tests segments this many rows at a time (about 50 MB of columns): memory bound
+    probe_batch_rows: int = 1_000_000
+    # a local master's large writes (and probes) run in this process, a thread a core (a forced cleaning
+    # of 5M records wrote in 2.0 s here, 4.3 s in Python workers on the same cores) ...
+    local_master_writes_here: bool = True
+    # ... when their kept offsets (12 bytes each here) are at most this many
+    local_write_max_kept: int = 20_000_000
+    # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
+    # proportion to the change); beyond, or when most entries are stale, the vector is rebuilt whole
+    dead_vector_max_files: int = 8
+
+
+DEFAULT_TUNING = CleanerTuning()
