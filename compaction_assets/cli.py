@@ -5,103 +5,25 @@ Errors are one line on stderr and a non-zero exit; progress goes to stderr; resu
 
 from __future__ import annotations
 
-import argparse
-import base64
-import json
 import os
 import sys
-import time
-from typing import Any
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
+from compaction_assets.cli_context import (EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _named_logs, _progress,
+                                           _store_exists)
+from compaction_assets.cli_parser import build_parser as _build_parser
+from compaction_assets.cli_records import cmd_latest_state, cmd_read
 from compaction_assets.errors import CompactionError, EngineError, OffsetError
 from compaction_assets.log import writer
+from compaction_assets.log.config import load_topics
+from compaction_assets.log.config_store import DEFAULTS_ENTRY, check_strategy_change, cleaned_logs_of, parse_setting
 from compaction_assets.log.fs import Storage
-from compaction_assets.log.config import (DEFAULTS_ENTRY, ConfigStore, TopicsFile, check_strategy_change, cleaned_logs_of,
-                                          load_topics, parse_setting)
 from compaction_assets.log.landing import append_files, ingest, landing_logs
 from compaction_assets.log.names import check_topic, parse_log_name
-from compaction_assets.log.store import LogStore, wall_ms
-
-
-def _progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _emit(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, default=str))
-
-
-# Commands that may create a store; every other one refuses a store that does not exist (rather than
-# listing it as empty).
-CREATING_COMMANDS = ("append", "ingest", "config")
-EXIT_PIPE_CLOSED = 141   # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
-EXIT_TRANSIENT = 75   # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
-
-
-class Context:
-    def __init__(self, args: argparse.Namespace):
-        self.args = args
-        env = settings.current()   # here, not in the parser: a bad variable is a one-line error
-        self.store = LogStore(args.store or env.store)
-        self.landing = getattr(args, "landing", None) or env.landing
-        if args.command not in CREATING_COMMANDS and not _store_exists(self.store):
-            raise CompactionError(f"no store at {self.store.location}: it does not exist "
-                                  "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)")
-        self.configs = ConfigStore(self.store.storage)
-        # A topics file named with --topics or COMPACTION_TOPICS is checked against the configuration stored
-        # in the store, never used for one run: see ConfigStore.config_for. Nothing is read from the
-        # current directory implicitly.
-        self.topics_path = args.topics or env.topics_file
-        self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
-        self.now = args.now if args.now is not None else wall_ms()
-        self._spark = None
-        self.check_topics_file()
-
-    def check_topics_file(self) -> None:
-        """Refuse, before the command reads or changes anything, a topics file that disagrees with the
-        configuration stored for a topic the command touches (every command: one place for this check).
-        The logs named on the command line, or every log of the store; `config` commands are how the
-        stored configuration changes, so they are not checked."""
-        if self.topics is None or self.args.command == "config":
-            return
-        names = _named_logs(self.args) or (self.store.logs() if _store_exists(self.store) else [])
-        seen: set[str] = set()
-        for name in names:
-            topic = parse_log_name(name)[0]
-            if topic not in seen:
-                seen.add(topic)
-                self.config(name)
-
-    def config(self, log: str):
-        topic, _ = parse_log_name(log)
-        return self.configs.config_for(topic, self.topics, f"topics file {self.topics_path!r}",
-                                       cleaned_logs_of(self.store), wall_ms())
-
-    def handle(self, log: str, must_exist: bool = True):
-        return self.store.log(log, must_exist=must_exist)
-
-    @property
-    def spark(self):
-        if self._spark is None:
-            _progress("starting Spark")
-            from compaction_assets.spark import get_spark
-            self._spark = get_spark()
-        return self._spark
-
-
-def _named_logs(args: argparse.Namespace) -> list[str]:
-    """The logs a command names (LOG, or LOG...)."""
-    names = [args.log] if getattr(args, "log", None) is not None else []
-    return names + list(getattr(args, "logs", None) or [])
-
-
-def _store_exists(store: LogStore) -> bool:
-    st = store.storage
-    return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
+from compaction_assets.log.store import wall_ms
 
 
 def cmd_logs(ctx: Context) -> int:
@@ -202,93 +124,6 @@ def cmd_clean(ctx: Context) -> int:
               f"once Spark is back (exit {EXIT_TRANSIENT}: transient)", file=sys.stderr)
         return EXIT_TRANSIENT
     return 1 if failed else 0
-
-
-def _enc(b: bytes | None):
-    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8 (the header-value form)."""
-    if b is None:
-        return None
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(b).decode()}
-
-
-def _bytes_field(obj: dict, name: str, b: bytes | None) -> None:
-    """`name` as UTF-8 text, or `name_b64` when the bytes are not UTF-8: the form `append` reads."""
-    if b is None:
-        obj[name] = None
-        return
-    try:
-        obj[name] = b.decode("utf-8")
-    except UnicodeDecodeError:
-        obj[f"{name}_b64"] = base64.b64encode(b).decode()
-
-
-def record_json(r) -> dict:
-    """One record in the JSON Lines format `append` accepts (docs/cli.md, "Record format"); the delete horizon
-    is the cleaner's state, not part of the record, and is not printed."""
-    obj: dict = {"offset": r.offset}
-    _bytes_field(obj, "key", r.key)
-    _bytes_field(obj, "value", r.value)
-    obj["timestamp"] = r.timestamp
-    obj["headers"] = [[n, _enc(v)] for n, v in r.headers]
-    return obj
-
-
-def cmd_read(ctx: Context) -> int:
-    """`read LOG`: the log's visible records as JSON Lines."""
-    from compaction_assets.log.reader import iter_records
-    for flag, value in (("--from", ctx.args.from_offset), ("--limit", ctx.args.limit)):
-        if value is not None and value < 0:
-            raise CompactionError(f"{flag} {value}: must be 0 or more")
-    for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
-        if ctx.args.limit is not None and i >= ctx.args.limit:
-            break
-        print(json.dumps(record_json(rec)))
-    return 0
-
-
-def cmd_latest_state(ctx: Context) -> int:
-    """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
-    from compaction_assets.cleaning.latest_state import (fits_in_process, latest_state_df, latest_state_table,
-                                                         write_latest_state)
-    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
-    output = ctx.args.output
-    m = handle.manifest()
-    if output:
-        _check_output_folder(output, ctx.args.log, ctx.args.overwrite)
-        st = Storage.open(output)
-        rows = write_latest_state(handle, cfg, st, st.root, lambda: ctx.spark, m)
-        with open(os.path.join(output, LATEST_STATE_MARKER), "w") as fh:
-            json.dump({"log": ctx.args.log, "written_ms": wall_ms()}, fh)
-        _progress(f"wrote the latest state ({rows} keys) to {output}")
-        return 0
-    # a small log needs no Spark (built here with Arrow, sorted by key)
-    rows = (latest_state_table(handle, cfg, m).to_pylist() if fits_in_process(m)
-            else latest_state_df(ctx.spark, handle, cfg, m).orderBy("key").toLocalIterator())
-    for row in rows:
-        obj: dict = {}
-        _bytes_field(obj, "key", row["key"])
-        _bytes_field(obj, "value", row["value"])
-        obj["offset"] = row["offset"]
-        print(json.dumps(obj))
-    return 0
-
-
-# Written into a `latest-state --output` folder: a later run may replace a folder that holds it.
-LATEST_STATE_MARKER = "_COMPACTION_LATEST_STATE"
-
-
-def _check_output_folder(output: str, log: str, overwrite: bool) -> None:
-    """Refuse to replace a folder this command did not write (Spark's overwrite empties it)."""
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise CompactionError(f"--output {output}: exists and is not a folder")
-    if not os.path.isdir(output) or not os.listdir(output) or overwrite:
-        return
-    if not os.path.exists(os.path.join(output, LATEST_STATE_MARKER)):
-        raise CompactionError(f"--output {output}: the folder is not empty and is not an earlier latest-state "
-                              "output; its files would be deleted (name an empty or new folder, or add --overwrite)")
 
 
 def cmd_append(ctx: Context) -> int:
@@ -469,111 +304,11 @@ def _needs_confirm(change, cleaned, confirm: bool) -> dict:
     return {}
 
 
-def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
-    """--store, --topics, --now: accepted before the command and after it."""
-    d = {"default": argparse.SUPPRESS} if suppress else {"default": None}
-    parser.add_argument("--store", help="log store root (env COMPACTION_STORE; default var/store under the current "
-                        "directory)", **d)
-    parser.add_argument("--topics", help="topics file to check against (and, for a topic the store has no "
-                        "configuration for yet, to store); env COMPACTION_TOPICS", **d)
-    parser.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock", **d)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line's parser: global options and one sub-command per operation."""
-    p = argparse.ArgumentParser(prog="compaction", description=__doc__.splitlines()[0])
-    _global_options(p, suppress=False)
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, suppress=True)
-    sub = p.add_subparsers(dest="command", required=True)
-    _add_parser = sub.add_parser
-
-    def add_parser(name: str, **kw) -> argparse.ArgumentParser:
-        kw.setdefault("description", kw.get("help"))   # `COMMAND --help` says what the command does
-        return _add_parser(name, parents=[common], **kw)
-    sub.add_parser = add_parser   # type: ignore[method-assign]
-
-    sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(fn=cmd_logs)
-    sub.add_parser("metrics", help="figures across logs (max-dirty-percent, uncleanable-partitions-count, "
-                   "uncleanable-bytes, ...)").set_defaults(fn=cmd_metrics)
-    s = sub.add_parser("describe", help="segments, ranges, sizes, checkpoint and state of a log")
-    s.add_argument("log")
-    s.set_defaults(fn=cmd_describe)
-    s = sub.add_parser("plan", help="dry run: what a cleaning would remove and why")
-    s.add_argument("logs", nargs="*", help="logs (default: all)")
-    s.add_argument("--metadata-only", action="store_true", help="only the evaluation; no Spark")
-    s.add_argument("--force", action="store_true",
-                   help="dry-run the cleaning as if forced, even if not eligible (ignored with --metadata-only)")
-    s.set_defaults(fn=cmd_plan)
-    s = sub.add_parser("clean", help="clean logs (eligible ones with --all, in priority order)")
-    s.add_argument("logs", nargs="*")
-    s.add_argument("--all", action="store_true", help="every eligible log, highest dirty ratio first")
-    s.add_argument("--force", action="store_true", help="clean even if not eligible")
-    s.set_defaults(fn=cmd_clean)
-    s = sub.add_parser("read", help="records from an offset, as JSON lines")
-    s.add_argument("log")
-    s.add_argument("--from", dest="from_offset", type=int, default=0,
-                   help="first offset to read (default 0; records below the log start are gone)")
-    s.add_argument("--limit", type=int, help="print at most this many records (default: all)")
-    s.set_defaults(fn=cmd_read)
-    s = sub.add_parser("latest-state", help="the key -> value table of a log")
-    s.add_argument("log")
-    s.add_argument("--output", help="write Parquet here instead of printing JSON lines")
-    s.add_argument("--overwrite", action="store_true",
-                   help="replace a non-empty --output folder that an earlier latest-state did not write")
-    s.set_defaults(fn=cmd_latest_state)
-    s = sub.add_parser("append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, "
-                       "or none)")
-    s.add_argument("log")
-    s.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl/.json/.ndjson or .avro files; "
-                   "every file is validated before any is appended")
-    s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
-    s.add_argument("--default-timestamp", type=int, help="timestamp for records that have none")
-    s.set_defaults(fn=cmd_append)
-    s = sub.add_parser("set-log-start", help="move the log start offset up (deletes history below it)")
-    s.add_argument("log")
-    s.add_argument("offset", type=int)
-    s.add_argument("--confirm", action="store_true", help="delete the records below the offset")
-    s.set_defaults(fn=cmd_set_log_start)
-    s = sub.add_parser("roll", help="seal the active segment now, so a cleaning can take its records")
-    s.add_argument("log")
-    s.set_defaults(fn=cmd_roll)
-    s = sub.add_parser("set-checkpoint", help="overwrite the cleaner checkpoint")
-    s.add_argument("log")
-    s.add_argument("offset", type=int)
-    s.set_defaults(fn=cmd_set_checkpoint)
-    s = sub.add_parser("clear-uncleanable", help="clear the uncleanable mark once the log is repaired")
-    s.add_argument("logs", nargs="*", metavar="LOG")
-    s.add_argument("--all", action="store_true", help="every log marked uncleanable")
-    s.set_defaults(fn=cmd_clear_uncleanable)
-    s = sub.add_parser("gc", help="remove files left by interrupted changes")
-    s.add_argument("log")
-    s.add_argument("--grace-seconds", type=float, default=600.0,
-                   help="only remove unreferenced files older than this (default %(default)s)")
-    s.set_defaults(fn=cmd_gc)
-    s = sub.add_parser("ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
-    s.add_argument("logs", nargs="*", help="logs (default: every landing folder)")
-    s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing "
-                   "under the current directory); a local folder that does not exist is an error")
-    s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
-    s.set_defaults(fn=cmd_ingest)
-    s = sub.add_parser("config", help="the topic configuration stored in the store (show, set, apply)")
-    csub = s.add_subparsers(dest="config_command", required=True)
-    c = csub.add_parser("show", parents=[common], help="stored configuration, version and source")
-    c.add_argument("topic", nargs="?")
-    c.add_argument("--history", action="store_true", help="every stored version")
-    c.set_defaults(fn=cmd_config_show)
-    c = csub.add_parser("set", parents=[common], help="set keys of a topic's configuration (a new version)")
-    c.add_argument("topic")
-    c.add_argument("settings", nargs="+", metavar="key=value")
-    c.add_argument("--confirm", action="store_true", help="allow a strategy change on cleaned logs")
-    c.set_defaults(fn=cmd_config_set)
-    c = csub.add_parser("apply", parents=[common], help="store a topics file's configuration; prints the diff")
-    c.add_argument("file")
-    c.add_argument("--dry-run", action="store_true", help="print the diff, store nothing")
-    c.add_argument("--confirm", action="store_true", help="allow a strategy change on cleaned logs")
-    c.set_defaults(fn=cmd_config_apply)
-    return p
+def build_parser():
+    """The command line's parser, each command mapped to its function here."""
+    # every `cmd_` function of this module, those imported from cli_records.py included
+    commands = {name: value for name, value in globals().items() if name.startswith("cmd_")}
+    return _build_parser(commands, __doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> int:

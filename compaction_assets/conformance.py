@@ -28,7 +28,8 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.config import ConfigStore, build_config
+from compaction_assets.log.config import build_config
+from compaction_assets.log.config_store import ConfigStore
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.names import sanitize_topic
 from compaction_assets.log.reader import segment_records

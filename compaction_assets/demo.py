@@ -135,7 +135,8 @@ def record_landing(store_root: str, files: list[Path]) -> None:
 
 def apply_demo_topics(store_root: str, topics_file: str) -> None:
     """Store the repository's topics.yaml configuration for the demo's topics (an explicit change, recorded)."""
-    from compaction_assets.log.config import ConfigStore, load_topics
+    from compaction_assets.log.config import load_topics
+    from compaction_assets.log.config_store import ConfigStore
     from compaction_assets.log.store import LogStore, wall_ms
 
     topics = load_topics(topics_file)

@@ -17,7 +17,8 @@ from functools import lru_cache
 import dagster as dg
 
 from compaction_assets import settings
-from compaction_assets.log.config import ConfigStore, TopicConfig, TopicsFile, cleaned_logs_of, load_topics
+from compaction_assets.log.config import TopicConfig, TopicsFile, load_topics
+from compaction_assets.log.config_store import ConfigStore, cleaned_logs_of
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle, LogStore, wall_ms
 

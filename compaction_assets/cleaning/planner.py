@@ -23,6 +23,7 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True)
 class Evaluation:
+    """One log at `now` from its manifest alone (SPEC §3-§5): its ranges, dirty ratio, delay and eligibility."""
     log: str
     now: int
     compact: bool
@@ -45,6 +46,7 @@ class Evaluation:
     why_not_eligible: str | None = None   # why a log is not due (or is marked uncleanable), in words
 
     def as_dict(self) -> dict:
+        """The evaluation as JSON-ready data."""
         return asdict(self)
 
     @property
@@ -53,6 +55,7 @@ class Evaluation:
         return (-self.dirty_ratio, -self.max_compaction_delay_ms, self.log)
 
     def reason_for(self, force: bool) -> Reason | None:
+        """Why a run cleans the log (FORCED when forced and not eligible), or None when it does not."""
         if not self.compact:
             return None
         if self.eligible:

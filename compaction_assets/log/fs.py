@@ -19,7 +19,6 @@ import shutil
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -27,12 +26,9 @@ import pyarrow.fs as pafs
 
 from compaction_assets import settings
 from compaction_assets.errors import StorageError
+from compaction_assets.log.object_clients import describe_error, open_clients
 
 OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
-CONNECT_TIMEOUT = "5s"
-REQUEST_TIMEOUT = "60s"
-MAX_RETRIES = 3
-RETRY_TIMEOUT = timedelta(seconds=20)
 
 
 @dataclass
@@ -88,7 +84,7 @@ class Storage:
         if not bucket:
             raise StorageError(f"store {location}: no bucket in the URI (expected {parsed.scheme}://BUCKET/PREFIX)")
         root = (bucket + "/" + parsed.path.strip("/")).rstrip("/")
-        store, fs = _clients(parsed.scheme, bucket, location)
+        store, fs = open_clients(parsed.scheme, bucket, location)
         return cls(root, parsed.scheme, fs, location=location, bucket=bucket, store=store)
 
     @property
@@ -385,49 +381,3 @@ class Storage:
         except Exception as exc:
             if "not found" not in str(exc).lower():
                 raise self._fail(exc, path) from None
-
-
-def _clients(scheme: str, bucket: str, location: str):
-    """The obstore store and the pyarrow filesystem of a bucket, configured from the settings."""
-    from obstore.store import from_url
-
-    client_options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
-    retry = {"max_retries": MAX_RETRIES, "retry_timeout": RETRY_TIMEOUT}
-    try:
-        if scheme == "s3":
-            so = settings.current().object_store
-            config = {k: v for k, v in {"endpoint": so.endpoint_url, "access_key_id": so.access_key_id,
-                                        "secret_access_key": so.secret_access_key, "token": so.session_token,
-                                        "region": so.region}.items() if v}
-            client_options["allow_http"] = so.allow_http
-            store = from_url(f"s3://{bucket}", config=config, client_options=client_options, retry_config=retry)
-            fs = pafs.S3FileSystem(access_key=so.access_key_id, secret_key=so.secret_access_key,
-                                   session_token=so.session_token, region=so.region or "us-east-1",
-                                   endpoint_override=so.endpoint_url, connect_timeout=5, request_timeout=60)
-        else:
-            store = from_url(f"{scheme}://{bucket}", client_options=client_options, retry_config=retry)
-            fs, _ = pafs.FileSystem.from_uri(location)
-    except Exception as exc:
-        raise StorageError(describe_error(location, exc, "")) from None
-    return store, fs
-
-
-def describe_error(location: str, exc: BaseException, key: str) -> str:
-    """One line naming the store and what went wrong; never the raw response (it may echo request
-    details) and never a credential."""
-    name = type(exc).__name__
-    text = str(exc)
-    where = f" (object {key})" if key else ""
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or "403" in text or "AccessDenied" in text \
-            or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
-        return (f"store {location}: access denied{where}; check the credentials "
-                f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the cloud's own variables)")
-    if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
-        return f"store {location}: the bucket does not exist"
-    if "connect" in text.lower() or "timed out" in text.lower() or "dns" in text.lower():
-        endpoint = settings.current().object_store.endpoint_url or "the default endpoint"
-        return f"store {location}: cannot reach {endpoint}{where}"
-    if "Parquet" in text or "magic" in text.lower() or "footer" in text.lower() or "ArrowInvalid" in name:
-        return f"store {location}: object {key or '?'} is not a readable Parquet file (truncated or corrupt)"
-    first = text.splitlines()[0] if text else name
-    return f"store {location}: {name}{where}: {first[:200]}"

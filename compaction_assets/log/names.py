@@ -8,7 +8,7 @@ from compaction_assets.errors import LogNameError
 
 _TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _LOG_RE = re.compile(r"(?P<topic>.+)-(?P<partition>[0-9]+)")
-# Names the store's configuration keeps for itself (log/config.py: `<store>/_topics/_defaults/` holds the
+# Names the store's configuration keeps for itself (log/config_store.py: `<store>/_topics/_defaults/` holds the
 # store-wide defaults): a topic of that name would read and change the defaults of every other topic.
 RESERVED_TOPICS = frozenset({"_defaults"})
 

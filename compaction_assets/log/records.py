@@ -270,7 +270,7 @@ def spark_schema():
     from pyspark.sql.types import ArrayType, StructField, StructType
 
     def nullable(typ):
-        # Nested fields are nullable for Spark: a cast of user data into this schema (append_spark)
+        # Nested fields are nullable for Spark: a cast of user data into this schema (spark_append.append_spark)
         # cannot prove a header name non-null; the Arrow write path still refuses null names.
         if isinstance(typ, StructType):
             return StructType([StructField(f.name, nullable(f.dataType), True) for f in typ.fields])

@@ -8,18 +8,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
-from compaction_assets.log.records import (
-    coerce_table,
-    sizes_array,
-    spark_record_size,
-    spark_schema,
-    with_derived_columns,
-)
+from compaction_assets.log.records import coerce_table, sizes_array, with_derived_columns
 from compaction_assets.log.segment_stats import add_chunk, chunk_stats, dead_offsets, restat
 from compaction_assets.log.store import LogHandle
 
@@ -285,91 +278,6 @@ def set_checkpoint(handle: LogHandle, offset: int) -> Manifest:
     if isinstance(offset, bool) or not isinstance(offset, int):
         raise OffsetError(f"checkpoint {offset!r} is not an integer")
     return handle.update(lambda m: m.with_(checkpoint=offset))
-
-
-def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None = None,
-                 drop_invalid: bool = False, source: str = "spark dataframe") -> AppendResult:
-    """Append a Spark DataFrame (key, value, optional timestamp, headers, offset) in its row order.
-
-    The rows are staged once (so their order is fixed), only narrow columns (row id, offset, timestamp,
-    size, null key) reach the driver to apply the roll rules, and Spark writes one file per segment.
-    """
-    import uuid
-
-    from pyspark.sql import functions as F
-
-    missing = [c for c in ("key", "value") if c not in df.columns]
-    unknown = [c for c in df.columns if c not in ("key", "value", "timestamp", "headers", "offset")]
-    if missing or unknown:
-        raise InvalidInputError(f"{source}: " + (f"missing required column(s) {missing}" if missing
-                                                 else f"unknown column(s) {unknown}"))
-    target = {f.name: f.dataType for f in spark_schema().fields}
-    cols = []
-    for name in ("key", "value", "timestamp", "headers", "offset"):
-        col = F.col(name) if name in df.columns else F.lit(None)
-        typ = target["timestamp"] if name == "offset" else target[name]
-        cols.append(col.cast(typ).alias(name))
-    spark = df.sparkSession
-    with handle.lock("append", purpose=f"append from {source}"):
-        base = handle.manifest()
-        stage = f"data/stage-{uuid.uuid4().hex}"
-        df.select(*cols).withColumn("_rid", F.monotonically_increasing_id()).write.parquet(handle.spark_uri(stage))
-        try:
-            staged = spark.read.parquet(handle.spark_uri(stage))
-            narrow = staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key")) \
-                .orderBy("_rid").toArrow()
-            keep, offsets, ts, invalid = plan_batch(
-                _array(narrow.column("offset")), narrow.column("null_key").to_numpy(zero_copy_only=False),
-                _array(narrow.column("timestamp")), base.log_end_offset, now, drop_invalid, source)
-            rids = _array(narrow.column("_rid"))
-            if keep is not None:
-                rids = rids.filter(pa.array(keep))
-            if len(offsets) == 0:
-                if invalid:
-                    handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
-                return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
-            sizes = staged.select("_rid", spark_record_size().alias("size")).orderBy("_rid").toArrow()
-            size_by_rid = dict(zip(sizes.column("_rid").to_pylist(), sizes.column("size").to_pylist()))
-            sizes_np = np.array([size_by_rid[r] for r in rids.to_pylist()], dtype=np.int64)
-            active = base.active
-            rolls = find_rolls(sizes_np, ts, active.size, active.min_ts if not active.empty else None,
-                               config.segment_bytes, config.roll_interval_ms)
-            seg_of = np.zeros(len(offsets), dtype=np.int32)
-            for r in rolls:
-                seg_of[r:] += 1
-            assign = spark.createDataFrame(pa.table({"_rid": rids, "offset": pa.array(offsets),
-                                                     "timestamp": pa.array(ts), "seg": pa.array(seg_of)}).to_pandas())
-            out_dir = f"data/append-{uuid.uuid4().hex}"
-            rows = staged.drop("offset", "timestamp").join(assign, "_rid").select(
-                "offset", "key", "value", "timestamp", "headers",
-                F.lit(None).cast("long").alias("delete_horizon"), spark_record_size().alias("record_size"),
-                F.col("value").isNull().alias("is_tombstone"), "seg")
-            rows = rows.repartition(max(1, min(len(rolls) + 1, 64)), "seg").sortWithinPartitions("seg", "offset")
-            rows.write.partitionBy("seg").parquet(handle.spark_uri(out_dir))
-            written = spark.read.schema(spark_schema()).parquet(handle.spark_uri(out_dir))
-            stats_rows = {int(r["seg"]): r.asDict() for r in written.withColumn("size", spark_record_size()).groupBy("seg").agg(
-                F.count(F.lit(1)).alias("records"), F.sum("size").alias("size"), F.min("timestamp").alias("min_ts"),
-                F.max("timestamp").alias("max_ts"), F.min(F.struct("offset", "timestamp"))["timestamp"].alias("first_ts"),
-                F.min(F.when(F.col("timestamp") > 0, F.col("timestamp"))).alias("min_pos_ts"),
-                F.sum(F.col("value").isNull().cast("long")).alias("tombstones")).collect()}
-            chunks = []
-            bounds = [0, *rolls]
-            for seg, first in enumerate(bounds):
-                refs = [FileRef(f"{out_dir}/seg={seg}/{n}", 0) for n in handle.st.list_dir(handle.path(f"{out_dir}/seg={seg}"))
-                        if n.endswith(".parquet")]
-                st = {k: v for k, v in stats_rows[seg].items() if k != "seg"}
-                st["horizons"] = ()
-                refs = [FileRef(r.name, int(st["records"]) if len(refs) == 1 else 0) for r in refs]
-                chunks.append((int(offsets[first]), sorted(refs, key=lambda r: r.name), st))
-            holds = ()
-            if config.strategy != Strategy.OFFSET and base.tombstone_index and base.tombstone_index.get("count"):
-                index = spark.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
-                probe = written.join(index, "key", "left_semi").toArrow()
-                holds = new_holds(handle, base, config, probe)
-            commit_append(handle, base, chunks, int(offsets[-1]) + 1, invalid, holds)
-        finally:
-            handle.st.delete(handle.path(stage))
-    return AppendResult(len(offsets), int(offsets[0]), int(offsets[-1]), invalid, len(rolls), int(offsets[-1]) + 1)
 
 
 def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None = None) -> None:

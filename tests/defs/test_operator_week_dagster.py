@@ -69,7 +69,7 @@ def test_the_sensors_jobs_have_descriptions():
 
 def test_a_disagreeing_topics_file_is_a_refusal_that_is_not_retried(tmp_path):
     from compaction_assets.defs.assets import CleaningConfig, compacted_log
-    from compaction_assets.log.config import ConfigStore
+    from compaction_assets.log.config_store import ConfigStore
     from resources.log_store import LogStoreResource
     from resources.spark import make_spark_resource
 

@@ -304,7 +304,7 @@ def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_pat
     import dagster as dg
 
     from compaction_assets.defs.config_job import apply_topics_config_job
-    from compaction_assets.log.config import ConfigStore
+    from compaction_assets.log.config_store import ConfigStore
     from resources.log_store import LogStoreResource
 
     topics = tmp_path / "t.yaml"

@@ -21,7 +21,8 @@ def test_append_clean_read(store, spark):
 
 def test_append_from_spark_dataframe_matches_arrow_append(store, spark, tmp_path):
     from compaction_assets.log.store import LogStore
-    from compaction_assets.log.writer import append, append_spark
+    from compaction_assets.log.spark_append import append_spark
+    from compaction_assets.log.writer import append
 
     cfg = build_config({"segment.bytes": 60})
     rows = [(f"k{i % 3}", None if i == 4 else f"v{i}", 100 + i, [("h", b"x")] if i % 2 else []) for i in range(8)]

@@ -247,3 +247,18 @@ def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri,
     latest = {k: 0 for k in range(8)} | {k: 1 for k in range(4)} | {k: 2 for k in range(2)}
     assert sorted((r.key, r.value) for r in iter_records(h)) == sorted(
         (f"k{k}".encode(), f"v{r}-{k}".encode()) for k, r in latest.items())
+
+
+def test_a_manifest_written_before_the_fence_had_its_own_field_keeps_its_fence():
+    """Stored manifests of earlier versions hold the lease fence in `extra.fence`: it is read as the fence."""
+    import json
+
+    from compaction_assets.log.manifest import Manifest
+
+    old = Manifest("users-0").to_json()
+    document = json.loads(old)
+    document.pop("fence")
+    document["extra"] = {"fence": {"clean": 7, "append": 3}, "note": "kept"}
+    manifest = Manifest.from_json(json.dumps(document).encode())
+    assert manifest.fence == {"clean": 7, "append": 3} and manifest.extra == {"note": "kept"}
+    assert Manifest.from_json(manifest.to_json()) == manifest

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from compaction_assets.errors import ConfigError
-from compaction_assets.log.config import ConfigStore, parse_setting, parse_topics
+from compaction_assets.log.config import parse_topics
+from compaction_assets.log.config_store import ConfigStore, parse_setting
 from compaction_assets.log.store import LogStore
 
 

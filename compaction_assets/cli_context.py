@@ -1,0 +1,99 @@
+"""What every command of the operator command line shares: its context (store, topics, time, Spark), its
+output (results as JSON on stdout, progress on stderr) and its exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from compaction_assets import settings
+from compaction_assets.errors import CompactionError
+from compaction_assets.log.config import TopicsFile, load_topics
+from compaction_assets.log.config_store import ConfigStore, cleaned_logs_of
+from compaction_assets.log.names import parse_log_name
+from compaction_assets.log.store import LogStore, wall_ms
+
+
+def _progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _emit(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+# Commands that may create a store; every other one refuses a store that does not exist (rather than
+# listing it as empty).
+CREATING_COMMANDS = ("append", "ingest", "config")
+EXIT_PIPE_CLOSED = 141   # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
+EXIT_TRANSIENT = 75   # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
+
+
+class Context:
+    """One command's store, topics file, time and (started on first use) Spark session."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        env = settings.current()   # here, not in the parser: a bad variable is a one-line error
+        self.store = LogStore(args.store or env.store)
+        self.landing = getattr(args, "landing", None) or env.landing
+        if args.command not in CREATING_COMMANDS and not _store_exists(self.store):
+            raise CompactionError(f"no store at {self.store.location}: it does not exist "
+                                  "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)")
+        self.configs = ConfigStore(self.store.storage)
+        # A topics file named with --topics or COMPACTION_TOPICS is checked against the configuration stored
+        # in the store, never used for one run: see ConfigStore.config_for. Nothing is read from the
+        # current directory implicitly.
+        self.topics_path = args.topics or env.topics_file
+        self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
+        self.now = args.now if args.now is not None else wall_ms()
+        self._spark = None
+        self.check_topics_file()
+
+    def check_topics_file(self) -> None:
+        """Refuse, before the command reads or changes anything, a topics file that disagrees with the
+        configuration stored for a topic the command touches (every command: one place for this check).
+        The logs named on the command line, or every log of the store; `config` commands are how the
+        stored configuration changes, so they are not checked."""
+        if self.topics is None or self.args.command == "config":
+            return
+        names = _named_logs(self.args) or (self.store.logs() if _store_exists(self.store) else [])
+        seen: set[str] = set()
+        for name in names:
+            topic = parse_log_name(name)[0]
+            if topic not in seen:
+                seen.add(topic)
+                self.config(name)
+
+    def config(self, log: str):
+        """The stored configuration of the log's topic (checked against the topics file, if named)."""
+        topic, _ = parse_log_name(log)
+        return self.configs.config_for(topic, self.topics, f"topics file {self.topics_path!r}",
+                                       cleaned_logs_of(self.store), wall_ms())
+
+    def handle(self, log: str, must_exist: bool = True):
+        """The log's handle (refused when it does not exist, unless `must_exist` is False)."""
+        return self.store.log(log, must_exist=must_exist)
+
+    @property
+    def spark(self):
+        """The Spark session, started on first use."""
+        if self._spark is None:
+            _progress("starting Spark")
+            from compaction_assets.spark import get_spark
+            self._spark = get_spark()
+        return self._spark
+
+
+def _named_logs(args: argparse.Namespace) -> list[str]:
+    """The logs a command names (LOG, or LOG...)."""
+    names = [args.log] if getattr(args, "log", None) is not None else []
+    return names + list(getattr(args, "logs", None) or [])
+
+
+def _store_exists(store: LogStore) -> bool:
+    st = store.storage
+    return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
