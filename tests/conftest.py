@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,15 +33,39 @@ def make_config():
     return lambda **kw: build_config({k.replace("_", "."): v for k, v in kw.items()})
 
 
+def real_server_unavailable(name: str, why: object) -> None:
+    """A real server a test needs cannot start: under CI=true that fails the test (CI must run the real
+    systems), elsewhere the test skips saying why. One line, naming the server."""
+    message = f"{name} cannot start here: {why}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true requires it: {message}", pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def s3_server():
-    """A real S3 server (SeaweedFS) for the session; tests that need it skip, saying why, only when it cannot start."""
+    """A real S3 server (SeaweedFS) for the session; when it cannot start, tests that need it skip saying
+    why, and fail under CI=true."""
     from tests.s3_server import start_s3_server
 
     try:
         server = start_s3_server()
     except (RuntimeError, OSError) as exc:
-        pytest.skip(f"the S3 server cannot start here: {exc}")
+        real_server_unavailable("the S3 server (SeaweedFS `weed`)", exc)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server on loopback (tests/pg_server.py); skips saying why when it cannot start,
+    fails under CI=true."""
+    from tests.pg_server import start_postgres
+
+    try:
+        server = start_postgres()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        real_server_unavailable("PostgreSQL", exc)
     yield server
     server.stop()
 

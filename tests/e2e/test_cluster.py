@@ -31,8 +31,8 @@ from resources.log_store import LogStoreResource
 from tests import cluster_helpers as ch
 
 pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(ch.java_missing_reason() is not None, reason=str(ch.java_missing_reason())),
+    pytest.mark.slow, pytest.mark.ci_real,
+    pytest.mark.skipif(ch.java_skip(), reason=str(ch.java_missing_reason())),
 ]
 
 

@@ -58,7 +58,8 @@ def _probe(tmp: Path, remote: str, *args: str, **env: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(ch.java_missing_reason() is not None, reason=str(ch.java_missing_reason()))
+@pytest.mark.ci_real
+@pytest.mark.skipif(ch.java_skip(), reason=str(ch.java_missing_reason()))
 def test_runs_share_a_server_session_and_survive_its_release(request, tmp_path):
     server = ch.ConnectServer(tmp_path / "connect", master="local[2]")
     request.addfinalizer(server.stop)

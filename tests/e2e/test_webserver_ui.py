@@ -31,7 +31,7 @@ import pytest
 
 from tests import ui_dagster, ui_png
 
-pytestmark = pytest.mark.slow  # the demo alone takes 1-6 minutes (Spark, 4 logs)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_real]  # the demo alone takes 1-6 minutes (Spark, 4 logs)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"

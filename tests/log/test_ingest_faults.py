@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import io
 import json
 import os
@@ -29,7 +30,7 @@ import pytest
 from compaction_assets import cli
 from compaction_assets.cleaning import engine
 from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest, read_input_file
+from compaction_assets.log.landing import ingest
 from compaction_assets.log.store import LogStore, wall_ms
 from tests.log.test_store_faults import (
     check_layout,
@@ -106,14 +107,30 @@ def write_landing_file(folder: Path, file_no: int, rows: list[dict]) -> Path:
     return path
 
 
-def oracle_records(paths: list[Path]) -> list[tuple]:
-    """(offset, key, value, timestamp, headers) of the files appended in order to an empty log."""
+def oracle_records(files: list[list[dict]]) -> list[tuple]:
+    """(offset, key, value, timestamp, headers) of the rows written to the files, appended in order to an
+    empty log: from the rows this test generated, not read back through the product."""
     out = []
-    for path in paths:
-        for r in read_input_file(path).to_pylist():
-            out.append((len(out), r["key"], r["value"], r["timestamp"],
-                        [(h["name"], h["value"]) for h in (r["headers"] or [])]))
+    for rows in files:
+        for r in rows:
+            out.append((len(out), r["key"], r["value"], r["timestamp"], [(n, v) for n, v in r["headers"]]))
     return out
+
+
+def _json_bytes(obj: dict, name: str) -> bytes | None:
+    if f"{name}_b64" in obj:
+        return base64.b64decode(obj[f"{name}_b64"])
+    return None if obj[name] is None else obj[name].encode("utf-8")
+
+
+def read_back(path: Path) -> list[tuple]:
+    """(key, value, timestamp, headers) of a landing file, read with json or pyarrow alone."""
+    if path.suffix == ".jsonl":
+        objs = [json.loads(line) for line in path.read_text().splitlines()]
+        return [(_json_bytes(o, "key"), _json_bytes(o, "value"), o["timestamp"],
+                 [(n, base64.b64decode(v["b64"])) for n, v in o["headers"]]) for o in objs]
+    return [(r["key"], r["value"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+            for r in pq.read_table(path).to_pylist()]
 
 
 def as_tuples(records) -> list[tuple]:
@@ -125,14 +142,15 @@ def landing(tmp_path_factory):
     root = tmp_path_factory.mktemp("ingest-kill")
     folder = root / "landing" / "events" / "partition=0"
     rng = random.Random(4242)
-    paths = [write_landing_file(folder, i, _rows(rng, i, ROWS)) for i in range(FILES)]
+    files = [_rows(rng, i, ROWS) for i in range(FILES)]
+    paths = [write_landing_file(folder, i, rows) for i, rows in enumerate(files)]
     (root / "topics.yaml").write_text(TOPICS)
-    expected = oracle_records(paths)
-    ends = []   # expected record count after the first k files
-    total = 0
-    for p in paths:
-        total += read_input_file(p).num_rows
-        ends.append(total)
+    # independently of the product's reader (json and pyarrow directly): the files hold the rows written
+    for path, rows in zip(paths, files):
+        assert read_back(path) == [(r["key"], r["value"], r["timestamp"], list(map(tuple, r["headers"])))
+                                   for r in rows], path
+    expected = oracle_records(files)
+    ends = list(itertools.accumulate(len(rows) for rows in files))   # records after the first k files
     return root, [p.name for p in paths], expected, ends
 
 
@@ -214,12 +232,12 @@ def test_ingestion_killed_at_random_moments(landing, tmp_path):
     delays = [0.0] + [rng.uniform(0, 1.1 * duration) for _ in range(KILL_TRIALS - 1)]
     committed = [kill_trial(landing, tmp_path / f"trial-{i}", d) for i, d in enumerate(delays)]
     print(f"files committed when killed, per trial: {committed}")
-    assert len(committed) >= 10
     # the trials did land in the middle of the ingestion, not only before or after it
     assert any(0 < k < FILES for k in committed), committed
 
 
 @pytest.mark.slow
+@pytest.mark.ci_real
 def test_ingestion_killed_at_many_more_moments(landing, tmp_path):
     duration = calibrate(landing, tmp_path)
     rng = random.Random(8)
@@ -326,7 +344,10 @@ def test_garbage_collection_spares_the_files_of_an_append_in_flight(tmp_path):
     os.utime(leftover, (hour_ago, hour_ago))          # a leftover of a change that died long ago
     with handle.lock("append", ttl_s=0.5, purpose="a slow append"):
         pq.write_table(pa.table({"x": [1]}), in_flight)
-        time.sleep(1.0)                                # across lease renewals
+        first = handle.lock_holder("append")["expires_ms"]
+        while wall_ms() <= first + 100:                # past the first lease's expiry, as the store says
+            time.sleep(0.05)
+        assert handle.lock_holder("append")["expires_ms"] > first   # renewed by the heartbeat: still held
         assert handle.collect_garbage(grace_s=0) == [str(leftover)]
         assert in_flight.exists()
     assert handle.collect_garbage(grace_s=0) == [str(in_flight)]   # the lease is gone: a leftover now

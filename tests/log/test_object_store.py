@@ -163,6 +163,7 @@ def test_spark_reads_segments_through_python_workers(spark, any_store_uri, pytho
 
 
 @pytest.mark.slow
+@pytest.mark.ci_real
 def test_concurrent_writers_and_cleanings_on_s3(spark, s3_store_uri):
     """Writer processes append and commit while this process cleans the same log again and again:
     every acknowledged record survives (keys are unique, so a cleaning removes none), and the versions
@@ -207,6 +208,7 @@ def test_concurrent_writers_and_cleanings_on_s3(spark, s3_store_uri):
 
 
 @pytest.mark.slow
+@pytest.mark.ci_real
 def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
     """`python -m compaction_assets.conformance --store s3://...` passes every public case (check.py)."""
     conformance = os.environ.get("CONFORMANCE_DIR", "/work/shared/conformance")
