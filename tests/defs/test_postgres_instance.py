@@ -17,7 +17,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.scheduler.instigation import TickStatus
 
 from compaction_assets.definitions import defs
 from compaction_assets.log import reader, writer
@@ -114,7 +113,7 @@ def last_tick(instance, sensor: str) -> float:
     for state in instance.all_instigator_state():
         if state.instigator_name == sensor:
             ticks = [t for t in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=5)
-                     if t.status != TickStatus.STARTED]
+                     if t.status.value != "STARTED"]   # by value: the enum is private
             return max((t.timestamp for t in ticks), default=0.0)
     return 0.0
 
