@@ -25,6 +25,13 @@ LOCK_TTL_SECONDS = "COMPACTION_LOCK_TTL_SECONDS"
 MAX_RUNS_PER_TICK = "COMPACTION_MAX_RUNS_PER_TICK"
 ALERT_WEBHOOK_URL = "COMPACTION_ALERT_WEBHOOK_URL"
 ALERT_WEBHOOK_TOKEN = "COMPACTION_ALERT_WEBHOOK_TOKEN"
+# The latest state as an Iceberg table per topic (compaction_assets/table/).
+TABLES = "COMPACTION_TABLES"
+TABLE_CATALOG_TYPE = "COMPACTION_TABLE_CATALOG_TYPE"
+TABLE_CATALOG_URI = "COMPACTION_TABLE_CATALOG_URI"
+TABLE_WAREHOUSE = "COMPACTION_TABLE_WAREHOUSE"
+TABLE_NAMESPACE = "COMPACTION_TABLE_NAMESPACE"
+TABLE_BUCKETS = "COMPACTION_TABLE_BUCKETS"
 # Spark (PySpark's own variables).
 SPARK_REMOTE = "SPARK_REMOTE"
 SPARK_CONNECT_RELEASE_SESSION_ON_EXIT = "SPARK_CONNECT_RELEASE_SESSION_ON_EXIT"
@@ -65,6 +72,20 @@ CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
 # run opens its own.
 SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
 DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
+DEFAULT_TABLE_CATALOG_TYPE = "sql"
+DEFAULT_TABLE_NAMESPACE = "compaction"
+DEFAULT_TABLE_BUCKETS = 16      # files per partition of a topic's table: a small change rewrites few of them
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """Where the topics' Iceberg tables live; None: beside the store (resolved by compaction_assets/table)."""
+    enabled: bool = True
+    catalog_type: str = DEFAULT_TABLE_CATALOG_TYPE   # any pyiceberg catalog type: sql, rest, glue, hive ...
+    catalog_uri: str | None = None      # None: SQLite kept with the store
+    warehouse: str | None = None        # None: <store>/_tables/warehouse
+    namespace: str = DEFAULT_TABLE_NAMESPACE
+    buckets: int = DEFAULT_TABLE_BUCKETS
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,7 @@ class Settings:
     jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
     shared_connect_session: bool = True
     connect_release_on_exit: bool = False   # PySpark releases the server session when the process exits
+    tables: TableSettings = field(default_factory=TableSettings)
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -171,6 +193,14 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
         # PySpark's own parsing of its variable
         connect_release_on_exit=(_text(env, SPARK_CONNECT_RELEASE_SESSION_ON_EXIT) or "").strip().lower()
         in ("true", "1"),
+        tables=TableSettings(
+            enabled=_flag(env, TABLES, default=True),
+            catalog_type=(_text(env, TABLE_CATALOG_TYPE) or DEFAULT_TABLE_CATALOG_TYPE).strip().lower(),
+            catalog_uri=_text(env, TABLE_CATALOG_URI),
+            warehouse=_text(env, TABLE_WAREHOUSE),
+            namespace=(_text(env, TABLE_NAMESPACE) or DEFAULT_TABLE_NAMESPACE).strip(),
+            buckets=_positive_int(env, TABLE_BUCKETS, DEFAULT_TABLE_BUCKETS),
+        ),
     )
 
 

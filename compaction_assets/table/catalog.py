@@ -1,0 +1,120 @@
+"""Where a store's topic tables live: the catalog, the warehouse, and the table name of a topic.
+
+By default the catalog is a SQLite `SqlCatalog` kept with the store (`<store>/_tables/catalog.db`) and the
+warehouse is beside the logs (`<store>/_tables/warehouse`); a store on S3 has its warehouse in the same
+bucket, reached with the store's own S3 settings, and its SQLite catalog in a local file
+(`var/tables/catalog.db`), since SQLite cannot live in a bucket: a deployment with several hosts sets
+COMPACTION_TABLE_CATALOG_URI to a shared catalog (PostgreSQL, or a REST catalog with
+COMPACTION_TABLE_CATALOG_TYPE=rest). Every setting comes from `compaction_assets.settings`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass
+
+from compaction_assets import settings
+from compaction_assets.errors import CompactionError
+from compaction_assets.log.fs import Storage
+from compaction_assets.log.names import check_topic
+
+TABLES_FOLDER = "_tables"
+LOCAL_CATALOG_FOR_OBJECT_STORES = os.path.join("var", "tables", "catalog.db")
+TOPIC_PROPERTY = "compaction.topic"   # the table's topic, as Kafka names it (the table name maps it)
+_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
+
+
+class TableError(CompactionError):
+    """A topic's table cannot be reached, named or written as the product expects (one line)."""
+
+
+@dataclass(frozen=True)
+class CatalogLocation:
+    """A resolved catalog: its pyiceberg type and properties, and the warehouse's URI."""
+    catalog_type: str
+    uri: str
+    warehouse: str
+    namespace: str
+    buckets: int
+    io_properties: tuple[tuple[str, str], ...] = ()
+
+    def properties(self) -> dict[str, str]:
+        """The pyiceberg catalog properties."""
+        props = {"type": self.catalog_type, "uri": self.uri, "warehouse": self.warehouse}
+        props.update(dict(self.io_properties))
+        return props
+
+    def describe(self) -> str:
+        """The catalog as a message names it (no credential)."""
+        return f"{self.catalog_type} catalog {self.uri}"
+
+
+def _s3_io_properties() -> tuple[tuple[str, str], ...]:
+    """pyiceberg's S3 file IO with the store's own S3 settings (pyarrow's S3, as the store uses)."""
+    so = settings.current().object_store
+    props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO", "s3.endpoint": so.endpoint_url,
+             "s3.access-key-id": so.access_key_id, "s3.secret-access-key": so.secret_access_key,
+             "s3.session-token": so.session_token, "s3.region": so.region or "us-east-1"}
+    return tuple((k, v) for k, v in props.items() if v)
+
+
+def locate(store: Storage, env: settings.TableSettings | None = None) -> CatalogLocation:
+    """The catalog and warehouse of the store `store`, from the settings (defaults beside the store)."""
+    env = env or settings.current().tables
+    tables = store.join(TABLES_FOLDER)
+    warehouse = env.warehouse or store.uri(store.join(TABLES_FOLDER, "warehouse"))
+    if env.catalog_uri:
+        uri = env.catalog_uri
+    elif store.local:
+        uri = f"sqlite:///{tables}/catalog.db"
+    else:
+        uri = f"sqlite:///{os.path.abspath(LOCAL_CATALOG_FOR_OBJECT_STORES)}"
+    io = _s3_io_properties() if warehouse.startswith(("s3://", "s3a://")) else ()
+    return CatalogLocation(env.catalog_type, uri, warehouse, env.namespace, env.buckets, io)
+
+
+_CATALOGS: dict[CatalogLocation, object] = {}
+_CATALOGS_GUARD = threading.Lock()
+
+
+def open_catalog(location: CatalogLocation):
+    """The pyiceberg catalog at `location` (one per process and location); one line if it cannot be reached."""
+    with _CATALOGS_GUARD:
+        catalog = _CATALOGS.get(location)
+        if catalog is not None:
+            return catalog
+        if location.uri.startswith("sqlite:///"):
+            os.makedirs(os.path.dirname(location.uri[len("sqlite:///"):]) or ".", exist_ok=True)
+        try:
+            from pyiceberg.catalog import load_catalog
+
+            catalog = load_catalog("compaction", **location.properties())
+            if location.namespace not in {ns[0] for ns in catalog.list_namespaces()}:
+                catalog.create_namespace_if_not_exists(location.namespace)
+        except Exception as exc:   # every driver and client has its own errors: one line for all of them
+            raise TableError(f"cannot reach the table {location.describe()}: {_first_line(exc)} "
+                             "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)") from None
+        _CATALOGS[location] = catalog
+        return catalog
+
+
+def table_name(topic: str) -> str:
+    """The table name of a topic: the topic's name with each '.' as '_' (a dot separates a namespace)."""
+    check_topic(topic)
+    name = topic.replace(".", "_")
+    if not _NAME_RE.fullmatch(name):
+        raise TableError(f"topic {topic!r} maps to table name {name!r} (each '.' becomes '_'), which is not "
+                         "a valid table name")
+    return name
+
+
+def identifier(location: CatalogLocation, topic: str) -> str:
+    """`<namespace>.<table>` of a topic."""
+    return f"{location.namespace}.{table_name(topic)}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0][:300] if text else type(exc).__name__)

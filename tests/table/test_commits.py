@@ -1,0 +1,87 @@
+"""A topic's table: backfilled from a log's latest state, then one snapshot per log version changing only
+the touched keys' buckets, nothing on a re-run, structured values as columns."""
+
+from __future__ import annotations
+
+import json
+
+from compaction_assets.log.config import build_config
+from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.table.commit import commit_log
+from compaction_assets.table.read import history, open_table, scan
+from tests.log.connectors.sinks import write_lines
+from tests.table.helpers import CFG, data_files, log_state, put, table_state
+
+
+def test_a_new_table_is_the_log_latest_state_and_a_rerun_commits_nothing(store):
+    h = store.log("users-0")
+    put(h, {f"k{i}": f"v{i}" for i in range(200)})
+    put(h, {"k1": "v1b", "k2": None})
+    first = commit_log(h, CFG)
+    assert first.committed and first.identifier == "compaction.users" and first.rows_added == 199
+    assert table_state(h) == log_state(h) and len(table_state(h)) == 199
+    again = commit_log(h, CFG)
+    assert not again.committed and again.snapshot_id == first.snapshot_id
+    table, _ = open_table(h.st, "users")
+    assert [s.log_versions for s in history(table)] == [{"users-0": h.manifest().version}]
+
+
+def test_a_change_rewrites_only_the_touched_buckets(store):
+    h = store.log("users-0")
+    put(h, {f"k{i}": f"v{i}" for i in range(2000)})
+    commit_log(h, CFG)
+    before = data_files(h)
+    assert len(before) == 16                       # one file per bucket of the partition
+    put(h, {"k7": "new", "k8": None}, ts=2)
+    r = commit_log(h, CFG)
+    assert (r.rows_added, r.rows_deleted) == (1, 1)
+    after = data_files(h)
+    assert r.files_removed == len(before - after) <= 2 and r.files_added == len(after - before) <= 2
+    assert len(before & after) >= 14               # every other bucket's file is the same file
+    state = table_state(h)
+    assert state == log_state(h) and state[b"k7"][0] == b"new" and b"k8" not in state
+    table, _ = open_table(h.st, "users")
+    summary = table.current_snapshot().summary.additional_properties
+    assert json.loads(summary["compaction.logs"])["users-0"]["version"] == h.manifest().version
+    assert summary["compaction.log"] == "users-0"
+
+
+def test_partitions_of_a_topic_share_its_table(store):
+    logs = [store.log(f"orders.eu-{p}") for p in range(3)]
+    for p, h in enumerate(logs):
+        put(h, {f"p{p}-k{i}": f"v{i}" for i in range(50)})
+        put(h, {"same-key": f"from {p}"})
+        commit_log(h, CFG)
+    table, ident = open_table(store.storage, "orders.eu")
+    assert ident == "compaction.orders_eu"
+    rows = scan(table)
+    assert len(rows) == 3 * 51 and sorted(set(rows.column("partition").to_pylist())) == [0, 1, 2]
+    assert history(table)[-1].log_versions == {h.name: h.manifest().version for h in logs}
+    for h in logs:
+        assert table_state(h) == log_state(h)
+
+
+def test_structured_values_are_columns(tmp_path, store):
+    config = build_config({"landing.format": "aiven"})
+    root = tmp_path / "landing"
+    write_lines(root / "users-0-0.jsonl", [
+        {"key": {"id": 1}, "value": {"email": "a@x", "age": 3, "partition": "p"}, "offset": 0, "timestamp": 1},
+        {"key": {"id": 2}, "value": {"email": "b@x", "age": 4}, "offset": 1, "timestamp": 1}])
+    h = store.log("users-0")
+    ingest(h, config, landing_logs(root)[0]["users-0"])
+    commit_log(h, config)
+    table, _ = open_table(h.st, "users")
+    assert table.schema().identifier_field_names() == {"partition", "key"}
+    names = [f.name for f in table.schema().fields]
+    assert names[:2] == ["key", "value"] and names[-4:] == ["partition", "offset", "timestamp", "headers"]
+    assert {"email", "age", "value_partition"} <= set(names)
+    rows = scan(table).select(["email", "age", "value_partition"]).to_pylist()
+    assert rows == [{"email": "a@x", "age": 3, "value_partition": "p"}, {"email": "b@x", "age": 4, "value_partition": None}]
+    write_lines(root / "users-0-2.jsonl", [
+        {"key": {"id": 2}, "value": {"email": "b2@x", "plan": "pro"}, "offset": 2, "timestamp": 2}])
+    ingest(h, config, landing_logs(root)[0]["users-0"])
+    r = commit_log(h, config)         # a new field: the table's schema evolves with it
+    assert r.committed and r.rows_added == 1
+    table, _ = open_table(h.st, "users")
+    assert scan(table).select(["email", "plan"]).to_pylist() == [{"email": "a@x", "plan": None},
+                                                                 {"email": "b2@x", "plan": "pro"}]
