@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass
 
 from compaction_assets import settings
@@ -87,17 +88,32 @@ def open_catalog(location: CatalogLocation):
             return catalog
         if location.uri.startswith("sqlite:///"):
             os.makedirs(os.path.dirname(location.uri[len("sqlite:///"):]) or ".", exist_ok=True)
-        try:
-            from pyiceberg.catalog import load_catalog
-
-            catalog = load_catalog("compaction", **location.properties())
-            if location.namespace not in {ns[0] for ns in catalog.list_namespaces()}:
-                catalog.create_namespace_if_not_exists(location.namespace)
-        except Exception as exc:   # every driver and client has its own errors: one line for all of them
-            raise TableError(f"cannot reach the table {location.describe()}: {_first_line(exc)} "
-                             "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)") from None
+        catalog = _load_catalog(location)
         _CATALOGS[location] = catalog
         return catalog
+
+
+def _load_catalog(location: CatalogLocation, attempts: int = 5):
+    """Load the catalog and make its namespace (processes starting at once may race to create either)."""
+    from pyiceberg.catalog import load_catalog
+
+    for attempt in range(attempts):
+        try:
+            catalog = load_catalog("compaction", **location.properties())
+            if (location.namespace,) not in catalog.list_namespaces():
+                catalog.create_namespace_if_not_exists(location.namespace)
+            return catalog
+        except Exception as exc:   # every driver and client has its own errors: one line for all of them
+            if attempt == attempts - 1 or not _racing(exc):
+                raise TableError(f"cannot reach the table {location.describe()}: {_first_line(exc)} "
+                                 "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)") from None
+            time.sleep(0.1 * (attempt + 1))
+
+
+def _racing(exc: BaseException) -> bool:
+    """An error of two processes creating the catalog's tables or namespace at once (worth a retry)."""
+    text = str(exc).lower()
+    return any(word in text for word in ("already exists", "locked", "unique constraint", "integrity"))
 
 
 def table_name(topic: str) -> str:

@@ -40,7 +40,10 @@ LOG_VERSION = "compaction.log-version"
 ROWS_ADDED = "compaction.rows-added"
 ROWS_DELETED = "compaction.rows-deleted"
 MAX_ATTEMPTS = 30
-TABLE_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "20"}
+# A commit that lost a race is redone here from the new current snapshot (its marks included), never
+# rebased by pyiceberg onto it (which would carry the older marks forward).
+TABLE_PROPERTIES = {"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "20",
+                    "commit.retry.num-retries": "0"}
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | N
                now: int | None = None) -> CommitResult:
     """Bring the log's rows of its topic's table to the log's latest state in one snapshot (none when the
     table already reflects this manifest version), then expire what the topic's deadlines allow."""
-    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+    from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
 
     topic, partition = parse_log_name(handle.name)
     location = locate(handle.st)
@@ -152,7 +155,7 @@ def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | N
             result = _commit_once(catalog, table, ident, location.buckets, handle, partition, m, state, marks,
                                   attempt)
             break
-        except (CommitFailedException, TableAlreadyExistsError) as exc:
+        except (CommitFailedException, TableAlreadyExistsError, ValidationException) as exc:
             last = exc
         except TableError:
             raise
