@@ -18,6 +18,7 @@ from compaction_assets.log.fs import Storage
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.defs.clock import now_ms
+from compaction_assets.defs.table import commit_table
 from resources.log_store import LogStoreResource
 
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
@@ -183,5 +184,6 @@ def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
         if old.startswith("version=") and old != f"version={m.version}" and \
                 int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
+    table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
     return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(
-        target if st.local else f"{st.scheme}://{target}"), "log_version": m.version})
+        target if st.local else f"{st.scheme}://{target}"), "log_version": m.version, **table})

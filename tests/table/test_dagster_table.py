@@ -1,0 +1,66 @@
+"""Dagster: the latest_state asset commits its log's change to the topic's table, with the table's
+identifier, snapshot, rows added and deleted and log versions in its metadata; the asset check compares
+the table with the checks' own model of the latest state, and fails on a table that lost a row."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+from dagster_pyspark import LazyPySparkResource
+from pyiceberg.expressions import EqualTo
+
+from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.table import compare_table, table_matches_latest_state
+from compaction_assets.table.read import open_table
+from resources.log_store import LogStoreResource
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def land(root, name, records):
+    folder = root / "users" / "partition=0"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.fixture
+def env(tmp_path, spark):
+    store = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
+                             latest_state_root=str(tmp_path / "latest"))
+    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
+        yield tmp_path, store, resources, instance
+
+
+def run(assets, resources, instance):
+    return dg.materialize(assets, partition_key="users-0", resources=resources, instance=instance, run_config=QUIET)
+
+
+def test_latest_state_commits_the_table_and_the_check_compares_it_with_the_model(env):
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": 100},
+                                      {"key": "u2", "value": "v1", "timestamp": 110},
+                                      {"key": "u1", "value": "v2", "timestamp": 120}])
+    assets = [raw_segments, cleanable_range, compacted_log, latest_state, table_matches_latest_state]
+    result = run(assets, resources, instance)
+    assert result.success
+    meta = result.asset_materializations_for_node("latest_state")[0].metadata
+    assert meta["table"].value == "compaction.users" and meta["table_rows_added"].value == 2
+    assert meta["table_log_versions"].value == {"users-0": store.handle("users-0").manifest().version}
+    assert int(meta["table_snapshot_id"].value) > 0
+    assert {c.check_name: c.passed for c in result.get_asset_check_evaluations()} == {"table_matches_latest_state": True}
+
+    land(tmp / "landing", "b.jsonl", [{"key": "u2", "value": None, "timestamp": 130}])
+    result = run(assets, resources, instance)
+    meta = result.asset_materializations_for_node("latest_state")[0].metadata
+    assert (meta["table_rows_added"].value, meta["table_rows_deleted"].value) == (0, 1)
+
+    table, _ = open_table(store.handle("users-0").st, "users")   # someone deletes a row, keeping the marks
+    table.delete(EqualTo("key", b"u1"), snapshot_properties={
+        k: v for k, v in table.current_snapshot().summary.additional_properties.items() if k.startswith("compaction.")})
+    outcome, ident, _ = compare_table(store, "users-0")    # the check's comparison, on the tampered table
+    assert not outcome.passed and "1 keys missing (b'u1')" in outcome.describe()
