@@ -16,6 +16,7 @@ from compaction_assets.cli_context import (EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Con
                                            _store_exists)
 from compaction_assets.cli_parser import build_parser as _build_parser
 from compaction_assets.cli_records import cmd_latest_state, cmd_read
+from compaction_assets.cli_table import cmd_table_commit, cmd_table_history, cmd_table_scan, cmd_table_show  # noqa: F401
 from compaction_assets.errors import CompactionError, EngineError, OffsetError
 from compaction_assets.log import writer
 from compaction_assets.log.config import load_topics

@@ -34,6 +34,7 @@ def build_parser(commands: Mapping[str, Callable], description: str) -> argparse
     _reading_commands(sub, commands)
     _writing_commands(sub, commands)
     _config_commands(sub, common, commands)
+    _table_commands(sub, common, commands)
     return p
 
 
@@ -72,6 +73,7 @@ def _writing_commands(sub, commands: Mapping[str, Callable]) -> None:
     s.add_argument("--output", help="write Parquet here instead of printing JSON lines")
     s.add_argument("--overwrite", action="store_true",
                    help="replace a non-empty --output folder that an earlier latest-state did not write")
+    s.add_argument("--as-of", help="the topic's table as of a log version or a time (ms, or ISO-8601)")
     s.set_defaults(fn=commands["cmd_latest_state"])
     s = sub.add_parser("append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, "
                        "or none)")
@@ -128,3 +130,23 @@ def _config_commands(sub, common: argparse.ArgumentParser, commands: Mapping[str
     c.add_argument("--dry-run", action="store_true", help="print the diff, store nothing")
     c.add_argument("--confirm", action="store_true", help="allow a strategy change on cleaned logs")
     c.set_defaults(fn=commands["cmd_config_apply"])
+
+
+def _table_commands(sub, common: argparse.ArgumentParser, commands: Mapping[str, Callable]) -> None:
+    """`table show | scan | history TOPIC` and `table commit [LOG ...]`: the topics' Iceberg tables."""
+    s = sub.add_parser("table", help="the topics' Iceberg tables (show, scan, history, commit)")
+    tsub = s.add_subparsers(dest="table_command", required=True)
+    for name, text in (("show", "identifier, columns, partitioning, current snapshot"),
+                       ("scan", "the rows, as JSON Lines"),
+                       ("history", "snapshots with the log versions each reflects")):
+        t = tsub.add_parser(name, parents=[common], help=text, description=text)
+        t.add_argument("topic", help="the topic whose table to read")
+        t.set_defaults(fn=commands[f"cmd_table_{name}"])
+        if name == "scan":
+            t.add_argument("--partition", type=int, help="one partition's rows")
+            t.add_argument("--snapshot-id", type=int, help="as of this snapshot (default: the current one)")
+            t.add_argument("--limit", type=int, help="at most this many rows")
+    t = tsub.add_parser("commit", parents=[common], help="commit logs' latest states to their topics' tables",
+                        description="commit logs' latest states to their topics' tables")
+    t.add_argument("logs", nargs="*", metavar="LOG", help="logs (default: all)")
+    t.set_defaults(fn=commands["cmd_table_commit"])

@@ -62,6 +62,9 @@ def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
     from compaction_assets.cleaning.latest_state import (fits_in_process, latest_state_df, latest_state_table,
                                                          write_latest_state)
+    if ctx.args.as_of is not None:   # the topic's table as it was (compaction_assets/cli_table.py)
+        from compaction_assets.cli_table import latest_state_as_of
+        return latest_state_as_of(ctx)
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
     output = ctx.args.output
     m = handle.manifest()

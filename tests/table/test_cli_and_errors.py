@@ -1,0 +1,86 @@
+"""`compaction table show|scan|history|commit`, `latest-state --as-of`, and one-line errors: a catalog that
+cannot be reached, a schema someone else changed, two topics that map to one table name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyiceberg.types import StringType
+
+from compaction_assets.cli import main
+from compaction_assets.table.catalog import TableError, table_name
+from compaction_assets.table.commit import commit_log
+from compaction_assets.table.read import open_table
+from tests.table.helpers import CFG, put
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_table_commands(store, capsys):
+    h = store.log("users-0")
+    put(h, {"a": "1", "b": "2"})
+    code, out, _ = cli(capsys, "--store", store.location, "table", "commit")
+    assert code == 0 and json.loads(out)[0]["rows_added"] == 2
+    put(h, {"a": "3", "b": None}, ts=2)
+    assert cli(capsys, "--store", store.location, "table", "commit", "users-0")[0] == 0
+    code, out, _ = cli(capsys, "--store", store.location, "table", "show", "users")
+    shown = json.loads(out)
+    assert shown["table"] == "compaction.users" and shown["identifier_fields"] == ["key", "partition"]
+    assert shown["log_versions"] == {"users-0": 2} and shown["rows"] == 1
+    code, out, _ = cli(capsys, "--store", store.location, "table", "scan", "users", "--partition", "0")
+    assert [json.loads(line)["value"] for line in out.splitlines()] == ["3"]
+    code, out, _ = cli(capsys, "--store", store.location, "table", "history", "users")
+    assert [s["log_versions"] for s in json.loads(out)] == [{"users-0": 1}, {"users-0": 2}]
+    code, out, _ = cli(capsys, "--store", store.location, "latest-state", "users-0", "--as-of", "1")
+    assert [(json.loads(line)["key"], json.loads(line)["value"]) for line in out.splitlines()] == [("a", "1"), ("b", "2")]
+    code, out, err = cli(capsys, "--store", store.location, "latest-state", "users-0", "--as-of", "yesterday")
+    assert code == 1 and err.count("\n") == 1 and "ISO-8601" in err
+
+
+def test_an_unreachable_catalog_is_one_line(store, capsys, monkeypatch):
+    put(store.log("users-0"), {"a": "1"})
+    monkeypatch.setenv("COMPACTION_TABLE_CATALOG_TYPE", "rest")
+    monkeypatch.setenv("COMPACTION_TABLE_CATALOG_URI", "http://127.0.0.1:9")
+    start = time.monotonic()
+    code, _, err = cli(capsys, "--store", store.location, "table", "commit")
+    assert code == 1 and err.count("\n") == 1 and time.monotonic() - start < 30
+    assert err.startswith("error: cannot reach the table rest catalog http://127.0.0.1:9")
+
+
+def test_a_schema_changed_by_someone_else_is_refused(store):
+    h = store.log("users-0")
+    put(h, {"a": "1"})
+    commit_log(h, CFG)
+    table, _ = open_table(h.st, "users")
+    with table.update_schema() as update:
+        update.add_column("note", StringType())
+    put(h, {"a": "2"}, ts=2)
+    with pytest.raises(TableError, match=r"table compaction.users: its schema was changed outside the product"):
+        commit_log(h, CFG)
+
+
+def test_topic_names_map_to_table_names(store):
+    assert table_name("orders.eu-west") == "orders_eu-west"
+    put(store.log("a.b-0"), {"k": "v"})
+    put(store.log("a_b-0"), {"k": "v"})
+    commit_log(store.log("a.b-0"), CFG)
+    with pytest.raises(TableError, match=r"table compaction.a_b holds topic 'a.b', not 'a_b': both names map to it"):
+        commit_log(store.log("a_b-0"), CFG)
+
+
+def test_the_cli_error_is_one_line_in_a_process(store):
+    put(store.log("users-0"), {"a": "1"})
+    proc = subprocess.run([sys.executable, "-m", "compaction_assets", "--store", store.location, "table", "scan",
+                           "users"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip().count("\n") == 0 and "has no table" in proc.stderr
