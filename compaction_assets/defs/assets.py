@@ -7,18 +7,15 @@ import warnings
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECKS_PIN, EVALUATED_AT_MS
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.figures import CleaningStats
-from compaction_assets.cleaning.latest_state import write_latest_state
+from compaction_assets.defs.history import (cleanable_range_metadata, compacted_log_metadata, latest_state_metadata,
+                                            raw_segments_metadata)
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
-from compaction_assets.log.fs import Storage
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.defs.clock import now_ms
-from compaction_assets.defs.table import commit_table
 from resources.log_store import LogStoreResource
 
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
@@ -38,13 +35,6 @@ def _config(log_store: LogStoreResource, log: str):
         return log_store.config_for(log)
     except CompactionError as exc:
         raise dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=False) from None
-
-
-def _config_metadata(log_store: LogStoreResource, log: str) -> dict:
-    """The configuration the step used: the Kafka keys, their stored version and who set them."""
-    src = log_store.config_source(log)
-    return {"config": dg.MetadataValue.json(src["config"]), "config_version": src["config_version"],
-            "config_source": src["config_source"], "config_changed_by": src["config_changed_by"] or "built-in"}
 
 
 def _log(context) -> str:
@@ -91,12 +81,7 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
             raise dg.Failure(description=f"ingestion of {log} stopped: {exc}",
                              metadata={"log": log, "reason": str(exc)},
                              allow_retries=isinstance(exc, LockedError)) from None
-    m = handle.manifest()
-    return dg.MaterializeResult(metadata={
-        "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
-        "invalid_records_dropped": report["invalid_records_dropped"], "log_end_offset": m.log_end_offset,
-        "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
-        "files": dg.MetadataValue.json(report["files"][-50:])})
+    return dg.MaterializeResult(metadata=raw_segments_metadata(report, handle))
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[raw_segments],
@@ -116,20 +101,7 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
                          allow_retries=False) from None
     except CompactionError as exc:
         raise _failure(exc, log) from None
-    ev = dry.evaluation
-    metadata = {
-        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
-        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-        "eligible": ev.eligible, "reason": str(dry.reason or "none"),
-        "would_remove_by_retention_records": dry.retention.records,
-        "segments_in_range": dry.segments_in_range, "evaluated_at_ms": now}
-    if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
-        metadata.update({
-            "would_remove_superseded_records": dry.superseded.records,
-            "would_remove_superseded_bytes": dry.superseded.bytes,
-            "would_remove_expired_tombstones": dry.tombstones_expired.records,
-            "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark})
-    return dg.MaterializeResult(metadata=metadata)
+    return dg.MaterializeResult(metadata=cleanable_range_metadata(dry, now))
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark"}, deps=[cleanable_range],
@@ -147,22 +119,7 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
                          progress=context.log.info)
     except CompactionError as exc:
         raise _failure(exc, log) from None
-    if handle.exists():  # the checks re-read these versions, from this run or re-run from the UI later
-        handle.pin_versions(CHECKS_PIN, (rep.before_version, rep.after_version))
-    ev, s = rep.evaluation, rep.stats or CleaningStats()
-    return dg.MaterializeResult(metadata={
-        "cleaned": rep.cleaned, "reason": str(rep.reason or "none"),
-        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
-        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-        "records_read": s.records_read, "records_written": s.records_written,
-        "records_superseded": s.records_superseded, "tombstones_stamped": s.tombstones_stamped,
-        "tombstones_removed": s.tombstones_removed, "bytes_read": s.bytes_read,
-        "bytes_written": s.bytes_written, "cleaner_recopy_percent": float(s.cleaner_recopy_percent),
-        "clean_time_secs": float(s.clean_time_secs), "checkpoint": rep.checkpoint,
-        "retention_removed_records": rep.retention.records if rep.retention else 0,
-        **_config_metadata(log_store, log),
-        # what the checks verify: the versions the cleaning read and wrote, and its time
-        BEFORE_VERSION: rep.before_version, AFTER_VERSION: rep.after_version, EVALUATED_AT_MS: now})
+    return dg.MaterializeResult(metadata=compacted_log_metadata(log_store, handle, rep, now))
 
 
 @dg.asset(partitions_def=log_partitions, group_name="compaction", kinds={"spark", "parquet"}, deps=[compacted_log],
@@ -172,18 +129,6 @@ def latest_state(context: dg.AssetExecutionContext, log_store: LogStoreResource,
                  pyspark: LazyPySparkResource) -> dg.MaterializeResult:
     """Write the partition's key -> value table as Parquet, one folder per log version."""
     log = _log(context)
-    handle, cfg = _existing(log_store, log), _config(log_store, log)
-    m = handle.manifest()
-    # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
-    st = Storage.open(log_store.latest_state_location())
-    folder = st.join(log)
-    target = st.join(log, f"version={m.version}")
-    # a small log is written with Arrow here: no Spark session starts for it
-    keys = write_latest_state(handle, cfg, st, target, lambda: pyspark.spark_session, m)
-    for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
-        if old.startswith("version=") and old != f"version={m.version}" and \
-                int(old.split("=")[1]) < m.version - 1:
-            st.delete(st.join(log, old))
-    table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
-    return dg.MaterializeResult(metadata={"keys": keys, "path": dg.MetadataValue.path(
-        target if st.local else f"{st.scheme}://{target}"), "log_version": m.version, **table})
+    handle = _existing(log_store, log)
+    _config(log_store, log)  # a refused configuration fails the step in one line, as before
+    return dg.MaterializeResult(metadata=latest_state_metadata(log_store, handle, lambda: pyspark.spark_session))

@@ -10,9 +10,8 @@ import warnings
 
 import dagster as dg
 
-from compaction_assets.checks.specs import (AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, ERROR, EVALUATED_AT_MS,
-                                            WARN)
-from compaction_assets.checks.verify import verify_versions
+from compaction_assets.checks.specs import CHECK_SPECS
+from compaction_assets.defs.history import COMPACTED_LOG, SEVERITY, Cleaning, check_records, recorded_cleaning
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.log.names import parse_log_name
@@ -21,21 +20,16 @@ from resources.log_store import LogStoreResource
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
-COMPACTED_LOG = dg.AssetKey("compacted_log")
+__all__ = ["COMPACTED_LOG", "SEVERITY", "compacted_log_checks", "last_cleaning"]
 
 
-def last_cleaning(instance: dg.DagsterInstance, log: str) -> dict:
+def last_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning:
     """The partition's latest compacted_log materialization's record of its cleaning, or a Failure."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=COMPACTED_LOG, asset_partitions=[log]), limit=1).records
-    meta = records[0].asset_materialization.metadata if records else {}
-    if not all(k in meta for k in (BEFORE_VERSION, AFTER_VERSION, EVALUATED_AT_MS, "cleaned")):
+    cleaning = recorded_cleaning(instance, log)
+    if cleaning is None:
         raise dg.Failure(description=f"no cleaning of {log} is recorded: materialize compacted_log for this "
                                      "partition first")
-    return {"before": int(meta[BEFORE_VERSION].value), "after": int(meta[AFTER_VERSION].value),
-            "now": int(meta[EVALUATED_AT_MS].value), "cleaned": bool(meta["cleaned"].value),
-            "run": records[0].run_id}
+    return cleaning
 
 
 @dg.multi_asset_check(
@@ -53,14 +47,8 @@ def compacted_log_checks(context: dg.AssetCheckExecutionContext, log_store: LogS
     cleaning = last_cleaning(context.instance, log)
     selected = tuple(k.name for k in context.selected_asset_check_keys)
     try:
-        outcomes = verify_versions(log_store.handle(log), log_store.config_for(log), cleaning["before"],
-                                   cleaning["after"], cleaning["now"], cleaning["cleaned"], selected)
+        records = check_records(log_store, log, cleaning, selected)
     except CompactionError as exc:   # e.g. a version gone: a later cleaning replaced this one
         raise dg.Failure(description=f"cannot verify the last cleaning of {log}: {exc}", metadata={"log": log}) from None
-    severities = {spec.name: spec.severity for spec in CHECK_SPECS}
-    for outcome in outcomes:
-        yield dg.AssetCheckResult(
-            check_name=outcome.name, asset_key=COMPACTED_LOG, passed=outcome.passed,
-            severity=SEVERITY[severities[outcome.name]], description=outcome.description,
-            metadata={**outcome.metadata, "log": log, "before_version": cleaning["before"],
-                      "after_version": cleaning["after"], "cleaning_run": cleaning["run"]})
+    for record in records:
+        yield record.result()

@@ -1,0 +1,170 @@
+"""What one partition's history records, built in one place for both paths that write it: the
+single-partition assets (defs/assets.py, defs/checks.py) and the batch jobs (defs/batches.py). Each
+function here returns the metadata of one asset's materialization, or one partition's check results,
+so that a partition cleaned in a batch has exactly the history it would have had in a run of its own.
+"""
+
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from compaction_assets.checks.specs import (AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, CHECKS_PIN, ERROR,
+                                            EVALUATED_AT_MS, WARN)
+from compaction_assets.checks.verify import verify_versions
+from compaction_assets.cleaning.engine import DryRun, StepReport
+from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.latest_state import write_latest_state
+from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
+from compaction_assets.log.fs import Storage
+from compaction_assets.log.store import LogHandle
+from resources.log_store import LogStoreResource
+
+SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
+COMPACTED_LOG = dg.AssetKey("compacted_log")
+SPECS = {spec.name: spec for spec in CHECK_SPECS}
+
+
+def raw_segments_metadata(report: dict, handle: LogHandle) -> dict:
+    """raw_segments' metadata: what an ingestion appended, and the log's size after it."""
+    m = handle.manifest()
+    return {
+        "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
+        "invalid_records_dropped": report["invalid_records_dropped"], "log_end_offset": m.log_end_offset,
+        "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
+        "files": dg.MetadataValue.json(report["files"][-50:])}
+
+
+def cleanable_range_metadata(dry: DryRun, now: int) -> dict:
+    """cleanable_range's metadata: the plan and what the dry run says would go."""
+    ev = dry.evaluation
+    metadata = {
+        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "eligible": ev.eligible, "reason": str(dry.reason or "none"),
+        "would_remove_by_retention_records": dry.retention.records,
+        "segments_in_range": dry.segments_in_range, "evaluated_at_ms": now}
+    if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
+        metadata.update({
+            "would_remove_superseded_records": dry.superseded.records,
+            "would_remove_superseded_bytes": dry.superseded.bytes,
+            "would_remove_expired_tombstones": dry.tombstones_expired.records,
+            "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark})
+    return metadata
+
+
+def config_metadata(log_store: LogStoreResource, log: str) -> dict:
+    """The configuration the step used: the Kafka keys, their stored version and who set them."""
+    src = log_store.config_source(log)
+    return {"config": dg.MetadataValue.json(src["config"]), "config_version": src["config_version"],
+            "config_source": src["config_source"], "config_changed_by": src["config_changed_by"] or "built-in"}
+
+
+def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: StepReport, now: int) -> dict:
+    """compacted_log's metadata; pins the two versions the checks re-read (now or re-run from the UI)."""
+    if handle.exists():
+        handle.pin_versions(CHECKS_PIN, (rep.before_version, rep.after_version))
+    ev, s = rep.evaluation, rep.stats or CleaningStats()
+    return {
+        "cleaned": rep.cleaned, "reason": str(rep.reason or "none"),
+        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "records_read": s.records_read, "records_written": s.records_written,
+        "records_superseded": s.records_superseded, "tombstones_stamped": s.tombstones_stamped,
+        "tombstones_removed": s.tombstones_removed, "bytes_read": s.bytes_read,
+        "bytes_written": s.bytes_written, "cleaner_recopy_percent": float(s.cleaner_recopy_percent),
+        "clean_time_secs": float(s.clean_time_secs), "checkpoint": rep.checkpoint,
+        "retention_removed_records": rep.retention.records if rep.retention else 0,
+        **config_metadata(log_store, handle.name),
+        # what the checks verify: the versions the cleaning read and wrote, and its time
+        BEFORE_VERSION: rep.before_version, AFTER_VERSION: rep.after_version, EVALUATED_AT_MS: now}
+
+
+def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark) -> dict:
+    """Write the log's key -> value table for its current version, commit it to the topic's table;
+    latest_state's metadata."""
+    m = handle.manifest()
+    # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
+    st = Storage.open(log_store.latest_state_location())
+    log = handle.name
+    folder, target = st.join(log), st.join(log, f"version={m.version}")
+    # a small log is written with Arrow here: no Spark session starts for it
+    cfg = log_store.config_for(log)
+    keys = write_latest_state(handle, cfg, st, target, spark, m)
+    for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
+        if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
+            st.delete(st.join(log, old))
+    table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
+    return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
+            "log_version": m.version, **table}
+
+
+@dataclass(frozen=True)
+class Cleaning:
+    """A cleaning as its compacted_log materialization records it: what the checks verify."""
+    before: int
+    after: int
+    now: int
+    cleaned: bool
+    run: str
+
+
+def recorded_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning | None:
+    """The partition's latest compacted_log materialization's record of its cleaning, or None."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=COMPACTED_LOG, asset_partitions=[log]), limit=1).records
+    meta = records[0].asset_materialization.metadata if records else {}
+    if not all(k in meta for k in (BEFORE_VERSION, AFTER_VERSION, EVALUATED_AT_MS, "cleaned")):
+        return None
+    rec = records[0]
+    return Cleaning(before=int(meta[BEFORE_VERSION].value), after=int(meta[AFTER_VERSION].value),
+                    now=int(meta[EVALUATED_AT_MS].value), cleaned=bool(meta["cleaned"].value), run=rec.run_id)
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check's result on one partition, in the form both paths turn into Dagster events."""
+    name: str
+    passed: bool
+    description: str
+    metadata: dict
+    severity: dg.AssetCheckSeverity
+    blocking: bool
+    asset_key: dg.AssetKey = COMPACTED_LOG
+
+    @property
+    def blocks(self) -> bool:
+        """True when this failed result stops what is downstream of the checked asset in this partition."""
+        return not self.passed and self.blocking
+
+    def result(self) -> dg.AssetCheckResult:
+        """As the single-partition check step yields it."""
+        return dg.AssetCheckResult(check_name=self.name, asset_key=self.asset_key, passed=self.passed,
+                                   severity=self.severity, description=self.description, metadata=self.metadata)
+
+    def evaluation(self, log: str) -> dg.AssetCheckEvaluation:
+        """As a batch run logs it: the same result, with its partition (it follows the materialization it
+        verifies, as in a run of the partition's own)."""
+        return dg.AssetCheckEvaluation(
+            asset_key=self.asset_key, check_name=self.name, passed=self.passed, metadata=self.metadata,
+            severity=self.severity, description=self.description, blocking=self.blocking, partition=log)
+
+
+def check_records(log_store: LogStoreResource, log: str, cleaning: Cleaning,
+                  selected: tuple[str, ...] | None = None) -> list[CheckRecord]:
+    """Verify a recorded cleaning (raises CompactionError when it cannot be, e.g. a version gone)."""
+    outcomes = verify_versions(log_store.handle(log), log_store.config_for(log), cleaning.before, cleaning.after,
+                               cleaning.now, cleaning.cleaned, selected)
+    return [CheckRecord(o.name, o.passed, o.description,
+                        {**o.metadata, "log": log, "before_version": cleaning.before,
+                         "after_version": cleaning.after, "cleaning_run": cleaning.run},
+                        SEVERITY[SPECS[o.name].severity], SPECS[o.name].blocking) for o in outcomes]
+
+
+def table_check_record(log_store: LogStoreResource, log: str) -> CheckRecord:
+    """The table check's result: the partition's rows of its topic's table against the checks' model
+    (raises CompactionError when the table reflects no version of the log)."""
+    outcome, ident, version = compare_table(log_store, log)
+    return CheckRecord(TABLE_CHECK, outcome.passed, outcome.describe(),
+                       {"log": log, "table": ident, "log_version": version, "expected_keys": outcome.expected,
+                        "table_keys": outcome.found}, dg.AssetCheckSeverity.ERROR, True, LATEST_STATE)
