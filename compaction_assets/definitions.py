@@ -9,6 +9,7 @@ import dagster as dg
 
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.config_job import apply_topics_config_job
 from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
@@ -26,7 +27,8 @@ def build_definitions(schedule_settings: ScheduleSettings = ScheduleSettings()) 
     return dg.Definitions(
         assets=[raw_segments, cleanable_range, compacted_log, latest_state],
         asset_checks=[compacted_log_checks, table_matches_latest_state],
-        jobs=[ingest_job, compaction_job, retention_job, apply_topics_config_job, *OPERATOR_JOBS],
+        jobs=[ingest_job, compaction_job, ingest_batch_job, compaction_batch_job, retention_job,
+              apply_topics_config_job, *OPERATOR_JOBS],
         sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
                  check_failure_alert],
         schedules=build_schedules(schedule_settings),

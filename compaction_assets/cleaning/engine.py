@@ -214,8 +214,9 @@ class FleetResult:
 
 def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, *, spark=None,
              force: bool = False, concurrency: int = 1, progress=None,
-             tuning: CleanerTuning = DEFAULT_TUNING) -> list[FleetResult]:
+             tuning: CleanerTuning = DEFAULT_TUNING, done=None) -> list[FleetResult]:
     """`run` for many logs in one Spark application, `concurrency` at a time; results in input order.
+    `done`, when given, is called with each log's result in the thread that cleaned it, as it finishes.
 
     Small logs are dominated by per-job latency, not by work: running several cleanings at once lets
     their Spark jobs share the session's cores (and its warm Python workers) instead of queueing."""
@@ -238,6 +239,12 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
             return shared[0]
 
     def one(item: tuple[LogHandle, TopicConfig]) -> FleetResult:
+        result = cleaned(item)
+        if done is not None:   # e.g. a shell that records each log's history as it finishes
+            done(result)
+        return result
+
+    def cleaned(item: tuple[LogHandle, TopicConfig]) -> FleetResult:
         handle, config = item
         if engine_down:
             return FleetResult(handle.name, error=EngineError(

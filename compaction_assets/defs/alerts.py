@@ -22,6 +22,7 @@ import dagster as dg
 from resources.alerts import Alert, AlertWebhookResource
 
 MAX_EXAMPLES = 5
+BATCH_FAILURE = "batch_failure"   # defs/batches.py: the observation of a log that failed in a batch
 PARTITION_TAG = "dagster/partition"
 
 
@@ -59,12 +60,29 @@ def error_reason(error) -> str:
     return first
 
 
+def batch_failure_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun, alerted: set) -> list[Alert]:
+    """One alert per log that failed in a batch run (defs/batches.py records each as an observation),
+    unless a failed check of that log already pages for it."""
+    alerts, seen = [], set(alerted)
+    for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
+        observation = entry.get_dagster_event().asset_observation_data.asset_observation
+        reason = observation.metadata.get(BATCH_FAILURE)
+        if reason is None or observation.partition in seen:
+            continue
+        seen.add(observation.partition)   # a retried step records its logs' failures once more
+        alerts.append(Alert(log=observation.partition, run=run.run_id, job=run.job_name,
+                            step=observation.asset_key.to_user_string(), reason=str(_value(reason))))
+    return alerts
+
+
 def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
-    """The alerts of one failed run: its failed checks, or else its failed step (or the run's error)."""
+    """The alerts of one failed run: its failed checks and failed logs, or else its failed step (or the
+    run's error)."""
     run = context.dagster_run
     checks = failed_check_alerts(context.instance, run)
-    if checks:
-        return checks
+    logs = batch_failure_alerts(context.instance, run, {a.log for a in checks})
+    if checks or logs:
+        return checks + logs
     log = run.tags.get(PARTITION_TAG)
     steps = context.get_step_failure_events()
     if steps:

@@ -1,0 +1,333 @@
+"""Batch runs: many partitions in one run, one process and one Spark session, each partition keeping the
+history a run of its own would give it (issue 33).
+
+- `compaction_batch_job` cleans the logs of its run config (`logs`) with `engine.run_many`, and records
+  for each log what `compaction_job` records for its partition: materializations of `cleanable_range`,
+  `compacted_log` and `latest_state` with the same metadata (defs/history.py builds it for both paths),
+  and the four check results with the same names, severity and partition. A failed blocking check
+  stops that partition's `latest_state` only.
+- `ingest_batch_job` ingests the new landing files of its logs (a `raw_segments` materialization per
+  log, as `ingest_job`), then cleans those of them that are due in the same run, as above: a fleet goes
+  from landing to cleaned in one run instead of waiting for the next sensor tick.
+
+A log that fails is reported as in a run of its own (the log's fault marks it uncleanable) and the others
+commit; the failure is an observation of the asset with `batch_failure` in its metadata (one alert
+each, defs/alerts.py), and the step fails at the end, saying how many failed. An engine fault (Spark
+down) marks nothing and fails the step retryably. A batch evaluates at one time (`now_ms`, else the
+creation time of the run, or of the run it re-executes), so a retry or re-execution skips the logs whose
+cleaning is already recorded at that time and records, without cleaning again, a cleaning that was
+committed but not yet recorded when its run was killed: nothing is lost and nothing is doubled.
+"""
+
+
+import queue
+import threading
+from dataclasses import dataclass, field, fields
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+
+from compaction_assets import settings
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.engine import FleetResult, StepReport
+from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.planner import evaluate
+from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, check_records, cleanable_range_metadata,
+                                            compacted_log_metadata, latest_state_metadata, raw_segments_metadata,
+                                            recorded_cleaning, table_check_record)
+from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
+from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
+from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.log.names import parse_log_name
+from resources.log_store import LogStoreResource
+
+FAILURE_KEY = "batch_failure"   # metadata key of the observation that records a log's failure in a batch
+LOGS_TAG = "compaction/logs"    # the batch's logs, compactly (batch_requests.py encodes and decodes it)
+
+
+class BatchConfig(dg.Config):
+    """The logs of a batch and the time it evaluates at."""
+    logs: list[str] = []
+    now_ms: int | None = None  # None: the creation time of the run (or of the run it re-executes)
+    force: bool = False        # clean even the logs that are not eligible
+
+
+@dataclass
+class LogOutcome:
+    """One log's share of a batch: the events of its history, in order, or why it failed."""
+    log: str
+    events: list = field(default_factory=list)
+    failure: str | None = None
+    transient: bool = False    # an engine fault or a held lease: a retry may succeed
+
+
+def batch_now(context: dg.OpExecutionContext, config: BatchConfig) -> int:
+    """The batch's time: from config, else its root run's creation (the same for retries and re-executions)."""
+    if config.now_ms is not None:
+        return config.now_ms
+    root = context.run.root_run_id or context.run_id
+    record = context.instance.get_run_record_by_id(root) or context.instance.get_run_record_by_id(context.run_id)
+    return int(record.create_timestamp.timestamp() * 1000)
+
+
+def _failed(log: str, asset: str, reason: str, transient: bool = False, marked: bool = False) -> LogOutcome:
+    """A failure, recorded on the partition (the alert sensor pages once per such observation)."""
+    events = [] if transient else [dg.AssetObservation(
+        asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "uncleanable": marked})]
+    return LogOutcome(log, events, failure=reason, transient=transient)
+
+
+def _transient(exc: CompactionError) -> bool:
+    return isinstance(exc, (LockedError, EngineError))
+
+
+class _AsOf:
+    """A log handle that reads one manifest version: the dry run of the state a cleaning read."""
+
+    def __init__(self, handle, manifest):
+        self._handle, self._manifest = handle, manifest
+
+    def manifest(self):
+        return self._manifest
+
+    def __getattr__(self, name):
+        return getattr(self._handle, name)
+
+
+def recovered_report(handle, config, now: int) -> StepReport | None:
+    """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
+    committed = sorted((m for m in handle.recent_manifests() if (m.last_cleaning or {}).get("now") == now),
+                       key=lambda m: m.version)
+    if not committed:
+        return None
+    after = committed[0]
+    before = handle.manifest_version(after.version - 1)
+    summary = dict(after.last_cleaning)
+    stats = CleaningStats(**{f.name: summary[f.name] for f in fields(CleaningStats) if f.name in summary})
+    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.get("reason"),
+                      checkpoint=after.checkpoint, stats=stats, log=handle.name,
+                      before_version=before.version, after_version=after.version)
+
+
+@dataclass
+class _Pending:
+    """A log the batch cleans: its handle, configuration and the plan recorded as cleanable_range."""
+    handle: object
+    config: object
+    range_metadata: dict
+
+
+class CleaningBatch:
+    """One batch's cleanings: triage, the fleet in one Spark session, each log's history as it finishes."""
+
+    def __init__(self, context: dg.OpExecutionContext, log_store: LogStoreResource, spark, now: int,
+                 force: bool, only_due: bool):
+        self.context, self.log_store, self.spark = context, log_store, spark
+        self.now, self.force, self.only_due = now, force, only_due
+
+    def triage(self, log: str) -> LogOutcome | _Pending | None:
+        """What to do with one log: a failure, a recorded outcome, a cleaning to run, or nothing."""
+        try:
+            parse_log_name(log, "partition key")
+            handle = self.log_store.handle(log, must_exist=True)
+            cfg = self.log_store.config_for(log)
+            done = recorded_cleaning(self.context.instance, log)
+            if done is not None and done.now == self.now:
+                return None    # recorded by an earlier attempt of this batch
+            m = handle.manifest()
+            if m.uncleanable and not self.force:
+                return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.get('error')}")
+            recovered = recovered_report(handle, cfg, self.now)
+            if recovered is not None:
+                return self.recorded(handle, self._range(_AsOf(handle, handle.manifest_version(
+                    recovered.before_version)), cfg), recovered)
+            if self.only_due and not (evaluate(m, cfg, self.now).eligible and not m.uncleanable):
+                return None
+            return _Pending(handle, cfg, self._range(handle, cfg))
+        except CorruptLogError as exc:  # a cleaning attempt: a log it cannot read is uncleanable
+            engine.mark_uncleanable(self.log_store.handle(log), exc)
+            return _failed(log, "cleanable_range", f"log {log} is marked uncleanable: {exc}", marked=True)
+        except CompactionError as exc:
+            return _failed(log, "cleanable_range", str(exc), _transient(exc))
+
+    def _range(self, handle, cfg) -> dict:
+        dry = engine.dry_run(handle, cfg, self.now, force=self.force, detail=False)
+        return cleanable_range_metadata(dry, self.now)
+
+    def recorded(self, handle, range_metadata: dict, rep: StepReport) -> LogOutcome:
+        """A cleaning's history: the plan, the cleaning, its checks and (unless one blocks) the latest state."""
+        log = handle.name
+        events = [dg.AssetMaterialization(asset_key="cleanable_range", partition=log, metadata=range_metadata),
+                  dg.AssetMaterialization(asset_key=COMPACTED_LOG, partition=log,
+                                          metadata=compacted_log_metadata(self.log_store, handle, rep, self.now))]
+        cleaning = Cleaning(before=rep.before_version, after=rep.after_version, now=self.now, cleaned=rep.cleaned,
+                            run=self.context.run_id)
+        try:
+            checks = check_records(self.log_store, log, cleaning)
+        except CompactionError as exc:
+            return LogOutcome(log, events + _failed(log, "compacted_log", f"cannot verify the last cleaning of "
+                                                                          f"{log}: {exc}").events, failure=str(exc))
+        events += [c.evaluation(log) for c in checks]
+        blocked = [c.name for c in checks if c.blocks]
+        if blocked:   # as a blocking check's failure stops this partition's latest_state step
+            return LogOutcome(log, events, failure=f"{log}: blocking check(s) failed: {', '.join(blocked)}")
+        try:
+            state = latest_state_metadata(self.log_store, handle, self.spark)
+        except (CompactionError, dg.Failure) as exc:   # dg.Failure: the table's commit refused (defs/table.py)
+            reason = getattr(exc, "description", None) or str(exc)
+            return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,
+                              failure=reason, transient=_transient(exc))
+        events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=state))
+        return self.table_checked(log, events)
+
+    def table_checked(self, log: str, events: list) -> LogOutcome:
+        """The latest state's table check, as compaction_job runs it after latest_state (tables on)."""
+        if not settings.current().tables.enabled:
+            return LogOutcome(log, events)
+        try:
+            record = table_check_record(self.log_store, log)
+        except CompactionError as exc:
+            reason = f"cannot compare the table of {log}: {exc}"
+            return LogOutcome(log, events + _failed(log, "latest_state", reason).events, failure=reason)
+        events.append(record.evaluation(log))
+        return LogOutcome(log, events, failure=f"{log}: blocking check failed: {record.name}" if record.blocks
+                          else None)
+
+    def finished(self, pending: dict[str, _Pending], result: FleetResult) -> LogOutcome:
+        """A cleaned log's outcome (in the thread that cleaned it, so checks and states run in parallel)."""
+        item = pending[result.log]
+        if result.error is not None:
+            range_event = dg.AssetMaterialization(asset_key="cleanable_range", partition=result.log,
+                                                  metadata=item.range_metadata)
+            out = _failed(result.log, "compacted_log", str(result.error), _transient(result.error),
+                          marked=not _transient(result.error))
+            out.events.insert(0, range_event)
+            return out
+        try:
+            return self.recorded(item.handle, item.range_metadata, result.report)
+        except Exception as exc:  # the history of one log must not stop the others'
+            return LogOutcome(result.log, failure=f"{result.log}: recording failed: {exc}", transient=True)
+
+    def run(self, logs: list[str]):
+        """Yield every log's events as it finishes; return the outcomes."""
+        outcomes, pending = [], {}
+        for log in logs:
+            step = self.triage(log)
+            if isinstance(step, LogOutcome):
+                outcomes.append(step)
+                yield from step.events
+            elif step is not None:
+                pending[log] = step
+        finished: queue.Queue = queue.Queue()
+        fleet = [(p.handle, p.config) for p in pending.values()]
+        worker = threading.Thread(target=lambda: (engine.run_many(
+            fleet, self.now, spark=self.spark, force=self.force, concurrency=settings.current().clean_concurrency,
+            progress=self.context.log.info, done=lambda r: finished.put(self.finished(pending, r))),
+            finished.put(None)), name="batch-fleet", daemon=True)
+        worker.start()
+        while (outcome := finished.get()) is not None:
+            outcomes.append(outcome)
+            yield from outcome.events
+        worker.join()
+        return outcomes
+
+
+def summarize(context: dg.OpExecutionContext, what: str, logs: list[str], outcomes: list[LogOutcome]) -> None:
+    """The step's metadata (how many logs, how many failed) and, when any failed, its failure."""
+    failed = [o for o in outcomes if o.failure]
+    context.log.info(f"{len(logs) - len(failed)} of {len(logs)} log(s) done, {len(failed)} failed")
+    context.add_output_metadata({"logs": len(logs), "failed": len(failed),
+                                 "failures": dg.MetadataValue.json({o.log: o.failure for o in failed[:100]})})
+    if failed:
+        # retried only when a retry can help (an engine fault, a held lease): it then redoes those logs only
+        raise dg.Failure(description=f"{len(failed)} of {len(logs)} log(s) failed to {what}: "
+                                     + "; ".join(o.failure for o in failed[:5])[:1000],
+                         allow_retries=any(o.transient for o in failed))
+
+
+def clean_batch(context, config: BatchConfig, log_store: LogStoreResource, pyspark, logs: list[str],
+                only_due: bool, earlier: list[LogOutcome] = ()):
+    """Clean `logs` as one batch, yielding each partition's history; fail at the end if any failed."""
+    batch = CleaningBatch(context, log_store, lambda: pyspark.spark_session, batch_now(context, config),
+                          config.force, only_due)
+    outcomes = yield from batch.run(logs)
+    summarize(context, "ingest or clean" if earlier else "clean", [*logs, *(o.log for o in earlier)],
+              [*outcomes, *earlier])
+    yield dg.Output(None)
+
+
+@dg.op(pool=SPARK_POOL, retry_policy=TRANSIENT_RETRY, out=dg.Out(dg.Nothing),
+       description="Cleans many logs in one Spark session; each partition's history as its own run records it.")
+def compaction_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource,
+                        pyspark: LazyPySparkResource):
+    """Clean the batch's logs (they were due when the batch was requested)."""
+    yield from clean_batch(context, config, log_store, pyspark, list(config.logs), only_due=False)
+
+
+def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) -> LogOutcome:
+    """Ingest one log's new files; its raw_segments materialization, or its failure."""
+    try:
+        parse_log_name(log, "partition key")
+        handle, cfg = log_store.handle(log), log_store.config_for(log)
+        if log not in folders:
+            if handle.exists():
+                return LogOutcome(log)
+            raise CompactionError(f"log {log!r} does not exist in the store at {log_store.store_location()} and "
+                                  f"has no landing folder under {log_store.landing_area()}")
+        report = ingest(handle, cfg, folders[log], progress=progress)
+    except CompactionError as exc:
+        return _failed(log, "raw_segments", f"ingestion of {log} stopped: {exc}", _transient(exc))
+    if not report["files_ingested"]:   # an earlier attempt of this batch took them
+        return LogOutcome(log)
+    return LogOutcome(log, [dg.AssetMaterialization(asset_key="raw_segments", partition=log,
+                                                    metadata=raw_segments_metadata(report, handle))])
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """What the ingestion step hands the cleaning step: the logs ingested, the failures to report, and the
+    batch's time and force (one time for the whole run)."""
+    logs: list
+    failures: list
+    now: int
+    force: bool
+
+
+@dg.op(retry_policy=TRANSIENT_RETRY, out=dg.Out(Ingested),
+       description="Ingests the new landing files of many logs, each log's raw_segments as its own run records it.")
+def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource):
+    """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run."""
+    folders = landing_logs(log_store.landing_area())[0]
+    outcomes = []
+    for log in config.logs:
+        outcome = _ingest_one(log_store, log, folders, context.log.info)
+        outcomes.append(outcome)
+        yield from outcome.events
+    failed = [o for o in outcomes if o.failure]
+    context.log.info(f"ingested {len(outcomes) - len(failed)} of {len(outcomes)} log(s)")
+    # not a step failure here: the others' cleaning goes on, and the run fails at its end
+    yield dg.Output(Ingested([o.log for o in outcomes if not o.failure],
+                             [LogOutcome(o.log, failure=o.failure, transient=o.transient) for o in failed],
+                             batch_now(context, config), config.force),
+                    metadata={"logs": len(outcomes), "failed": len(failed),
+                              "failures": dg.MetadataValue.json({o.log: o.failure for o in failed[:100]})})
+
+
+@dg.op(pool=SPARK_POOL, retry_policy=TRANSIENT_RETRY, out=dg.Out(dg.Nothing),
+       description="Cleans, in one Spark session, the just-ingested logs that are due.")
+def clean_ingested_op(context: dg.OpExecutionContext, ingested: Ingested, log_store: LogStoreResource,
+                      pyspark: LazyPySparkResource):
+    """Clean the ingested logs that are due (the others wait for the sensors); report the ingestion's failures."""
+    config = BatchConfig(logs=list(ingested.logs), now_ms=ingested.now, force=ingested.force)
+    yield from clean_batch(context, config, log_store, pyspark, list(ingested.logs), only_due=True,
+                           earlier=list(ingested.failures))
+
+
+@dg.job(description="Cleans many logs in one run, each partition's history as compaction_job records it.")
+def compaction_batch_job():
+    compaction_batch_op()
+
+
+@dg.job(description="Ingests many logs' new files in one run, then cleans those of them that are due.")
+def ingest_batch_job():
+    clean_ingested_op(ingest_batch_op())

@@ -1,0 +1,260 @@
+"""Batch runs against a real Dagster instance and a real Spark: each partition's history is the one a run
+of its own records; a log that fails is isolated; a killed batch is finished by its re-run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster_pyspark import LazyPySparkResource
+
+from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.defs import alerts
+from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.checks import compacted_log_checks
+from compaction_assets.defs.partitions import log_partitions
+from resources.log_store import LogStoreResource
+
+ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+NOW = 2_000_000_000_000   # past every segment's deadline: a fresh log is due
+ROOT = Path(__file__).resolve().parents[2]
+# differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went
+VOLATILE = {"cleaning_run", "clean_time_secs", "path"}
+
+
+def land(landing: Path, log: str, records: list[dict], name: str = "a.jsonl") -> None:
+    topic, part = log.rsplit("-", 1)
+    folder = landing / topic / f"partition={part}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def records(n: int, keys: int = 3) -> list[dict]:
+    return [{"key": f"k{i % keys}", "value": str(i), "timestamp": 100 + i} for i in range(n)]
+
+
+def make_env(root: Path, topics: Path | None = None, lock_ttl: float | None = None) -> tuple[LogStoreResource, dict]:
+    root.mkdir(parents=True, exist_ok=True)
+    topics = topics or root / "topics.yaml"
+    topics.write_text("defaults: {min.cleanable.dirty.ratio: 0.3, delete.retention.ms: 1000}\n")
+    store = LogStoreResource(root=str(root / "store"), landing=str(root / "landing"), topics_file=str(topics),
+                             latest_state_root=str(root / "latest"), lock_ttl_seconds=lock_ttl)
+    return store, {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
+
+
+@pytest.fixture
+def env(tmp_path, spark):
+    store, resources = make_env(tmp_path)
+    with dg.instance_for_test() as instance:
+        yield tmp_path, store, resources, instance
+
+
+def batch_config(logs, op="compaction_batch_op", now=NOW) -> dict:
+    return {**QUIET, "ops": {op: {"config": {"logs": list(logs), "now_ms": now}}}}
+
+
+def run_batch(job, logs, resources, instance, op="compaction_batch_op", now=NOW):
+    return job.execute_in_process(run_config=batch_config(logs, op, now), instance=instance, resources=resources,
+                                  raise_on_error=False)
+
+
+def history(instance, log: str) -> dict:
+    """A partition's history: each asset's materializations' metadata and each check's evaluations."""
+    out = {}
+    for asset in ("raw_segments", "cleanable_range", "compacted_log", "latest_state"):
+        recs = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
+                                                                     asset_partitions=[log]), limit=10).records
+        out[asset] = [{k: v.value for k, v in r.asset_materialization.metadata.items() if k not in VOLATILE}
+                      for r in recs]
+    for spec in compacted_log_checks.check_specs:
+        recs = instance.event_log_storage.get_asset_check_execution_history(spec.key, limit=200)
+        out[spec.name] = [(r.evaluation.passed, r.evaluation.severity, r.evaluation.blocking,
+                           {k: v.value for k, v in r.evaluation.metadata.items() if k not in VOLATILE})
+                          for r in recs if r.partition == log and r.evaluation is not None]
+    return out
+
+
+def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
+    """The same logs, the same time: one run per partition in one store, one batch in another."""
+    logs = ["users-0", "users-1", "orders-0"]
+    histories = []
+    for path in ("single", "batch"):
+        store, resources = make_env(tmp_path / path, tmp_path / "topics.yaml")  # the same file: it is named
+        for n, log in enumerate(logs):
+            land(tmp_path / path / "landing", log, records(12 + n))
+        with dg.instance_for_test() as instance:
+            instance.add_dynamic_partitions(log_partitions.name, logs)
+            if path == "single":
+                for log in logs:
+                    config = {"now_ms": NOW}
+                    result = dg.materialize(ASSETS, partition_key=log, instance=instance, resources=resources,
+                                            run_config={**QUIET, "ops": {"cleanable_range": {"config": config},
+                                                                         "compacted_log": {"config": config}}})
+                    assert result.success
+            else:
+                result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
+                assert result.success
+                assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
+                    "raw_segments", "cleanable_range", "compacted_log", "latest_state"}
+            histories.append({log: history(instance, log) for log in logs})
+    single, batch = histories
+    for log in logs:
+        for key in single[log]:
+            assert len(batch[log][key]) == len(single[log][key]), (log, key)
+            for b, o in zip(batch[log][key], single[log][key]):
+                differ = {k: (b.get(k), o.get(k)) for k in set(b) | set(o) if b.get(k) != o.get(k)} \
+                    if isinstance(b, dict) else ({} if b == o else {"evaluation": (b, o)})
+                assert not differ, (log, key, differ)
+        assert len(batch[log]["compacted_log"]) == 1 and batch[log]["compacted_log"][0]["cleaned"] is True
+        assert [c[0] for name in ("latest_value_per_key", "max_compaction_delay") for c in batch[log][name]] == \
+            [True, True]
+
+
+def alerts_of(instance, run_id):
+    run = instance.get_run_by_id(run_id)
+    event = list(instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE))[0]
+    ctx = dg.build_run_status_sensor_context(
+        sensor_name="run_failure_alert", dagster_instance=instance, dagster_run=run,
+        dagster_event=event.get_dagster_event()).for_run_failure()
+    return alerts.run_failure_alerts(ctx)
+
+
+def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(env):
+    tmp, store, resources, instance = env
+    logs = [f"pay-{i}" for i in range(4)]
+    for log in logs:
+        land(tmp / "landing", log, records(9))
+    instance.add_dynamic_partitions(log_partitions.name, logs)
+    assert run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op").success
+    for log in logs:   # more records: each log is due again
+        land(tmp / "landing", log, records(9), name="b.jsonl")
+    bad = store.handle("pay-2")
+    path = Path(bad.path(bad.manifest().segments[0].files[0].name))
+    path.write_bytes(os.urandom(path.stat().st_size))
+
+    result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op", now=NOW + 1)
+    assert not result.success
+    failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
+    assert "1 of 4 log(s) failed" in failure.event_specific_data.error.message
+    assert bad.manifest().uncleanable and str(path) in bad.manifest().uncleanable["error"]
+    for log in ("pay-0", "pay-1", "pay-3"):
+        cleanings = history(instance, log)["compacted_log"]
+        assert len(cleanings) == 2 and cleanings[0]["cleaned"] is True
+        assert store.handle(log).manifest().uncleanable is None
+    assert len(history(instance, "pay-2")["compacted_log"]) == 1   # the first batch's only
+    [alert] = alerts_of(instance, result.run_id)
+    assert alert.log == "pay-2" and alert.step == "compacted_log" and str(path) in alert.reason
+
+    # a re-run of the same batch (same time): the corrupt log is skipped as marked, nothing recorded twice
+    again = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op", now=NOW + 1)
+    assert not again.success
+    assert all(len(history(instance, log)["compacted_log"]) == 2 for log in ("pay-0", "pay-1", "pay-3"))
+    assert not [e for e in again.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                and FAILURE_KEY in e.event_specific_data.asset_observation.metadata]
+
+
+def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_state(env, monkeypatch):
+    tmp, store, resources, instance = env
+    logs = ["users-0", "users-1", "users-2"]
+    for log in logs:
+        land(tmp / "landing", log, records(7 if log == "users-1" else 6, keys=2))
+    instance.add_dynamic_partitions(log_partitions.name, logs)
+    right = cleaner.rewrite_plan
+    # a wrong cleaning of users-1 only (the only log of 7 records): it decides, then writes nothing
+    monkeypatch.setattr(cleaner, "rewrite_plan",
+                        lambda d: ([], []) if d.stats["records_read"] == 7 else right(d))
+    result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
+    assert not result.success
+    bad = history(instance, "users-1")
+    assert bad["latest_value_per_key"][0][0] is False and bad["compacted_log"] and not bad["latest_state"]
+    for log in ("users-0", "users-2"):
+        good = history(instance, log)
+        assert good["latest_value_per_key"][0][0] is True and len(good["latest_state"]) == 1
+    [alert] = alerts_of(instance, result.run_id)
+    assert alert.log == "users-1" and alert.check == "latest_value_per_key"
+
+
+def test_a_cleaning_committed_but_not_recorded_is_recorded_not_redone(env):
+    """What a run killed between a cleaning's commit and its events leaves: its re-run records it."""
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "users-0", records(10))
+    instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
+    assert dg.materialize([raw_segments], partition_key="users-0", instance=instance, resources=resources,
+                          run_config=QUIET).success
+    handle = store.handle("users-0")
+    rep = engine.run(handle, store.config_for("users-0"), NOW, spark=lambda: resources["pyspark"].spark_session)
+    assert rep.cleaned
+    result = compaction_batch_job.execute_in_process(run_config=batch_config(["users-0"]), instance=instance,
+                                                     resources=resources)
+    [cleaning] = history(instance, "users-0")["compacted_log"]
+    assert cleaning["cleaned"] is True and cleaning["before_version"] == rep.before_version
+    assert cleaning["after_version"] == rep.after_version and cleaning["records_written"] == 3
+    assert handle.manifest().version == rep.after_version   # not cleaned again
+    assert all(c[0] for c in history(instance, "users-0")["latest_value_per_key"])
+    assert result.success
+
+
+KILLED = """
+import sys, dagster as dg
+from compaction_assets.defs.batches import compaction_batch_job
+from tests.defs.test_batches import batch_config, make_env
+from pathlib import Path
+store, resources = make_env(Path(sys.argv[1]))
+logs = sys.argv[2].split(",")
+with dg.DagsterInstance.get() as instance:
+    compaction_batch_job.execute_in_process(run_config=batch_config(logs, now=int(sys.argv[3])), instance=instance,
+                                            resources=resources)
+"""
+
+
+@pytest.mark.slow   # a second process with its own Spark, killed, then leases left to expire: 1-2 minutes
+def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeypatch):
+    logs = [f"users-{i}" for i in range(8)]
+    ttl = 3.0   # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does
+    store, resources = make_env(tmp_path, lock_ttl=ttl)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    for log in logs:
+        land(tmp_path / "landing", log, records(40, keys=5))
+        land(tmp_path / "landing", log, records(40, keys=5), name="b.jsonl")
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(log_partitions.name, logs)
+        for log in logs:
+            assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
+                                  run_config=QUIET).success
+        env = {**os.environ, "COMPACTION_CLEAN_CONCURRENCY": "1", "SPARK_MASTER": "local[1]",
+               "COMPACTION_LOCK_TTL_SECONDS": str(ttl),
+               "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path), ",".join(logs), str(NOW + 1)],
+                                env=env, cwd=ROOT)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            done = sum(len(history(instance, log)["compacted_log"]) == 1 for log in logs)
+            if done >= 2:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the batch finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed_at = {log: len(history(instance, log)["compacted_log"]) for log in logs}
+        assert 2 <= sum(n == 1 for n in killed_at.values()) < len(logs)
+        time.sleep(ttl + 1)
+
+        rerun = run_batch(compaction_batch_job, logs, resources, instance, now=NOW + 1)
+        assert rerun.success
+        for log in logs:
+            h = history(instance, log)
+            assert len(h["compacted_log"]) == 1, log            # one cleaning each: nothing lost or doubled
+            assert h["compacted_log"][0]["cleaned"] is True and h["compacted_log"][0]["evaluated_at_ms"] == NOW + 1
+            assert len(h["latest_state"]) == 1, log
+            for name in ("latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved"):
+                assert [c[0] for c in h[name]] == [True], (log, name)
