@@ -4,9 +4,9 @@
   delete-only topic is never eligible for compaction, so no sensor ever runs it); one run, requested only
   when some log has a segment to drop; its figures are the run's metadata and an observation per log.
 - gc_schedule: garbage collection (files left by interrupted changes) across the store, one run.
-- compaction_sweep_schedule: one compaction_job run per eligible log, highest dirty ratio first (the
-  CLI's `clean --all` as runs; logs marked uncleanable are skipped); stopped by default, since the
-  sensors do the same when they run.
+- compaction_sweep_schedule: compaction_batch_job runs over the eligible logs, highest dirty ratio first
+  (the CLI's `clean --all` as a few runs; logs marked uncleanable are skipped); stopped by default,
+  since the sensors do the same when they run.
 
 Cron and default status come from `ScheduleSettings` (`build_schedules(ScheduleSettings(...))`);
 every schedule evaluates at `clock.now_ms()`, which tests set.
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from compaction_assets import settings
 from compaction_assets.cleaning.engine import retention_cut
 from compaction_assets.cleaning.metrics import evaluate_logs
 from compaction_assets.cleaning.planner import order
 from compaction_assets.defs.clock import now_ms
-from compaction_assets.defs.jobs import compaction_job, delete_policy_logs, gc_job, retention_job
-from compaction_assets.defs.sensors import run_request_for
+from compaction_assets.defs.jobs import delete_policy_logs, gc_job, retention_job
+from compaction_assets.defs.batches import compaction_batch_job
+from compaction_assets.defs.sensors import cleaning_requests
 from compaction_assets.errors import CompactionError
 from resources.log_store import LogStoreResource
 
@@ -80,7 +80,9 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
             return dg.SkipReason("the store has no logs")
         return dg.RunRequest(run_key=f"gc:{now_ms()}", run_config={"ops": {"gc_op": {"config": {"logs": []}}}})
 
-    @dg.schedule(name="compaction_sweep_schedule", job=compaction_job, cron_schedule=config.sweep_cron,
+    # A schedule starts one job: the sweep's is the batch job (a batch of one log records what a
+    # compaction_job run records), so a sweep of a fleet is a few runs.
+    @dg.schedule(name="compaction_sweep_schedule", job=compaction_batch_job, cron_schedule=config.sweep_cron,
                  default_status=config.sweep_status, execution_timezone=config.timezone)
     def compaction_sweep_schedule(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         """A compaction run per eligible (or delete-policy) log, like `clean --all`, uncleanable ones skipped."""
@@ -94,9 +96,9 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
                 context.log.warning(f"{state.log}: cannot evaluate: {state.error}")
             elif not ev.uncleanable and (ev.eligible or log_store.config_for(ev.log).delete):
                 evaluations.append(ev)
-        due = order(evaluations)[:settings.current().max_runs_per_tick]
+        due = order(evaluations)
         if not due:
             return dg.SkipReason(f"no eligible log at {now}")
-        return [run_request_for(ev, f"sweep:{now}") for ev in due]
+        return cleaning_requests(context.instance, due, now, f"sweep:{now}:", always_batch=True)
 
     return [retention_schedule, gc_schedule, compaction_sweep_schedule]

@@ -10,6 +10,8 @@
   tombstones passed their delete horizon.
 Run keys carry the log's manifest version, so one state never triggers twice; run tags carry the log, its
 topic and partition (filters in the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
+When a tick finds at least `batch_requests.MIN_BATCH` logs due, it starts few batch runs
+(defs/batches.py) instead of one run per log.
 """
 
 
@@ -22,6 +24,9 @@ from compaction_assets import settings
 from compaction_assets.cleaning import metrics
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
 from compaction_assets.cleaning.planner import Evaluation, order
+from compaction_assets.defs import batch_requests
+from compaction_assets.defs.batch_requests import Due
+from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import log_partitions
@@ -41,12 +46,27 @@ def log_tags(log: str) -> dict[str, str]:
 
 def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
     """A compaction_job run for one evaluated log; its key carries the log's manifest version."""
-    return dg.RunRequest(partition_key=ev.log, run_key=f"{key_prefix}{ev.log}:v{ev.version}:{ev.reason}",
+    return dg.RunRequest(job_name=compaction_job.name, partition_key=ev.log, run_key=f"{key_prefix}{ev.log}:v{ev.version}:{ev.reason}",
                          tags={**log_tags(ev.log), "reason": str(ev.reason),
                                "dirty_ratio": f"{ev.dirty_ratio:.4f}"})
 
 
-@dg.sensor(job=ingest_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+def _ingest_requests(context, pending: dict[str, list], now: int) -> list[dg.RunRequest]:
+    """An ingest_job run per log with new files; batch runs when many logs have some."""
+    due = []
+    for log, files in sorted(pending.items()):
+        digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
+        due.append(Due(log, batch_requests.pending_bytes(files), digest))
+    if len(due) < batch_requests.MIN_BATCH:
+        return [dg.RunRequest(job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}",
+                              tags=log_tags(d.log)) for d in due]
+    held = batch_requests.in_flight(context.instance)
+    return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op",
+                                         [d for d in due if d.log not in held], now, "ingest")
+
+
+@dg.sensor(jobs=[ingest_job, ingest_batch_job], minimum_interval_seconds=INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
 def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Add a partition per new log or landing folder, delete those of logs that are gone, and start
     ingestion of new files."""
@@ -60,16 +80,16 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     # A partition whose log left the store and whose landing folder is gone names nothing any more.
     # Nothing found at all is more likely a store or landing area not mounted than every log removed.
     gone = sorted(known - logs) if logs else []
-    runs = []
+    pending = {}
     for log, folder in sorted(landed.items()):
         try:
-            pending = [p.name for p in pending_files(folder, store.log(log).manifest().ingested)]
+            files = pending_files(folder, store.log(log).manifest().ingested)
         except CompactionError as exc:
             context.log.warning(f"{log}: {exc}")
             continue
-        if pending:
-            digest = hashlib.sha1("\n".join(pending).encode()).hexdigest()[:12]
-            runs.append(dg.RunRequest(partition_key=log, run_key=f"ingest:{log}:{digest}", tags=log_tags(log)))
+        if files:
+            pending[log] = files
+    runs = _ingest_requests(context, pending, now_ms())
     changes = ([log_partitions.build_add_request(new)] if new else []) + \
         ([log_partitions.build_delete_request(gone)] if gone else [])
     for log in gone:
@@ -104,11 +124,24 @@ def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=Non
     return [st.evaluation for st in evaluate_known(log_store, known, now, log) if st.evaluation is not None]
 
 
-def _requests(evals: list[Evaluation], reasons: set[str]) -> list[dg.RunRequest]:
+def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: int, prefix: str = "",
+                      always_batch: bool = False) -> list[dg.RunRequest]:
+    """A compaction_job run per due log (in priority order), or batch runs when many are due."""
+    if len(due) < batch_requests.MIN_BATCH and not always_batch:
+        # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
+        # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
+        return [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]]
+    held = batch_requests.in_flight(instance)
+    items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due if ev.log not in held]
+    reasons = ",".join(sorted({str(ev.reason) for ev in due}))
+    return batch_requests.batch_requests(compaction_batch_job.name, "compaction_batch_op", items, now,
+                                         f"{prefix}clean", {"reason": reasons})
+
+
+def _requests(instance: dg.DagsterInstance, evals: list[Evaluation], reasons: set[str],
+              now: int) -> list[dg.RunRequest]:
     due = order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable])
-    # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
-    # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
-    return [run_request_for(ev) for ev in due[:settings.current().max_runs_per_tick]]
+    return cleaning_requests(instance, due, now)
 
 
 STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
@@ -128,7 +161,8 @@ def _store_observation(states: list[LogState], last: list | None):
         "uncleanable_logs": dg.MetadataValue.json(stuck[:50])})
 
 
-@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(jobs=[compaction_job, compaction_batch_job], minimum_interval_seconds=INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
 def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log eligible by dirty ratio; record figures as observations."""
     now = now_ms()
@@ -152,17 +186,19 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
     seen[STORE_KEY] = store_obs[0]
     if store_obs[1] is not None:
         observations.append(store_obs[1])
-    runs = _requests(evals, {"dirty_ratio"})
+    runs = _requests(context.instance, evals, {"dirty_ratio"}, now)
     return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
                            skip_reason=None if runs else dg.SkipReason(
                                f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"))
 
 
-@dg.sensor(job=compaction_job, minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(jobs=[compaction_job, compaction_batch_job], minimum_interval_seconds=INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
 def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log due by max.compaction.lag.ms or by a passed delete horizon."""
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
-    evals = evaluate_all(log_store, known, now_ms(), context.log)
-    runs = _requests(evals, {"max_compaction_lag", "delete_horizon"})
+    now = now_ms()
+    evals = evaluate_all(log_store, known, now, context.log)
+    runs = _requests(context.instance, evals, {"max_compaction_lag", "delete_horizon"}, now)
     return dg.SensorResult(run_requests=runs, skip_reason=None if runs else dg.SkipReason(
         f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"))

@@ -14,11 +14,12 @@ import pytest
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.cleaning import cleaner, engine
-from compaction_assets.defs import alerts
+from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from resources.log_store import LogStoreResource
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
@@ -115,6 +116,46 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
         assert len(batch[log]["compacted_log"]) == 1 and batch[log]["compacted_log"][0]["cleaned"] is True
         assert [c[0] for name in ("latest_value_per_key", "max_compaction_delay") for c in batch[log][name]] == \
             [True, True]
+
+
+def tick(sensor, instance, resources):
+    from compaction_assets.definitions import defs
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx:
+        return sensor.evaluate_tick(ctx)
+
+
+def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
+    tmp, store, resources, instance = env
+    logs = [f"users-{i}" for i in range(6)]
+    for log in logs:
+        land(tmp / "landing", log, records(30))
+    found = tick(log_discovery_sensor, instance, resources)
+    instance.add_dynamic_partitions(log_partitions.name, found.dynamic_partitions_requests[0].partition_keys)
+    [ingest] = found.run_requests          # six logs with new files: one batch, not six runs
+    assert ingest.job_name == "ingest_batch_job" and ingest.tags["compaction/logs"] == "users:0-5"
+    assert ingest.tags["topic"] == "users" and ingest.tags["compaction/batch_size"] == "6"
+    assert sorted(ingest.run_config["ops"]["ingest_batch_op"]["config"]["logs"]) == logs
+    for log in logs:   # ingested without cleaning: the dirty-ratio sensor finds them due
+        assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
+                              run_config=QUIET).success
+    with clock.frozen_at(NOW):
+        [batch] = tick(dirty_ratio_sensor, instance, resources).run_requests
+        assert batch.job_name == "compaction_batch_job" and batch.tags["reason"] == "dirty_ratio"
+        assert batch.run_config["ops"]["compaction_batch_op"]["config"] == {"logs": logs, "now_ms": NOW}
+        assert tick(dirty_ratio_sensor, instance, resources).run_requests[0].run_key == batch.run_key
+        # bounded by bytes: a log's cleanable bytes are ~600 here, so two logs a batch
+        monkeypatch.setattr(batch_requests, "MAX_BATCH_BYTES", 1300)
+        split = tick(dirty_ratio_sensor, instance, resources).run_requests
+        assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2, 2, 2]
+        monkeypatch.undo()
+        result = compaction_batch_job.execute_in_process(run_config={**QUIET, **batch.run_config}, tags=batch.tags,
+                                                         instance=instance, resources=resources)
+        assert result.success
+        assert tick(dirty_ratio_sensor, instance, resources).run_requests == []
+    # one log due: today's run of its own
+    land(tmp / "landing", "users-0", records(30), name="b.jsonl")
+    [one] = tick(log_discovery_sensor, instance, resources).run_requests
+    assert one.job_name == "ingest_job" and one.partition_key == "users-0"
 
 
 def alerts_of(instance, run_id):

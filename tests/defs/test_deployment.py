@@ -14,6 +14,7 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets.cleaning import engine
 from compaction_assets.defs import clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.batches import compaction_batch_job
 from compaction_assets.defs.jobs import (SPARK_POOL, clear_uncleanable_job, compaction_job, gc_job, retention_job,
                                          set_checkpoint_job, set_log_start_job)
 from compaction_assets.defs.partitions import log_partitions
@@ -163,19 +164,18 @@ def test_sweep_schedule_starts_every_eligible_log_like_clean_all(env, spark):
     with clock.frozen_at(NOW):
         tick = schedule("compaction_sweep_schedule").evaluate_tick(dg.build_schedule_context(
             instance=instance, resources={"log_store": log_store}, repository_def=defs.get_repository_def()))
-    assert sorted(r.partition_key for r in tick.run_requests) == ["drop-0", "users-0"]
-    request = [r for r in tick.run_requests if r.partition_key == "users-0"][0]
-    assert request.job_name in (None, "compaction_job")
-    assert (request.tags["topic"], request.tags["partition"], request.tags["log"]) == ("users", "0", "users-0")
-    location = dg.Definitions(assets=[raw_segments, cleanable_range, compacted_log, latest_state], jobs=[compaction_job],
-                              resources={"log_store": log_store, "pyspark": LazyPySparkResource(spark_config={})})
-    result = location.resolve_job_def("compaction_job").execute_in_process(
-        partition_key="users-0", instance=instance, tags=request.tags,
-        run_config={**QUIET, "ops": {"compacted_log": {"config": {"now_ms": NOW}},
-                                     "cleanable_range": {"config": {"now_ms": NOW}}}})
+    # one batch run (a schedule starts one job: the batch job), its logs in its config and its tags
+    [request] = tick.run_requests
+    assert request.job_name in (None, "compaction_batch_job")
+    config = request.run_config["ops"]["compaction_batch_op"]["config"]
+    assert sorted(config["logs"]) == ["drop-0", "users-0"] and config["now_ms"] == NOW
+    assert request.tags["compaction/logs"] == "drop:0;users:0" and "topic" not in request.tags
+    result = compaction_batch_job.execute_in_process(
+        instance=instance, tags=request.tags, run_config={**QUIET, **request.run_config},
+        resources={"log_store": log_store, "pyspark": LazyPySparkResource(spark_config={})})
     assert result.success
     assert log_store.handle("users-0").manifest().total_records < 60
-    assert instance.get_run_by_id(result.run_id).tags["topic"] == "users"
+    assert {e.partition for e in result.get_asset_materialization_events()} == {"drop-0", "users-0"}
 
 
 def test_schedule_cron_and_status_are_configurable():
@@ -261,8 +261,9 @@ def test_discovery_deletes_partitions_of_logs_that_are_gone(env):
 
 
 def test_200_due_logs_queue_behind_the_spark_pool(env):
-    """One tick over 200 due logs asks for runs of compaction_job only, whose every Spark step is in the
-    pool, so the instance's pool limit bounds how many run at once (measured in test_pool_limit_*)."""
+    """One tick over 200 due logs asks for one batch run (not 200 runs), whose cleaning step is in the
+    pool, as every Spark step of compaction_job is, so the instance's pool limit bounds how many run at
+    once (measured in test_pool_limit_*)."""
     log_store, instance = env
     logs = [f"users-{p}" for p in range(200)]
     for log in logs:
@@ -272,7 +273,9 @@ def test_200_due_logs_queue_behind_the_spark_pool(env):
         with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={"log_store": log_store},
                                      definitions=defs) as ctx:
             requests = dirty_ratio_sensor.evaluate_tick(ctx).run_requests
-    assert len(requests) == 100   # COMPACTION_MAX_RUNS_PER_TICK: the rest wait for the next tick
+    [batch] = requests   # 200 small logs fit one batch (defs/batch_requests.py bounds logs and bytes)
+    assert batch.job_name == "compaction_batch_job" and batch.tags["compaction/logs"] == "users:0-199"
+    assert [n.definition.pool for n in defs.resolve_job_def("compaction_batch_job").graph.nodes] == [SPARK_POOL]
     job = defs.resolve_job_def("compaction_job")
     spark_steps = {n.name: n.definition.pool for n in job.graph.nodes}
     # the checks read the log with pyarrow in the step, no Spark: they need no place in the pool
