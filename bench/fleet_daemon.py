@@ -1,0 +1,182 @@
+"""A fleet from landing to cleaned through the Dagster daemon, beside the CLI's fleet on the same data.
+
+    .venv/bin/python -m bench.fleet_daemon [--logs 100] [--records 5000] [--json OUT]
+
+As a platform team runs it: one warm Spark Connect server (SPARK_REMOTE, else `scripts/spark-connect.sh
+start`, stopped at the end); `dagster-daemon run -w workspace.yaml` with the sensors on by default and the
+instance as `scripts/ui.sh` writes it (the Spark pool's limit 2). Files for `--logs` partitions of one
+topic land under the landing area at once (a folder renamed into it); the clock runs until every log's
+latest_state is recorded (landing -> ingested -> cleaned -> checked -> latest state), sensor intervals
+included. Then the CLI, on the same landing files into a store of its own: `ingest`, then `clean --all`
+(two processes, timed from outside). Prints both, per log, and their ratio; and the runs the daemon
+started and the most that were queued at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = str(ROOT / ".venv" / "bin" / "python")
+TOPIC = "fleet"
+TOPICS = (f"topics:\n  {TOPIC}: {{segment.ms: 60000, min.cleanable.dirty.ratio: 0.5}}\n")
+
+
+def write_landing(staging: Path, logs: int, records: int, keys: int, seed: int = 7) -> None:
+    """One JSON Lines file per partition, records an hour old (past the topic's segment.ms: due)."""
+    rng = random.Random(seed)
+    start = int(time.time() * 1000) - 3_600_000
+    for p in range(logs):
+        folder = staging / TOPIC / f"partition={p}"
+        folder.mkdir(parents=True)
+        lines = [json.dumps({"key": f"k{rng.randrange(keys)}", "value": "v" * 80, "timestamp": start + i})
+                 for i in range(records)]
+        (folder / f"{TOPIC}+{p}+0000000000.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _env(work: Path, name: str, remote: str) -> dict:
+    return {**os.environ, "SPARK_REMOTE": remote, "COMPACTION_STORE": str(work / name / "store"),
+            "COMPACTION_LANDING": str(work / "landing"), "COMPACTION_TOPICS": str(work / "topics.yaml"),
+            "COMPACTION_LATEST_STATE": str(work / name / "latest")}
+
+
+def _progress(instance, logs: int) -> tuple[int, int, int]:
+    """(logs with a latest_state recorded, runs queued, runs started so far)."""
+    import dagster as dg
+
+    recs = instance.fetch_materializations(dg.AssetKey("latest_state"), limit=logs * 3).records
+    done = len({r.asset_materialization.partition for r in recs})
+    queued = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]))
+    return done, queued, instance.get_runs_count()
+
+
+def _phases(instance, landed: float) -> list[dict]:
+    """Per run: when it was requested and started (seconds after the landing), and its steps' durations."""
+    out = []
+    for rec in sorted(instance.get_run_records(), key=lambda r: r.create_timestamp):
+        run = rec.dagster_run
+        out.append({"job": run.job_name, "logs": int(run.tags.get("compaction/batch_size", 1)),
+                    "requested_s": round(rec.create_timestamp.timestamp() - landed, 1),
+                    "started_s": round((rec.start_time or landed) - landed, 1),
+                    "ended_s": round((rec.end_time or landed) - landed, 1),
+                    "steps": {s.step_key: round((s.end_time or 0) - (s.start_time or 0), 1)
+                              for s in instance.get_run_step_stats(run.run_id)}})
+    return out
+
+
+def run_cli_phases(work: Path, remote: str) -> dict:
+    """`ingest` then `clean --all`, each its own process, each timed."""
+    env = _env(work, "cli", remote)
+    out = {}
+    for name, command in (("ingest", ["ingest"]), ("clean", ["clean", "--all"])):
+        t = time.monotonic()
+        subprocess.run([PY, "-m", "compaction_assets", *command], env=env, cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out[name] = time.monotonic() - t
+    return out
+
+
+def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float) -> dict:
+    """Start the daemon, land the files at once, wait until every log's history is recorded."""
+    import dagster as dg
+
+    home = work / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n")
+    env = {**_env(work, "dagster", remote), "DAGSTER_HOME": str(home)}
+    os.environ["DAGSTER_HOME"] = str(home)
+    # the SQLite storages created here, before the daemon and its code server open them at once (two
+    # processes creating a fresh schema race: "more than one head present")
+    dg.DagsterInstance.get().dispose()
+    log = open(work / "daemon.log", "w")
+    daemon = subprocess.Popen([str(ROOT / ".venv" / "bin" / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+                              env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            time.sleep(15)   # the daemon is up and its sensors have ticked once over an empty landing area
+            (work / "landing").mkdir(exist_ok=True)
+            t0 = time.monotonic()
+            os.rename(staging / TOPIC, work / "landing" / TOPIC)
+            most_queued, done, runs = 0, 0, 0
+            while done < logs and time.monotonic() - t0 < timeout:
+                time.sleep(0.5)
+                done, queued, runs = _progress(instance, logs)
+                most_queued = max(most_queued, queued)
+            wall = time.monotonic() - t0
+            failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+            phases = _phases(instance, time.time() - wall)
+        return {"wall_s": wall, "logs_done": done, "runs": runs, "most_queued": most_queued, "failed_runs": failed,
+                "runs_detail": phases}
+    finally:
+        os.killpg(daemon.pid, signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(daemon.pid, signal.SIGKILL)
+        log.close()
+
+
+def measure(logs: int, records: int, keys: int | None, workdir: str | None, timeout: float) -> dict:
+    """Both paths on the same landed files; the figures as a dict."""
+    work = Path(workdir or tempfile.mkdtemp(prefix="fleet-daemon-"))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "topics.yaml").write_text(TOPICS)
+    own = not os.environ.get("SPARK_REMOTE")
+    remote = os.environ.get("SPARK_REMOTE") or subprocess.run(
+        ["bash", "scripts/spark-connect.sh", "start"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    try:
+        staging = work / "staging"
+        write_landing(staging, logs, records, keys or max(1, records // 10))
+        daemon = run_daemon(work, staging, logs, remote, timeout)
+        cli_phases = run_cli_phases(work, remote)
+        cli = sum(cli_phases.values())
+    finally:
+        if own:
+            subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=ROOT, check=False)
+        if not workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"logs": logs, "records": records, "dagster": daemon, "cli_wall_s": cli, "cli_phases_s": cli_phases,
+            "dagster_per_log_s": daemon["wall_s"] / logs, "cli_per_log_s": cli / logs,
+            "ratio": daemon["wall_s"] / cli}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--logs", type=int, default=100)
+    ap.add_argument("--records", type=int, default=5000)
+    ap.add_argument("--keys", type=int, help="distinct keys per log (default records / 10)")
+    ap.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="give up on the daemon after this many seconds")
+    ap.add_argument("--json", help="also write the figures as JSON to this file")
+    args = ap.parse_args()
+    out = measure(args.logs, args.records, args.keys, args.workdir, args.timeout)
+    d = out["dagster"]
+    print(f"{out['logs']} logs x {out['records']} records")
+    print(f"dagster daemon: {d['wall_s']:.1f} s ({out['dagster_per_log_s']:.3f} s a log), {d['runs']} runs, "
+          f"at most {d['most_queued']} queued, {d['failed_runs']} failed, {d['logs_done']} logs done")
+    for run in d["runs_detail"]:
+        print(f"  {run['job']} ({run['logs']} logs): requested at {run['requested_s']} s, started at "
+              f"{run['started_s']} s, ended at {run['ended_s']} s; steps {run['steps']}")
+    c = out["cli_phases_s"]
+    print(f"cli ingest + clean --all: {out['cli_wall_s']:.1f} s ({out['cli_per_log_s']:.3f} s a log; "
+          f"ingest {c['ingest']:.1f} s, clean {c['clean']:.1f} s)")
+    print(f"ratio dagster / cli: {out['ratio']:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    if d["logs_done"] < out["logs"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
