@@ -68,7 +68,7 @@ def _phases(instance, landed: float) -> list[dict]:
         out.append({"job": run.job_name, "logs": int(run.tags.get("compaction/batch_size", 1)),
                     "requested_s": round(rec.create_timestamp.timestamp() - landed, 1),
                     "started_s": round((rec.start_time or landed) - landed, 1),
-                    "ended_s": round((rec.end_time or landed) - landed, 1),
+                    "ended_s": round(rec.end_time - landed, 1) if rec.end_time else None,
                     "steps": {s.step_key: round((s.end_time or 0) - (s.start_time or 0), 1)
                               for s in instance.get_run_step_stats(run.run_id)}})
     return out

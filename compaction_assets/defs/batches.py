@@ -222,7 +222,9 @@ class CleaningBatch:
         fleet = [(p.handle, p.config) for p in pending.values()]
         worker = threading.Thread(target=lambda: (engine.run_many(
             fleet, self.now, spark=self.spark, force=self.force, concurrency=settings.current().clean_concurrency,
-            progress=self.context.log.info, done=lambda r: finished.put(self.finished(pending, r))),
+            # no per-log progress lines: each is a row of the run's event log, and the logs' own events
+            # already show the batch's progress
+            done=lambda r: finished.put(self.finished(pending, r))),
             finished.put(None)), name="batch-fleet", daemon=True)
         worker.start()
         while (outcome := finished.get()) is not None:
@@ -300,7 +302,7 @@ def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_sto
     folders = landing_logs(log_store.landing_area())[0]
     outcomes = []
     for log in config.logs:
-        outcome = _ingest_one(log_store, log, folders, context.log.info)
+        outcome = _ingest_one(log_store, log, folders, None)   # its events show progress (see above)
         outcomes.append(outcome)
         yield from outcome.events
     failed = [o for o in outcomes if o.failure]
