@@ -73,7 +73,7 @@ def batch_now(context: dg.OpExecutionContext, config: BatchConfig) -> int:
 def _failed(log: str, asset: str, reason: str, transient: bool = False, marked: bool = False) -> LogOutcome:
     """A failure, recorded on the partition (the alert sensor pages once per such observation)."""
     events = [] if transient else [dg.AssetObservation(
-        asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "uncleanable": marked})]
+        asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "observed_uncleanable": marked})]
     return LogOutcome(log, events, failure=reason, transient=transient)
 
 
