@@ -257,7 +257,7 @@ with dg.DagsterInstance.get() as instance:
 
 @pytest.mark.slow   # a second process with its own Spark, killed, then leases left to expire: 1-2 minutes
 def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeypatch):
-    logs = [f"users-{i}" for i in range(8)]
+    logs = [f"users-{i}" for i in range(16)]   # enough that the kill lands midway on a fast machine too
     ttl = 3.0   # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does
     store, resources = make_env(tmp_path, lock_ttl=ttl)
     home = tmp_path / "home"
@@ -282,7 +282,7 @@ def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeyp
             done = sum(len(history(instance, log)["compacted_log"]) == 1 for log in logs)
             if done >= 2:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         assert proc.poll() is None, "the batch finished before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
