@@ -13,21 +13,23 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.cleaning import cleaner, engine
+from compaction_assets.cleaning import engine, layout
 from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
+from compaction_assets.defs.table import table_matches_latest_state
 from resources.log_store import LogStoreResource
 
-ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
+ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks, table_matches_latest_state]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 NOW = 2_000_000_000_000   # past every segment's deadline: a fresh log is due
 ROOT = Path(__file__).resolve().parents[2]
-# differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went
-VOLATILE = {"cleaning_run", "clean_time_secs", "path"}
+# differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went,
+# the topic table's snapshot id (random) and the snapshots a commit expired (the topic's, by commit order)
+VOLATILE = {"cleaning_run", "clean_time_secs", "path", "table_snapshot_id", "table_snapshots_expired"}
 
 
 def land(landing: Path, log: str, records: list[dict], name: str = "a.jsonl") -> None:
@@ -66,15 +68,21 @@ def run_batch(job, logs, resources, instance, op="compaction_batch_op", now=NOW)
                                   raise_on_error=False)
 
 
+def own(log: str, key: str, value):
+    """A metadata value as it concerns `log`: the topic's table lists every log it reflects, in the order
+    they committed (a batch commits them as they finish), so only the log's own entry is compared."""
+    return {log: value.get(log)} if key == "table_log_versions" else value
+
+
 def history(instance, log: str) -> dict:
     """A partition's history: each asset's materializations' metadata and each check's evaluations."""
     out = {}
     for asset in ("raw_segments", "cleanable_range", "compacted_log", "latest_state"):
         recs = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
                                                                      asset_partitions=[log]), limit=10).records
-        out[asset] = [{k: v.value for k, v in r.asset_materialization.metadata.items() if k not in VOLATILE}
-                      for r in recs]
-    for spec in compacted_log_checks.check_specs:
+        out[asset] = [{k: own(log, k, v.value) for k, v in r.asset_materialization.metadata.items()
+                       if k not in VOLATILE} for r in recs]
+    for spec in [*compacted_log_checks.check_specs, *table_matches_latest_state.check_specs]:
         recs = instance.event_log_storage.get_asset_check_execution_history(spec.key, limit=200)
         out[spec.name] = [(r.evaluation.passed, r.evaluation.severity, r.evaluation.blocking,
                            {k: v.value for k, v in r.evaluation.metadata.items() if k not in VOLATILE})
@@ -207,10 +215,10 @@ def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_
     for log in logs:
         land(tmp / "landing", log, records(7 if log == "users-1" else 6, keys=2))
     instance.add_dynamic_partitions(log_partitions.name, logs)
-    right = cleaner.rewrite_plan
+    right = layout.rewrite_plan
     # a wrong cleaning of users-1 only (the only log of 7 records): it decides, then writes nothing
-    monkeypatch.setattr(cleaner, "rewrite_plan",
-                        lambda d: ([], []) if d.stats["records_read"] == 7 else right(d))
+    monkeypatch.setattr(layout, "rewrite_plan",
+                        lambda d, tuning: ([], []) if d.stats.records_read == 7 else right(d, tuning))
     result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
     assert not result.success
     bad = history(instance, "users-1")
