@@ -22,7 +22,8 @@ import dagster as dg
 from compaction_assets.defs.batches import LOGS_TAG
 from compaction_assets.log.names import parse_log_name
 
-MIN_BATCH = 4                  # due logs in one tick from which they go into batch runs
+MIN_BATCH = 10                 # due logs in one tick from which they go into batch runs (fewer: a run each,
+                               # at most 9 runs of a few seconds; the per-partition runs users know)
 MAX_BATCH_LOGS = 250           # logs in one batch run
 MAX_BATCH_BYTES = 2 << 30      # cleanable (or pending) bytes in one batch run
 SIZE_TAG = "compaction/batch_size"

@@ -134,27 +134,27 @@ def tick(sensor, instance, resources):
 
 def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     tmp, store, resources, instance = env
-    logs = [f"users-{i}" for i in range(6)]
+    logs = [f"users-{i}" for i in range(batch_requests.MIN_BATCH)]
     for log in logs:
         land(tmp / "landing", log, records(30))
     found = tick(log_discovery_sensor, instance, resources)
     instance.add_dynamic_partitions(log_partitions.name, found.dynamic_partitions_requests[0].partition_keys)
-    [ingest] = found.run_requests          # six logs with new files: one batch, not six runs
-    assert ingest.job_name == "ingest_batch_job" and ingest.tags["compaction/logs"] == "users:0-5"
-    assert ingest.tags["topic"] == "users" and ingest.tags["compaction/batch_size"] == "6"
-    assert sorted(ingest.run_config["ops"]["ingest_batch_op"]["config"]["logs"]) == logs
+    [ingest] = found.run_requests          # ten logs with new files: one batch, not ten runs
+    assert ingest.job_name == "ingest_batch_job" and ingest.tags["compaction/logs"] == "users:0-9"
+    assert ingest.tags["topic"] == "users" and ingest.tags["compaction/batch_size"] == "10"
+    assert sorted(ingest.run_config["ops"]["ingest_batch_op"]["config"]["logs"]) == sorted(logs)
     for log in logs:   # ingested without cleaning: the dirty-ratio sensor finds them due
         assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
                               run_config=QUIET).success
     with clock.frozen_at(NOW):
         [batch] = tick(dirty_ratio_sensor, instance, resources).run_requests
         assert batch.job_name == "compaction_batch_job" and batch.tags["reason"] == "dirty_ratio"
-        assert batch.run_config["ops"]["compaction_batch_op"]["config"] == {"logs": logs, "now_ms": NOW}
+        assert batch.run_config["ops"]["compaction_batch_op"]["config"] == {"logs": sorted(logs), "now_ms": NOW}
         assert tick(dirty_ratio_sensor, instance, resources).run_requests[0].run_key == batch.run_key
         # bounded by bytes: a log's cleanable bytes are ~600 here, so two logs a batch
         monkeypatch.setattr(batch_requests, "MAX_BATCH_BYTES", 1300)
         split = tick(dirty_ratio_sensor, instance, resources).run_requests
-        assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2, 2, 2]
+        assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2] * 5
         monkeypatch.undo()
         result = compaction_batch_job.execute_in_process(run_config={**QUIET, **batch.run_config}, tags=batch.tags,
                                                          instance=instance, resources=resources)
