@@ -12,8 +12,6 @@ Every error names the file and the line.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import json
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, records_to_table
+from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
 
@@ -35,15 +33,6 @@ def file_format(path: str | Path) -> str:
     if fmt is None:
         raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json, .ndjson or .avro)")
     return fmt
-
-
-def _b64(value: Any, where: str) -> bytes:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{where}: base64 value must be a string")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInputError(f"{where}: invalid base64") from None
 
 
 def _json_record(obj: Any, where: str) -> dict:
@@ -59,7 +48,7 @@ def _json_record(obj: Any, where: str) -> dict:
             if name in obj:
                 raise InvalidInputError(f"{where}: both {name!r} and '{name}_b64' given")
             raw = obj[f"{name}_b64"]
-            rec[name] = None if raw is None else _b64(raw, f"{where}: {name}_b64")
+            rec[name] = None if raw is None else decode_base64(raw, f"{where}: {name}_b64")
         elif name in obj:
             val = obj[name]
             if val is not None and not isinstance(val, str):
@@ -91,7 +80,7 @@ def _json_record(obj: Any, where: str) -> dict:
             if not isinstance(name, str):
                 raise InvalidInputError(f"{where}: header name {name!r} is not a string")
             if isinstance(val, dict):
-                val = _b64(val.get("b64"), f"{where}: header {name!r}")
+                val = decode_base64(val.get("b64"), f"{where}: header {name!r}")
             elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
                 raise InvalidInputError(f"{where}: header {name!r} value must be a string, an integer "
                                         f"(8 bytes), null or {{\"b64\": ...}}, got {type(val).__name__}")

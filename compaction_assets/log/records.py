@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -48,6 +50,16 @@ class Record:
     timestamp: int
     headers: list[tuple[str, bytes | None]]
     delete_horizon: int | None = None
+
+
+def decode_base64(value: Any, where: str) -> bytes:
+    """Base64 text as bytes; anything else is refused in one line naming `where`."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{where}: must be base64 text, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInputError(f"{where}: invalid base64") from None
 
 
 def to_bytes(value: Any, what: str) -> bytes | None:

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.connectors.readers import Rows
 from compaction_assets.log.connectors.settings import FileFormat, LandingConfig
+from compaction_assets.log.records import decode_base64
 
 MISSING = object()
 
@@ -74,14 +73,7 @@ def to_ms(v: Any, where: str) -> int | None:
 
 
 def _b64(v: Any, where: str, what: str) -> bytes | None:
-    if v is None:
-        return None
-    if not isinstance(v, str):
-        raise InvalidInputError(f"{where}: {what} must be base64 text, got {type(v).__name__}")
-    try:
-        return base64.b64decode(v, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidInputError(f"{where}: {what} is not valid base64") from None
+    return None if v is None else decode_base64(v, f"{where}: {what}")
 
 
 def header_pairs(raw: Any, where: str) -> list[tuple[str, bytes | None]]:
