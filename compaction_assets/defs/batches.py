@@ -124,6 +124,13 @@ class CleaningBatch:
                  force: bool, only_due: bool):
         self.context, self.log_store, self.spark = context, log_store, spark
         self.now, self.force, self.only_due = now, force, only_due
+        self._table_locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def table_lock(self, log: str) -> threading.Lock:
+        """The lock of the log's topic table: its logs commit one at a time (a lost race redoes a commit)."""
+        with self._guard:
+            return self._table_locks.setdefault(parse_log_name(log, "log")[0], threading.Lock())
 
     def triage(self, log: str) -> LogOutcome | _Pending | None:
         """What to do with one log: a failure, a recorded outcome, a cleaning to run, or nothing."""
@@ -172,7 +179,7 @@ class CleaningBatch:
         if blocked:   # as a blocking check's failure stops this partition's latest_state step
             return LogOutcome(log, events, failure=f"{log}: blocking check(s) failed: {', '.join(blocked)}")
         try:
-            state = latest_state_metadata(self.log_store, handle, self.spark)
+            state = latest_state_metadata(self.log_store, handle, self.spark, self.table_lock(log))
         except (CompactionError, dg.Failure) as exc:   # dg.Failure: the table's commit refused (defs/table.py)
             reason = getattr(exc, "description", None) or str(exc)
             return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,

@@ -5,6 +5,7 @@ so that a partition cleaned in a batch has exactly the history it would have had
 """
 
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import dagster as dg
@@ -80,9 +81,10 @@ def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: 
         BEFORE_VERSION: rep.before_version, AFTER_VERSION: rep.after_version, EVALUATED_AT_MS: now}
 
 
-def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark) -> dict:
-    """Write the log's key -> value table for its current version, commit it to the topic's table;
-    latest_state's metadata."""
+def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
+                          table_lock: AbstractContextManager = nullcontext()) -> dict:
+    """Write the log's key -> value table for its current version, commit it to the topic's table (under
+    `table_lock`); latest_state's metadata."""
     m = handle.manifest()
     # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
     st = Storage.open(log_store.latest_state_location())
@@ -94,7 +96,8 @@ def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark)
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
-    table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
+    with table_lock:   # a batch commits a topic's logs one at a time: racing commits would redo each other
+        table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
     return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
             "log_version": m.version, **table}
 

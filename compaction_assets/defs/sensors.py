@@ -52,17 +52,18 @@ def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
 
 
 def _ingest_requests(context, pending: dict[str, list], now: int) -> list[dg.RunRequest]:
-    """An ingest_job run per log with new files; batch runs when many logs have some."""
+    """An ingest_job run per log with new files; batch runs when many logs have some. Logs a queued or
+    running batch holds wait for it."""
+    held = batch_requests.in_flight(context.instance)
     due = []
     for log, files in sorted(pending.items()):
-        digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
-        due.append(Due(log, batch_requests.pending_bytes(files), digest))
+        if log not in held:
+            digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
+            due.append(Due(log, batch_requests.pending_bytes(files), digest))
     if len(due) < batch_requests.MIN_BATCH:
         return [dg.RunRequest(job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}",
                               tags=log_tags(d.log)) for d in due]
-    held = batch_requests.in_flight(context.instance)
-    return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op",
-                                         [d for d in due if d.log not in held], now, "ingest")
+    return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
 
 
 @dg.sensor(jobs=[ingest_job, ingest_batch_job], minimum_interval_seconds=INTERVAL_S,
@@ -126,13 +127,15 @@ def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=Non
 
 def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: int, prefix: str = "",
                       always_batch: bool = False) -> list[dg.RunRequest]:
-    """A compaction_job run per due log (in priority order), or batch runs when many are due."""
+    """A compaction_job run per due log (in priority order), or batch runs when many are due. Logs a
+    queued or running batch holds wait for it (their manifests change under it: new run keys)."""
+    held = batch_requests.in_flight(instance)
+    due = [ev for ev in due if ev.log not in held]
     if len(due) < batch_requests.MIN_BATCH and not always_batch:
         # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
         # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
         return [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]]
-    held = batch_requests.in_flight(instance)
-    items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due if ev.log not in held]
+    items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
     reasons = ",".join(sorted({str(ev.reason) for ev in due}))
     return batch_requests.batch_requests(compaction_batch_job.name, "compaction_batch_op", items, now,
                                          f"{prefix}clean", {"reason": reasons})
