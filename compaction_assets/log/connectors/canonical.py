@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from compaction_assets.errors import InvalidInputError
+from compaction_assets.log.records import to_bytes
 
 SCHEMA_FILE = "value_schema.json"
 
@@ -56,12 +57,8 @@ def is_structured(obj: Any) -> bool:
 
 def encode(obj: Any, where: str) -> bytes | None:
     """A key or value as stored: None, bytes, UTF-8 text, or canonical JSON; one-line error naming `where`."""
-    if obj is None:
-        return None
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return bytes(obj)
-    if isinstance(obj, str):
-        return obj.encode("utf-8")
+    if obj is None or isinstance(obj, (bytes, bytearray, memoryview, str)):
+        return to_bytes(obj, where)   # bytes stay bytes, text is its UTF-8, as a native record's
     try:
         return canonical_json(obj)
     except (TypeError, ValueError) as exc:
