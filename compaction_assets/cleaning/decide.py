@@ -28,7 +28,7 @@ from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.cleaning.winners import WINNER_FIELDS, narrow_rows, winners
 from compaction_assets.log.ranking import rank_columns, spark_loses, with_spark_ranks
-from compaction_assets.log.reader import read_segments, segment_index
+from compaction_assets.log.reader import ReadPaths, read_segments, segment_index
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.segment_stats import dead_offsets
 from compaction_assets.log.side_tables import remembered_df
@@ -82,7 +82,8 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         figures, horizons = segment_figures(arrow_figures(table), span.segments)
         return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                                  only_touched_keys=only_touched, kept=kept_offsets(table))
-    decided = decision_columns(spark, handle, manifest, config, winners, span, first_uncleanable, now, new_horizon)
+    decided = decision_columns(spark, handle, manifest, config, winners, span, first_uncleanable, now, new_horizon,
+                               tuning)
     if span.rows <= tuning.collect_decision_max_rows:
         return _collected(spark, decided, config, span, new_horizon, only_touched)
     return _cached(decided, span, new_horizon, only_touched)
@@ -97,25 +98,25 @@ def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicCo
         # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
         # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
         # shuffling it)
-        old, new = (narrow_rows(spark, handle, manifest, config, segs) for segs in (span.unique, span.newer))
+        old, new = (narrow_rows(spark, handle, manifest, config, segs, tuning) for segs in (span.unique, span.newer))
         touched = F.broadcast(new.select("key").distinct())
         single = old.join(touched, "key", "left_anti")
         grouped = winners(spark, handle, old.join(touched, "key", "left_semi").unionByName(new),
                           2 * span.newer_rows, span.newer, config, tuning)
         return single.select("key", *rank_columns(config), "offset", *WINNER_FIELDS).unionByName(grouped), True
-    narrow = narrow_rows(spark, handle, manifest, config, span.segments)
+    narrow = narrow_rows(spark, handle, manifest, config, span.segments, tuning)
     return winners(spark, handle, narrow, span.rows, span.segments, config, tuning), False
 
 
 def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, span: CleaningRange,
-                     first_uncleanable: int, now: int, new_horizon: int):
+                     first_uncleanable: int, now: int, new_horizon: int, tuning: CleanerTuning):
     """Spark: the winners with DECISION_COLUMNS, after the remembered deletes and the holds (the guard of
     the timestamp and header strategies) have had their say."""
     from pyspark.sql import functions as F
 
     guard = config.strategy != Strategy.OFFSET
     winners, rem_beats = _remembered_beats(spark, handle, manifest, config, winners) if guard else (winners, None)
-    winners, held = _held(spark, handle, manifest, config, winners, first_uncleanable) if guard else (winners, None)
+    winners, held = _held(spark, handle, manifest, config, winners, first_uncleanable, tuning.reads) if guard else (winners, None)
     until = [] if held is not None else [F.lit(None).cast("long").alias("until")]
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = held if held is not None else F.lit(False)
@@ -147,7 +148,8 @@ def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: Topi
     return winners, F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
 
 
-def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, first_uncleanable: int):
+def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, first_uncleanable: int,
+          reads: ReadPaths):
     """The winners with `until` (the highest offset above the range of a record its tombstone holds
     back), and the column telling a tombstone is held; (winners, None) when nothing lies above."""
     from pyspark.sql import functions as F
@@ -156,7 +158,7 @@ def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, win
     outside = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > first_uncleanable and s.records]
     if not outside:
         return winners, None
-    out = with_spark_ranks(read_segments(spark, handle, manifest, outside), config)
+    out = with_spark_ranks(read_segments(spark, handle, manifest, outside, reads=reads), config)
     out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
     tombs = winners.where(F.col("tomb")).select(
         "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])

@@ -33,7 +33,7 @@ from compaction_assets.log.store import LogHandle
 def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span, now: int,
                     new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
     """The decision of `span` (a decide.CleaningRange): its newer segments grouped, its prefix probed."""
-    narrow = narrow_rows(spark, handle, manifest, config, span.newer)
+    narrow = narrow_rows(spark, handle, manifest, config, span.newer, tuning)
     query = winners(spark, handle, narrow, span.newer_rows, span.newer, config, tuning).select(
         "key", "offset", *WINNER_FIELDS)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:

@@ -9,6 +9,12 @@ to send small logs through the paths of large ones.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from compaction_assets.log.reader import DEFAULT_READS, ReadPaths
+
+if TYPE_CHECKING:
+    from compaction_assets.cleaning.decision import Decision
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,12 @@ class CleanerTuning:
     # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
     # proportion to the change); beyond, or when most entries are stale, the vector is rebuilt whole
     dead_vector_max_files: int = 8
+    # how the cleaning's Spark reads go (the stamp lookup's buckets, Spark's reader or Python workers
+    # for local files): the reader's own paths, each with its reason in log/reader.py
+    reads: ReadPaths = DEFAULT_READS
+    # which segments are rewritten and which marked, from the decision: None is layout.rewrite_plan; a
+    # test hands a wrong plan here to see the checks catch a wrong cleaning (no module patched)
+    rewrite_plan: Callable[[Decision, CleanerTuning], tuple[list[int], list[int]]] | None = None
 
 
 DEFAULT_TUNING = CleanerTuning()

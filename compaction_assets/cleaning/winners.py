@@ -21,11 +21,12 @@ from compaction_assets.log.store import LogHandle
 WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
 
 
-def narrow_rows(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, segs: list[tuple[int, Segment]]):
+def narrow_rows(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, segs: list[tuple[int, Segment]],
+                tuning: CleanerTuning):
     """Spark: the narrow columns of the segments' records that deciding reads (with the rank columns)."""
     from pyspark.sql import functions as F
 
-    df = with_spark_ranks(read_segments(spark, handle, manifest, segs), config)
+    df = with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads), config)
     return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
                      "delete_horizon", F.col("record_size").alias("size"), *rank_columns(config))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -17,21 +18,33 @@ from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
-STAMP_BUCKET_FILES = 8            # stamped files a bucket of the stamp lookup holds (a checksum picks one)
-# Local files: Spark's reader (False) or the Python workers that object stores use (True); kept as a
-# switch so the two can be measured against each other on the same data (docs/deployment.md, "Object storage").
-PYTHON_WORKER_READS_LOCAL = False
+
+
+@dataclass(frozen=True)
+class ReadPaths:
+    """How a Spark read of segments goes (the defaults are the product's; tests and the benchmark pass
+    their own to send a read down the other path)."""
+    # stamped files a bucket of the stamp lookup holds (a checksum picks one): a map is searched
+    # linearly, so each row's work stays constant however many files are stamped
+    stamp_bucket_files: int = 8
+    # local files read by the Python workers that object stores use, not by Spark's reader: a switch so
+    # the two can be measured against each other on the same data (docs/deployment.md, "Object storage")
+    python_workers_read_local: bool = False
+
+
+DEFAULT_READS = ReadPaths()
 COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
 
 
-def read_df(spark, handle: LogHandle, from_offset: int = 0, *, ordered: bool = True, manifest: Manifest | None = None):
+def read_df(spark, handle: LogHandle, from_offset: int = 0, *, ordered: bool = True, manifest: Manifest | None = None,
+            reads: ReadPaths = DEFAULT_READS):
     """Visible records at or above `from_offset` (the next surviving one onwards), in offset order."""
     from pyspark.sql import functions as F
 
     manifest = manifest or handle.manifest()
     start = max(from_offset, manifest.log_start_offset)
     segs = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > start and s.files]
-    df = read_segments(spark, handle, manifest, segs).where(F.col("offset") >= F.lit(start))
+    df = read_segments(spark, handle, manifest, segs, reads=reads).where(F.col("offset") >= F.lit(start))
     df = df.select(*COLUMNS)
     return df.orderBy("offset") if ordered else df
 
@@ -57,7 +70,7 @@ def segment_records(handle: LogHandle, manifest: Manifest) -> list[tuple[object,
 
 
 def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], *,
-                  with_dead: bool = False):
+                  with_dead: bool = False, reads: ReadPaths = DEFAULT_READS):
     """Records of the given (index, segment) pairs of `m` with the effective delete horizon (a file's
     stamp applied to its tombstones); `segment_index` finds a row's segment from its offset.
 
@@ -71,18 +84,19 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
     entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
     if not entries:
         return spark.createDataFrame([], spark_schema())
-    if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
-        df = _spark_read(spark, handle, manifest, entries)
+    if handle.st.local and not reads.python_workers_read_local:
+        df = _spark_read(spark, handle, manifest, entries, reads.stamp_bucket_files)
     else:
         df = _worker_read(spark, handle, manifest, entries)
     if manifest.deleted and not with_dead and any(seg.dead for _, seg in segments):
         # (segments without entries in the vector skip its read: a broadcast is a Spark job of its own)
-        dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long").select("offset")
+        dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long", reads=reads)
+        dv = dv.select("offset")
         df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
     return df
 
 
-def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
+def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries, bucket_files: int):
     from pyspark.sql import functions as F
 
     uris = [handle.spark_uri(ref.name) for ref, _ in entries]
@@ -98,22 +112,22 @@ def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries):
     df = df.withColumn("file_ref", F.when(needs, F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
     # a literal lookup, so no Spark job: broadcasting even a small table is a job of its own (a fresh
     # JVM spent a second on one built from a Python list)
-    df = df.withColumn("stamp", stamp_lookup(stamped, "file_ref"))
+    df = df.withColumn("stamp", stamp_lookup(stamped, "file_ref", bucket_files))
     horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
     return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
 
 
-def stamp_lookup(stamped: list[tuple[str, int]], name: str):
+def stamp_lookup(stamped: list[tuple[str, int]], name: str, bucket_files: int = DEFAULT_READS.stamp_bucket_files):
     """Spark column: the stamp of the file named in column `name` (null if unstamped), from literals.
 
-    A map is searched linearly, so the files are spread over maps of about STAMP_BUCKET_FILES by the
+    A map is searched linearly, so the files are spread over maps of about `bucket_files` by the
     CRC-32 of their names and a row looks in one: constant work per row however many files are stamped.
     One SQL expression (one call into the JVM, not one per literal); the values stay out of the
     generated code, so a cleaning with other files reuses the compiled plan."""
     from pyspark.sql import functions as F
 
     _column_name(name)
-    buckets = max(1, -(-len(stamped) // STAMP_BUCKET_FILES))
+    buckets = max(1, -(-len(stamped) // bucket_files))
     groups: list[list[tuple[str, int]]] = [[] for _ in range(buckets)]
     for file_name, stamp in stamped:
         groups[zlib.crc32(file_name.encode("utf-8")) % buckets].append((file_name, int(stamp)))
@@ -195,11 +209,12 @@ def bucket_labels(starts: list[tuple[int, int]], offsets: np.ndarray) -> np.ndar
     return labels[np.searchsorted(firsts, offsets, side="right") - 1]
 
 
-def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None):
+def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None,
+                  reads: ReadPaths = DEFAULT_READS):
     """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,
     from any store; with `schema` given, Spark starts no job to infer it."""
     names = [relative] if isinstance(relative, str) else list(relative)
-    if handle.st.local and not PYTHON_WORKER_READS_LOCAL:
+    if handle.st.local and not reads.python_workers_read_local:
         reader = spark.read if schema is None else spark.read.schema(schema)
         return reader.parquet(*[handle.spark_uri(name) for name in names])
     return spark.createDataFrame(pa.concat_tables([handle.st.read_parquet(handle.path(name)) for name in names]))

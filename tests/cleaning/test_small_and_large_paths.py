@@ -1,7 +1,7 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
 A small range is decided in one Spark partition (`CleanerTuning.small_range_records`), a read finds each
-tombstone's file stamp in one literal map or in one of several (`reader.STAMP_BUCKET_FILES`), a range of
+tombstone's file stamp in one literal map or in one of several (`ReadPaths.stamp_bucket_files`), a range of
 up to `collect_decision_max_rows` rows (`collect_offset_decision_max_rows` for the offset strategy)
 brings its decision to the driver (figures summed with Arrow) instead of caching it in Spark, and writes
 with little to read run in the driver, not in Python workers (`driver_rewrite_max_rows`,
@@ -25,8 +25,8 @@ from compaction_assets.cleaning.placement import local_cores
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.cleaning.winners import keys_mostly_distinct
 from compaction_assets.errors import CompactionError
-from compaction_assets.log import reader, writer
-from compaction_assets.log.reader import iter_records, read_segments, segment_index
+from compaction_assets.log import writer
+from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
 from compaction_assets.log.store import LogStore
 
 NOW = 10**12
@@ -67,30 +67,29 @@ def _segments(log) -> list[tuple]:
 IN_WORKERS = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1, local_master_writes_here=False)
 
 
-def _general_paths(monkeypatch, writes: str = "workers") -> CleanerTuning:
+def _general_paths(writes: str = "workers") -> CleanerTuning:
     """The tuning of the general paths (every limit below any size); the stamps in a map per file."""
-    monkeypatch.setattr(reader, "STAMP_BUCKET_FILES", 1)   # a map per stamped file
     # the decision cached in Spark; the writes in Python workers (one Spark job), or in the driver's
-    # threads (a local master's)
+    # threads (a local master's); a map per stamped file
     return replace(IN_WORKERS, small_range_records=0, collect_decision_max_rows=-1,
-                   collect_offset_decision_max_rows=-1, local_master_writes_here=writes == "threads")
+                   collect_offset_decision_max_rows=-1, local_master_writes_here=writes == "threads",
+                   reads=ReadPaths(stamp_bucket_files=1))
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
-def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, monkeypatch, strategy):
+def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strategy):
     results, routes = {}, {}
     for path in ("small", "workers", "threads", "collected_workers"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
-        with monkeypatch.context() as patch:
-            tuning = DEFAULT_TUNING
-            if path in ("workers", "threads"):
-                tuning = _general_paths(patch, writes=path)
-            if path == "collected_workers":
-                # a collected decision whose write runs in Python workers (a cluster's master): its kept
-                # offsets go back to Spark
-                tuning = IN_WORKERS
-            report = _clean_more(spark, log, cfg, tuning)
+        tuning = DEFAULT_TUNING
+        if path in ("workers", "threads"):
+            tuning = _general_paths(writes=path)
+        if path == "collected_workers":
+            # a collected decision whose write runs in Python workers (a cluster's master): its kept
+            # offsets go back to Spark
+            tuning = IN_WORKERS
+        report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
         routes[path] = report.route
@@ -133,7 +132,7 @@ def test_local_cores_reads_the_master(spark):
     assert local_cores(spark) == min(2, cores)   # the test session's master: local[2]
 
 
-def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config, monkeypatch):
+def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config):
     log, cfg = _build(store, make_config, "offset")
     raw = log.manifest()
     assert len(raw.segments) > 2
@@ -148,17 +147,14 @@ def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizo
     assert any(f.stamp is not None for f in m.files()), "some file carries a stamp"
     segs = list(enumerate(m.segments))
 
-    def rows():
-        df = read_segments(spark, log, m, segs).withColumn("seg_idx", segment_index(segs))
+    def rows(reads: ReadPaths):
+        df = read_segments(spark, log, m, segs, reads=reads).withColumn("seg_idx", segment_index(segs))
         return sorted((r["offset"], r["seg_idx"], r["delete_horizon"]) for r in
                       df.select("offset", "seg_idx", "delete_horizon").collect())
 
     stamped = sum(1 for f in m.files() if f.stamp is not None)
-    with monkeypatch.context() as patch:
-        patch.setattr(reader, "STAMP_BUCKET_FILES", stamped)    # one map
-        mapped = rows()
-        patch.setattr(reader, "STAMP_BUCKET_FILES", 1)          # a bucket per file (some empty)
-        joined = rows()
+    mapped = rows(ReadPaths(stamp_bucket_files=stamped))   # one map
+    joined = rows(ReadPaths(stamp_bucket_files=1))         # a bucket per file (some empty)
     assert mapped == joined and len(mapped) == m.total_records
     assert any(h is not None for _, _, h in mapped), "tombstone horizons (from stamps) are read"
     # both agree with the Python reader, which applies the same stamps and vector
@@ -168,8 +164,8 @@ def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizo
 
 @pytest.mark.parametrize("strategy, writes, vector", [("offset", "workers", "grows"), ("offset", "threads", "grows"),
                                                      ("offset", "threads", "rebuilt"), ("timestamp", "workers", "grows")])
-def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, monkeypatch, strategy,
-                                                                 writes, vector):
+def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, strategy, writes,
+                                                                 vector):
     """Above the prefix that the last cleaning left with one record per key, the newer rows and the
     older rows of their keys are grouped, the others are their own winners (the offset strategy probes
     the prefix segment by segment instead, in Python workers or in the driver's threads): same log,
@@ -179,28 +175,27 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         routes = []
-        with monkeypatch.context() as patch:
-            tuning = replace(_general_paths(patch, writes), incremental_min_rows=0)
-            if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
-                # (and the probe reads a segment at a time)
-                tuning = replace(tuning, dead_vector_max_files=0, probe_batch_rows=1)
-            if path == "all":
-                tuning = replace(tuning, incremental_max_dirty_share=-1.0)
-            seen = []
-            routes.append(engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning).route)
-            rounds = [
-                # updates, a delete, a late record (loses under the timestamp strategy), a key never seen
-                [("k001", "new-1", 5000), ("k003", None, 5001), ("k005", "late-5", 1), ("k200", "fresh", 5002)],
-                # the deleted key again, an update; the cleaning runs after the tombstones' horizons
-                [("k003", "back-3", 6000), ("k020", "new-20", 6001)],
-            ]
-            for n, batch in enumerate(rounds):
-                writer.append(log, cfg, [{"key": k, "value": v, "timestamp": ts} for k, v, ts in batch])
-                writer.roll(log)
-                report = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True, tuning=tuning)
-                routes.append(report.route)
-                seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
-                             _figures(report)))
+        tuning = replace(_general_paths(writes), incremental_min_rows=0)
+        if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
+            # (and the probe reads a segment at a time)
+            tuning = replace(tuning, dead_vector_max_files=0, probe_batch_rows=1)
+        if path == "all":
+            tuning = replace(tuning, incremental_max_dirty_share=-1.0)
+        seen = []
+        routes.append(engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning).route)
+        rounds = [
+            # updates, a delete, a late record (loses under the timestamp strategy), a key never seen
+            [("k001", "new-1", 5000), ("k003", None, 5001), ("k005", "late-5", 1), ("k200", "fresh", 5002)],
+            # the deleted key again, an update; the cleaning runs after the tombstones' horizons
+            [("k003", "back-3", 6000), ("k020", "new-20", 6001)],
+        ]
+        for n, batch in enumerate(rounds):
+            writer.append(log, cfg, [{"key": k, "value": v, "timestamp": ts} for k, v, ts in batch])
+            writer.roll(log)
+            report = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True, tuning=tuning)
+            routes.append(report.route)
+            seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
+                         _figures(report)))
         results[path] = (seen, [r.only_touched_keys for r in routes], [r.decision == "probed" for r in routes])
     (touched, how_touched, probed), (every, how_all, _) = results["touched"], results["all"]
     assert how_touched == [False, True, True] and how_all == [False, False, False]
@@ -226,18 +221,16 @@ def test_a_sample_of_keys_tells_distinct_keys_from_repeated_ones(store, make_con
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
-def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_path, make_config, monkeypatch,
-                                                                     strategy):
+def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_path, make_config, strategy):
     """Rows hashed by key before one aggregation decide as a partial then final aggregation does."""
     results = {}
     for path in ("partial", "hashed"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
-        with monkeypatch.context() as patch:
-            # as many partitions as the session's shuffle
-            tuning = replace(_general_paths(patch), rows_per_partition=1,
-                             distinct_skips_partial=0.0 if path == "hashed" else 1.01)
-            report = _clean_more(spark, log, cfg, tuning)
+        # as many partitions as the session's shuffle
+        tuning = replace(_general_paths(), rows_per_partition=1,
+                         distinct_skips_partial=0.0 if path == "hashed" else 1.01)
+        report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
     assert results["partial"][0] and results["partial"] == results["hashed"]

@@ -146,19 +146,19 @@ def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, mon
 
 
 @pytest.mark.parametrize("python_workers_locally", [False, True])
-def test_spark_reads_segments_through_python_workers(spark, any_store_uri, python_workers_locally, monkeypatch):
+def test_spark_reads_segments_through_python_workers(spark, any_store_uri, python_workers_locally):
     """read_df on a bucket needs no s3a: the files are read by pyarrow in Python workers; locally the
     same reader (forced) and Spark's own give the same rows."""
     from compaction_assets.log import reader
 
-    monkeypatch.setattr(reader, "PYTHON_WORKER_READS_LOCAL", python_workers_locally)
+    reads = reader.ReadPaths(python_workers_read_local=python_workers_locally)
     h = LogStore(any_store_uri).log("spark-0")
     rows = [{"key": f"k{i % 7}", "value": None if i % 5 == 0 else f"v{i}", "timestamp": i + 1} for i in range(60)]
     writer.append(h, CFG, rows)
     writer.roll(h)
     writer.set_log_start(h, 3)
     got = [(r["offset"], bytes(r["key"]), None if r["value"] is None else bytes(r["value"]))
-           for r in reader.read_df(spark, h).collect()]
+           for r in reader.read_df(spark, h, reads=reads).collect()]
     assert got == [(r.offset, r.key, r.value) for r in iter_records(h)] and got[0][0] == 3 and len(got) == 57
 
 
