@@ -17,6 +17,7 @@ from functools import lru_cache
 import dagster as dg
 
 from compaction_assets import settings
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import TopicConfig, TopicsFile, load_topics
 from compaction_assets.log.config_store import ConfigStore, cleaned_logs_of
 from compaction_assets.log.names import parse_log_name
@@ -96,6 +97,10 @@ class LogStoreResource(dg.ConfigurableResource):
         store = self.store
         return ConfigStore(store.storage).config_for(
             topic, _topics(path, mtime) if path else None, f"topics file {path!r}", cleaned_logs_of(store), wall_ms())
+
+    def cleaner_tuning(self) -> CleanerTuning:
+        """The tuning of this resource's cleanings: the product's (a test's subclass hands its own)."""
+        return DEFAULT_TUNING
 
     def config_source(self, log: str) -> dict:
         """The stored configuration's version and who set it (for the assets' metadata)."""

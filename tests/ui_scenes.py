@@ -35,9 +35,9 @@ def main(dirty_log: str, broken_log: str) -> dict:
     """Make both scenes; what was reported and what failed."""
     import dagster as dg
 
-    from compaction_assets.cleaning import layout
     from compaction_assets.definitions import defs
     from compaction_assets.defs.checks import compacted_log_checks
+    from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
     instance = dg.DagsterInstance.get()
     log_store = defs.resources["log_store"]
@@ -56,16 +56,13 @@ def main(dirty_log: str, broken_log: str) -> dict:
         _append(log_store, dirty_log, round_, keys=40, per_key=5)
 
     _append(log_store, broken_log, 0)
-    original = layout.rewrite_plan
-    layout.rewrite_plan = lambda decision, tuning: ([], [])   # this process only: the wrong cleaning
-    try:
-        assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
-        result = dg.materialize(assets + [compacted_log_checks], partition_key=broken_log, instance=instance,
-                                resources=defs.resources, raise_on_error=False, tags={"source": "ui-test"},
-                                run_config={"ops": {"compacted_log": {"config": {"force": True}}},
-                                            "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
-    finally:
-        layout.rewrite_plan = original
+    # the wrong cleaning, handed to this run's resource (the code location's resources stay right)
+    wrong = {**defs.resources, "log_store": store_cleaning_with(log_store, writes_nothing())}
+    assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
+    result = dg.materialize(assets + [compacted_log_checks], partition_key=broken_log, instance=instance,
+                            resources=wrong, raise_on_error=False, tags={"source": "ui-test"},
+                            run_config={"ops": {"compacted_log": {"config": {"force": True}}},
+                                        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     failed = sorted(c.check_name for c in result.get_asset_check_evaluations() if not c.passed)
     materialized = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
     return {"observations": reported, "failed_checks": failed, "materialized": materialized}

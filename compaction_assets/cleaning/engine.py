@@ -18,7 +18,7 @@ from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.figures import CleaningStats
 from compaction_assets.cleaning.latest_state import UNIQUE_KEYS_BELOW
-from compaction_assets.cleaning.layout import merge_layout, rewrite_plan
+from compaction_assets.cleaning.layout import chosen_plan, merge_layout
 from compaction_assets.cleaning.planner import Evaluation, Reason, evaluate, rewritten_segments, seal_active
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
@@ -375,7 +375,7 @@ def _key_level(session, handle: LogHandle, virtual: Manifest, config: TopicConfi
                                   s.bytes_read - kept_bytes - removed_bytes)
     found["tombstones_expired"] = Removal(s.tombstones_removed, removed_bytes)
     found["tombstones_to_stamp"] = s.tombstones_stamped
-    rewrite, mark = rewrite_plan(d, tuning)
+    rewrite, mark = chosen_plan(d, tuning)
     found["segments_to_rewrite"] = len(rewrite)
     found["segments_to_mark"] = len(mark)
     k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))

@@ -94,7 +94,7 @@ def cleanable_range(context: dg.AssetExecutionContext, config: CleaningConfig, l
     handle = _existing(log_store, log)
     try:
         dry = engine.dry_run(handle, _config(log_store, log), now, spark=lambda: pyspark.spark_session,
-                             force=config.force, detail=config.dry_run_detail)
+                             force=config.force, detail=config.dry_run_detail, tuning=log_store.cleaner_tuning())
     except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
         engine.mark_uncleanable(handle, exc)
         raise dg.Failure(description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log},
@@ -116,7 +116,7 @@ def compacted_log(context: dg.AssetExecutionContext, config: CleaningConfig, log
     now = config.now_ms if config.now_ms is not None else now_ms()
     try:
         rep = engine.run(handle, cfg, now, spark=lambda: pyspark.spark_session, force=config.force,
-                         progress=context.log.info)
+                         progress=context.log.info, tuning=log_store.cleaner_tuning())
     except CompactionError as exc:
         raise _failure(exc, log) from None
     return dg.MaterializeResult(metadata=compacted_log_metadata(log_store, handle, rep, now))

@@ -229,6 +229,7 @@ class CleaningBatch:
         fleet = [(p.handle, p.config) for p in pending.values()]
         worker = threading.Thread(target=lambda: (engine.run_many(
             fleet, self.now, spark=self.spark, force=self.force, concurrency=settings.current().clean_concurrency,
+            tuning=self.log_store.cleaner_tuning(),
             # no per-log progress lines: each is a row of the run's event log, and the logs' own events
             # already show the batch's progress
             done=lambda r: finished.put(self.finished(pending, r))),

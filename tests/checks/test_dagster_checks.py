@@ -7,13 +7,13 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.cleaning import layout
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer
 from compaction_assets.log.store import KEEP_VERSIONS
 from resources.log_store import LogStoreResource
+from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -53,12 +53,11 @@ def _materialized(result) -> set[str]:
     return {e.asset_key.path[-1] for e in result.get_asset_materialization_events()}
 
 
-def test_a_failing_blocking_check_stops_latest_state_of_its_partition_only(env, monkeypatch):
+def test_a_failing_blocking_check_stops_latest_state_of_its_partition_only(env):
     store, resources, instance = env
-    with monkeypatch.context() as patch:
-        # a wrong cleaning: decides right, then writes nothing, so superseded records stay visible
-        patch.setattr(layout, "rewrite_plan", lambda decision, tuning: ([], []))
-        bad = _materialize(ASSETS, "users-0", resources, instance)
+    # a wrong cleaning: decides right, then writes nothing, so superseded records stay visible
+    wrong = {**resources, "log_store": store_cleaning_with(store, writes_nothing())}
+    bad = _materialize(ASSETS, "users-0", wrong, instance)
     checks = {c.check_name: c for c in bad.get_asset_check_evaluations()}
     assert checks["latest_value_per_key"].passed is False
     assert checks["latest_value_per_key"].severity == dg.AssetCheckSeverity.ERROR

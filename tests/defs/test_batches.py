@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.cleaning import engine, layout
+from compaction_assets.cleaning import engine
 from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
@@ -22,6 +22,7 @@ from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.defs.table import table_matches_latest_state
 from resources.log_store import LogStoreResource
+from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks, table_matches_latest_state]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -209,16 +210,15 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
                 and FAILURE_KEY in e.event_specific_data.asset_observation.metadata]
 
 
-def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_state(env, monkeypatch):
+def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_state(env):
     tmp, store, resources, instance = env
     logs = ["users-0", "users-1", "users-2"]
     for log in logs:
         land(tmp / "landing", log, records(7 if log == "users-1" else 6, keys=2))
     instance.add_dynamic_partitions(log_partitions.name, logs)
-    right = layout.rewrite_plan
     # a wrong cleaning of users-1 only (the only log of 7 records): it decides, then writes nothing
-    monkeypatch.setattr(layout, "rewrite_plan",
-                        lambda d, tuning: ([], []) if d.stats.records_read == 7 else right(d, tuning))
+    wrong = writes_nothing(lambda decision: decision.stats.records_read == 7)
+    resources = {**resources, "log_store": store_cleaning_with(resources["log_store"], wrong)}
     result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
     assert not result.success
     bad = history(instance, "users-1")

@@ -10,13 +10,13 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.definitions import defs
 from compaction_assets.defs import alerts
-from compaction_assets.cleaning import layout
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.alerts import URL_ENV, AlertWebhookResource
 from resources.log_store import LogStoreResource
+from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -168,7 +168,7 @@ def run_status_sensors(instance, resource) -> None:
             alerts.check_failure_alert(ctx)
 
 
-def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, caplog, monkeypatch):
+def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, caplog):
     """One blocking check failure: the step and the run fail too, yet exactly one webhook call, the check's."""
     tmp, store, resources, instance = env
     resource, received = webhook
@@ -177,9 +177,8 @@ def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, 
     instance.add_dynamic_partitions(log_partitions.name, ["users-2"])
     assert materialize([raw_segments, cleanable_range], "users-2", resources, instance).success
     # a wrong cleaning: it decides, then writes nothing, so superseded records stay visible
-    monkeypatch.setattr(layout, "rewrite_plan", lambda decision, tuning: ([], []))
-    result = materialize([compacted_log, compacted_log_checks], "users-2", resources, instance,
-                         raise_on_error=False)
+    wrong = {**resources, "log_store": store_cleaning_with(resources["log_store"], writes_nothing())}
+    result = materialize([compacted_log, compacted_log_checks], "users-2", wrong, instance, raise_on_error=False)
     evaluations = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert evaluations["latest_value_per_key"].passed is False
     assert evaluations["latest_value_per_key"].severity == dg.AssetCheckSeverity.ERROR
