@@ -72,6 +72,8 @@ CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
 # run opens its own.
 SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
 DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
+BATCH_MAX_BYTES = "COMPACTION_BATCH_MAX_BYTES"
+DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes in one batch run: one huge log gets its own
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
 DEFAULT_TABLE_BUCKETS = 16      # files per partition of a topic's table: a small change rewrites few of them
@@ -119,6 +121,7 @@ class Settings:
     dagster_home: str | None
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
     clean_concurrency: int = DEFAULT_CLEAN_CONCURRENCY
+    batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
     java_home: str | None = None
     jvm_quick_start: bool = True
     jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
@@ -186,6 +189,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             allow_http=(_text(env, AWS_ALLOW_HTTP) or "").strip().lower() in ("1", "true", "yes"),
         ),
         clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
+        batch_max_bytes=_positive_int(env, BATCH_MAX_BYTES, DEFAULT_BATCH_MAX_BYTES),
         java_home=_text(env, JAVA_HOME),
         jvm_quick_start=_flag(env, JVM_QUICK_START, default=True),
         jvm_archive_dir=_text(env, JVM_ARCHIVE_DIR) or DEFAULT_JVM_ARCHIVE_DIR,

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from compaction_assets import settings
 from compaction_assets.defs.batches import LOGS_TAG
 from compaction_assets.log.names import parse_log_name
 
 MIN_BATCH = 10                 # due logs in one tick from which they go into batch runs (fewer: a run each,
                                # at most 9 runs of a few seconds; the per-partition runs users know)
 MAX_BATCH_LOGS = 250           # logs in one batch run
-MAX_BATCH_BYTES = 2 << 30      # cleanable (or pending) bytes in one batch run
 SIZE_TAG = "compaction/batch_size"
 BATCH_JOBS = ("ingest_batch_job", "compaction_batch_job")
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -70,8 +70,9 @@ def decode_logs(text: str) -> list[str]:
 
 
 def split(due: list[Due], max_logs: int | None = None, max_bytes: int | None = None) -> list[list[Due]]:
-    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes."""
-    max_logs, max_bytes = max_logs or MAX_BATCH_LOGS, max_bytes or MAX_BATCH_BYTES
+    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes
+    (COMPACTION_BATCH_MAX_BYTES unless given)."""
+    max_logs, max_bytes = max_logs or MAX_BATCH_LOGS, max_bytes or settings.current().batch_max_bytes
     batches: list[list[Due]] = []
     size = 0
     for item in due:

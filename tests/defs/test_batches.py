@@ -153,10 +153,10 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
         assert batch.run_config["ops"]["compaction_batch_op"]["config"] == {"logs": sorted(logs), "now_ms": NOW}
         assert tick(dirty_ratio_sensor, instance, resources).run_requests[0].run_key == batch.run_key
         # bounded by bytes: a log's cleanable bytes are ~600 here, so two logs a batch
-        monkeypatch.setattr(batch_requests, "MAX_BATCH_BYTES", 1300)
+        monkeypatch.setenv("COMPACTION_BATCH_MAX_BYTES", "1300")
         split = tick(dirty_ratio_sensor, instance, resources).run_requests
         assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2] * 5
-        monkeypatch.undo()
+        monkeypatch.delenv("COMPACTION_BATCH_MAX_BYTES")
         result = compaction_batch_job.execute_in_process(run_config={**QUIET, **batch.run_config}, tags=batch.tags,
                                                          instance=instance, resources=resources)
         assert result.success
