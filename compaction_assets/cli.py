@@ -5,6 +5,7 @@ Errors are one line on stderr and a non-zero exit; progress goes to stderr; resu
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -312,9 +313,10 @@ def build_parser():
     return _build_parser(commands, __doc__.splitlines()[0])
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one command; errors are one line on stderr and a non-zero exit code."""
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command (parsed by `parser`, the CLI's own unless given); errors are one line on stderr
+    and a non-zero exit code."""
+    args = (parser or build_parser()).parse_args(argv)
     try:
         for name in _named_logs(args):
             parse_log_name(name)   # names become paths: refused before anything is read or written

@@ -256,18 +256,19 @@ def test_bad_variable_is_one_line_and_the_trace_needs_compaction_debug(small_sto
     rc, _, err = run(capsys, "--store", small_store, "logs")
     assert rc == 1 and errors(err) == [err.strip()] and "COMPACTION_LOCK_TTL_SECONDS" in err
     monkeypatch.setenv("COMPACTION_LOCK_TTL_SECONDS", "300")
-    parser = cli.build_parser
 
     def broken_parser():
-        p = parser()
+        """The CLI's parser, whose `logs` command fails unexpectedly."""
+        p = cli.build_parser()
         p._subparsers._group_actions[0].choices["logs"].set_defaults(fn=lambda ctx: 1 / 0)
         return p
-    monkeypatch.setattr(cli, "build_parser", broken_parser)
-    rc, _, err = run(capsys, "--store", small_store, "logs")
+    capsys.readouterr()
+    rc = cli.main(["--store", small_store, "logs"], parser=broken_parser())
+    err = capsys.readouterr().err
     assert rc == 1 and errors(err) == [err.strip()] and "ZeroDivisionError" in err and "COMPACTION_DEBUG" in err
     monkeypatch.setenv("COMPACTION_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
-        cli.main(["--store", small_store, "logs"])
+        cli.main(["--store", small_store, "logs"], parser=broken_parser())
 
 
 # --- 4. read | append round-trips ----------------------------------------------------------------

@@ -701,21 +701,23 @@ def test_append_killed_at_random_moments(append_base):
 
 
 
-def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log, monkeypatch):
+def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log):
     """An ingestion and a cleaning of the same log in one process may share a handle: a commit of one
     thread reads the handle's leases (to fence itself) while the other thread takes its lease. Here the
     other thread takes it at the worst moment, in the middle of that reading, and both go on."""
-    from compaction_assets.log import store
-
     reading, taken, release = threading.Event(), threading.Event(), threading.Event()
-    real_check = store.Lease.check
 
-    def check_and_let_the_other_thread_in(self, committed_epoch: int) -> None:
-        real_check(self, committed_epoch)
-        if self.kind == "clean" and not reading.is_set():
-            reading.set()
-            assert taken.wait(30)
-    monkeypatch.setattr(store.Lease, "check", check_and_let_the_other_thread_in)
+    def let_the_other_thread_in(lease) -> None:
+        """This handle's clean lease only (not the class, nor any module): its check lets the
+        ingestion take its lease in the middle of the commit's reading."""
+        real_check = lease.check
+
+        def check(committed_epoch: int) -> None:
+            real_check(committed_epoch)
+            if not reading.is_set():
+                reading.set()
+                assert taken.wait(30)
+        lease.check = check
 
     def ingestion() -> None:
         assert reading.wait(30)
@@ -725,6 +727,7 @@ def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log, m
     other = threading.Thread(target=ingestion)
     try:
         with log.lock("clean"):
+            let_the_other_thread_in(log._held["clean"])
             other.start()
             committed = log.update(lambda m: m.with_(extra={**(m.extra or {}), "note": "both"}))
     finally:
