@@ -52,9 +52,12 @@ def _free_port() -> int:
 
 
 def step(op: str, store: str, env: dict, out: str | None = None, concurrency: int | None = None,
-         segment_bytes: int = 1 << 20) -> dict:
-    """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote."""
+         segment_bytes: int = 1 << 20, tuning: dict | None = None) -> dict:
+    """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote
+    (`tuning`: CleanerTuning fields to replace, as bench/paths.py turns a fast path off)."""
     cmd = [sys.executable, "-m", "bench.step", op, "--store", store, "--segment-bytes", str(segment_bytes)]
+    if tuning:
+        cmd += ["--tuning", json.dumps(tuning)]
     if concurrency:
         cmd += ["--concurrency", str(concurrency)]
     if out:

@@ -15,6 +15,7 @@ The session is the product's (`compaction_assets.spark.get_spark`): SPARK_REMOTE
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 
@@ -27,6 +28,8 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (the product's default)")
     ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment.bytes of the measured log")
+    ap.add_argument("--tuning", default="{}", help="clean, fleet: CleanerTuning fields as JSON (bench/paths.py "
+                    "turns a fast path off this way); the product's tuning otherwise")
     args = ap.parse_args()
 
     from compaction_assets import settings
@@ -39,6 +42,7 @@ def main() -> None:
 
     store = LogStore(args.store, gc_grace_s=0)
     cfg = topic_config(args.segment_bytes)
+    tuning = tuning_of(args.tuning)
     out: dict = {"op": args.op}
     if args.op in ("plan",):  # metadata only: no Spark at all
         t = time.perf_counter()
@@ -76,7 +80,8 @@ def main() -> None:
             handle = store.log(LOG_NAME)
             naive_window(spark, [handle.spark_uri(f.name) for f in handle.manifest().files()], args.out)
         elif args.op == "clean":
-            report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False)
+            report = engine.run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, gc=False, tuning=tuning)
+            out["route"] = dataclasses.asdict(report.route) if report.route else None
             out["stats"] = report.stats.as_dict() if report.stats else None
         elif args.op == "latest-state":
             from compaction_assets.cleaning.latest_state import write_latest_state
@@ -89,7 +94,7 @@ def main() -> None:
         elif args.op == "fleet":
             items = [(store.log(name), topic_config(1 << 20)) for name in store.logs()]   # the fleet's size
             concurrency = args.concurrency or settings.current().clean_concurrency
-            results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=concurrency)
+            results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=concurrency, tuning=tuning)
             out["logs"] = len(results)
             out["failed"] = sum(1 for r in results if r.error is not None)
         else:
@@ -97,6 +102,19 @@ def main() -> None:
     out["seconds"] = time.perf_counter() - t
     out["jobs"] = jobs.result.jobs
     print(json.dumps(out, default=str))
+
+
+def tuning_of(fields: str):
+    """The product's CleanerTuning with the fields of a JSON object replaced (`reads` takes an object too)."""
+    from dataclasses import replace
+
+    from compaction_assets.cleaning.tuning import DEFAULT_TUNING
+    from compaction_assets.log.reader import ReadPaths
+
+    changes = json.loads(fields)
+    if "reads" in changes:
+        changes["reads"] = ReadPaths(**changes["reads"])
+    return replace(DEFAULT_TUNING, **changes)
 
 
 if __name__ == "__main__":

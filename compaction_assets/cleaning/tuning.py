@@ -63,7 +63,8 @@ class CleanerTuning:
     # ... when their kept offsets (12 bytes each here) are at most this many
     local_write_max_kept: int = 20_000_000
     # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
-    # proportion to the change); beyond, or when most entries are stale, the vector is rebuilt whole
+    # proportion to the change: 5M records after 1% new, 42 KB written instead of a 725 KB vector
+    # rewritten); beyond, or when most entries are stale, the vector is rebuilt whole
     dead_vector_max_files: int = 8
     # how the cleaning's Spark reads go (the stamp lookup's buckets, Spark's reader or Python workers
     # for local files): the reader's own paths, each with its reason in log/reader.py

@@ -25,7 +25,8 @@ class ReadPaths:
     """How a Spark read of segments goes (the defaults are the product's; tests and the benchmark pass
     their own to send a read down the other path)."""
     # stamped files a bucket of the stamp lookup holds (a checksum picks one): a map is searched
-    # linearly, so each row's work stays constant however many files are stamped
+    # linearly, so each row's work stays constant however many files are stamped (literal maps, not a
+    # broadcast join: no job of its own, whose first cost a fresh JVM a second)
     stamp_bucket_files: int = 8
     # local files read by the Python workers that object stores use, not by Spark's reader: a switch so
     # the two can be measured against each other on the same data (docs/deployment.md, "Object storage")
