@@ -49,7 +49,7 @@ def cmd_logs(ctx: Context) -> int:
 
 def cmd_metrics(ctx: Context) -> int:
     """`metrics`: SPEC §8's figures across the store's logs."""
-    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)))
+    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)).as_dict())
     return 0
 
 

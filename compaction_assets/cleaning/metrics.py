@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
 from compaction_assets.cleaning.planner import Evaluation, evaluate
@@ -53,22 +53,52 @@ def evaluate_logs(store, config_for: Callable[[str], TopicConfig], now: int,
     return out
 
 
-def uncleanable_logs(states: list[LogState]) -> list[dict]:
+@dataclass(frozen=True)
+class UncleanableLog:
+    """A log that cannot be cleaned: marked uncleanable, or whose metadata cannot be read."""
+    log: str
+    error: str | None
+    since_ms: int | None           # when it was marked (None: its metadata cannot be read)
+    uncleanable_bytes: int         # its cleanable bytes today, stuck behind the failure
+
+
+@dataclass(frozen=True)
+class FleetFigures:
+    """SPEC §8's figures across logs; `as_dict` keys them by Kafka's metric names (the CLI's JSON)."""
+    logs: int
+    max_dirty_percent: float
+    max_compaction_delay_secs: float
+    max_clean_time_secs: float
+    uncleanable_partitions_count: int
+    uncleanable_bytes: int
+    uncleanable_logs: list[UncleanableLog]
+    time_since_last_run_ms: int    # -1: none of the logs was ever cleaned
+
+    def as_dict(self) -> dict:
+        """The figures by metric name, the uncleanable logs as rows."""
+        return {"logs": self.logs, MAX_DIRTY_PERCENT: self.max_dirty_percent,
+                MAX_COMPACTION_DELAY_SECS: self.max_compaction_delay_secs,
+                MAX_CLEAN_TIME_SECS: self.max_clean_time_secs,
+                UNCLEANABLE_PARTITIONS_COUNT: self.uncleanable_partitions_count,
+                UNCLEANABLE_BYTES: self.uncleanable_bytes,
+                UNCLEANABLE_LOGS: [asdict(row) for row in self.uncleanable_logs],
+                TIME_SINCE_LAST_RUN_MS: self.time_since_last_run_ms}
+
+
+def uncleanable_logs(states: list[LogState]) -> list[UncleanableLog]:
     """One row per log that cannot be cleaned: marked uncleanable, or whose metadata cannot be read."""
     rows = []
     for s in states:
         if s.evaluation is None:
-            rows.append({"log": s.log, "error": s.error, "since_ms": None, "uncleanable_bytes": 0})
+            rows.append(UncleanableLog(s.log, s.error, None, 0))
         elif s.manifest.uncleanable:
-            rows.append({"log": s.log, "error": s.manifest.uncleanable.get("error"),
-                         "since_ms": s.manifest.uncleanable.get("since_ms"),
-                         "uncleanable_bytes": s.evaluation.cleanable_bytes})
+            rows.append(UncleanableLog(s.log, s.manifest.uncleanable.get("error"),
+                                       s.manifest.uncleanable.get("since_ms"), s.evaluation.cleanable_bytes))
     return rows
 
 
-def figures(states: list[LogState], now: int | None = None) -> dict:
-    """SPEC §8's figures across the given logs, keyed by the metric names above, at `now` (by default
-    the time the logs were evaluated at)."""
+def figures(states: list[LogState], now: int | None = None) -> FleetFigures:
+    """SPEC §8's figures across the given logs at `now` (by default the time the logs were evaluated at)."""
     evs = [s.evaluation for s in states if s.evaluation is not None]
     candidates = [e for e in evs if e.compact and not e.uncleanable and e.clean_bytes + e.cleanable_bytes > 0]
     stuck = uncleanable_logs(states)
@@ -78,13 +108,13 @@ def figures(states: list[LogState], now: int | None = None) -> dict:
         now = max((e.now for e in evs), default=0)
     finished = [int(s.manifest.last_cleaning["finished_ms"]) for s in states
                 if s.manifest is not None and (s.manifest.last_cleaning or {}).get("finished_ms") is not None]
-    return {
-        "logs": len(states),
-        MAX_DIRTY_PERCENT: round(100 * max((e.dirty_ratio for e in candidates), default=0.0), 6),
-        MAX_COMPACTION_DELAY_SECS: max((e.max_compaction_delay_ms for e in evs), default=0) / 1000,
-        MAX_CLEAN_TIME_SECS: max(clean_times, default=0.0),
-        UNCLEANABLE_PARTITIONS_COUNT: len(stuck),
-        UNCLEANABLE_BYTES: sum(r["uncleanable_bytes"] for r in stuck),
-        UNCLEANABLE_LOGS: stuck,
-        TIME_SINCE_LAST_RUN_MS: max(now - max(finished), 0) if finished else -1,
-    }
+    return FleetFigures(
+        logs=len(states),
+        max_dirty_percent=round(100 * max((e.dirty_ratio for e in candidates), default=0.0), 6),
+        max_compaction_delay_secs=max((e.max_compaction_delay_ms for e in evs), default=0) / 1000,
+        max_clean_time_secs=max(clean_times, default=0.0),
+        uncleanable_partitions_count=len(stuck),
+        uncleanable_bytes=sum(r.uncleanable_bytes for r in stuck),
+        uncleanable_logs=stuck,
+        time_since_last_run_ms=max(now - max(finished), 0) if finished else -1,
+    )

@@ -153,10 +153,11 @@ STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid l
 def _store_observation(states: list[LogState], last: list | None):
     """The across-logs figures (SPEC §8) as an observation of compacted_log without a partition, when
     they changed since the last tick: uncleanable-partitions-count, uncleanable-bytes and the rest."""
-    figs = figures(states)
+    figures_now = figures(states)
+    figs = figures_now.as_dict()
     stuck = figs.pop(metrics.UNCLEANABLE_LOGS)
-    point = [figs[metrics.UNCLEANABLE_PARTITIONS_COUNT], figs[metrics.UNCLEANABLE_BYTES], figs[metrics.MAX_DIRTY_PERCENT],
-             sorted(r["log"] for r in stuck)]
+    point = [figures_now.uncleanable_partitions_count, figures_now.uncleanable_bytes, figures_now.max_dirty_percent,
+             sorted(r.log for r in figures_now.uncleanable_logs)]
     if last == point:
         return point, None
     return point, dg.AssetObservation(asset_key="compacted_log", metadata={

@@ -227,15 +227,15 @@ def test_damaged_segment_file_fails_the_cleaning_naming_it_and_marks_the_log(env
     assert m.segments == before.segments and m.log_end_offset == before.log_end_offset   # unchanged
     assert m.checkpoint == before.checkpoint and m.last_cleaning is None
     figs = figures(evaluate_logs(store, tf.config_for, NOW))
-    assert figs["uncleanable-partitions-count"] == 1
-    assert figs["uncleanable-bytes"] == evaluate(m, cfg, NOW).cleanable_bytes > 0
-    assert figs["uncleanable-logs"][0]["log"] == "pay-0" and str(path) in figs["uncleanable-logs"][0]["error"]
+    assert figs.uncleanable_partitions_count == 1
+    assert figs.uncleanable_bytes == evaluate(m, cfg, NOW).cleanable_bytes > 0
+    assert figs.uncleanable_logs[0].log == "pay-0" and str(path) in figs.uncleanable_logs[0].error
     # repaired and cleared (the cleaning after a repair: test_uncleanable_log_in_clean_all_metrics_and_dagster)
     path.write_bytes(original)
     integrity.check_files(h, h.manifest())
     engine.clear_uncleanable(h)
     assert h.manifest().uncleanable is None
-    assert figures(evaluate_logs(store, tf.config_for, NOW))["uncleanable-partitions-count"] == 0
+    assert figures(evaluate_logs(store, tf.config_for, NOW)).uncleanable_partitions_count == 0
 
 
 def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
@@ -350,5 +350,5 @@ def test_an_unreadable_manifest_does_not_stop_clean_all(env, spark, capsys):
     assert [r["log"] for r in json.loads(out)] == ["good-0"] and good.manifest().last_cleaning
     assert "broken-0" in err and "no readable manifest" in err
     figs = figures(evaluate_logs(store, tf.config_for, NOW))
-    assert figs["uncleanable-partitions-count"] == 1
-    assert figs["uncleanable-logs"][0]["log"] == "broken-0"
+    assert figs.uncleanable_partitions_count == 1
+    assert figs.uncleanable_logs[0].log == "broken-0"
