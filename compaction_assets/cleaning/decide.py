@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, CachedDecision, CollectedDecision, Decision,
                                                  kept_offsets, offset_decision)
 from compaction_assets.cleaning.figures import arrow_figures, segment_figures, spark_figures, totals
-from compaction_assets.cleaning.latest_state import unique_keys_below
-from compaction_assets.cleaning.planner import rewritten_segments
+from compaction_assets.cleaning.planner import rewritten_segments, unique_keys_below
 from compaction_assets.cleaning.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import Strategy, TopicConfig

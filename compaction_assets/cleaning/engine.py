@@ -17,9 +17,9 @@ from compaction_assets.cleaning import faults
 from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.figures import CleaningStats
-from compaction_assets.cleaning.latest_state import UNIQUE_KEYS_BELOW
 from compaction_assets.cleaning.layout import chosen_plan, merge_layout
-from compaction_assets.cleaning.planner import Evaluation, Reason, evaluate, rewritten_segments, seal_active
+from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, Reason, evaluate, rewritten_segments,
+                                                seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log import integrity

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.ranking import arrow_ranks, rank_columns, spark_loses, spark_order, with_spark_ranks
@@ -25,16 +26,9 @@ from compaction_assets.log.records import SEGMENT_SCHEMA
 from compaction_assets.log.segment_stats import dead_offsets, read_segment
 from compaction_assets.log.store import LogHandle
 
-UNIQUE_KEYS_BELOW = "unique_keys_below"   # last_cleaning: below this offset every key appears once
 BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records have their keys broadcast
 IN_PROCESS_MAX_BYTES = 256 * 2**20        # visible logical bytes up to which Arrow builds the state here
 OUTPUT_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
-
-
-def unique_keys_below(manifest: Manifest) -> int | None:
-    """The offset below which the last cleaning left one visible record per key, if the manifest says."""
-    value = (manifest.last_cleaning or {}).get(UNIQUE_KEYS_BELOW)
-    return int(value) if value is not None else None
 
 
 def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None):

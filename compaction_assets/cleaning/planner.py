@@ -12,6 +12,8 @@ from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
 from compaction_assets.log.records import INT64_MAX
 
+UNIQUE_KEYS_BELOW = "unique_keys_below"   # last_cleaning: below this offset every key appears once
+
 
 class Reason(StrEnum):
     """Why a log is cleaned (SPEC §5); compares equal to its name, as JSON, tags and manifests carry it."""
@@ -198,3 +200,9 @@ def expired_tombstones(manifest: Manifest, now: int, first_dirty_offset: int, fi
 def order(evaluations: list[Evaluation]) -> list[Evaluation]:
     """Evaluations in SPEC §5 priority order (the logs to clean first come first)."""
     return sorted(evaluations, key=lambda e: e.priority)
+
+
+def unique_keys_below(manifest: Manifest) -> int | None:
+    """The offset below which the last cleaning left one visible record per key, if the manifest says."""
+    value = (manifest.last_cleaning or {}).get(UNIQUE_KEYS_BELOW)
+    return int(value) if value is not None else None

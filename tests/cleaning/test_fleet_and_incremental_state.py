@@ -9,7 +9,8 @@ import os
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df, latest_state_table, unique_keys_below
+from compaction_assets.cleaning.latest_state import latest_state_df, latest_state_table
+from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 
