@@ -34,7 +34,9 @@ def _commit(handle, cfg) -> dict:
     r = commit_log(handle, cfg)
     seconds = time.perf_counter() - start
     return {"seconds": round(seconds, 2), "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
-            "files_removed": r.files_removed, "files_added": r.files_added, "bytes_written": r.bytes_written,
+            "files_removed": r.files_removed, "files_added": r.files_added,
+            "delete_files_added": r.delete_files_added, "buckets_rewritten": r.rewrite.buckets if r.rewrite else 0,
+            "bytes_written": r.bytes_written,
             "table_bytes": _table_bytes(handle)}
 
 

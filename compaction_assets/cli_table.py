@@ -13,7 +13,7 @@ from typing import Any
 
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.table.catalog import locate
-from compaction_assets.table.commit import commit_log, marks_of
+from compaction_assets.table.commit import LogCommit, commit_logs, marks_of
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
 
 ROW_FIELDS = ("key", "value")
@@ -33,6 +33,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _rows(snap) -> int:
+    """The snapshot's live rows: its data files' rows less the rows its position deletes mask (one each)."""
+    props = snap.summary.additional_properties if snap else {}
+    return int(props.get("total-records", 0)) - int(props.get("total-position-deletes", 0))
+
+
 def _print_rows(rows) -> None:
     for row in rows.to_pylist():
         print(json.dumps({k: _jsonable(v) for k, v in row.items()}, default=str))
@@ -49,7 +55,7 @@ def cmd_table_show(ctx) -> int:
         "identifier_fields": sorted(table.schema().identifier_field_names()),
         "partitioning": [f"{f.name}: {f.transform}" for f in table.spec().fields],
         "snapshot_id": snap.snapshot_id if snap else None, "snapshots": len(table.snapshots()),
-        "rows": int(snap.summary.additional_properties.get("total-records", 0)) if snap else 0,
+        "rows": _rows(snap),
         "log_versions": {k: v.version for k, v in marks_of(snap).items()}}, indent=2))
     return 0
 
@@ -69,14 +75,19 @@ def cmd_table_history(ctx) -> int:
 
 
 def cmd_table_commit(ctx) -> int:
-    """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default)."""
-    out = []
+    """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
+    the logs of one topic in one snapshot."""
+    by_topic: dict[str, list[LogCommit]] = {}
     for log in ctx.args.logs or ctx.store.logs():
-        r = commit_log(ctx.handle(log), ctx.config(log), now=ctx.now)
-        out.append({"log": log, "table": r.identifier, "committed": r.committed, "snapshot_id": r.snapshot_id,
-                    "log_version": r.log_version, "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
-                    "files_added": r.files_added, "files_removed": r.files_removed,
-                    "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0})
+        by_topic.setdefault(parse_log_name(log)[0], []).append(LogCommit(ctx.handle(log), ctx.config(log)))
+    out = []
+    for logs in by_topic.values():
+        for r in commit_logs(logs, now=ctx.now):
+            out.append({"log": r.log, "table": r.identifier, "committed": r.committed, "snapshot_id": r.snapshot_id,
+                        "log_version": r.log_version, "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
+                        "files_added": r.files_added, "delete_files_added": r.delete_files_added,
+                        "files_removed": r.files_removed,
+                        "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0})
     print(json.dumps(out, indent=2))
     return 0
 

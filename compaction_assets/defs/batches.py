@@ -39,6 +39,7 @@ from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
+from compaction_assets.table.group import TopicCommits
 from resources.log_store import LogStoreResource
 
 FAILURE_KEY = "batch_failure"   # metadata key of the observation that records a log's failure in a batch
@@ -124,13 +125,7 @@ class CleaningBatch:
                  force: bool, only_due: bool):
         self.context, self.log_store, self.spark = context, log_store, spark
         self.now, self.force, self.only_due = now, force, only_due
-        self._table_locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def table_lock(self, log: str) -> threading.Lock:
-        """The lock of the log's topic table: its logs commit one at a time (a lost race redoes a commit)."""
-        with self._guard:
-            return self._table_locks.setdefault(parse_log_name(log, "log")[0], threading.Lock())
+        self.tables = TopicCommits()   # a topic's logs finishing together share one table snapshot
 
     def triage(self, log: str) -> LogOutcome | _Pending | None:
         """What to do with one log: a failure, a recorded outcome, a cleaning to run, or nothing."""
@@ -179,7 +174,7 @@ class CleaningBatch:
         if blocked:   # as a blocking check's failure stops this partition's latest_state step
             return LogOutcome(log, events, failure=f"{log}: blocking check(s) failed: {', '.join(blocked)}")
         try:
-            state = latest_state_metadata(self.log_store, handle, self.spark, self.table_lock(log))
+            state = latest_state_metadata(self.log_store, handle, self.spark, self.tables)
         except (CompactionError, dg.Failure) as exc:   # dg.Failure: the table's commit refused (defs/table.py)
             reason = getattr(exc, "description", None) or str(exc)
             return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,

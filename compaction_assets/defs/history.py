@@ -5,7 +5,6 @@ so that a partition cleaned in a batch has exactly the history it would have had
 """
 
 
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import dagster as dg
@@ -17,6 +16,7 @@ from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.figures import CleaningStats
 from compaction_assets.cleaning.latest_state import write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
+from compaction_assets.table.group import TopicCommits
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.store import LogHandle
 from resources.log_store import LogStoreResource
@@ -82,9 +82,9 @@ def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: 
 
 
 def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
-                          table_lock: AbstractContextManager = nullcontext()) -> dict:
-    """Write the log's key -> value table for its current version, commit it to the topic's table (under
-    `table_lock`); latest_state's metadata."""
+                          tables: TopicCommits | None = None) -> dict:
+    """Write the log's key -> value table for its current version, commit it to the topic's table (through
+    `tables`, a batch's group commits, when given); latest_state's metadata."""
     m = handle.manifest()
     # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
     st = Storage.open(log_store.latest_state_location())
@@ -96,8 +96,8 @@ def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
-    with table_lock:   # a batch commits a topic's logs one at a time: racing commits would redo each other
-        table = commit_table(handle, cfg, m)   # the topic's Iceberg table too (defs/table.py)
+    # the topic's Iceberg table too (defs/table.py); a batch's logs of a topic share snapshots (table/group.py)
+    table = commit_table(handle, cfg, m, tables=tables)
     return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
             "log_version": m.version, **table}
 

@@ -17,6 +17,7 @@ from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.table.commit import commit_log, marks_of
+from compaction_assets.table.group import TopicCommits
 from compaction_assets.table.read import open_table, scan
 from compaction_assets.defs.partitions import log_partitions
 from resources.log_store import LogStoreResource
@@ -27,19 +28,22 @@ LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
 
 
-def commit_table(handle, config, manifest, now_ms: int | None = None) -> dict:
-    """Commit the log's latest state to its topic's table; the materialization metadata (none when off)."""
+def commit_table(handle, config, manifest, now_ms: int | None = None, tables: TopicCommits | None = None) -> dict:
+    """Commit the log's latest state to its topic's table (through `tables`, a batch's group commits, when
+    given); the materialization metadata (none when off)."""
     if not settings.current().tables.enabled:
         return {}
     try:
-        r = commit_log(handle, config, manifest=manifest, now=now_ms)
+        r = (tables.commit(handle, config, manifest, now_ms) if tables is not None
+             else commit_log(handle, config, manifest=manifest, now=now_ms))
     except CompactionError as exc:
         raise dg.Failure(description=f"table commit of {handle.name}: {exc}", metadata={"log": handle.name},
                          allow_retries=False) from None
     expiry = r.expiry
     return {"table": r.identifier, "table_snapshot_id": str(r.snapshot_id), "table_committed": r.committed,
             "table_rows_added": r.rows_added, "table_rows_deleted": r.rows_deleted,
-            "table_files_added": r.files_added, "table_files_removed": r.files_removed,
+            "table_files_added": r.files_added, "table_delete_files_added": r.delete_files_added,
+            "table_files_removed": r.files_removed,
             "table_log_versions": dg.MetadataValue.json(r.log_versions),
             "table_snapshots_expired": expiry.snapshots_expired if expiry else 0}
 

@@ -6,12 +6,13 @@ the current snapshot first: a log whose recorded version is already the manifest
 re-run), and one behind it (a run killed between its cleaning and its commit, or a table that missed a
 version) is brought to the manifest's latest state by the next run, whatever happened in between.
 
-What changed is found by comparing the table's rows of the log (key and offset only) with the log's
-latest state, by key: a key whose winning offset differs, is new, or is gone was touched. The table is
-partitioned by the log's partition and a bucket of the key, so the commit replaces the data files of
-the touched buckets only, with the latest state's rows of those buckets (copy-on-write, as pyiceberg
-writes). Commits of the topic's partitions from concurrent processes are optimistic: a commit that lost
-the race re-reads the table and tries again.
+What changed is found by comparing the table's live rows of the log (key, offset, and where each lies)
+with the log's latest state, by key: a key whose winning offset differs, is new, or is gone was touched.
+The commit appends the touched keys' new rows and masks their old rows with position-delete files
+(merge-on-read, delta.py), so it writes about the change's bytes, not the table's; rewrite.py rewrites a
+bucket whose deletes pile up. Several logs of a topic commit in one snapshot (`commit_logs`: a batch's
+logs of one topic). Commits of the topic's partitions from concurrent processes are optimistic: a commit
+that lost the race re-reads the table and tries again.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,7 +33,9 @@ from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle
 from compaction_assets.table.catalog import (TOPIC_PROPERTY, TableError, identifier, locate, open_catalog,
                                              _first_line)
+from compaction_assets.table.delta import live_rows, row_delta, write_position_deletes
 from compaction_assets.table.expiry import ExpiryResult, expire
+from compaction_assets.table.rewrite import RewriteResult, rewrite
 from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, check_owned, conform, new_table_layout, table_rows
 
 LOGS = "compaction.logs"              # JSON {log: {"version", "log_start_offset", "log_end_offset"}}
@@ -56,7 +60,7 @@ class LogMark:
 
 @dataclass(frozen=True)
 class CommitResult:
-    """What one log's commit to its topic's table did."""
+    """What one log's commit to its topic's table did (a commit of many logs has one each, one snapshot)."""
     identifier: str
     log: str
     log_version: int
@@ -64,18 +68,29 @@ class CommitResult:
     snapshot_id: int | None
     rows_added: int = 0             # keys new or updated
     rows_deleted: int = 0           # keys gone (tombstoned, or lost to a remembered delete)
-    files_removed: int = 0
-    files_added: int = 0
+    files_removed: int = 0          # by the rewrite of due buckets after the commit (rewrite.py)
+    files_added: int = 0            # data files
+    delete_files_added: int = 0     # position-delete files masking the changed keys' old rows
     bytes_written: int = 0
     attempts: int = 1
     log_versions: dict[str, int] = field(default_factory=dict)
     expiry: ExpiryResult | None = None
+    rewrite: RewriteResult | None = None
+
+
+@dataclass(frozen=True)
+class LogCommit:
+    """One log to commit: its handle, topic config and manifest (the current one when None)."""
+    handle: LogHandle
+    config: TopicConfig
+    manifest: Manifest | None = None
 
 
 @dataclass(frozen=True)
 class _Change:
-    """The touched keys of one log against the table's rows, and their buckets."""
-    touched: pa.Array
+    """A log partition's change against the table: the old rows to mask, the keys whose rows to append."""
+    masks: list[tuple[object, pa.Array]]     # (data file, positions)
+    appended: pa.Array                       # keys new or updated
     added: int
     deleted: int
 
@@ -103,57 +118,61 @@ def _load(catalog, ident: str, topic: str):
 
 
 def _diff(table, partition: int, state: pa.Table) -> _Change:
-    """The keys whose row in the table is not the latest state's (by winning offset), new or gone."""
-    from pyiceberg.expressions import EqualTo
-
-    current = None
-    if table is not None and table.current_snapshot() is not None:
-        current = table.scan(row_filter=EqualTo("partition", partition), selected_fields=("key", "offset")).to_arrow()
+    """The keys whose live row in the table is not the latest state's (by winning offset), new or gone."""
+    if table is None or table.current_snapshot() is None:
+        return _Change([], state.column("key").combine_chunks(), len(state), 0)
+    live = live_rows(table, partition)
     mine = pa.table({"key": state.column("key"), "s": state.column("offset")})
-    if current is None or not len(current):
-        return _Change(mine.column("key").combine_chunks(), len(mine), 0)
-    theirs = pa.table({"key": current.column("key").cast(pa.binary()), "t": current.column("offset")})
+    theirs = live.rows.rename_columns(["key", "t", "file", "pos"])
     joined = mine.join(theirs, keys="key", join_type="full outer")
     changed = joined.filter(pc.fill_null(pc.not_equal(joined.column("s"), joined.column("t")), True))
-    gone = pc.sum(pc.is_null(changed.column("s")).cast(pa.int64())).as_py() or 0
-    return _Change(changed.column("key").combine_chunks(), len(changed) - gone, gone)
-
-
-def _bucket_of(spec, keys: pa.Array) -> tuple[int, pa.Array]:
-    """The position of the key bucket in the table's partition tuples, and each key's bucket."""
-    from pyiceberg.types import BinaryType
-
-    for i, pf in enumerate(spec.fields):
-        if pf.name == "key_bucket":
-            return i, pf.transform.pyarrow_transform(BinaryType())(keys.cast(pa.binary()))
-    raise TableError("the table has no key_bucket partition field: it was not created by the product")
+    present = pc.is_valid(changed.column("s"))
+    stale = changed.filter(pc.is_valid(changed.column("t"))).sort_by("file")
+    files = stale.column("file").to_numpy()
+    bounds = np.flatnonzero(np.diff(files)) + 1 if len(files) else []
+    masks = [(live.files[int(files[i])], stale.column("pos").slice(i, j - i).combine_chunks())
+             for i, j in zip([0, *bounds], [*bounds, len(files)]) if len(files)]
+    added = pc.sum(present.cast(pa.int64())).as_py() or 0
+    return _Change(masks, changed.filter(present).column("key").combine_chunks(), added, len(changed) - added)
 
 
 def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | None = None,
                now: int | None = None) -> CommitResult:
     """Bring the log's rows of its topic's table to the log's latest state in one snapshot (none when the
-    table already reflects this manifest version), then expire what the topic's deadlines allow."""
+    table already reflects this manifest version), then rewrite due buckets and expire old snapshots."""
+    return commit_logs([LogCommit(handle, config, manifest)], now=now)[0]
+
+
+def commit_logs(logs: list[LogCommit], *, now: int | None = None) -> list[CommitResult]:
+    """Bring the rows of several logs of one topic to their latest states in one snapshot (one optimistic
+    commit, redone from the new current snapshot when another won the race); a result per log, in order."""
     from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
 
-    topic, partition = parse_log_name(handle.name)
-    location = locate(handle.st)
+    topics = {parse_log_name(item.handle.name)[0] for item in logs}
+    if len(topics) != 1:
+        raise TableError(f"one commit is of one topic's logs, not of {sorted(topics)}")
+    topic = topics.pop()
+    unique = list({item.handle.name: item for item in logs}.values())   # a log queued twice commits once
+    if len(unique) < len(logs):
+        by_name = {r.log: r for r in commit_logs(unique, now=now)}
+        return [by_name[item.handle.name] for item in logs]
+    location = locate(logs[0].handle.st)
     catalog = open_catalog(location)
     ident = identifier(location, topic)
-    m = manifest or handle.manifest()
-    state, result = None, None
+    manifests = {item.handle.name: item.manifest or item.handle.manifest() for item in logs}
+    states: dict[str, pa.Table] = {}
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             table = _load(catalog, ident, topic)
             marks = marks_of(table.current_snapshot()) if table is not None else {}
-            mark = marks.get(handle.name)
-            if mark is not None and mark.version >= m.version:
-                result = CommitResult(ident, handle.name, mark.version, False, table.current_snapshot().snapshot_id,
-                                      attempts=attempt, log_versions={k: v.version for k, v in marks.items()})
-                break
-            if state is None:
-                state = latest_state_table(handle, config, m)
-            result = _commit_once(catalog, table, ident, location.buckets, handle, partition, m, state, marks,
-                                  attempt)
+            behind = [item for item in logs if marks.get(item.handle.name) is None
+                      or marks[item.handle.name].version < manifests[item.handle.name].version]
+            for item in behind:
+                if item.handle.name not in states:
+                    states[item.handle.name] = latest_state_table(item.handle, item.config,
+                                                                  manifests[item.handle.name])
+            done = _commit_once(catalog, table, ident, location.buckets, behind, manifests, states, marks,
+                                attempt) if behind else {}
             break
         except (CommitFailedException, TableAlreadyExistsError, ValidationException) as exc:
             last = exc
@@ -165,53 +184,71 @@ def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | N
             last = exc
         time.sleep(random.uniform(0.02, 0.1) * min(attempt, 10))
     else:
-        raise TableError(f"table {ident}: {MAX_ATTEMPTS} commits of {handle.name} lost to concurrent ones "
-                         f"({_first_line(last)}); run again")
+        raise TableError(f"table {ident}: {MAX_ATTEMPTS} commits of {', '.join(manifests)} lost to concurrent "
+                         f"ones ({_first_line(last)}); run again")
+    return _maintained(catalog, ident, logs, done, attempt, now)
+
+
+def _maintained(catalog, ident: str, logs: list[LogCommit], done: dict[str, CommitResult], attempt: int,
+                now: int | None) -> list[CommitResult]:
+    """The results, after rewriting the logs' due buckets and expiring what the topic's deadlines allow."""
     table = catalog.load_table(ident)
-    done = expire(table, now if now is not None else int(time.time() * 1000),
-                  config.delete_retention_ms, failed_attempts=result.attempts > 1)
-    return replace(result, expiry=done)
+    now_ms = now if now is not None else int(time.time() * 1000)
+    retention = min(item.config.delete_retention_ms for item in logs)
+    current = table.current_snapshot()
+    marks = marks_of(current)
+    carried = {LOGS: current.summary.additional_properties[LOGS]} if LOGS in current.summary.additional_properties else {}
+    rewritten = rewrite(table, [parse_log_name(item.handle.name)[1] for item in logs], now_ms, retention, carried)
+    if rewritten.snapshot_id is not None:
+        table = catalog.load_table(ident)
+    expired = expire(table, now_ms, retention, failed_attempts=attempt > 1)
+    versions = {k: v.version for k, v in marks.items()}
+    out = []
+    for item in logs:
+        name = item.handle.name
+        r = done.get(name) or CommitResult(ident, name, marks[name].version, False, current.snapshot_id,
+                                           attempts=attempt, log_versions=versions)
+        out.append(replace(r, expiry=expired, rewrite=rewritten, files_removed=rewritten.files_removed,
+                           snapshot_id=rewritten.snapshot_id or r.snapshot_id))
+    return out
 
 
-def _commit_once(catalog, table, ident: str, buckets: int, handle: LogHandle, partition: int, m: Manifest,
-                 state: pa.Table, marks: dict[str, LogMark], attempt: int) -> CommitResult:
-    """One attempt: the touched buckets' files replaced by the state's rows of those buckets."""
-    from pyiceberg.expressions import EqualTo
+def _commit_once(catalog, table, ident: str, buckets: int, logs: list[LogCommit], manifests: dict[str, Manifest],
+                 states: dict[str, pa.Table], marks: dict[str, LogMark], attempt: int) -> dict[str, CommitResult]:
+    """One attempt: each log's changed rows appended and their old rows masked, in one snapshot."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
-    topic, _ = parse_log_name(handle.name)
-    change = _diff(table, partition, state)
+    topic, _ = parse_log_name(logs[0].handle.name)
     if table is None:
-        iceberg, spec = new_table_layout(table_rows(handle, state.slice(0, 0), partition).schema, buckets)
+        first = logs[0].handle
+        iceberg, spec = new_table_layout(table_rows(first, states[first.name].slice(0, 0),
+                                                    parse_log_name(first.name)[1]).schema, buckets)
         tx = catalog.create_table_transaction(ident, schema=iceberg, partition_spec=spec, properties={
             TOPIC_PROPERTY: topic, SCHEMA_ID_PROPERTY: "0", **TABLE_PROPERTIES})
     else:
         tx = table.transaction()
-    spec = tx.table_metadata.spec()
-    position, touched_buckets = _bucket_of(spec, change.touched)
-    hit = set(pc.unique(touched_buckets).to_pylist())
-    old_files = [] if table is None else [
-        t.file for t in table.scan(row_filter=EqualTo("partition", partition)).plan_files()
-        if t.file.partition[position] in hit]
-    _, state_buckets = _bucket_of(spec, state.column("key"))
-    in_hit = pc.is_in(state_buckets, value_set=pa.array(sorted(hit), state_buckets.type))
-    rows = table_rows(handle, state.filter(in_hit), partition)
-    rows = conform(tx, rows, ident)
-    marks = {**marks, handle.name: LogMark(m.version, m.log_start_offset, m.log_end_offset)}
+    io = tx._table.io
+    written: dict[str, tuple[_Change, list, list]] = {}
+    for item in logs:
+        name, partition = item.handle.name, parse_log_name(item.handle.name)[1]
+        state = states[name]
+        change = _diff(table, partition, state)
+        rows = conform(tx, table_rows(item.handle, state.filter(pc.is_in(state.column("key"), change.appended)),
+                                      partition), ident)
+        data = list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=io)) if len(rows) else []
+        deletes = [write_position_deletes(io, f, positions) for f, positions in change.masks]
+        written[name] = (change, data, deletes)
+        m = manifests[name]
+        marks = {**marks, name: LogMark(m.version, m.log_start_offset, m.log_end_offset)}
     props = {LOGS: json.dumps({k: v.__dict__ for k, v in sorted(marks.items())}, separators=(",", ":")),
-             LOG: handle.name, LOG_VERSION: str(m.version), ROWS_ADDED: str(change.added),
-             ROWS_DELETED: str(change.deleted)}
-    added = []
-    with tx.update_snapshot(snapshot_properties=props).overwrite() as overwrite:
-        for f in old_files:
-            overwrite.delete_data_file(f)
-        if len(rows):
-            added = list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows,
-                                                  io=tx._table.io, write_uuid=overwrite.commit_uuid))
-            for f in added:
-                overwrite.append_data_file(f)
-    committed = tx.commit_transaction()
-    return CommitResult(ident, handle.name, m.version, True, committed.current_snapshot().snapshot_id,
-                        rows_added=change.added, rows_deleted=change.deleted, files_removed=len(old_files),
-                        files_added=len(added), bytes_written=sum(f.file_size_in_bytes for f in added),
-                        attempts=attempt, log_versions={k: v.version for k, v in marks.items()})
+             LOG: ",".join(written), LOG_VERSION: ",".join(str(manifests[n].version) for n in written),
+             ROWS_ADDED: str(sum(c.added for c, _, _ in written.values())),
+             ROWS_DELETED: str(sum(c.deleted for c, _, _ in written.values()))}
+    row_delta(tx, props, [f for _, data, deletes in written.values() for f in data + deletes], set()).commit()
+    snapshot_id = tx.commit_transaction().current_snapshot().snapshot_id
+    versions = {k: v.version for k, v in marks.items()}
+    return {name: CommitResult(ident, name, manifests[name].version, True, snapshot_id, rows_added=change.added,
+                               rows_deleted=change.deleted, files_added=len(data), delete_files_added=len(deletes),
+                               bytes_written=sum(f.file_size_in_bytes for f in data + deletes), attempts=attempt,
+                               log_versions=versions)
+            for name, (change, data, deletes) in written.items()}

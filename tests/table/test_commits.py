@@ -1,13 +1,18 @@
-"""A topic's table: backfilled from a log's latest state, then one snapshot per log version changing only
-the touched keys' buckets, nothing on a re-run, structured values as columns."""
+"""A topic's table: backfilled from a log's latest state, then one snapshot per log version appending the
+touched keys' rows and masking their old ones (merge-on-read), buckets rewritten when masks pile up, many
+logs in one snapshot, nothing on a re-run, structured values as columns."""
 
 from __future__ import annotations
 
 import json
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from compaction_assets.log.config import build_config
 from compaction_assets.log.landing import ingest, landing_logs
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit import LogCommit, commit_log, commit_logs, marks_of
 from compaction_assets.table.read import history, open_table, scan
 from tests.log.connectors.sinks import write_lines
 from tests.table.helpers import CFG, data_files, log_state, put, table_state
@@ -26,7 +31,7 @@ def test_a_new_table_is_the_log_latest_state_and_a_rerun_commits_nothing(store):
     assert [s.log_versions for s in history(table)] == [{"users-0": h.manifest().version}]
 
 
-def test_a_change_rewrites_only_the_touched_buckets(store):
+def test_a_change_appends_its_rows_and_masks_the_old_ones(store):
     h = store.log("users-0")
     put(h, {f"k{i}": f"v{i}" for i in range(2000)})
     commit_log(h, CFG)
@@ -35,15 +40,64 @@ def test_a_change_rewrites_only_the_touched_buckets(store):
     put(h, {"k7": "new", "k8": None}, ts=2)
     r = commit_log(h, CFG)
     assert (r.rows_added, r.rows_deleted) == (1, 1)
+    assert (r.files_added, r.delete_files_added, r.files_removed) == (1, 2, 0)   # no data file rewritten
     after = data_files(h)
-    assert r.files_removed == len(before - after) <= 2 and r.files_added == len(after - before) <= 2
-    assert len(before & after) >= 14               # every other bucket's file is the same file
+    assert before < after and len(after - before) == 3
+    table, _ = open_table(h.st, "users")
+    deletes = table.inspect.delete_files()
+    assert deletes.num_rows == 2 and sum(deletes.column("record_count").to_pylist()) == 2
+    assert r.bytes_written == sum(table.inspect.files().filter(
+        pc.is_in(table.inspect.files().column("file_path"), pa.array(sorted(after - before)))
+    ).column("file_size_in_bytes").to_pylist())
     state = table_state(h)
     assert state == log_state(h) and state[b"k7"][0] == b"new" and b"k8" not in state
-    table, _ = open_table(h.st, "users")
     summary = table.current_snapshot().summary.additional_properties
     assert json.loads(summary["compaction.logs"])["users-0"]["version"] == h.manifest().version
     assert summary["compaction.log"] == "users-0"
+
+
+def test_deletes_and_reinserts_of_one_key_over_many_commits(store):
+    h = store.log("users-0")
+    put(h, {f"k{i}": f"v{i}" for i in range(2000)})
+    commit_log(h, CFG)
+    for step, value in enumerate(["a", None, "b", "c", None, "d"], start=2):
+        put(h, {"k1": value, f"k{step * 10}": f"w{step}", f"k{step * 10 + 1}": None}, ts=step)
+        r = commit_log(h, CFG)
+        assert r.committed and r.rewrite.buckets == 0
+        assert table_state(h) == log_state(h)
+        users = scan(open_table(h.st, "users")[0])     # DuckDB over pyiceberg's scan, as a user reads it
+        rows = duckdb.sql('SELECT key, value, "offset" FROM users').fetchall()
+        assert len(rows) == len(log_state(h)) and {k: (v, o) for k, v, o in rows} == log_state(h)
+    assert table_state(h)[b"k1"][0] == b"d"
+
+
+def test_a_bucket_whose_masked_rows_pile_up_is_rewritten(store):
+    h = store.log("users-0")
+    put(h, {f"k{i}": f"v{i}" for i in range(8000)})
+    commit_log(h, CFG)
+    put(h, {f"k{i}": f"u{i}" for i in range(8000) if i % 4}, ts=2)   # 3 of 4 rows: ~40% of each bucket masked
+    r = commit_log(h, CFG)
+    assert r.rewrite.buckets == 16 and r.rewrite.files_removed > 16 and r.snapshot_id == r.rewrite.snapshot_id
+    table, _ = open_table(h.st, "users")
+    assert table.inspect.delete_files().num_rows == 0 and len(data_files(h)) == 16
+    assert table_state(h) == log_state(h)
+    assert marks_of(table.current_snapshot())["users-0"].version == h.manifest().version   # marks carried
+
+
+def test_many_logs_of_a_topic_commit_in_one_snapshot(store):
+    logs = [store.log(f"orders-{p}") for p in range(4)]
+    for p, h in enumerate(logs):
+        put(h, {f"p{p}-k{i}": f"v{i}" for i in range(300)})
+    results = commit_logs([LogCommit(h, CFG) for h in logs])
+    assert len({r.snapshot_id for r in results}) == 1 and all(r.committed for r in results)
+    put(logs[2], {"p2-k1": "new"}, ts=2)
+    again = commit_logs([LogCommit(h, CFG) for h in logs])
+    assert [r.committed for r in again] == [False, False, True, False]
+    table, _ = open_table(store.storage, "orders")
+    assert len(history(table)) == 2 and history(table)[-1].log == "orders-2"
+    assert history(table)[-1].log_versions == {h.name: h.manifest().version for h in logs}
+    for h in logs:
+        assert table_state(h) == log_state(h)
 
 
 def test_partitions_of_a_topic_share_its_table(store):
