@@ -76,7 +76,7 @@ BATCH_MAX_BYTES = "COMPACTION_BATCH_MAX_BYTES"
 DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes in one batch run: one huge log gets its own
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
-DEFAULT_TABLE_BUCKETS = 16      # files per partition of a topic's table: a small change rewrites few of them
+DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle
 from compaction_assets.table.catalog import (TOPIC_PROPERTY, TableError, identifier, locate, open_catalog,
                                              _first_line)
-from compaction_assets.table.delta import live_rows, row_delta, write_position_deletes
+from compaction_assets.table.delta import live_rows, plan_by_partition, row_delta, write_position_deletes
 from compaction_assets.table.expiry import ExpiryResult, expire
 from compaction_assets.table.rewrite import RewriteResult, rewrite
 from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, check_owned, conform, new_table_layout, table_rows
@@ -117,11 +117,12 @@ def _load(catalog, ident: str, topic: str):
     return table
 
 
-def _diff(table, partition: int, state: pa.Table) -> _Change:
-    """The keys whose live row in the table is not the latest state's (by winning offset), new or gone."""
-    if table is None or table.current_snapshot() is None:
+def _diff(table, tasks: list, state: pa.Table) -> _Change:
+    """The keys whose live row in the table (in the partition's file scan `tasks`) is not the latest
+    state's (by winning offset), new or gone."""
+    if not tasks:
         return _Change([], state.column("key").combine_chunks(), len(state), 0)
-    live = live_rows(table, partition)
+    live = live_rows(table, tasks)
     mine = pa.table({"key": state.column("key"), "s": state.column("offset")})
     theirs = live.rows.rename_columns(["key", "t", "file", "pos"])
     joined = mine.join(theirs, keys="key", join_type="full outer")
@@ -229,10 +230,11 @@ def _commit_once(catalog, table, ident: str, buckets: int, logs: list[LogCommit]
         tx = table.transaction()
     io = tx._table.io
     written: dict[str, tuple[_Change, list, list]] = {}
+    plan = plan_by_partition(table, [parse_log_name(item.handle.name)[1] for item in logs])
     for item in logs:
         name, partition = item.handle.name, parse_log_name(item.handle.name)[1]
         state = states[name]
-        change = _diff(table, partition, state)
+        change = _diff(table, plan.get(partition, []), state)
         rows = conform(tx, table_rows(item.handle, state.filter(pc.is_in(state.column("key"), change.appended)),
                                       partition), ident)
         data = list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=io)) if len(rows) else []

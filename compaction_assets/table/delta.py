@@ -39,13 +39,26 @@ class LiveRows:
     files: list                     # the DataFile of each file index
 
 
-def live_rows(table, partition: int) -> LiveRows:
-    """The table's live rows of one log partition with where each lies (data file, row position)."""
-    from pyiceberg.expressions import EqualTo
+def plan_by_partition(table, partitions: list[int]) -> dict[int, list]:
+    """The file scan tasks (data files with their delete files) of each log partition, in one plan."""
+    from pyiceberg.expressions import In
+
+    if table is None or table.current_snapshot() is None:
+        return {}
+    by_partition: dict[int, list] = {}
+    for task in table.scan(row_filter=In("partition", set(partitions))).plan_files():
+        spec = table.specs()[task.file.spec_id]
+        position = next(i for i, f in enumerate(spec.fields) if f.name == "partition")
+        by_partition.setdefault(task.file.partition[position], []).append(task)
+    return by_partition
+
+
+def live_rows(table, tasks: list) -> LiveRows:
+    """The live rows of one log partition's file scan tasks with where each lies (data file, position)."""
     from pyiceberg.io.pyarrow import _read_deletes
 
     io, parts, files = table.io, [], []
-    for task in table.scan(row_filter=EqualTo("partition", partition)).plan_files():
+    for task in tasks:
         with io.new_input(task.file.file_path).open() as f:
             rows = pq.read_table(f, columns=["key", "offset"])
         positions = pa.array(np.arange(len(rows), dtype=np.int64))

@@ -1,12 +1,13 @@
 """Deletes that really delete: old snapshots expired, and the files only they reached removed.
 
-A tombstoned key leaves the table in the snapshot that commits the tombstone's log version; the runs that
-clean a log commit its table, and a cleaning is due within `max.compaction.lag.ms` of a record. Every
-commit then expires the snapshots older than the topic's `delete.retention.ms` (the current one is
-always kept) and removes the data and manifest files that no remaining snapshot reaches. So a deleted
-value is unreachable through the table, by any snapshot or file, once `max.compaction.lag.ms +
-delete.retention.ms` have passed since its tombstone (and one run has happened since): the same bound
-Kafka gives a consumer of the compacted topic. Time travel works within `delete.retention.ms`.
+A tombstoned key leaves the table in the snapshot that commits the tombstone's log version (a position
+delete masks its row); the runs that clean a log commit its table, and a cleaning is due within
+`max.compaction.lag.ms` of a record. The masked row's bucket is rewritten without it by the first run
+after half of `delete.retention.ms` (rewrite.py). Every commit then expires the snapshots older than the
+topic's `delete.retention.ms` (the current one is always kept) and removes the data, delete and manifest
+files that no remaining snapshot reaches. So a deleted value is unreachable through the table, by any
+snapshot or file, once `max.compaction.lag.ms + 1.5 x delete.retention.ms` have passed since its
+tombstone (and runs have happened since). Time travel works within `delete.retention.ms`.
 
 Files younger than a grace period are never removed: they may be a concurrent commit's, not yet
 referenced. pyiceberg expires snapshots but does not remove files; the removal is here.
