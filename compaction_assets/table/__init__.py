@@ -1,7 +1,8 @@
 """The latest state of each topic as an Iceberg table, committed by the runs that clean its logs (issue 31).
 
 One table per topic (`<namespace>.<topic>`, see `catalog.table_name`), one Iceberg partition per log, rows
-identified by (partition, key). catalog.py finds the catalog, schema.py the columns, commit.py commits a
-log's change as one snapshot, expiry.py expires old snapshots and their files, read.py reads and lists
-snapshots. Nothing here imports Dagster.
+identified by (partition, key). catalog.py finds the catalog, schema.py the columns, commit.py commits
+logs' changes as one snapshot (merge-on-read: delta.py writes the position deletes), group.py groups a
+process's concurrent commits per topic, rewrite.py rewrites buckets whose deletes pile up, expiry.py
+expires old snapshots and their files, read.py reads and lists snapshots. Nothing here imports Dagster.
 """

@@ -163,7 +163,7 @@ def row_delta(tx, properties: dict[str, str], added: list, removed: set[str]):
                 if self._parent_snapshot_id is not None else None
             kept = [m for m in parent.manifests(self._io) if m.has_added_files() or m.has_existing_files()] \
                 if parent is not None else []   # a manifest of removed entries only is dropped a commit later
-            return out + [self._kept(m) for m in kept]
+            return out + ([self._kept(m) for m in kept] if removed else kept)
 
     producer = RowDelta(Operation.OVERWRITE if tx.table_metadata.current_snapshot() else Operation.APPEND,
                         tx, tx._table.io, snapshot_properties=properties)

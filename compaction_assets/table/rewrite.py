@@ -31,19 +31,21 @@ class RewriteResult:
     snapshot_id: int | None = None
 
 
-def _delete_file_times(table) -> dict[str, int]:
-    """When each live delete file was committed (ms; 0 when its snapshot is already expired)."""
+def _old_delete_files(table, before_ms: int) -> set[str]:
+    """The live delete files committed before `before_ms` (or by an expired snapshot). Only the deletes
+    manifests whose oldest entry is that old are read: a manifest's minimum sequence number dates it."""
     from pyiceberg.manifest import ManifestContent
 
     current = table.current_snapshot()
-    times: dict[str, int] = {}
+    times = {s.sequence_number: s.timestamp_ms for s in table.metadata.snapshots}
+    by_id = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    old: set[str] = set()
     for manifest in current.manifests(table.io) if current is not None else []:
-        if manifest.content != ManifestContent.DELETES:
+        if manifest.content != ManifestContent.DELETES or times.get(manifest.min_sequence_number, 0) >= before_ms:
             continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            snapshot = table.snapshot_by_id(entry.snapshot_id)
-            times[entry.data_file.file_path] = snapshot.timestamp_ms if snapshot is not None else 0
-    return times
+        old.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+                   if by_id.get(e.snapshot_id, 0) < before_ms)
+    return old
 
 
 def due_buckets(table, partitions: list[int], now_ms: int, retention_ms: int) -> list[list]:
@@ -53,15 +55,14 @@ def due_buckets(table, partitions: list[int], now_ms: int, retention_ms: int) ->
     groups: dict[tuple, list] = defaultdict(list)
     for task in table.scan(row_filter=In("partition", set(partitions))).plan_files():
         groups[(task.file.spec_id, tuple(task.file.partition))].append(task)
-    times = _delete_file_times(table) if groups else {}
+    old = _old_delete_files(table, now_ms - retention_ms // 2) if groups else set()
     due = []
     for tasks in groups.values():
         deletes = {d.file_path: d for t in tasks for d in t.delete_files}
         rows = sum(t.file.record_count for t in tasks)
         masked = sum(d.record_count for d in deletes.values())
-        oldest = min((times.get(path, 0) for path in deletes), default=now_ms)
         if (masked > max(REWRITE_MASKED_SHARE * rows, REWRITE_MIN_MASKED - 1) or len(tasks) > REWRITE_MAX_DATA_FILES
-                or (deletes and oldest < now_ms - retention_ms // 2)):
+                or any(path in old for path in deletes)):
             due.append(tasks)
     return due
 
