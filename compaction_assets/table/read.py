@@ -20,7 +20,7 @@ class SnapshotInfo:
     snapshot_id: int
     timestamp_ms: int
     operation: str
-    log: str | None                 # the log it committed (None: not the product's)
+    log: str | None                 # the logs it committed, comma-separated (None: a rewrite, or not the product's)
     log_versions: dict[str, int] = field(default_factory=dict)
     rows_added: int = 0
     rows_deleted: int = 0
