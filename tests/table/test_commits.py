@@ -14,6 +14,7 @@ from compaction_assets.log.config import build_config
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.table.commit import LogCommit, commit_log, commit_logs, marks_of
 from compaction_assets.table.read import history, open_table, scan
+from compaction_assets.table.rewrite import REWRITE_MAX_DATA_FILES
 from tests.log.connectors.sinks import write_lines
 from tests.table.helpers import CFG, data_files, log_state, put, table_state
 
@@ -140,3 +141,17 @@ def test_structured_values_are_columns(tmp_path, store):
     table, _ = open_table(h.st, "users")
     assert scan(table).select(["email", "plan"]).to_pylist() == [{"email": "a@x", "plan": None},
                                                                  {"email": "b2@x", "plan": "pro"}]
+
+
+def test_a_bucket_of_many_small_files_is_rewritten(store):
+    h = store.log("users-0")
+    put(h, {f"k{i}": f"v{i}" for i in range(100)})
+    commit_log(h, CFG)
+    rewrites = []
+    for step in range(2, 2 + REWRITE_MAX_DATA_FILES):     # each commit adds a data file of one row
+        put(h, {"k1": f"w{step}"}, ts=step)
+        rewrites.append(commit_log(h, CFG).rewrite.buckets)
+    assert rewrites == [0] * (REWRITE_MAX_DATA_FILES - 1) + [1]   # 9 data files: more than 8
+    table, _ = open_table(h.st, "users")
+    assert len(table.inspect.data_files()) == 1 and table.inspect.delete_files().num_rows == 0
+    assert table_state(h) == log_state(h)
