@@ -144,9 +144,10 @@ def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | N
     return commit_logs([LogCommit(handle, config, manifest)], now=now)[0]
 
 
-def commit_logs(logs: list[LogCommit], *, now: int | None = None) -> list[CommitResult]:
+def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool = True) -> list[CommitResult]:
     """Bring the rows of several logs of one topic to their latest states in one snapshot (one optimistic
-    commit, redone from the new current snapshot when another won the race); a result per log, in order."""
+    commit, redone from the new current snapshot when another won the race), then, with `maintain`,
+    rewrite their due buckets and expire old snapshots; a result per log, in order."""
     from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
 
     topics = {parse_log_name(item.handle.name)[0] for item in logs}
@@ -155,7 +156,7 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None) -> list[Commit
     topic = topics.pop()
     unique = list({item.handle.name: item for item in logs}.values())   # a log queued twice commits once
     if len(unique) < len(logs):
-        by_name = {r.log: r for r in commit_logs(unique, now=now)}
+        by_name = {r.log: r for r in commit_logs(unique, now=now, maintain=maintain)}
         return [by_name[item.handle.name] for item in logs]
     location = locate(logs[0].handle.st)
     catalog = open_catalog(location)
@@ -187,22 +188,25 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None) -> list[Commit
     else:
         raise TableError(f"table {ident}: {MAX_ATTEMPTS} commits of {', '.join(manifests)} lost to concurrent "
                          f"ones ({_first_line(last)}); run again")
-    return _maintained(catalog, ident, logs, done, attempt, now)
+    return _maintained(catalog, ident, logs, done, attempt, now, maintain)
 
 
 def _maintained(catalog, ident: str, logs: list[LogCommit], done: dict[str, CommitResult], attempt: int,
-                now: int | None) -> list[CommitResult]:
-    """The results, after rewriting the logs' due buckets and expiring what the topic's deadlines allow."""
+                now: int | None, maintain: bool) -> list[CommitResult]:
+    """The results, after rewriting the logs' due buckets and expiring what the topic's deadlines allow
+    (unless not `maintain`)."""
     table = catalog.load_table(ident)
     now_ms = now if now is not None else int(time.time() * 1000)
     retention = min(item.config.delete_retention_ms for item in logs)
     current = table.current_snapshot()
     marks = marks_of(current)
     carried = {LOGS: current.summary.additional_properties[LOGS]} if LOGS in current.summary.additional_properties else {}
-    rewritten = rewrite(table, [parse_log_name(item.handle.name)[1] for item in logs], now_ms, retention, carried)
-    if rewritten.snapshot_id is not None:
-        table = catalog.load_table(ident)
-    expired = expire(table, now_ms, retention, failed_attempts=attempt > 1)
+    rewritten, expired = RewriteResult(), None
+    if maintain:
+        rewritten = rewrite(table, [parse_log_name(item.handle.name)[1] for item in logs], now_ms, retention, carried)
+        if rewritten.snapshot_id is not None:
+            table = catalog.load_table(ident)
+        expired = expire(table, now_ms, retention, failed_attempts=attempt > 1)
     versions = {k: v.version for k, v in marks.items()}
     out = []
     for item in logs:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from compaction_assets.errors import CompactionError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
@@ -56,19 +57,36 @@ class TopicCommits:
         return mine.result
 
     def _lead(self, topic: str) -> None:
-        """Commit the topic's queued logs, group by group, until none is queued."""
+        """Commit the topic's queued logs, group by group, until none is queued; then rewrite and expire
+        once for them all (not once per group: the waiting logs need their commits, not the upkeep)."""
+        stint: list[_Waiting] = []
         while True:
             with self._guard:
                 group = self._queued.pop(topic, [])
-                if not group:
+                if not group and not stint:
                     self._leading.discard(topic)
                     return
+            if not group:
+                self._maintain(stint)
+                stint = []
+                continue
             try:
-                results = commit_logs([w.item for w in group], now=group[-1].now)
+                results = commit_logs([w.item for w in group], now=group[-1].now, maintain=False)
                 for waiting, result in zip(group, results):
                     waiting.result = result
+                stint += group
             except BaseException as exc:   # every log of the group fails with it, each in its own thread
                 for waiting in group:
                     waiting.error = exc
             for waiting in group:
                 waiting.done.set()
+
+    @staticmethod
+    def _maintain(stint: list[_Waiting]) -> None:
+        """Rewrite the committed logs' due buckets and expire old snapshots: a re-check of the logs, which
+        commits nothing new. A failure here loses nothing (every log is committed); the next commit of
+        the topic maintains it again."""
+        try:
+            commit_logs([w.item for w in stint], now=stint[-1].now)
+        except CompactionError:
+            pass

@@ -89,4 +89,8 @@ def rewrite(table, partitions: list[int], now_ms: int, retention_ms: int, proper
         committed = tx.commit_transaction()
     except CommitFailedException:
         return RewriteResult()
+    except Exception as exc:
+        if "locked" in str(exc).lower():   # SQLite's writer lock: another process commits now
+            return RewriteResult()
+        raise
     return RewriteResult(len(due), len(removed), len(added), committed.current_snapshot().snapshot_id)
