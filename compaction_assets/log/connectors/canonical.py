@@ -18,9 +18,10 @@ import io
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from compaction_assets.errors import InvalidInputError
@@ -104,19 +105,22 @@ class ValueSchema:
         return ValueSchema(pa.schema(list(fields.values())))
 
 
-def infer_schema(values: Iterable[bytes | None], structured: Iterable[bool]) -> ValueSchema | None:
+def infer_schema(values: pa.Array, structured: pa.Array) -> ValueSchema | None:
     """The Arrow schema of the structured values that are JSON objects (None when there are none)."""
-    lines = [v for v, s in zip(values, structured) if s and v is not None and v[:1] == b"{"]
-    if not lines:
+    texts = pc.filter(values, structured).cast(pa.string())    # canonical JSON: UTF-8 by construction
+    objects = pc.filter(texts, pc.starts_with(texts, "{"))
+    if not len(objects):
         return None
+    one = pa.ListArray.from_arrays(pa.array([0, len(objects)], pa.int32()), objects)
+    text = pc.binary_join(one, "\n")[0].as_buffer()
+    longest = pc.max(pc.binary_length(objects)).as_py()
     try:
-        table = pajson.read_json(io.BytesIO(b"\n".join(lines)),
-                                 read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * max(map(len, lines)))))
+        table = pajson.read_json(pa.BufferReader(text), read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * longest)))
     except pa.ArrowInvalid:   # a field whose type changes between rows: infer each row alone, then merge
         merged = None
-        for line in lines:
-            one = ValueSchema(pajson.read_json(io.BytesIO(line)).schema)
-            merged = one if merged is None else merged.merge(one)
+        for line in objects.to_pylist():
+            row = ValueSchema(pajson.read_json(io.BytesIO(line.encode("utf-8"))).schema)
+            merged = row if merged is None else merged.merge(row)
         return merged
     return ValueSchema(table.schema)
 

@@ -13,13 +13,10 @@ from typing import Iterator
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.connectors import canonical, offsets, readers, shapes
+from compaction_assets.log.connectors import canonical, columns, offsets, readers, shapes
 from compaction_assets.log.connectors.debezium import apply_cdc
 from compaction_assets.log.connectors.layouts import LandedFile, PartitionSource, Unit, plan_units, recorded_names
-from compaction_assets.log.connectors.settings import FileFormat, LandingConfig, LandingFormat
-from compaction_assets.log.records import INPUT_SCHEMA
-
-HEADERS_TYPE = INPUT_SCHEMA.field("headers").type
+from compaction_assets.log.connectors.settings import CdcFormat, FileFormat, LandingConfig, LandingFormat
 
 
 @dataclass
@@ -28,7 +25,7 @@ class Batch:
     name: str                 # recorded in the manifest's `ingested`
     files: list[str]
     table: pa.Table           # INPUT_SCHEMA
-    where: list[str]          # each row's file and record, for errors
+    where: columns.Where      # each row's file and record, for errors
     schema: canonical.ValueSchema | None
     mtime_timestamps: int = 0
     inferred_offsets: bool = False
@@ -40,46 +37,59 @@ def pending_units(src: PartitionSource, fmt: LandingFormat, ingested) -> list[Un
     return [u for u in plan_units(src, fmt) if u.name not in done]
 
 
-def _read(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[readers.Rows, FileFormat]:
-    uri = src.uri(f.path)
+def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[bytes, FileFormat]:
     fmt = readers.format_of(f.name, cfg.file_format, json_is_array=cfg.format is LandingFormat.AIVEN)
     try:
-        data = src.storage.read_bytes(f.path)
+        return src.storage.read_bytes(f.path), fmt
     except FileNotFoundError:
-        raise InvalidInputError(f"{uri}: vanished while being ingested; it lands at the next run") from None
-    return readers.read_rows(data, fmt, uri), fmt
+        raise InvalidInputError(f"{src.uri(f.path)}: vanished while being ingested; it lands at the next run") from None
 
 
-def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> shapes.RawBatch:
+def _vectorised(src: PartitionSource, unit: Unit, cfg: LandingConfig,
+                read: list[tuple[bytes, FileFormat]]) -> columns.Columns | None:
+    """A Parquet unit without change events, column by column (None: shaped row by row)."""
+    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
+        return None
+    tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
+    label = src.uri(unit.main.path)
+    if cfg.format is LandingFormat.AIVEN:
+        return columns.aiven_parquet(tables[0], label)
+    if cfg.format is LandingFormat.CONFLUENT:
+        if unit.tombstone:
+            return columns.confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
+        return columns.confluent_parquet(tables[0], tables[1], tables[2] if len(tables) > 2 else None, label, cfg,
+                                         unit.main.mtime_ms)
+    return None
+
+
+def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:
+    """One unit's records, CDC applied, keys and values encoded."""
+    files = [unit.main] if cfg.format is not LandingFormat.CONFLUENT else unit.files
+    read = [_data(src, f, cfg) for f in files]
+    fast = _vectorised(src, unit, cfg, read)
+    if fast is not None:
+        return fast
+    rows = [readers.read_rows(data, fmt, src.uri(f.path)) for (data, fmt), f in zip(read, files)]
     uri = src.uri(unit.main.path)
     if cfg.format is LandingFormat.AIVEN:
-        rows, fmt = _read(src, unit.main, cfg)
-        return shapes.aiven(rows, fmt, uri)
-    if cfg.format is LandingFormat.LENSES:
-        return shapes.lenses(_read(src, unit.main, cfg)[0], uri)
-    read = [_read(src, f, cfg) for f in unit.files]
-    names = [src.uri(f.path) for f in unit.files]
-    fmts = [fmt for _, fmt in read]
-    if unit.tombstone:
-        return shapes.confluent(None, read[0][0], None, names, fmts, cfg, unit.main.mtime_ms)
-    headers = read[2][0] if len(read) > 2 else None
-    return shapes.confluent(read[0][0], read[1][0], headers, names, fmts, cfg, unit.main.mtime_ms)
+        raw = shapes.aiven(rows[0], read[0][1], uri)
+    elif cfg.format is LandingFormat.LENSES:
+        raw = shapes.lenses(rows[0], uri)
+    else:
+        names = [src.uri(f.path) for f in files]
+        fmts = [fmt for _, fmt in read]
+        if unit.tombstone:
+            raw = shapes.confluent(None, rows[0], None, names, fmts, cfg, unit.main.mtime_ms)
+        else:
+            raw = shapes.confluent(rows[0], rows[1], rows[2] if len(rows) > 2 else None, names, fmts, cfg,
+                                   unit.main.mtime_ms)
+    return columns.from_raw(apply_cdc(raw, cfg), uri)
 
 
-def encode(raw: shapes.RawBatch, name: str, files: list[str]) -> Batch:
-    """A shaped batch as an INPUT_SCHEMA table (canonical keys and values) with its value schema."""
-    keys = [canonical.encode(k, w) for k, w in zip(raw.keys, raw.where)]
-    values = [canonical.encode(v, w) for v, w in zip(raw.values, raw.where)]
-    structured = [canonical.is_structured(v) for v in raw.values]
-    headers = [[{"name": n, "value": v} for n, v in hs] for hs in raw.headers]
-    try:
-        table = pa.table({"offset": pa.array(raw.offsets, pa.int64()), "key": pa.array(keys, pa.binary()),
-                          "value": pa.array(values, pa.binary()),
-                          "timestamp": pa.array(raw.timestamps, pa.int64()),
-                          "headers": pa.array(headers, HEADERS_TYPE)}, schema=INPUT_SCHEMA)
-    except (pa.ArrowInvalid, OverflowError) as exc:
-        raise InvalidInputError(f"{files[0]}: {exc}") from None
-    return Batch(name, files, table, raw.where, canonical.infer_schema(values, structured), raw.mtime_timestamps)
+def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
+    """A unit's (or group's) columns as an INPUT_SCHEMA table with its value schema."""
+    return Batch(name, files, cols.table(), cols.where, canonical.infer_schema(cols.values, cols.structured),
+                 cols.mtime_timestamps)
 
 
 def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batch]:
@@ -89,14 +99,14 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batc
     pending = [u for u in units if u.name not in done]
     if cfg.format is not LandingFormat.CONFLUENT:
         for u in pending:
-            yield encode(apply_cdc(_shape(src, u, cfg), cfg), u.name, [src.uri(u.main.path)])
+            yield encode(_shape(src, u, cfg), u.name, [src.uri(u.main.path)])
         return
     nexts = offsets.next_starts(units)
     for group in offsets.groups(pending, nexts):
         parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path))
                  for u in group]
-        raw, exact = offsets.merge(parts, cfg.offset_field is not None)
+        merged, exact = offsets.merge(parts, cfg.offset_field is not None)
         names = [f.name for u in group for f in u.files]
-        batch = encode(apply_cdc(raw, cfg), "|".join(names), [p.uri for p in parts])
+        batch = encode(merged, "|".join(names), [p.uri for p in parts])
         batch.inferred_offsets = not exact
         yield batch

@@ -12,13 +12,14 @@ that cannot be known, the ingestion is refused naming the file and `landing.offs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.connectors.layouts import Unit
-from compaction_assets.log.connectors.shapes import RawBatch
+from compaction_assets.log.connectors.columns import Columns, concat
 
 INFINITY = 2**63
 
@@ -27,7 +28,7 @@ INFINITY = 2**63
 class Part:
     """A unit read: its records and the start of the next file of its kind (None: the last)."""
     unit: Unit
-    batch: RawBatch
+    batch: Columns
     next_start: int | None
     uri: str
 
@@ -62,8 +63,10 @@ def _value_offsets(part: Part, has_field: bool, tombstones: list[Part]) -> tuple
     """A value file's offsets and whether they are exact."""
     n, start, nxt = len(part.batch), part.unit.start, part.next_start
     if has_field:
-        offs = np.array(part.batch.offsets, dtype=np.int64) if n else np.empty(0, np.int64)
-        return offs, True
+        if part.batch.offsets.null_count:
+            raise InvalidInputError(f"{part.batch.where[part.batch.offsets.is_null().index(True).as_py()]}: "
+                                    "no offset (landing.offset.field)")
+        return part.batch.offsets.to_numpy(zero_copy_only=False).astype(np.int64), True
     exact = nxt is not None and n == nxt - start
     if nxt is not None and n > nxt - start:
         raise InvalidInputError(f"{part.uri}: {n} records for the {nxt - start} offsets from {start} to the next "
@@ -83,7 +86,9 @@ def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
     if n <= 1 or (nxt is not None and n == nxt - start):
         return np.arange(start, start + n, dtype=np.int64)
     hi = nxt if nxt is not None else max(start + 1, int(taken.max()) + 1 if taken.size else start + 1)
-    free = np.setdiff1d(np.arange(start, hi, dtype=np.int64), taken)
+    span = np.arange(start, hi, dtype=np.int64)
+    at = np.searchsorted(taken, span).clip(max=max(taken.size - 1, 0))
+    free = span if not taken.size else span[taken[at] != span]     # `taken` sorted: no hashing of every offset
     if nxt is None and free.size < n:
         free = np.concatenate([free, np.arange(hi, hi + n - free.size, dtype=np.int64)])
     if free.size != n or free[0] != start:
@@ -92,7 +97,7 @@ def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
     return free
 
 
-def merge(parts: list[Part], has_field: bool) -> tuple[RawBatch, bool]:
+def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     """The group's records in offset order, offsets set; and whether every offset is exact."""
     values = [p for p in parts if not p.unit.tombstone]
     tombs = [p for p in parts if p.unit.tombstone]
@@ -102,33 +107,30 @@ def merge(parts: list[Part], has_field: bool) -> tuple[RawBatch, bool]:
         offs, ok = _value_offsets(p, has_field, tombs)
         offsets.append(offs)
         exact = exact and ok
-    taken = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
+    taken = np.sort(np.concatenate(offsets)) if offsets else np.empty(0, np.int64)
     for p in tombs:
         offsets.append(_tombstone_offsets(p, taken))
     ordered = values + tombs
-    if len(ordered) == 1:   # one file: already in offset order
-        ordered[0].batch.offsets = offsets[0].tolist()
-        return ordered[0].batch, exact
     allo = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
+    if len(ordered) == 1:   # one file: already in offset order
+        return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64())), exact
     order = np.argsort(allo, kind="stable")
     sorted_offs = allo[order]
     dup = np.flatnonzero(sorted_offs[1:] == sorted_offs[:-1])
     if dup.size:
         raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
                                 f"({', '.join(p.unit.name for p in parts)})")
-    out = RawBatch()
-    flat = [(p.batch, i, p.unit.tombstone) for p in ordered for i in range(len(p.batch))]
-    dated = 0       # tombstones dated by a record before them that carried its own time
-    previous: tuple[int, bool] | None = None    # the record before: its timestamp, and whether it is real
-    for j in order:
-        b, i, tombstone = flat[j]
-        timestamp, real = b.timestamps[i], b.mtime_timestamps == 0
-        # A tombstone carries no inserted field: its object's mtime can be years after the values' own
-        # times, which would roll a segment at every delete and date the delete long after it happened.
-        # The record before it in the partition is the closest time that the data itself gives.
-        if tombstone and previous is not None:
-            (timestamp, real), dated = previous, dated + previous[1]
-        out.add(b.keys[i], b.values[i], int(allo[j]), timestamp, b.headers[i], b.where[i])
-        previous = (timestamp, real)
-    out.mtime_timestamps = sum(p.batch.mtime_timestamps for p in parts) - dated
-    return out, exact
+    whole = concat([p.batch for p in ordered])
+    tomb = np.concatenate([np.full(len(p.batch), p.unit.tombstone) for p in ordered])[order]
+    real = np.concatenate([np.full(len(p.batch), p.batch.mtime_timestamps == 0) for p in ordered])[order]
+    # A tombstone carries no inserted field: its object's mtime can be years after the values' own
+    # times, which would roll a segment at every delete and date the delete long after it happened.
+    # The record before it in the partition (carried over runs of tombstones) is the closest time that the
+    # data itself gives.
+    rows = np.arange(len(order))
+    dated_by = np.maximum.accumulate(np.where(tomb & (rows > 0), 0, rows))
+    source = order[dated_by]
+    out = whole.take(order)
+    dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
+    return replace(out, offsets=pa.array(sorted_offs, pa.int64()), timestamps=whole.timestamps.take(pa.array(source)),
+                   mtime_timestamps=whole.mtime_timestamps - dated), exact

@@ -97,12 +97,16 @@ def _avro(data: bytes, where: str) -> Rows:
     return Rows(items, "record", list(range(1, len(items) + 1)))
 
 
-def _parquet(data: bytes, where: str) -> Rows:
+def read_table(data: bytes, where: str) -> pa.Table:
+    """A Parquet file's bytes as an Arrow table; `where` names the file in errors."""
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        return pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise InvalidInputError(f"{where}: not a readable Parquet file ({_first_line(exc)})") from None
-    items = table.to_pylist()
+
+
+def _parquet(data: bytes, where: str) -> Rows:
+    items = read_table(data, where).to_pylist()
     return Rows(items, "record", list(range(1, len(items) + 1)))
 
 

@@ -1,0 +1,97 @@
+"""Canonical JSON (see canonical.py) of a whole Arrow column at once, byte for byte what the per-row encoder
+writes for the same values, so that a Parquet file is shaped without a Python object per record.
+
+Integers, booleans, text, structs (fields sorted by name) and lists are built with Arrow compute; every
+other type (floats, bytes, decimals, timestamps, dates, maps ...) is encoded value by value through the
+per-row encoder, so its text is the same by construction. A column the per-row encoder would refuse
+(NaN, a struct with two fields of one name) raises NotVectorised, and the caller shapes the file row by
+row, which names the record in its one-line error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction_assets.log.connectors.canonical import canonical_json
+
+CONTROL = r"[\x00-\x1f]"    # characters the encoder escapes as \uXXXX, \n, \t ...: left to it
+
+
+class NotVectorised(Exception):
+    """The column is shaped row by row instead (its per-row error names the record)."""
+
+
+def _python(arr: pa.Array) -> pa.Array:
+    """The per-row encoder over one column (the reference for the types built below)."""
+    try:
+        return pa.array([None if v is None else canonical_json(v).decode("utf-8") for v in arr.to_pylist()],
+                        pa.string())
+    except (TypeError, ValueError) as exc:
+        raise NotVectorised(str(exc)) from None
+
+
+def _quoted(arr: pa.Array) -> pa.Array:
+    text = arr.cast(pa.string())
+    if pc.any(pc.match_substring_regex(text, CONTROL)).as_py():
+        return _python(arr)
+    escaped = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
+    return pc.binary_join_element_wise('"', escaped, '"', "")
+
+
+def _struct(arr: pa.StructArray) -> pa.Array:
+    names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+    if len(set(names)) != len(names):
+        raise NotVectorised("a struct with two fields of one name")
+    if not names:
+        joined = pa.array(["{}"] * len(arr), pa.string())
+    else:
+        parts: list = []
+        for n, i in enumerate(sorted(range(len(names)), key=lambda i: names[i])):
+            prefix = ("{" if n == 0 else ",") + canonical_json(names[i]).decode("utf-8") + ":"
+            parts += [prefix, pc.fill_null(to_json(arr.field(i)), "null")]
+        joined = pc.binary_join_element_wise(*parts, "}", "")
+    return pc.if_else(arr.is_valid(), joined, pa.scalar(None, pa.string())) if arr.null_count else joined
+
+
+def _list(arr: pa.Array) -> pa.Array:
+    offsets = arr.offsets
+    first, last = offsets[0].as_py(), offsets[-1].as_py()
+    children = pc.fill_null(to_json(arr.values.slice(first, last - first)), "null")
+    rebased = pc.subtract(offsets, pa.scalar(first, offsets.type))
+    build = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
+    lists = build.from_arrays(rebased, children, mask=arr.is_null() if arr.null_count else None)
+    return pc.binary_join_element_wise("[", pc.binary_join(lists, ","), "]", "")
+
+
+def to_json(arr: pa.Array) -> pa.Array:
+    """The canonical JSON text of each value of `arr` (null where the value is null)."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return to_json(arr.dictionary_decode())
+    if pa.types.is_null(t):
+        return pa.nulls(len(arr), pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, "true", "false")
+    if pa.types.is_integer(t):
+        return arr.cast(pa.string())
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _quoted(arr)
+    if pa.types.is_struct(t):
+        return _struct(arr)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _list(arr)
+    return _python(arr)
+
+
+def encode_column(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """A key or value column as stored (binary; text UTF-8, bytes as they are, anything else canonical JSON)
+    and, per row, whether it is structured (recorded in the value schema)."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return encode_column(arr.dictionary_decode())
+    if pa.types.is_null(t) or pa.types.is_string(t) or pa.types.is_large_string(t) \
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return arr.cast(pa.binary()), pa.array(np.zeros(len(arr), dtype=bool))
+    return to_json(arr).cast(pa.binary()), arr.is_valid()

@@ -1,0 +1,246 @@
+"""A unit's records as Arrow columns (keys and values already stored bytes), and Parquet files shaped to them
+without a Python object per record.
+
+Every unit becomes Columns: a Parquet unit directly (aiven_parquet, confluent_parquet), any other through
+the per-row shapes (from_raw). The vectorised shapes return None for anything they do not take exactly as
+the per-row shapes do (a non-integer offset, a header shape of another kind, a count mismatch ...): the
+caller then shapes the file row by row, which also gives the per-row one-line errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction_assets.errors import InvalidInputError
+from compaction_assets.log.connectors import canonical
+from compaction_assets.log.connectors.arrowjson import NotVectorised, encode_column
+from compaction_assets.log.connectors.settings import LandingConfig
+from compaction_assets.log.connectors.shapes import RawBatch
+from compaction_assets.log.records import INPUT_SCHEMA
+
+HEADERS_TYPE = INPUT_SCHEMA.field("headers").type
+HEADER_TYPE = HEADERS_TYPE.value_type
+
+
+@dataclass(frozen=True)
+class Where:
+    """Each row's file and record for errors, built only for the row an error names."""
+    labels: list[str]
+    source: np.ndarray                  # per row: its label
+    number: np.ndarray | None = None    # per row: its record number (None: the label says it all)
+
+    @classmethod
+    def numbered(cls, label: str, numbers) -> "Where":
+        """Rows `<label> <number>` (e.g. `file: record 3`)."""
+        numbers = np.asarray(numbers, dtype=np.int64)
+        return cls([label], np.zeros(len(numbers), dtype=np.int64), numbers)
+
+    def __getitem__(self, i: int) -> str:
+        label = self.labels[int(self.source[i])]
+        return label if self.number is None else f"{label} {int(self.number[i])}"
+
+    def take(self, order: np.ndarray) -> "Where":
+        """The rows in `order`."""
+        return Where(self.labels, self.source[order], None if self.number is None else self.number[order])
+
+
+def concat_where(parts: list[Where]) -> Where:
+    """The rows of several units one after the other."""
+    labels: list[str] = []
+    sources, numbers = [], []
+    for w in parts:
+        sources.append(w.source + len(labels))
+        if w.number is None:
+            numbers.append(np.full(len(w.source), -1, dtype=np.int64))
+        else:
+            numbers.append(w.number)
+        labels += [lb if w.number is None else f"{lb}\0" for lb in w.labels]
+    if all(w.number is None for w in parts):
+        return Where(labels, np.concatenate(sources))
+    merged = Where(labels, np.concatenate(sources), np.concatenate(numbers))
+    return _Mixed(merged.labels, merged.source, merged.number)
+
+
+class _Mixed(Where):
+    """Rows of numbered and plain labels (a NUL marks a numbered one)."""
+
+    def __getitem__(self, i: int) -> str:
+        label = self.labels[int(self.source[i])]
+        return f"{label[:-1]} {int(self.number[i])}" if label.endswith("\0") else label
+
+    def take(self, order: np.ndarray) -> "Where":
+        return _Mixed(self.labels, self.source[order], self.number[order])
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A unit's records: keys and values as stored, and per row whether the value is structured."""
+    keys: pa.Array
+    values: pa.Array
+    structured: pa.Array
+    offsets: pa.Array
+    timestamps: pa.Array
+    headers: pa.Array
+    where: Where
+    mtime_timestamps: int = 0   # records whose timestamp is the object's modification time
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def take(self, order: np.ndarray) -> "Columns":
+        """The rows in `order`."""
+        idx = pa.array(order)
+        return replace(self, keys=self.keys.take(idx), values=self.values.take(idx),
+                       structured=self.structured.take(idx), offsets=self.offsets.take(idx),
+                       timestamps=self.timestamps.take(idx), headers=self.headers.take(idx),
+                       where=self.where.take(order))
+
+    def table(self) -> pa.Table:
+        """As INPUT_SCHEMA."""
+        return pa.table({"offset": self.offsets, "key": self.keys, "value": self.values,
+                         "timestamp": self.timestamps, "headers": self.headers}, schema=INPUT_SCHEMA)
+
+
+def concat(parts: list[Columns]) -> Columns:
+    """Several units' rows one after the other."""
+    def cat(name: str, typ: pa.DataType) -> pa.Array:
+        return pa.concat_arrays([getattr(p, name).cast(typ) for p in parts])
+    return Columns(cat("keys", pa.binary()), cat("values", pa.binary()), cat("structured", pa.bool_()),
+                   cat("offsets", pa.int64()), cat("timestamps", pa.int64()), cat("headers", HEADERS_TYPE),
+                   concat_where([p.where for p in parts]), sum(p.mtime_timestamps for p in parts))
+
+
+def from_raw(raw: RawBatch, label: str) -> Columns:
+    """Per-row shaped records as columns (keys and values encoded); `label` names the file in errors."""
+    keys = [canonical.encode(k, w) for k, w in zip(raw.keys, raw.where)]
+    values = [canonical.encode(v, w) for v, w in zip(raw.values, raw.where)]
+    headers = [[{"name": n, "value": v} for n, v in hs] for hs in raw.headers]
+    try:
+        return Columns(pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+                       pa.array([canonical.is_structured(v) for v in raw.values], pa.bool_()),
+                       pa.array(raw.offsets, pa.int64()), pa.array(raw.timestamps, pa.int64()),
+                       pa.array(headers, HEADERS_TYPE), Where(list(raw.where), np.arange(len(raw.where))),
+                       raw.mtime_timestamps)
+    except (pa.ArrowInvalid, OverflowError) as exc:
+        raise InvalidInputError(f"{label}: {exc}") from None
+
+
+# --- Parquet, column by column -------------------------------------------------------------------------------
+
+def _column(table: pa.Table, name: str) -> pa.Array | None:
+    if name not in table.column_names:
+        return None
+    return table.column(name).combine_chunks()
+
+
+def _struct_of(table: pa.Table, drop: set[str]) -> pa.Array:
+    names = [n for n in table.column_names if n not in drop]
+    return pa.StructArray.from_arrays([table.column(n).combine_chunks() for n in names], names=names) \
+        if names else pa.array([{}] * table.num_rows, pa.struct([]))
+
+
+def _longs(arr: pa.Array | None, n: int) -> pa.Array | None:
+    """An integer column as int64 (absent: nulls); None when it holds anything else."""
+    if arr is None or pa.types.is_null(arr.type):
+        return pa.nulls(n, pa.int64())
+    if pa.types.is_integer(arr.type) and not pa.types.is_boolean(arr.type):
+        try:
+            return arr.cast(pa.int64())
+        except pa.ArrowInvalid:
+            return None
+    return None
+
+
+def _empty_headers(n: int) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], HEADER_TYPE))
+
+
+def _text_or_bytes(arr: pa.Array) -> bool:
+    t = arr.type
+    return pa.types.is_null(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) \
+        or pa.types.is_large_binary(t)
+
+
+def headers_column(arr: pa.Array | None, n: int) -> pa.Array | None:
+    """Headers as a map of text to text/bytes, or a list of {key|name, value}; a null one is none; None:
+    another shape (shaped row by row)."""
+    if arr is None or pa.types.is_null(arr.type):
+        return _empty_headers(n)
+    if not (pa.types.is_map(arr.type) or (pa.types.is_list(arr.type) and pa.types.is_struct(arr.type.value_type))):
+        return None
+    offs = arr.offsets.to_numpy().astype(np.int64)
+    first, last = int(offs[0]), int(offs[-1])
+    if arr.null_count and (np.where(arr.is_valid().to_numpy(zero_copy_only=False), 0, offs[1:] - offs[:-1]) != 0).any():
+        return None   # a null list spanning child values: left to the per-row shape
+    if pa.types.is_map(arr.type):
+        names, values = arr.keys.slice(first, last - first), arr.items.slice(first, last - first)
+    else:
+        items = arr.values.slice(first, last - first)
+        fields = {items.type.field(i).name for i in range(items.type.num_fields)}
+        name = "key" if "key" in fields else "name"
+        if name not in fields or items.null_count:
+            return None
+        names = items.field(name)
+        values = items.field("value") if "value" in fields else pa.nulls(len(items), pa.string())
+    if not (pa.types.is_string(names.type) and _text_or_bytes(values)) or names.null_count:
+        return None
+    pairs = pa.StructArray.from_arrays([names, values.cast(pa.binary())], fields=list(HEADER_TYPE))
+    return pa.ListArray.from_arrays(pa.array(offs - first, pa.int32()), pairs)
+
+
+def aiven_parquet(table: pa.Table, label: str) -> Columns | None:
+    """Aiven's Parquet records (key, value, offset, timestamp, headers), column by column."""
+    n = table.num_rows
+    offsets, timestamps = _longs(_column(table, "offset"), n), _longs(_column(table, "timestamp"), n)
+    try:
+        headers = headers_column(_column(table, "headers"), n)
+        if offsets is None or timestamps is None or headers is None:
+            return None
+        key = _column(table, "key")
+        value = _column(table, "value")
+        keys, _ = encode_column(key if key is not None else pa.nulls(n))
+        values, structured = encode_column(value if value is not None else pa.nulls(n))
+    except NotVectorised:
+        return None
+    return Columns(keys, values, structured, offsets, timestamps, headers,
+                   Where.numbered(f"{label}: record", np.arange(1, n + 1)))
+
+
+def confluent_parquet(values: pa.Table | None, keys: pa.Table, headers: pa.Table | None, label: str,
+                      cfg: LandingConfig, mtime_ms: int) -> Columns | None:
+    """Confluent's value, `.keys` and `.headers` Parquet files row by row (values None: tombstones)."""
+    n = keys.num_rows
+    if any(t is not None and t.num_rows != n for t in (values, headers)):
+        return None
+    key = keys.column(0).combine_chunks() if keys.column_names == ["key"] else _struct_of(keys, set())
+    try:
+        hdrs = _empty_headers(n)
+        if headers is not None:
+            if headers.column_names != ["headers"]:
+                return None
+            hdrs = headers_column(headers.column(0).combine_chunks(), n)
+            if hdrs is None:
+                return None
+        stored_keys, _ = encode_column(key)
+        if values is None:
+            return Columns(stored_keys, pa.nulls(n, pa.binary()), pa.array(np.zeros(n, dtype=bool)),
+                           pa.nulls(n, pa.int64()), pa.array(np.full(n, mtime_ms, dtype=np.int64)), hdrs,
+                           Where.numbered(f"{label}: record", np.arange(1, n + 1)), n)
+        fields = [f for f in (cfg.offset_field, cfg.timestamp_field) if f is not None]
+        names = values.column_names
+        if any(f not in names for f in fields) or len(set(fields)) < len(fields) or len(set(names)) < len(names):
+            return None
+        offsets = _longs(_column(values, cfg.offset_field) if cfg.offset_field else None, n)
+        stamps = _longs(_column(values, cfg.timestamp_field) if cfg.timestamp_field else None, n)
+        if offsets is None or stamps is None:
+            return None
+        stored, structured = encode_column(_struct_of(values, set(fields)))
+    except NotVectorised:
+        return None
+    from_mtime = stamps.null_count
+    return Columns(stored_keys, stored, structured, offsets, pc.fill_null(stamps, mtime_ms), hdrs,
+                   Where.numbered(f"{label}: record", np.arange(1, n + 1)), from_mtime)

@@ -1,0 +1,127 @@
+"""The column-by-column Parquet shapes store exactly the bytes the per-row shapes store: same keys, values
+(canonical JSON), offsets, timestamps, headers, value schema and error positions, on awkward values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from compaction_assets.log.config import build_config
+from compaction_assets.log.connectors import canonical, columns, readers, shapes
+from compaction_assets.log.connectors.arrowjson import to_json
+from compaction_assets.log.connectors.settings import FileFormat
+
+UTC = dt.timezone.utc
+TEXTS = ["plain", "", 'quote " and \\ backslash', "line\nbreak\ttab\x01ctl", "ünïcödé ✓ 😀", "\u2028 sep", None]
+ADDRESS = pa.struct([("zip", pa.string()), ("geo", pa.struct([("lat", pa.float64()), ("lon", pa.float64())]))])
+VALUE = pa.struct([
+    ("email", pa.string()), ("n", pa.int64()), ("small", pa.int8()), ("big", pa.uint64()), ("ok", pa.bool_()),
+    ("score", pa.float64()), ("raw", pa.binary()), ("price", pa.decimal128(10, 2)),
+    ("seen", pa.timestamp("ms", tz="UTC")), ("born", pa.date32()), ("address", ADDRESS),
+    ("tags", pa.list_(pa.string())), ("points", pa.list_(pa.struct([("x", pa.int32()), ("label", pa.string())]))),
+    ("attrs", pa.map_(pa.string(), pa.string())), ("Zfirst", pa.string()), ("é", pa.int32()),
+])
+
+
+def awkward_value(i: int) -> dict | None:
+    """Row i: each field takes its null, empty, nested, unicode and edge forms in turn."""
+    if i % 11 == 10:
+        return None
+    return {
+        "email": TEXTS[i % len(TEXTS)], "n": None if i % 5 == 3 else -i * 10**12, "small": -128 + i,
+        "big": 2**63 + i if i % 4 == 0 else i, "ok": None if i % 3 == 2 else bool(i % 2),
+        "score": [0.1, -0.0, 1e300, 3.0, None, 2.5e-8][i % 6], "raw": [b"\x00\xff", b"", None][i % 3],
+        "price": [decimal.Decimal("12.30"), decimal.Decimal("-0.01"), None][i % 3],
+        "seen": None if i % 4 == 1 else dt.datetime(2024, 2, 29, 23, 59, 59, 123000, tzinfo=UTC),
+        "born": [dt.date(1970, 1, 1), None][i % 2],
+        "address": [None, {"zip": "75001", "geo": None}, {"zip": None, "geo": {"lat": 48.85, "lon": 2.35}}][i % 3],
+        "tags": [None, [], ["a", None, 'b"'], ["😀"]][i % 4],
+        "points": [[{"x": 1, "label": "one"}, None, {"x": None, "label": "\\"}], None, []][i % 3],
+        "attrs": [None, [("k", "v")], []][i % 3], "Zfirst": "Z", "é": i,
+    }
+
+
+def rows(n: int) -> list[dict | None]:
+    return [awkward_value(i) for i in range(n)]
+
+
+def per_row(batch: shapes.RawBatch, label: str) -> columns.Columns:
+    return columns.from_raw(batch, label)
+
+
+def assert_same(fast: columns.Columns, slow: columns.Columns) -> None:
+    assert fast is not None, "the vectorised shape declined these values"
+    assert fast.table().to_pylist() == slow.table().to_pylist()
+    assert fast.table().equals(slow.table())
+    assert fast.structured.to_pylist() == slow.structured.to_pylist()
+    assert fast.mtime_timestamps == slow.mtime_timestamps
+    assert [fast.where[i] for i in range(len(fast))] == [slow.where[i] for i in range(len(slow))]
+    a, b = canonical.infer_schema(fast.values, fast.structured), canonical.infer_schema(slow.values, slow.structured)
+    assert (a is None and b is None) or a.schema.equals(b.schema)
+
+
+def test_canonical_json_of_columns_is_the_per_row_encoders():
+    arr = pa.array(rows(44), VALUE)
+    assert to_json(arr).to_pylist() == [None if v is None else canonical.canonical_json(v).decode()
+                                        for v in arr.to_pylist()]
+
+
+def roundtrip(tmp_path, table: pa.Table, name: str) -> pa.Table:
+    """The table as a Parquet file written by pyarrow and read back (the connectors' physical types)."""
+    pq.write_table(table, str(tmp_path / name), compression="snappy")
+    return readers.read_table((tmp_path / name).read_bytes(), name)
+
+
+def test_aiven_parquet_column_by_column_equals_row_by_row(tmp_path):
+    n = 44
+    keys = [None if i == 5 else ({"id": i, "region": TEXTS[i % 6]} if i % 2 else f"user-{i}") for i in range(n)]
+    struct_keys = pa.array([k if isinstance(k, dict) else None for k in keys],
+                           pa.struct([("id", pa.int64()), ("region", pa.string())]))
+    for key_col in (pa.array([k if isinstance(k, str) else None for k in keys]), struct_keys):
+        table = pa.table({"key": key_col, "value": pa.array(rows(n), VALUE),
+                          "offset": pa.array(range(100, 100 + n), pa.int64()),
+                          "timestamp": pa.array([None if i == 7 else 1_700_000_000_000 + i for i in range(n)]),
+                          "headers": pa.array([None if i % 3 == 0 else [("trace", f"t{i}"), ("é", "✓")]
+                                               for i in range(n)], pa.map_(pa.string(), pa.string()))})
+        table = roundtrip(tmp_path, table, "t-0-100.parquet")
+        fast = columns.aiven_parquet(table, "s3://b/t-0-100.parquet")
+        slow = per_row(shapes.aiven(readers.Rows(table.to_pylist(), "record", list(range(1, n + 1))),
+                                    FileFormat.PARQUET, "s3://b/t-0-100.parquet"), "s3://b/t-0-100.parquet")
+        assert_same(fast, slow)
+
+
+@pytest.mark.parametrize("fields", [{}, {"landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts"}])
+def test_confluent_parquet_column_by_column_equals_row_by_row(tmp_path, fields):
+    n = 33
+    values = [v or awkward_value(0) for v in rows(n)]    # a Confluent value row is never null (tombstones aside)
+    table = pa.Table.from_pylist(values, pa.schema(list(VALUE)))
+    if fields:
+        table = table.append_column("kafka_offset", pa.array(range(n), pa.int64()))
+        table = table.append_column("kafka_ts", pa.array([None if i == 4 else 1_700_000_000_000 + i for i in range(n)]))
+    keys = pa.table({"key": pa.array([{"id": i, "t": TEXTS[i % 6]} for i in range(n)])})
+    headers = pa.table({"headers": pa.array([[{"key": "h", "value": None if i % 2 else f"v{i}"}] if i % 3 else []
+                                             for i in range(n)])})
+    tables = [roundtrip(tmp_path, t, f"{i}.parquet") for i, t in enumerate((table, keys, headers))]
+    cfg = build_config({"landing.format": "confluent", **fields}).landing
+    names = ["s3://b/topics/t/partition=0/t+0+0000000000.snappy.parquet", "keys", "headers"]
+    fast = columns.confluent_parquet(*tables, names[0], cfg, 1_600_000_000_000)
+    as_rows = [readers.Rows(t.to_pylist(), "record", list(range(1, n + 1))) for t in tables]
+    slow = per_row(shapes.confluent(*as_rows, names, [FileFormat.PARQUET] * 3, cfg, 1_600_000_000_000), names[0])
+    assert_same(fast, slow)
+    tomb_fast = columns.confluent_parquet(None, tables[1], None, names[0], cfg, 1_600_000_000_000)
+    tomb_slow = per_row(shapes.confluent(None, as_rows[1], None, names, [FileFormat.PARQUET], cfg,
+                                         1_600_000_000_000), names[0])
+    assert_same(tomb_fast, tomb_slow)
+
+
+def test_what_the_columns_cannot_take_exactly_is_left_to_the_rows(tmp_path):
+    nan = pa.table({"key": ["k"], "value": pa.array([{"x": float("nan")}]), "offset": [0], "timestamp": [1]})
+    assert columns.aiven_parquet(nan, "f") is None                     # refused row by row, naming the record
+    text_offset = pa.table({"key": ["k"], "value": ["v"], "offset": ["0"], "timestamp": [1]})
+    assert columns.aiven_parquet(text_offset, "f") is None
+    cfg = build_config({"landing.format": "confluent", "landing.offset.field": "absent"}).landing
+    assert columns.confluent_parquet(pa.table({"a": [1]}), pa.table({"key": ["k"]}), None, "f", cfg, 0) is None
