@@ -15,7 +15,9 @@ takes a fixed number of bits (`path:bits`; defaults: one path 63 bits; MySQL's `
 `row` 11; the others share what is left) and the packed fields compare as the tuple does: the first path
 most significant. A component must be a non-negative integer (or text of digits, or text ending in digits
 such as a binlog file name `mysql-bin.000042`, whose number is taken) below 2**bits; one that is not is
-refused, naming the record. The version of an event without its fields (the tombstone after a delete) is
+refused, naming the record. SQL Server's LSN text (`change_lsn`, `commit_lsn`: `00000027:00000758:0003`,
+80 bits) is taken as its three parts in order: the slot 12 bits, the log block 27, the VLF sequence the
+field's rest (24 of 63), a part too large for its bits refused. The version of an event without its fields (the tombstone after a delete) is
 absent: it then loses to the versioned delete event, which is already a tombstone of its key.
 """
 
@@ -29,6 +31,23 @@ from compaction_assets.log.connectors.settings import CdcFormat, LandingConfig, 
 from compaction_assets.log.connectors.shapes import RawBatch
 
 TRAILING_DIGITS = re.compile(r"(\d+)$")
+# SQL Server's LSN text (`change_lsn`, `commit_lsn`): VLF sequence : log block : slot, hexadecimal, 80 bits.
+SQLSERVER_LSN = re.compile(r"^([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})$")
+LSN_BLOCK_BITS, LSN_SLOT_BITS = 27, 12   # the VLF sequence takes the field's other bits (24 of 63)
+
+
+def _sqlserver_lsn(text: str, f: VersionField, where: str) -> int | None:
+    """An LSN's three parts packed into the field's bits in their order (None: not an LSN)."""
+    m = SQLSERVER_LSN.match(text)
+    if m is None:
+        return None
+    vlf, block, slot = (int(g, 16) for g in m.groups())
+    widths = (f.bits - LSN_BLOCK_BITS - LSN_SLOT_BITS, LSN_BLOCK_BITS, LSN_SLOT_BITS)
+    for part, value, bits in zip(("VLF sequence", "log block", "slot"), (vlf, block, slot), widths):
+        if bits < 1 or value >= 1 << bits:
+            raise InvalidInputError(f"{where}: version field {f.name}={text!r}: its {part} {value} does not fit in "
+                                    f"{max(bits, 0)} bits of the 64-bit version (cdc.version.fields)")
+    return (vlf << (LSN_BLOCK_BITS + LSN_SLOT_BITS)) | (block << LSN_SLOT_BITS) | slot
 
 
 def _path(obj: Any, path: tuple[str, ...]) -> Any:
@@ -40,6 +59,8 @@ def _path(obj: Any, path: tuple[str, ...]) -> Any:
 
 
 def _component(raw: Any, f: VersionField, where: str) -> int:
+    if isinstance(raw, str) and (lsn := _sqlserver_lsn(raw, f, where)) is not None:
+        return lsn
     if isinstance(raw, str):
         m = TRAILING_DIGITS.search(raw)
         if m is None:
