@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from compaction_assets import settings
+from compaction_assets.demo_cdc import LOG as CDC_LOG, TOPIC as CDC_TOPIC, deleted_row_line, write_cdc_landing
 
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
@@ -73,11 +74,11 @@ def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, even
                     from compaction_assets.log.records import records_to_table
                     pq.write_table(records_to_table(chunk).drop(["offset"]), path)
                 written.append(path)
-    return written
+    return written + write_cdc_landing(landing)
 
 
-DEMO_TOPICS = ("user-profiles", "user-profiles-versioned")
-DEMO_LOGS = ("user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0")
+DEMO_TOPICS = ("user-profiles", "user-profiles-versioned", CDC_TOPIC)
+DEMO_LOGS = ("user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0", CDC_LOG)
 # Written at the store's root: the logs and landing files the demo made, the only ones it may replace.
 DEMO_MARKER = "_demo.json"
 
@@ -245,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
               f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
               file=sys.stderr)
+    if CDC_LOG in logs:
+        print(deleted_row_line(store.store_location(), REPO_TOPICS), file=sys.stderr)
     summary["seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(summary))
     # a run that failed (or checks that did not all pass) fails the demo

@@ -345,6 +345,10 @@ def test_demo_runs_twice_replacing_only_what_it_made(tmp_path):
                               env=env, capture_output=True, text=True, timeout=1200)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert json.loads(proc.stdout.splitlines()[-1])["checks_failed"] == 0
+        # the Debezium topic in Confluent's layout: the row deleted in the source is gone, the others at their
+        # latest change by LSN although some changes landed out of order
+        assert ("users-cdc-0: row id=7, deleted in the source (Debezium op=d, then its tombstone), is gone from "
+                "the latest state; 39 of 40 rows remain, each at its latest change by source.lsn") in proc.stderr
     assert other.read_text().startswith('{"key": "a"')
     assert sorted(LogStore(str(tmp_path / "store")).logs()) == [
-        "user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0"]
+        "user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0", "users-cdc-0"]
