@@ -115,10 +115,14 @@ def _write_confluent(layout: str, folder: Path, first: int, count: int, keys: in
     part.mkdir(parents=True, exist_ok=True)
     tomb.mkdir(parents=True, exist_ok=True)
     dead = [(o, k) for o, k, v, _ in rows(first, count, keys) if v is None]
-    # the chunk's tombstones in one keys file under tombstone/ (rotated as the values are): their
-    # offsets are the ones the value files leave free
-    with open(tomb / f"{TOPIC}+0+{dead[0][0]:010d}.keys.avro", "wb") as out:
-        fastavro.writer(out, "string", [k for _, k in dead])
+    # the chunk's tombstones in one keys file under tombstone/ (rotated as the values are, in the sink's
+    # format): their offsets are the ones the value files leave free
+    tomb_name = tomb / f"{TOPIC}+0+{dead[0][0]:010d}.keys"
+    if layout == "confluent-avro":
+        with open(tomb_name.with_suffix(".keys.avro"), "wb") as out:
+            fastavro.writer(out, "string", [k for _, k in dead])
+    else:
+        pq.write_table(pa.Table.from_pylist([{"key": k} for _, k in dead]), tomb_name.with_suffix(".keys.snappy.parquet"))
     live = [(o, k, v, t) for o, k, v, t in rows(first, count, keys) if v is not None]
     base = f"{TOPIC}+0+{live[0][0]:010d}"
     values = [{**v, "kafka_offset": o, "kafka_ts": t} for o, _, v, t in live]

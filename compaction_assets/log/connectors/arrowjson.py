@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 
 from compaction_assets.log.connectors.canonical import canonical_json
 
-CONTROL = r"[\x00-\x1f]"    # characters the encoder escapes as \uXXXX, \n, \t ...: left to it
 
 
 class NotVectorised(Exception):
@@ -32,11 +31,26 @@ def _python(arr: pa.Array) -> pa.Array:
         raise NotVectorised(str(exc)) from None
 
 
+def _text_bytes(text: pa.Array) -> np.ndarray:
+    """The UTF-8 bytes of every value of a string array, as one numpy view (no copy)."""
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=4 * text.offset)
+    data = text.buffers()[2]
+    if data is None:
+        return np.empty(0, np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
+
+
 def _quoted(arr: pa.Array) -> pa.Array:
     text = arr.cast(pa.string())
-    if pc.any(pc.match_substring_regex(text, CONTROL)).as_py():
+    if not len(text):
+        return text
+    raw = _text_bytes(text)
+    if (raw < 0x20).any():   # control characters: their escapes are left to the encoder
         return _python(arr)
-    escaped = pc.replace_substring(pc.replace_substring(text, "\\", "\\\\"), '"', '\\"')
+    escaped = text
+    for char, escape in (("\\", "\\\\"), ('"', '\\"')):
+        if (raw == ord(char)).any():   # most columns hold neither: skip the pass
+            escaped = pc.replace_substring(escaped, char, escape)
     return pc.binary_join_element_wise('"', escaped, '"', "")
 
 

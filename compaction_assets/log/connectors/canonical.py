@@ -107,7 +107,7 @@ class ValueSchema:
 
 def infer_schema(values: pa.Array, structured: pa.Array) -> ValueSchema | None:
     """The Arrow schema of the structured values that are JSON objects (None when there are none)."""
-    texts = pc.filter(values, structured).cast(pa.string())    # canonical JSON: UTF-8 by construction
+    texts = pc.filter(values, structured).view(pa.string())    # canonical JSON: UTF-8 by construction
     objects = pc.filter(texts, pc.starts_with(texts, "{"))
     if not len(objects):
         return None
