@@ -2,7 +2,8 @@
 
 User profiles over 3 partitions of `user-profiles` (updates, ~5% deletes) and `user-profiles-versioned`
 (the `header` strategy, with late records carrying older versions), landed as Kafka Connect sinks
-write them: <landing>/<topic>/partition=<p>/<file>. `python -m compaction_assets.demo` then runs,
+write them: <landing>/<topic>/partition=<p>/<file>; and `users-cdc`, Debezium change events in Confluent's
+S3 sink layout (compaction_assets/demo_cdc.py). `python -m compaction_assets.demo` then runs,
 headless and on the Dagster instance in $DAGSTER_HOME: discovery (sensor tick), ingestion, plan,
 cleaning with its checks, latest state, each log's runs being the sensors' own jobs (`ingest_job`, then
 `compaction_job`); and prints a summary. `scripts/ui.sh` opens the same data.
