@@ -30,8 +30,8 @@ HEADER_TYPE = HEADERS_TYPE.value_type
 class Where:
     """Each row's file and record for errors, built only for the row an error names."""
     labels: list[str]
-    source: np.ndarray                  # per row: its label
-    number: np.ndarray | None = None    # per row: its record number (None: the label says it all)
+    source: np.ndarray     # per row: its label
+    number: np.ndarray     # per row: its record number after the label, or -1 (the label says it all)
 
     @classmethod
     def numbered(cls, label: str, numbers) -> "Where":
@@ -39,41 +39,28 @@ class Where:
         numbers = np.asarray(numbers, dtype=np.int64)
         return cls([label], np.zeros(len(numbers), dtype=np.int64), numbers)
 
+    @classmethod
+    def each(cls, labels: list[str]) -> "Where":
+        """One label per row."""
+        return cls(list(labels), np.arange(len(labels), dtype=np.int64), np.full(len(labels), -1, dtype=np.int64))
+
     def __getitem__(self, i: int) -> str:
-        label = self.labels[int(self.source[i])]
-        return label if self.number is None else f"{label} {int(self.number[i])}"
+        label, number = self.labels[int(self.source[i])], int(self.number[i])
+        return label if number < 0 else f"{label} {number}"
 
     def take(self, order: np.ndarray) -> "Where":
         """The rows in `order`."""
-        return Where(self.labels, self.source[order], None if self.number is None else self.number[order])
+        return Where(self.labels, self.source[order], self.number[order])
 
 
 def concat_where(parts: list[Where]) -> Where:
     """The rows of several units one after the other."""
     labels: list[str] = []
-    sources, numbers = [], []
+    sources = []
     for w in parts:
         sources.append(w.source + len(labels))
-        if w.number is None:
-            numbers.append(np.full(len(w.source), -1, dtype=np.int64))
-        else:
-            numbers.append(w.number)
-        labels += [lb if w.number is None else f"{lb}\0" for lb in w.labels]
-    if all(w.number is None for w in parts):
-        return Where(labels, np.concatenate(sources))
-    merged = Where(labels, np.concatenate(sources), np.concatenate(numbers))
-    return _Mixed(merged.labels, merged.source, merged.number)
-
-
-class _Mixed(Where):
-    """Rows of numbered and plain labels (a NUL marks a numbered one)."""
-
-    def __getitem__(self, i: int) -> str:
-        label = self.labels[int(self.source[i])]
-        return f"{label[:-1]} {int(self.number[i])}" if label.endswith("\0") else label
-
-    def take(self, order: np.ndarray) -> "Where":
-        return _Mixed(self.labels, self.source[order], self.number[order])
+        labels += w.labels
+    return Where(labels, np.concatenate(sources), np.concatenate([w.number for w in parts]))
 
 
 @dataclass(frozen=True)
@@ -123,7 +110,7 @@ def from_raw(raw: RawBatch, label: str) -> Columns:
         return Columns(pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
                        pa.array([canonical.is_structured(v) for v in raw.values], pa.bool_()),
                        pa.array(raw.offsets, pa.int64()), pa.array(raw.timestamps, pa.int64()),
-                       pa.array(headers, HEADERS_TYPE), Where(list(raw.where), np.arange(len(raw.where))),
+                       pa.array(headers, HEADERS_TYPE), Where.each(raw.where),
                        raw.mtime_timestamps)
     except (pa.ArrowInvalid, OverflowError) as exc:
         raise InvalidInputError(f"{label}: {exc}") from None
