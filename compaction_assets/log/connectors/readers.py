@@ -126,11 +126,30 @@ def _loads(text: str, where: str) -> Any:
         raise InvalidInputError(f"{where}: JSON nested too deeply") from None
 
 
+_DECODER = json.JSONDecoder()   # what json.loads uses, without its per-call checks
+ASCII_SPACE = " \t\n\r\x0b\x0c"   # what bytes.strip() strips
+
+
 def _jsonl(data: bytes, where: str) -> Rows:
+    try:
+        lines = data.decode("utf-8").split("\n")   # one decode for the file; UTF-8 holds no stray \n byte
+    except UnicodeDecodeError:
+        lines = None
     items, numbers = [], []
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if raw.strip():
-            items.append(_loads(_decode(raw, f"{where}: line {n}"), f"{where}: line {n}"))
+    if lines is None:   # some line is not UTF-8: line by line, so that the error names it
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            if raw.strip():
+                items.append(_loads(_decode(raw, f"{where}: line {n}"), f"{where}: line {n}"))
+                numbers.append(n)
+        return Rows(items, "line", numbers)
+    decode = _DECODER.decode
+    for n, line in enumerate(lines, 1):
+        if line.strip(ASCII_SPACE):
+            try:
+                items.append(decode(line))
+            except (ValueError, RecursionError):
+                _loads(line, f"{where}: line {n}")   # raises the one-line error naming the line
+                raise
             numbers.append(n)
     return Rows(items, "line", numbers)
 

@@ -39,8 +39,9 @@ class RawBatch:
         """One record (offset and timestamp checked to be integers or None)."""
         self.keys.append(key)
         self.values.append(value)
-        self.offsets.append(_long(offset, where, "offset"))
-        self.timestamps.append(to_ms(ts, where))
+        # the common case (an int or None) without the checks' calls: 5M records pay them 5M times
+        self.offsets.append(offset if offset is None or type(offset) is int else _long(offset, where, "offset"))
+        self.timestamps.append(ts if ts is None or type(ts) is int else to_ms(ts, where))
         self.headers.append(headers)
         self.where.append(where)
 
