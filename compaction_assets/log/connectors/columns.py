@@ -105,12 +105,13 @@ def from_raw(raw: RawBatch, label: str) -> Columns:
     """Per-row shaped records as columns (keys and values encoded); `label` names the file in errors."""
     keys = [canonical.encode(k, w) for k, w in zip(raw.keys, raw.where)]
     values = [canonical.encode(v, w) for v, w in zip(raw.values, raw.where)]
-    headers = [[{"name": n, "value": v} for n, v in hs] for hs in raw.headers]
+    headers = _empty_headers(len(raw.headers)) if not any(raw.headers) else \
+        pa.array([[{"name": n, "value": v} for n, v in hs] for hs in raw.headers], HEADERS_TYPE)
     try:
         return Columns(pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
                        pa.array([canonical.is_structured(v) for v in raw.values], pa.bool_()),
                        pa.array(raw.offsets, pa.int64()), pa.array(raw.timestamps, pa.int64()),
-                       pa.array(headers, HEADERS_TYPE), Where.each(raw.where),
+                       headers, Where.each(raw.where),
                        raw.mtime_timestamps)
     except (pa.ArrowInvalid, OverflowError) as exc:
         raise InvalidInputError(f"{label}: {exc}") from None
@@ -143,7 +144,8 @@ def _longs(arr: pa.Array | None, n: int) -> pa.Array | None:
 
 
 def _empty_headers(n: int) -> pa.Array:
-    return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], HEADER_TYPE))
+    offsets = pa.py_buffer(np.zeros(n + 1, dtype=np.int32).tobytes())
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [None, offsets], children=[pa.array([], HEADER_TYPE)])
 
 
 def _text_or_bytes(arr: pa.Array) -> bool:
