@@ -104,14 +104,19 @@ def header_pairs(raw: Any, where: str) -> list[tuple[str, bytes | None]]:
 
 # --- Confluent ---------------------------------------------------------------------------------------------
 
-def _take(value: Any, name: str | None, where: str, key: str) -> tuple[Any, Any]:
-    """(the field's value, the value without it) for an InsertField field; refused when absent."""
-    if name is None:
-        return None, value
-    if not isinstance(value, dict) or name not in value:
-        raise InvalidInputError(f"{where}: no field {name!r} in the value ({key} names it)")
-    rest = dict(value)
-    return rest.pop(name), rest
+def _take(value: Any, cfg: LandingConfig, where: str) -> tuple[Any, Any, Any]:
+    """(offset, timestamp, the value without them) for the InsertField fields configured; refused when absent."""
+    names = [(cfg.offset_field, "landing.offset.field"), (cfg.timestamp_field, "landing.timestamp.field")]
+    if cfg.offset_field is None and cfg.timestamp_field is None:
+        return None, None, value
+    for name, key in names:
+        taken = key == "landing.timestamp.field" and name == cfg.offset_field   # the offset took it already
+        if name is not None and (not isinstance(value, dict) or name not in value or taken):
+            raise InvalidInputError(f"{where}: no field {name!r} in the value ({key} names it)")
+    rest = dict(value)   # one copy for both fields
+    offset = rest.pop(cfg.offset_field) if cfg.offset_field is not None else None
+    ts = rest.pop(cfg.timestamp_field) if cfg.timestamp_field is not None else None
+    return offset, ts, rest
 
 
 def _unwrap(item: Any, name: str, fmt: FileFormat) -> Any:
@@ -140,8 +145,7 @@ def confluent(values: Rows | None, keys: Rows, headers: Rows | None, names: list
             batch.mtime_timestamps += 1
             continue
         value = values.items[i]
-        offset, value = _take(value, cfg.offset_field, where, "landing.offset.field")
-        ts, value = _take(value, cfg.timestamp_field, where, "landing.timestamp.field")
+        offset, ts, value = _take(value, cfg, where)
         if ts is None:
             ts = mtime_ms
             batch.mtime_timestamps += 1
