@@ -3,6 +3,8 @@
     python -m tests.fault_helpers clean ROOT LOG NOW CONFIG_JSON [--ttl S] [--force] [--gate]
     python -m tests.fault_helpers append ROOT LOG CONFIG_JSON N SEED [--ttl S]
     python -m tests.fault_helpers hold-lock ROOT LOG KIND TTL
+    python -m tests.fault_helpers materialize LOG NOW [--gate]   (a Dagster run of the log's partition,
+                            its store and topics from COMPACTION_*, its instance from DAGSTER_HOME)
 
 Each prints one line per milestone on stdout (flushed), so that the test can kill it right after one:
     READY                   set-up done (Spark started for `clean`); with --gate the
@@ -102,6 +104,28 @@ def cmd_append(args) -> None:
     say("DONE " + json.dumps({"records": result.records, "log_end_offset": result.log_end_offset}))
 
 
+def cmd_materialize(args) -> None:
+    import dagster as dg
+
+    from compaction_assets.defs.assets import CleaningConfig, cleanable_range, compacted_log, latest_state, raw_segments
+    from compaction_assets.defs.partitions import log_partitions
+    from resources.log_store import LogStoreResource
+    from resources.spark import make_spark_resource
+
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions(log_partitions.name, [args.log])
+    resources = {"log_store": LogStoreResource(), "pyspark": make_spark_resource()}   # as the code location builds them
+    config = dg.RunConfig({"cleanable_range": CleaningConfig(now_ms=args.now), "compacted_log": CleaningConfig(now_ms=args.now)},
+                          loggers={"console": {"config": {"log_level": "WARNING"}}})
+    say("READY")
+    if args.gate:
+        sys.stdin.readline()
+    say("START")
+    result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state], partition_key=args.log,
+                            resources=resources, instance=instance, run_config=config, raise_on_error=False)
+    say("DONE " + json.dumps({"success": result.success}))
+
+
 def cmd_hold_lock(args) -> None:
     from compaction_assets.log.store import LogStore
 
@@ -132,6 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("seed", type=int)
     p.add_argument("--ttl", type=float, default=1.0)
     p.set_defaults(func=cmd_append)
+    p = sub.add_parser("materialize")
+    p.add_argument("log")
+    p.add_argument("now", type=int)
+    p.add_argument("--gate", action="store_true")
+    p.set_defaults(func=cmd_materialize)
     p = sub.add_parser("hold-lock")
     p.add_argument("root")
     p.add_argument("log")

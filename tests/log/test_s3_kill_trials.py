@@ -1,0 +1,193 @@
+"""Kill trials with the store on the S3 server (SeaweedFS, tests/s3_server.py): cleanings, appends and
+Dagster runs of one log SIGKILLed at random moments, with acknowledged appends between the trials.
+
+After each trial every record the log shows is one a commit made visible, at its offset, once; the latest
+record of every key ever committed is there; the log is not marked uncleanable (a kill is a machine fault,
+not a fault of the log's data). At the end one cleaning must leave exactly the latest record per key, as
+the test's own dedup of everything committed computes it (its ledger is built from the batches the test
+generated, never from the product's reader). The subprocess side is tests/fault_helpers.py; the process
+plumbing and lease waits are test_store_faults.py's, shared rather than copied. KILL_TRIALS kills
+(30 with `slow`, CI's real-system suite sets fewer), after one uncut run of each kind.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from compaction_assets.cleaning import engine
+from compaction_assets.log import writer
+from compaction_assets.log.config import build_config
+from compaction_assets.log.reader import iter_records
+from compaction_assets.log.store import LogStore
+from tests.fault_helpers import batch
+from tests.log.test_store_faults import SLOW_TRIALS, Helper, wait_lease_expiry
+
+LOG = "s3kill-0"
+CONF = {"segment.bytes": 16_000, "min.cleanable.dirty.ratio": 0.01}
+NOW = 2_000_000            # every cleaning's clock (tombstones stay: the retention is a day)
+TTL_S = 2.0                # the helpers' leases: a killed holder's lease expires soon
+APPEND_N = 20_000          # a killed append's batch: many segments, so many objects written before its commit
+BETWEEN_N = 400            # the acknowledged append before each trial
+KINDS = ("clean", "append", "dagster")
+EXPECTED_SPAN_S = {"clean": 10.0, "append": 4.0, "dagster": 25.0}   # until an uncut run of the kind is timed
+
+
+@dataclass
+class Ledger:
+    """Every record a commit made visible, by offset, as the test generated it."""
+    records: dict[int, tuple[bytes, bytes | None]] = field(default_factory=dict)
+
+    def add(self, first_offset: int, rows: list[dict]) -> None:
+        for i, row in enumerate(rows):
+            self.records[first_offset + i] = (row["key"].encode(), row["value"])
+
+    def latest(self) -> dict[bytes, tuple[int, bytes | None]]:
+        """The independent dedup (SPEC, offset strategy): the record of highest offset for each key."""
+        out: dict[bytes, tuple[int, bytes | None]] = {}
+        for offset in sorted(self.records):
+            key, value = self.records[offset]
+            out[key] = (offset, value)
+        return out
+
+
+@dataclass
+class Tally:
+    trials: int = 0
+    kills: int = 0
+    finished_first: int = 0
+    appends_whole: int = 0
+    appends_absent: int = 0
+    records_checked: int = 0
+    spans: dict[str, float] = field(default_factory=lambda: dict(EXPECTED_SPAN_S))
+
+
+@pytest.fixture
+def s3_log(s3_store_uri, tmp_path, monkeypatch):
+    """A log on a fresh bucket, and the COMPACTION_* and DAGSTER_HOME a Dagster run of it reads."""
+    defaults = ", ".join(f"{k}: {v}" for k, v in CONF.items())
+    (tmp_path / "topics.yaml").write_text(f"defaults: {{{defaults}}}\ntopics:\n  s3kill: {{}}\n")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    for name, value in {"COMPACTION_STORE": s3_store_uri, "COMPACTION_TOPICS": str(tmp_path / "topics.yaml"),
+                        "COMPACTION_LANDING": str(tmp_path / "landing"), "DAGSTER_HOME": str(home),
+                        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+                        "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S)}.items():
+        monkeypatch.setenv(name, value)
+    return LogStore(s3_store_uri, lock_ttl_s=TTL_S, gc_grace_s=0).log(LOG)
+
+
+def acknowledged_append(handle, ledger: Ledger, n: int, seed: int) -> None:
+    rows = batch(n, seed)
+    before = handle.manifest().log_end_offset if handle.exists() else 0
+    result = writer.append(handle, build_config(CONF), rows)
+    assert result.records == n and result.log_end_offset == before + n
+    ledger.add(before, rows)
+
+
+def start_helper(kind: str, uri: str, seed: int, logs: Path) -> Helper:
+    args = {"clean": ["clean", uri, LOG, str(NOW), json.dumps(CONF), "--ttl", str(TTL_S), "--gate"],
+            "append": ["append", uri, LOG, json.dumps(CONF), str(APPEND_N), str(seed), "--ttl", str(TTL_S)],
+            "dagster": ["materialize", LOG, str(NOW), "--gate"]}[kind]
+    return Helper(args, logs)
+
+
+def kill_or_finish(helper: Helper, kind: str, delay: float | None, tally: Tally) -> None:
+    """Open the gate, then SIGKILL `delay` seconds after START (None: let it finish and time it)."""
+    assert helper.wait_for("READY") is not None, helper.stderr()[-3000:]
+    if kind != "append":
+        helper.go()
+    assert helper.wait_for("START") is not None, helper.stderr()[-3000:]
+    if delay is None:
+        assert helper.finish() == 0, helper.stderr()[-3000:]
+        assert helper.seen("DONE") is not None, helper.lines[-5:]
+        tally.spans[kind] = helper.seen("DONE") - helper.seen("START")
+        if kind == "dagster":
+            assert json.loads(helper.lines[-1][1].split(" ", 1)[1])["success"], helper.stderr()[-3000:]
+        return
+    time.sleep(delay)
+    alive = helper.proc.poll() is None
+    helper.kill()
+    tally.kills += alive and helper.seen("DONE") is None
+    tally.finished_first += not alive or helper.seen("DONE") is not None
+
+
+def settle_append(handle, ledger: Ledger, before: int, seed: int, helper: Helper, tally: Tally) -> None:
+    """A killed append is all or nothing, and agrees with the markers it printed before its kill."""
+    leo = handle.manifest().log_end_offset
+    where = f"append seed {seed}: {[line for _, line in helper.lines]}"
+    assert leo in (before, before + APPEND_N), where
+    if leo == before + APPEND_N:
+        ledger.add(before, batch(APPEND_N, seed))
+        tally.appends_whole += 1
+        assert helper.seen("UPDATE 1") is not None, where         # nothing commits before its commit starts
+    else:
+        tally.appends_absent += 1
+        assert helper.seen("UPDATED 1") is None, where            # a commit that returned is visible
+
+
+def check_log(handle, ledger: Ledger, where: str, tally: Tally) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record shown is a committed one at its offset, once; every key's latest committed record is there."""
+    m = handle.manifest()
+    assert m.uncleanable is None, f"{where}: a kill marked the log: {m.uncleanable}"
+    shown = [(r.offset, r.key, r.value) for r in iter_records(handle)]
+    offsets = [offset for offset, _, _ in shown]
+    assert offsets == sorted(set(offsets)), f"{where}: offsets repeated or out of order"
+    wrong = [(o, k, v) for o, k, v in shown if ledger.records.get(o) != (k, v)]
+    assert not wrong, f"{where}: records no commit made: {wrong[:5]}"
+    present = set(offsets)
+    lost = [(key, offset) for key, (offset, _) in ledger.latest().items() if offset not in present]
+    assert not lost, f"{where}: {len(lost)} keys lost their latest record, e.g. {lost[:5]}"
+    tally.records_checked += len(shown)
+    return shown
+
+
+def run_trials(handle, uri: str, work: Path, trials: int, spark) -> Tally:
+    """`trials` kills over the three kinds in turn, after one uncut run of each kind (which times it)."""
+    rng, ledger, tally = random.Random(3434), Ledger(), Tally()
+    acknowledged_append(handle, ledger, 3000, seed=1)
+    plan = [(kind, None) for kind in KINDS] + [(KINDS[i % 3], rng.random()) for i in range(trials)]
+    for number, (kind, fraction) in enumerate(plan):
+        acknowledged_append(handle, ledger, BETWEEN_N, seed=1000 + number)
+        before, seed = handle.manifest().log_end_offset, 5000 + number
+        helper = start_helper(kind, uri, seed, work / "logs")
+        delay = None if fraction is None else fraction * 1.1 * tally.spans[kind]
+        kill_or_finish(helper, kind, delay, tally)
+        tally.trials += fraction is not None
+        if kind == "append":
+            settle_append(handle, ledger, before, seed, helper, tally)
+        else:
+            assert handle.manifest().log_end_offset == before, helper.lines
+        for lease in ("clean", "append"):
+            wait_lease_expiry(handle, lease)
+        check_log(handle, ledger, f"trial {number} ({kind}, delay {delay})", tally)
+    acknowledged_append(handle, ledger, BETWEEN_N, seed=99)
+    writer.roll(handle)
+    assert engine.run(handle, build_config(CONF), NOW, spark=spark, force=True).cleaned
+    final = check_log(handle, ledger, "after the final cleaning", tally)
+    expected = sorted((offset, key, value) for key, (offset, value) in ledger.latest().items())
+    assert final == expected, "the final cleaning differs from the dedup of every committed record"
+    return tally
+
+
+def report(tally: Tally, started: float) -> str:
+    return (f"S3 kill trials: {tally.trials} trials, {tally.kills} killed mid-way "
+            f"({tally.finished_first} had finished first), appends {tally.appends_whole} whole / "
+            f"{tally.appends_absent} absent, {tally.records_checked} records checked, "
+            f"{time.monotonic() - started:.0f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.ci_real
+def test_cleanings_appends_and_dagster_runs_killed_on_s3(s3_log, s3_store_uri, tmp_path, spark):
+    started = time.monotonic()
+    tally = run_trials(s3_log, s3_store_uri, tmp_path, SLOW_TRIALS, spark)
+    print(report(tally, started))
+    # the delays span the work's timed length: most kills land while it runs, not after it ended
+    assert tally.kills >= SLOW_TRIALS // 2, report(tally, started)
