@@ -468,10 +468,11 @@ def run_summary(instance, run_id: str) -> dict:
             checks[ev.check_name] = ev.passed
         mat = entry.asset_materialization
         if mat is not None:
-            # left out: timings, paths, and config_changed_by (it names the topics file, in each run's folder)
+            # left out: timings, paths, config_changed_by (it names the topics file, in each run's folder)
+            # and the Iceberg table's snapshot id (Iceberg draws it at random for every commit)
             meta[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()
                                                     if k not in ("clean_time_secs", "path", "evaluated_at_ms",
-                                                                 "files", "config_changed_by")}
+                                                                 "files", "config_changed_by", "table_snapshot_id")}
     return {"status": run.status.value, "partition": run.tags.get("dagster/partition"), "checks": checks,
             "metadata": meta}
 

@@ -27,6 +27,8 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets.defs.assets import CleaningConfig, cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.table import table_matches_latest_state
+from compaction_assets.definitions import defs
 from resources.log_store import LogStoreResource
 from tests import cluster_helpers as ch
 
@@ -170,7 +172,8 @@ def local_materialization(workdir, spark):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, [ch.DAGSTER_LOG])
         # with the checks, as the deployed location materializes them (their own definition)
-        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks],
+        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks,
+                                 table_matches_latest_state],
                                 partition_key=ch.DAGSTER_LOG, resources=resources, instance=instance,
                                 run_config=config)
         summary = ch.run_summary(instance, result.run_id)
@@ -204,8 +207,10 @@ def test_materialize_a_partition_matches_local_mode(request, mode, workdir, loca
     local_summary, local_contents, local_latest = local_materialization
     assert local_summary["status"] == "SUCCESS"
     assert summary["status"] == "SUCCESS", summary
-    assert summary["checks"] == {"latest_value_per_key": True, "tombstone_retention": True,
-                                 "offsets_and_order_preserved": True, "max_compaction_delay": True}
+    # every check of the deployed location (the four of the cleaning and the table's), each passed
+    assert summary["checks"] == {key.name: True for key in defs.resolve_asset_graph().asset_check_keys}
+    assert {"latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved", "max_compaction_delay",
+            "table_matches_latest_state"} <= set(summary["checks"])
     assert summary["metadata"]["compacted_log"]["cleaned"] is True
     differing = {(asset, key): (value, summary["metadata"].get(asset, {}).get(key))
                  for asset, meta in local_summary["metadata"].items() for key, value in meta.items()
