@@ -123,7 +123,9 @@ def cmd_materialize(args) -> None:
     say("START")
     result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state], partition_key=args.log,
                             resources=resources, instance=instance, run_config=config, raise_on_error=False)
-    say("DONE " + json.dumps({"success": result.success}))
+    errors = [str(event.event_specific_data.error.message)[:500] for event in result.get_step_failure_events()
+              if event.event_specific_data is not None and event.event_specific_data.error is not None]
+    say("DONE " + json.dumps({"success": result.success, "errors": errors}))
 
 
 def cmd_hold_lock(args) -> None:

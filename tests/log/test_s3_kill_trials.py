@@ -31,7 +31,8 @@ from tests.log.test_store_faults import SLOW_TRIALS, Helper, wait_lease_expiry
 LOG = "s3kill-0"
 CONF = {"segment.bytes": 16_000, "min.cleanable.dirty.ratio": 0.01}
 NOW = 2_000_000            # every cleaning's clock (tombstones stay: the retention is a day)
-TTL_S = 2.0                # the helpers' leases: a killed holder's lease expires soon
+TTL_S = 5.0                # the helpers' leases: a killed holder's lease expires soon, a live one's
+                           # heartbeat (every TTL/3) keeps it on a machine loaded 20 deep
 APPEND_N = 20_000          # a killed append's batch: many segments, so many objects written before its commit
 BETWEEN_N = 400            # the acknowledged append before each trial
 KINDS = ("clean", "append", "dagster")
@@ -78,7 +79,10 @@ def s3_log(s3_store_uri, tmp_path, monkeypatch):
     for name, value in {"COMPACTION_STORE": s3_store_uri, "COMPACTION_TOPICS": str(tmp_path / "topics.yaml"),
                         "COMPACTION_LANDING": str(tmp_path / "landing"), "DAGSTER_HOME": str(home),
                         "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
-                        "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S)}.items():
+                        "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S),
+                        # the topic tables' catalog of a store on S3 is otherwise ./var/tables/catalog.db,
+                        # where an earlier session's table of this topic points at a server now gone
+                        "COMPACTION_TABLE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.db"}.items():
         monkeypatch.setenv(name, value)
     return LogStore(s3_store_uri, lock_ttl_s=TTL_S, gc_grace_s=0).log(LOG)
 
@@ -109,7 +113,8 @@ def kill_or_finish(helper: Helper, kind: str, delay: float | None, tally: Tally)
         assert helper.seen("DONE") is not None, helper.lines[-5:]
         tally.spans[kind] = helper.seen("DONE") - helper.seen("START")
         if kind == "dagster":
-            assert json.loads(helper.lines[-1][1].split(" ", 1)[1])["success"], helper.stderr()[-3000:]
+            done = json.loads(helper.lines[-1][1].split(" ", 1)[1])
+            assert done["success"], f"{done['errors']} {helper.stderr()[-3000:]}"
         return
     time.sleep(delay)
     alive = helper.proc.poll() is None
