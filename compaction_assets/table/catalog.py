@@ -2,8 +2,8 @@
 
 By default the catalog is a SQLite `SqlCatalog` kept with the store (`<store>/_tables/catalog.db`) and the
 warehouse is beside the logs (`<store>/_tables/warehouse`); a store on S3 has its warehouse in the same
-bucket, reached with the store's own S3 settings, and its SQLite catalog in a local file
-(`var/tables/catalog.db`), since SQLite cannot live in a bucket: a deployment with several hosts sets
+bucket, reached with the store's own S3 settings, and its SQLite catalog in a local file of its own
+(`var/tables/<endpoint and store>/catalog.db`), since SQLite cannot live in a bucket: a deployment with several hosts sets
 COMPACTION_TABLE_CATALOG_URI to a shared catalog (PostgreSQL, or a REST catalog with
 COMPACTION_TABLE_CATALOG_TYPE=rest). Every setting comes from `compaction_assets.settings`.
 """
@@ -22,7 +22,7 @@ from compaction_assets.log.fs import Storage
 from compaction_assets.log.names import check_topic
 
 TABLES_FOLDER = "_tables"
-LOCAL_CATALOG_FOR_OBJECT_STORES = os.path.join("var", "tables", "catalog.db")
+LOCAL_CATALOGS_FOR_OBJECT_STORES = os.path.join("var", "tables")
 TOPIC_PROPERTY = "compaction.topic"   # the table's topic, as Kafka names it (the table name maps it)
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
@@ -71,9 +71,17 @@ def locate(store: Storage, env: settings.TableSettings | None = None) -> Catalog
     elif store.local:
         uri = f"sqlite:///{tables}/catalog.db"
     else:
-        uri = f"sqlite:///{os.path.abspath(LOCAL_CATALOG_FOR_OBJECT_STORES)}"
+        uri = f"sqlite:///{os.path.abspath(_local_catalog_of(store))}"
     io = _s3_io_properties() if warehouse.startswith(("s3://", "s3a://")) else ()
     return CatalogLocation(env.catalog_type, uri, warehouse, env.namespace, env.buckets, io)
+
+
+def _local_catalog_of(store: Storage) -> str:
+    """The local SQLite file of an object store's catalog: one per endpoint and store, so that two stores
+    (or one bucket name on two servers) never share a catalog whose tables point at the other's files."""
+    endpoint = settings.current().object_store.endpoint_url or "default"
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{endpoint}_{store.uri(store.root)}").strip("_")
+    return os.path.join(LOCAL_CATALOGS_FOR_OBJECT_STORES, folder, "catalog.db")
 
 
 _CATALOGS: dict[CatalogLocation, object] = {}

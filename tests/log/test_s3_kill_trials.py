@@ -80,8 +80,7 @@ def s3_log(s3_store_uri, tmp_path, monkeypatch):
                         "COMPACTION_LANDING": str(tmp_path / "landing"), "DAGSTER_HOME": str(home),
                         "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
                         "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S),
-                        # the topic tables' catalog of a store on S3 is otherwise ./var/tables/catalog.db,
-                        # where an earlier session's table of this topic points at a server now gone
+                        # the topic tables' catalog in the test's own folder, not under ./var/tables
                         "COMPACTION_TABLE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.db"}.items():
         monkeypatch.setenv(name, value)
     return LogStore(s3_store_uri, lock_ttl_s=TTL_S, gc_grace_s=0).log(LOG)
