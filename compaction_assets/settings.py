@@ -25,6 +25,10 @@ LOCK_TTL_SECONDS = "COMPACTION_LOCK_TTL_SECONDS"
 MAX_RUNS_PER_TICK = "COMPACTION_MAX_RUNS_PER_TICK"
 ALERT_WEBHOOK_URL = "COMPACTION_ALERT_WEBHOOK_URL"
 ALERT_WEBHOOK_TOKEN = "COMPACTION_ALERT_WEBHOOK_TOKEN"
+# Batch runs: how many logs due in one tick go into batch runs, and how large one batch may be.
+BATCH_MIN_LOGS = "COMPACTION_BATCH_MIN_LOGS"
+BATCH_MAX_LOGS = "COMPACTION_BATCH_MAX_LOGS"
+BATCH_MAX_BYTES = "COMPACTION_BATCH_MAX_BYTES"
 # The latest state as an Iceberg table per topic (compaction_assets/table/).
 TABLES = "COMPACTION_TABLES"
 TABLE_CATALOG_TYPE = "COMPACTION_TABLE_CATALOG_TYPE"
@@ -72,8 +76,10 @@ CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
 # run opens its own.
 SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
 DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
-BATCH_MAX_BYTES = "COMPACTION_BATCH_MAX_BYTES"
-DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes in one batch run: one huge log gets its own
+# From 10 due logs a tick they go into batch runs: fewer keep a run each (at most 9 runs of a few seconds).
+DEFAULT_BATCH_MIN_LOGS = 10
+DEFAULT_BATCH_MAX_LOGS = 250
+DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes: one huge log does not hold small ones
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
 DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
@@ -88,6 +94,14 @@ class TableSettings:
     warehouse: str | None = None        # None: <store>/_tables/warehouse
     namespace: str = DEFAULT_TABLE_NAMESPACE
     buckets: int = DEFAULT_TABLE_BUCKETS
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """When sensors ask for batch runs (defs/batch_requests.py) and how many logs and bytes one holds."""
+    min_logs: int = DEFAULT_BATCH_MIN_LOGS    # due logs in one tick from which they go into batches
+    max_logs: int = DEFAULT_BATCH_MAX_LOGS    # logs in one batch run
+    max_bytes: int = DEFAULT_BATCH_MAX_BYTES  # cleanable (or pending) bytes in one batch run
 
 
 @dataclass(frozen=True)
@@ -121,13 +135,13 @@ class Settings:
     dagster_home: str | None
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
     clean_concurrency: int = DEFAULT_CLEAN_CONCURRENCY
-    batch_max_bytes: int = DEFAULT_BATCH_MAX_BYTES
     java_home: str | None = None
     jvm_quick_start: bool = True
     jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
     shared_connect_session: bool = True
     connect_release_on_exit: bool = False   # PySpark releases the server session when the process exits
     tables: TableSettings = field(default_factory=TableSettings)
+    batches: BatchSettings = field(default_factory=BatchSettings)
 
 
 def _text(env: Mapping[str, str], name: str) -> str | None:
@@ -189,7 +203,6 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             allow_http=(_text(env, AWS_ALLOW_HTTP) or "").strip().lower() in ("1", "true", "yes"),
         ),
         clean_concurrency=_positive_int(env, CLEAN_CONCURRENCY, DEFAULT_CLEAN_CONCURRENCY),
-        batch_max_bytes=_positive_int(env, BATCH_MAX_BYTES, DEFAULT_BATCH_MAX_BYTES),
         java_home=_text(env, JAVA_HOME),
         jvm_quick_start=_flag(env, JVM_QUICK_START, default=True),
         jvm_archive_dir=_text(env, JVM_ARCHIVE_DIR) or DEFAULT_JVM_ARCHIVE_DIR,
@@ -204,6 +217,11 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             warehouse=_text(env, TABLE_WAREHOUSE),
             namespace=(_text(env, TABLE_NAMESPACE) or DEFAULT_TABLE_NAMESPACE).strip(),
             buckets=_positive_int(env, TABLE_BUCKETS, DEFAULT_TABLE_BUCKETS),
+        ),
+        batches=BatchSettings(
+            min_logs=_positive_int(env, BATCH_MIN_LOGS, DEFAULT_BATCH_MIN_LOGS),
+            max_logs=_positive_int(env, BATCH_MAX_LOGS, DEFAULT_BATCH_MAX_LOGS),
+            max_bytes=_positive_int(env, BATCH_MAX_BYTES, DEFAULT_BATCH_MAX_BYTES),
         ),
     )
 

@@ -1,8 +1,9 @@
 """How sensors and schedules ask for batch runs (defs/batches.py) when a tick finds many logs due.
 
-Fewer than `MIN_BATCH` logs due keep today's one run per partition (the UI's usual history, a run
-per log). From `MIN_BATCH` on, the due logs go into few batch runs, in priority order, each bounded by a
-number of logs and by bytes (cleanable bytes from the manifests, or the pending files' size for an
+Fewer than `settings.batches.min_logs` (COMPACTION_BATCH_MIN_LOGS, 10) logs due keep today's one run per
+partition (the UI's usual history, a run per log). From there on, the due logs go into few batch runs, in
+priority order, each bounded by a number of logs (COMPACTION_BATCH_MAX_LOGS, 250) and by bytes
+(COMPACTION_BATCH_MAX_BYTES, 2 GiB) (cleanable bytes from the manifests, or the pending files' size for an
 ingestion), so that one huge log does not hold a batch of small ones: a log larger than the bound gets a
 batch of its own. Logs that a queued or running batch already holds are left out, so a tick does not
 request them twice while their manifests change under the running batch.
@@ -23,9 +24,6 @@ from compaction_assets import settings
 from compaction_assets.defs.batches import LOGS_TAG
 from compaction_assets.log.names import parse_log_name
 
-MIN_BATCH = 10                 # due logs in one tick from which they go into batch runs (fewer: a run each,
-                               # at most 9 runs of a few seconds; the per-partition runs users know)
-MAX_BATCH_LOGS = 250           # logs in one batch run
 SIZE_TAG = "compaction/batch_size"
 BATCH_JOBS = ("ingest_batch_job", "compaction_batch_job")
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -70,9 +68,9 @@ def decode_logs(text: str) -> list[str]:
 
 
 def split(due: list[Due], max_logs: int | None = None, max_bytes: int | None = None) -> list[list[Due]]:
-    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes
-    (COMPACTION_BATCH_MAX_BYTES unless given)."""
-    max_logs, max_bytes = max_logs or MAX_BATCH_LOGS, max_bytes or settings.current().batch_max_bytes
+    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes."""
+    bounds = settings.current().batches
+    max_logs, max_bytes = max_logs or bounds.max_logs, max_bytes or bounds.max_bytes
     batches: list[list[Due]] = []
     size = 0
     for item in due:
@@ -82,6 +80,11 @@ def split(due: list[Due], max_logs: int | None = None, max_bytes: int | None = N
         batches[-1].append(item)
         size += item.size
     return batches
+
+
+def batched(count: int) -> bool:
+    """True when `count` logs due in one tick go into batch runs (settings: COMPACTION_BATCH_MIN_LOGS)."""
+    return count >= settings.current().batches.min_logs
 
 
 def batch_tags(logs: list[str]) -> dict[str, str]:

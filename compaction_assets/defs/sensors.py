@@ -10,7 +10,7 @@
   tombstones passed their delete horizon.
 Run keys carry the log's manifest version, so one state never triggers twice; run tags carry the log, its
 topic and partition (filters in the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
-When a tick finds at least `batch_requests.MIN_BATCH` logs due, it starts few batch runs
+When a tick finds at least COMPACTION_BATCH_MIN_LOGS (10) logs due, it starts few batch runs
 (defs/batches.py) instead of one run per log.
 """
 
@@ -60,7 +60,7 @@ def _ingest_requests(context, pending: dict[str, list], now: int) -> list[dg.Run
         if log not in held:
             digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
             due.append(Due(log, batch_requests.pending_bytes(files), digest))
-    if len(due) < batch_requests.MIN_BATCH:
+    if not batch_requests.batched(len(due)):
         return [dg.RunRequest(job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}",
                               tags=log_tags(d.log)) for d in due]
     return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
@@ -131,7 +131,7 @@ def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: 
     queued or running batch holds wait for it (their manifests change under it: new run keys)."""
     held = batch_requests.in_flight(instance)
     due = [ev for ev in due if ev.log not in held]
-    if len(due) < batch_requests.MIN_BATCH and not always_batch:
+    if not batch_requests.batched(len(due)) and not always_batch:
         # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
         # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
         return [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]]

@@ -13,8 +13,9 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
+from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.defs import alerts, batch_requests, clock
+from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks
@@ -135,7 +136,7 @@ def tick(sensor, instance, resources):
 
 def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     tmp, store, resources, instance = env
-    logs = [f"users-{i}" for i in range(batch_requests.MIN_BATCH)]
+    logs = [f"users-{i}" for i in range(settings.current().batches.min_logs)]
     for log in logs:
         land(tmp / "landing", log, records(30))
     found = tick(log_discovery_sensor, instance, resources)
@@ -153,10 +154,10 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
         assert batch.run_config["ops"]["compaction_batch_op"]["config"] == {"logs": sorted(logs), "now_ms": NOW}
         assert tick(dirty_ratio_sensor, instance, resources).run_requests[0].run_key == batch.run_key
         # bounded by bytes: a log's cleanable bytes are ~600 here, so two logs a batch
-        monkeypatch.setenv("COMPACTION_BATCH_MAX_BYTES", "1300")
+        monkeypatch.setenv(settings.BATCH_MAX_BYTES, "1300")
         split = tick(dirty_ratio_sensor, instance, resources).run_requests
         assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2] * 5
-        monkeypatch.delenv("COMPACTION_BATCH_MAX_BYTES")
+        monkeypatch.delenv(settings.BATCH_MAX_BYTES)
         result = compaction_batch_job.execute_in_process(run_config={**QUIET, **batch.run_config}, tags=batch.tags,
                                                          instance=instance, resources=resources)
         assert result.success
