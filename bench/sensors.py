@@ -2,9 +2,11 @@
 
     .venv/bin/python -m bench.sensors [--logs 1000] [--json OUT]
 
-Builds `--logs` small logs (two thirds with a sealed segment and a record in the active one), then times
-the planner per log (a manifest in memory, and reading it from the store first) and one tick of each
-sensor over all the logs on a real (temporary) Dagster instance. `bash bench/run.sh` runs this in a
+Builds `--logs` small logs (two thirds with a sealed segment and a record in the active one), each with a
+landing folder whose one file is ingested, then times the planner per log (a manifest in memory, and
+reading it from the store first) and one tick of each sensor over all the logs on a real (temporary)
+Dagster instance: the discovery sensor twice, with nothing new (its tick every 5 s in the daemon) and
+with a new file in every landing folder (it then requests batch runs). `bash bench/run.sh` runs this in a
 subprocess and checks planner < 5 ms per log and every sensor tick < 5 s.
 """
 
@@ -16,6 +18,20 @@ import os
 import shutil
 import tempfile
 import time
+
+
+def land(store, handle, cfg, log: str, file: str) -> None:
+    """A landing file of two records for `log`; ingested when `handle` is given."""
+    from compaction_assets.log.landing import ingest
+    from compaction_assets.log.names import parse_log_name
+
+    topic, partition = parse_log_name(log)
+    folder = os.path.join(store.landing, topic, f"partition={partition}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, file), "w") as f:
+        f.write("".join(json.dumps({"key": f"k{j}", "value": "x", "timestamp": 6000 + j}) + "\n" for j in range(2)))
+    if handle is not None:
+        ingest(handle, cfg, folder)
 
 
 def measure(logs: int = 1000, root: str | None = None) -> dict:
@@ -43,6 +59,7 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
             if i % 3:
                 writer.roll(handle)
                 writer.append(handle, cfg, [{"key": "k1", "value": "w", "timestamp": 5000}])
+            land(store, handle, cfg, name, "0.jsonl")
         out: dict = {"logs": logs, "build_seconds": time.monotonic() - t}
 
         manifests = [store.handle(n).manifest() for n in names]
@@ -69,6 +86,16 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
                 out["sensors"][sensor_name] = {"seconds": time.monotonic() - t,
                                                "run_requests": len(result.run_requests),
                                                "observations": len(result.asset_events)}
+            for name in names:   # a new file in every landing folder: the tick requests batch runs
+                land(store, None, cfg, name, "1.jsonl")
+            sensor = defs.resolve_sensor_def("log_discovery_sensor")
+            with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
+                                         definitions=defs) as ctx:
+                t = time.monotonic()
+                result = sensor.evaluate_tick(ctx)
+            out["sensors"]["log_discovery_sensor, new files everywhere"] = {
+                "seconds": time.monotonic() - t, "run_requests": len(result.run_requests),
+                "observations": len(result.asset_events)}
         return out
     finally:
         if own:
