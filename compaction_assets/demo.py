@@ -5,8 +5,8 @@ User profiles over 3 partitions of `user-profiles` (updates, ~5% deletes) and `u
 write them: <landing>/<topic>/partition=<p>/<file>; and `users-cdc`, Debezium change events in Confluent's
 S3 sink layout (compaction_assets/demo_cdc.py). `python -m compaction_assets.demo` then runs,
 headless and on the Dagster instance in $DAGSTER_HOME: discovery (sensor tick), ingestion, plan,
-cleaning with its checks, latest state, each log's runs being the sensors' own jobs (`ingest_job`, then
-`compaction_job`); and prints a summary. `scripts/ui.sh` opens the same data.
+cleaning with its checks, latest state, in the runs the discovery sensor requests (one `ingest_batch_job`
+for the logs: the batch a fleet takes); and prints a summary. `scripts/ui.sh` opens the same data.
 """
 
 from __future__ import annotations
@@ -161,11 +161,14 @@ def _instance_home() -> str:
 
 
 QUIET_RUNS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-SENSOR_JOBS = ("ingest_job", "compaction_job")   # what log_discovery_sensor, then the cleaning sensors, start
+# From this many due logs a tick the sensors start batch runs (settings.BATCH_MIN_LOGS; 10 by default): the
+# demo's few logs take the path a fleet takes, one ingest_batch_job that ingests and cleans them all.
+DEMO_BATCH_MIN_LOGS = "2"
 
 
-def discover(defs, instance) -> list[str]:
-    """One tick of the discovery sensor: the partitions it adds; returns the demo's logs among them."""
+def discover(defs, instance) -> tuple[list[str], list]:
+    """One tick of the discovery sensor: adds its partitions; the demo's logs among them and the runs it
+    requested."""
     import dagster as dg
 
     from compaction_assets.defs.partitions import log_partitions
@@ -176,24 +179,28 @@ def discover(defs, instance) -> list[str]:
         tick = defs.resolve_sensor_def("log_discovery_sensor").evaluate_tick(context)
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
-    return sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
+    logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
+    return logs, list(tick.run_requests)
 
 
-def run_log(defs, instance, log: str) -> list:
-    """Run the sensors' jobs for one log, as the sensors start them: `ingest_job`, then `compaction_job`
-    (the plan, the cleaning with its checks, the latest state; a failing blocking check stops the latest
-    state). Returns each run's result; a failed ingestion starts no cleaning."""
-    from compaction_assets.defs.sensors import log_tags
-
+def launch(defs, instance, requests: list) -> list:
+    """Run the sensor's requests as the daemon launches them, in this process: each its job, partition,
+    config and tags (a batch: `ingest_batch_job`, which ingests its logs, then cleans those due with their
+    checks and latest state; a failing blocking check stops that log's latest state only)."""
     results = []
-    for name in SENSOR_JOBS:
-        result = defs.resolve_job_def(name).execute_in_process(
-            partition_key=log, instance=instance, tags={**log_tags(log), "source": "demo"},
-            raise_on_error=False, run_config=QUIET_RUNS)
-        results.append(result)
-        if not result.success:
-            break
+    for request in requests:
+        config = {**QUIET_RUNS, **(request.run_config or {})}
+        results.append(defs.resolve_job_def(request.job_name).execute_in_process(
+            partition_key=request.partition_key, instance=instance, tags={**request.tags, "source": "demo"},
+            raise_on_error=False, run_config=config))
     return results
+
+
+def log_history(results: list, log: str) -> tuple[dict, list]:
+    """The log's materializations ({asset: metadata}) and check evaluations among the runs' events."""
+    mats = {e.asset_key.path[-1]: e.materialization.metadata for result in results
+            for e in result.get_asset_materialization_events() if e.materialization.partition == log}
+    return mats, [c for result in results for c in result.get_asset_check_evaluations() if c.partition == log]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,17 +228,18 @@ def main(argv: list[str] | None = None) -> int:
     record_landing(store.store_location(), files)
     print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
-    logs = discover(defs, instance)
-    print(f"discovered {len(logs)} logs: {', '.join(logs)}", file=sys.stderr)
+    settings.export_default(settings.BATCH_MIN_LOGS, DEMO_BATCH_MIN_LOGS)
+    logs, requests = discover(defs, instance)
+    print(f"discovered {len(logs)} logs: {', '.join(logs)}; "
+          f"runs: {', '.join(r.job_name for r in requests)}", file=sys.stderr)
+    results = launch(defs, instance, requests)
 
     summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
                "checks_failed": 0, "keys_in_latest_state": 0, "failed_runs": 0}
+    summary["failed_runs"] = sum(0 if result.success else 1 for result in results)
     for log in logs:
-        results = run_log(defs, instance, log)
-        mats = {e.asset_key.path[-1]: e.materialization.metadata
-                for result in results for e in result.get_asset_materialization_events()}
-        checks = [c for result in results for c in result.get_asset_check_evaluations()]
-        success = all(result.success for result in results)
+        mats, checks = log_history(results, log)
+        success = "latest_state" in mats and all(c.passed for c in checks)
         passed = sum(1 for c in checks if c.passed)
         summary["checks_passed"] += passed
         summary["checks_failed"] += len(checks) - passed
@@ -243,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
         summary["records_before"] += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
         summary["records_after"] += (total.value if total else 0) - read + written
         summary["keys_in_latest_state"] += keys.value if keys else 0
-        summary["failed_runs"] += sum(0 if result.success else 1 for result in results)
         print(f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
               f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
               file=sys.stderr)

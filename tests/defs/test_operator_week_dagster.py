@@ -1,4 +1,4 @@
-"""The Dagster side of issue 28 (item 11) on a real instance: the demo's runs are the sensors' jobs, the
+"""The Dagster side of issue 28 (item 11) on a real instance: the demo's runs are the sensors' (a batch), the
 jobs say what they do, a partition's page keeps the sensor's observations apart from the cleaning's
 materialization, and a refusal is not retried."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from compaction_assets import demo
+from compaction_assets import demo, settings
+from compaction_assets.defs.batch_requests import decode_logs
 from compaction_assets.log.store import LogStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,26 +35,31 @@ def demo_env(tmp_path, monkeypatch, spark):
     return store
 
 
-def test_the_demos_runs_are_the_sensors_jobs_without_dagster_warnings(demo_env):
+def test_the_demos_runs_are_the_sensors_batch_without_dagster_warnings(demo_env, monkeypatch):
     from compaction_assets.definitions import defs
     from compaction_assets.defs.sensors import dirty_ratio_sensor
 
+    monkeypatch.setenv(settings.BATCH_MIN_LOGS, demo.DEMO_BATCH_MIN_LOGS)   # as the demo sets it
     with dg.instance_for_test() as instance, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        logs = demo.discover(defs, instance)
+        logs, requests = demo.discover(defs, instance)
         assert logs == list(demo.DEMO_LOGS)
-        results = demo.run_log(defs, instance, "user-profiles-0")
+        results = demo.launch(defs, instance, requests)
         assert all(r.success for r in results)
-        jobs = [run.job_name for run in instance.get_runs()]
-        assert sorted(jobs) == ["compaction_job", "ingest_job"], jobs
+        runs = instance.get_runs()
+        assert [run.job_name for run in runs] == ["ingest_batch_job"], [run.job_name for run in runs]
+        assert sorted(decode_logs(runs[0].tags["compaction/logs"])) == sorted(logs)
         with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
                                      resources=defs.resources) as context:
             tick = dirty_ratio_sensor.evaluate_tick(context)
     dagster_warnings = [f"{w.category.__name__}: {w.message}" for w in caught
                         if "dagster" in (w.filename or "") and issubclass(w.category, UserWarning)]
     assert dagster_warnings == [], dagster_warnings
-    materialized = {key for r in results for e in r.get_asset_materialization_events()
-                    if e.asset_key.path[-1] == "compacted_log" for key in e.materialization.metadata}
+    for log in logs:   # each log cleaned, checked and its latest state written, in the one run
+        mats, checks = demo.log_history(results, log)
+        assert {"raw_segments", "cleanable_range", "compacted_log", "latest_state"} <= set(mats), log
+        assert checks and all(c.passed for c in checks), log
+    materialized = set(demo.log_history(results, "user-profiles-0")[0]["compacted_log"])
     observed = {key for e in tick.asset_events if e.partition == "user-profiles-0" for key in e.metadata}
     assert "dirty_ratio" in materialized and "observed_dirty_ratio" in observed
     assert materialized & observed == set(), "one partition's page would plot two meanings as one series"
