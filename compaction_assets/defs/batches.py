@@ -22,6 +22,7 @@ committed but not yet recorded when its run was killed: nothing is lost and noth
 
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 
 import dagster as dg
@@ -210,6 +211,26 @@ class CleaningBatch:
         except Exception as exc:  # the history of one log must not stop the others'
             return LogOutcome(result.log, failure=f"{result.log}: recording failed: {exc}", transient=True)
 
+    def _clean_fleet(self, pending: dict[str, _Pending], finished: queue.Queue, errors: list) -> None:
+        """Clean the pending logs; each outcome goes to `finished` once recorded, then None."""
+        concurrency = settings.current().clean_concurrency
+        # A log's checks, latest state and table commit run in a pool of their own, not in the thread that
+        # cleaned it: cleaning threads waiting for their topic's table commit left the Spark server idle
+        # (the engine's work and this process's recording overlap instead, and more logs wait together
+        # for one group commit of their topic).
+        recorders = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="record")
+        try:
+            engine.run_many([(p.handle, p.config) for p in pending.values()], self.now, spark=self.spark,
+                            force=self.force, concurrency=concurrency, tuning=self.log_store.cleaner_tuning(),
+                            # no per-log progress lines: each is a row of the run's event log, and the logs'
+                            # own events already show the batch's progress
+                            done=lambda r: recorders.submit(lambda: finished.put(self.finished(pending, r))))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            recorders.shutdown(wait=True)
+            finished.put(None)
+
     def run(self, logs: list[str]):
         """Yield every log's events as it finishes; return the outcomes."""
         outcomes, pending = [], {}
@@ -221,19 +242,16 @@ class CleaningBatch:
             elif step is not None:
                 pending[log] = step
         finished: queue.Queue = queue.Queue()
-        fleet = [(p.handle, p.config) for p in pending.values()]
-        worker = threading.Thread(target=lambda: (engine.run_many(
-            fleet, self.now, spark=self.spark, force=self.force, concurrency=settings.current().clean_concurrency,
-            tuning=self.log_store.cleaner_tuning(),
-            # no per-log progress lines: each is a row of the run's event log, and the logs' own events
-            # already show the batch's progress
-            done=lambda r: finished.put(self.finished(pending, r))),
-            finished.put(None)), name="batch-fleet", daemon=True)
+        errors: list[BaseException] = []
+        worker = threading.Thread(target=self._clean_fleet, args=(pending, finished, errors), name="batch-fleet",
+                                  daemon=True)
         worker.start()
         while (outcome := finished.get()) is not None:
             outcomes.append(outcome)
             yield from outcome.events
         worker.join()
+        if errors:   # not a log's fault: the step fails (and retries), the logs recorded so far stay recorded
+            raise errors[0]
         return outcomes
 
 

@@ -286,11 +286,8 @@ def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeyp
                "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path), ",".join(logs), str(NOW + 1)],
                                 env=env, cwd=ROOT)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None:
-            done = sum(len(history(instance, log)["compacted_log"]) == 1 for log in logs)
-            if done >= 2:
-                break
+        # no wall bound: on a loaded machine the second process's Spark takes minutes to start
+        while proc.poll() is None and sum(len(history(instance, log)["compacted_log"]) == 1 for log in logs) < 2:
             time.sleep(0.05)
         assert proc.poll() is None, "the batch finished before it could be killed"
         proc.send_signal(signal.SIGKILL)
