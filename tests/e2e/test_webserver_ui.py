@@ -29,9 +29,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from compaction_assets.defs.batch_requests import decode_logs
+from compaction_assets.demo import DEMO_LOGS
 from tests import ui_dagster, ui_png
 
-pytestmark = [pytest.mark.slow, pytest.mark.ci_real]  # the demo alone takes 1-6 minutes (Spark, 4 logs)
+pytestmark = [pytest.mark.slow, pytest.mark.ci_real]  # the demo alone takes 1-6 minutes (Spark, 4 logs in one batch run)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"
@@ -152,6 +154,23 @@ HISTORY = """query History($check: String!) {
     ... on Asset { assetMaterializations(limit: 50) { partition runId } } }
   assetCheckExecutions(assetKey: {path: ["compacted_log"]}, checkName: $check, limit: 50) {
     runId status partition } }"""
+
+
+RUNS = """{ runsOrError(filter: {tags: [{key: "source", value: "demo"}]}) { __typename
+  ... on Runs { results { runId jobName status tags { key value } } } } }"""
+
+
+def test_the_demos_logs_went_through_one_batch_run(webserver):
+    """The demo takes a fleet's path: the discovery sensor's one ingest_batch_job for all its logs, and each
+    partition's history (checked above and below) links that run."""
+    runs = ui_dagster.graphql(webserver, RUNS)["runsOrError"]["results"]
+    assert [(r["jobName"], r["status"]) for r in runs] == [("ingest_batch_job", "SUCCESS")], runs
+    tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
+    assert sorted(decode_logs(tags["compaction/logs"])) == sorted(DEMO_LOGS), tags
+    history = ui_dagster.graphql(webserver, HISTORY, {"check": CHECK_PAGE})
+    linked = {m["partition"] for m in history["assetOrError"]["assetMaterializations"]
+              if m["runId"] == runs[0]["runId"]}
+    assert linked == set(DEMO_LOGS), linked
 
 
 def test_graphql_lists_assets_checks_and_sensors(webserver):
