@@ -34,6 +34,19 @@ def land(store, handle, cfg, log: str, file: str) -> None:
         ingest(handle, cfg, folder)
 
 
+def tick(defs, instance, resources: dict, sensor_name: str) -> dict:
+    """One tick of a sensor: its seconds, run requests and observations."""
+    import dagster as dg
+
+    sensor = defs.resolve_sensor_def(sensor_name)
+    # closed when done: the context enters an instance of its own, which must not outlive it
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx:
+        t = time.monotonic()
+        result = sensor.evaluate_tick(ctx)
+    return {"seconds": time.monotonic() - t, "run_requests": len(result.run_requests),
+            "observations": len(result.asset_events)}
+
+
 def measure(logs: int = 1000, root: str | None = None) -> dict:
     import dagster as dg
 
@@ -77,25 +90,11 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
             instance.add_dynamic_partitions(log_partitions.name, names)
             resources = {**defs.resources, "log_store": store}
             for sensor_name in ("dirty_ratio_sensor", "max_compaction_lag_sensor", "log_discovery_sensor"):
-                sensor = defs.resolve_sensor_def(sensor_name)
-                # closed when done: the context enters an instance of its own, which must not outlive it
-                with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
-                                             definitions=defs) as ctx:
-                    t = time.monotonic()
-                    result = sensor.evaluate_tick(ctx)
-                out["sensors"][sensor_name] = {"seconds": time.monotonic() - t,
-                                               "run_requests": len(result.run_requests),
-                                               "observations": len(result.asset_events)}
+                out["sensors"][sensor_name] = tick(defs, instance, resources, sensor_name)
             for name in names:   # a new file in every landing folder: the tick requests batch runs
                 land(store, None, cfg, name, "1.jsonl")
-            sensor = defs.resolve_sensor_def("log_discovery_sensor")
-            with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
-                                         definitions=defs) as ctx:
-                t = time.monotonic()
-                result = sensor.evaluate_tick(ctx)
-            out["sensors"]["log_discovery_sensor, new files everywhere"] = {
-                "seconds": time.monotonic() - t, "run_requests": len(result.run_requests),
-                "observations": len(result.asset_events)}
+            out["sensors"]["log_discovery_sensor, new files everywhere"] = tick(
+                defs, instance, resources, "log_discovery_sensor")
         return out
     finally:
         if own:
