@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.connectors import canonical
+from compaction_assets.log.connectors import arrowschema, canonical
 from compaction_assets.log.connectors.arrowjson import NotVectorised, encode_column
 from compaction_assets.log.connectors.settings import LandingConfig
 from compaction_assets.log.connectors.shapes import RawBatch
@@ -74,6 +74,7 @@ class Columns:
     headers: pa.Array
     where: Where
     mtime_timestamps: int = 0   # records whose timestamp is the object's modification time
+    schema: object = arrowschema.UNKNOWN   # the value schema when the column types said it (ValueSchema | None)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -84,12 +85,27 @@ class Columns:
         return replace(self, keys=self.keys.take(idx), values=self.values.take(idx),
                        structured=self.structured.take(idx), offsets=self.offsets.take(idx),
                        timestamps=self.timestamps.take(idx), headers=self.headers.take(idx),
-                       where=self.where.take(order))
+                       where=self.where.take(order), schema=arrowschema.UNKNOWN)   # a subset may drop fields
 
     def table(self) -> pa.Table:
         """As INPUT_SCHEMA."""
         return pa.table({"offset": self.offsets, "key": self.keys, "value": self.values,
                          "timestamp": self.timestamps, "headers": self.headers}, schema=INPUT_SCHEMA)
+
+
+def _same_schema(parts: list[Columns]):
+    """The parts' value schema when each is known and those with objects agree, else UNKNOWN."""
+    known = [p.schema for p in parts if p.schema is not None]
+    if any(s is arrowschema.UNKNOWN for s in known) or any(not s.schema.equals(known[0].schema) for s in known):
+        return arrowschema.UNKNOWN
+    return known[0] if known else None
+
+
+def value_schema(cols: Columns) -> canonical.ValueSchema | None:
+    """The columns' value schema: from their Arrow types when they said it, else inferred from the JSON."""
+    if cols.schema is not arrowschema.UNKNOWN:
+        return cols.schema
+    return canonical.infer_schema(cols.values, cols.structured)
 
 
 def concat(parts: list[Columns]) -> Columns:
@@ -98,7 +114,8 @@ def concat(parts: list[Columns]) -> Columns:
         return pa.concat_arrays([getattr(p, name).cast(typ) for p in parts])
     return Columns(cat("keys", pa.binary()), cat("values", pa.binary()), cat("structured", pa.bool_()),
                    cat("offsets", pa.int64()), cat("timestamps", pa.int64()), cat("headers", HEADERS_TYPE),
-                   concat_where([p.where for p in parts]), sum(p.mtime_timestamps for p in parts))
+                   concat_where([p.where for p in parts]), sum(p.mtime_timestamps for p in parts),
+                   _same_schema(parts))
 
 
 def from_raw(raw: RawBatch, label: str) -> Columns:
@@ -192,11 +209,12 @@ def aiven_parquet(table: pa.Table, label: str) -> Columns | None:
         key = _column(table, "key")
         value = _column(table, "value")
         keys, _ = encode_column(key if key is not None else pa.nulls(n))
-        values, structured = encode_column(value if value is not None else pa.nulls(n))
+        value = value if value is not None else pa.nulls(n)
+        values, structured = encode_column(value)
     except NotVectorised:
         return None
     return Columns(keys, values, structured, offsets, timestamps, headers,
-                   Where.numbered(f"{label}: record", np.arange(1, n + 1)))
+                   Where.numbered(f"{label}: record", np.arange(1, n + 1)), schema=arrowschema.value_schema(value))
 
 
 def confluent_parquet(values: pa.Table | None, keys: pa.Table, headers: pa.Table | None, label: str,
@@ -218,7 +236,7 @@ def confluent_parquet(values: pa.Table | None, keys: pa.Table, headers: pa.Table
         if values is None:
             return Columns(stored_keys, pa.nulls(n, pa.binary()), pa.array(np.zeros(n, dtype=bool)),
                            pa.nulls(n, pa.int64()), pa.array(np.full(n, mtime_ms, dtype=np.int64)), hdrs,
-                           Where.numbered(f"{label}: record", np.arange(1, n + 1)), n)
+                           Where.numbered(f"{label}: record", np.arange(1, n + 1)), n, None)
         fields = [f for f in (cfg.offset_field, cfg.timestamp_field) if f is not None]
         names = values.column_names
         if any(f not in names for f in fields) or len(set(fields)) < len(fields) or len(set(names)) < len(names):
@@ -227,9 +245,10 @@ def confluent_parquet(values: pa.Table | None, keys: pa.Table, headers: pa.Table
         stamps = _longs(_column(values, cfg.timestamp_field) if cfg.timestamp_field else None, n)
         if offsets is None or stamps is None:
             return None
-        stored, structured = encode_column(_struct_of(values, set(fields)))
+        value = _struct_of(values, set(fields))
+        stored, structured = encode_column(value)
     except NotVectorised:
         return None
     from_mtime = stamps.null_count
     return Columns(stored_keys, stored, structured, offsets, pc.fill_null(stamps, mtime_ms), hdrs,
-                   Where.numbered(f"{label}: record", np.arange(1, n + 1)), from_mtime)
+                   Where.numbered(f"{label}: record", np.arange(1, n + 1)), from_mtime, arrowschema.value_schema(value))

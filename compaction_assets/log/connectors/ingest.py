@@ -88,7 +88,7 @@ def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Colu
 
 def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
     """A unit's (or group's) columns as an INPUT_SCHEMA table with its value schema."""
-    return Batch(name, files, cols.table(), cols.where, canonical.infer_schema(cols.values, cols.structured),
+    return Batch(name, files, cols.table(), cols.where, columns.value_schema(cols),
                  cols.mtime_timestamps)
 
 

@@ -133,4 +133,4 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     out = whole.take(order)
     dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
     return replace(out, offsets=pa.array(sorted_offs, pa.int64()), timestamps=whole.timestamps.take(pa.array(source)),
-                   mtime_timestamps=whole.mtime_timestamps - dated), exact
+                   mtime_timestamps=whole.mtime_timestamps - dated, schema=whole.schema), exact   # same rows, reordered

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from compaction_assets.log.config import build_config
-from compaction_assets.log.connectors import canonical, columns, readers, shapes
-from compaction_assets.log.connectors.arrowjson import to_json
+from compaction_assets.log.connectors import arrowschema, canonical, columns, readers, shapes
+from compaction_assets.log.connectors.arrowjson import encode_column, to_json
 from compaction_assets.log.connectors.settings import FileFormat
 
 UTC = dt.timezone.utc
@@ -60,7 +60,7 @@ def assert_same(fast: columns.Columns, slow: columns.Columns) -> None:
     assert fast.structured.to_pylist() == slow.structured.to_pylist()
     assert fast.mtime_timestamps == slow.mtime_timestamps
     assert [fast.where[i] for i in range(len(fast))] == [slow.where[i] for i in range(len(slow))]
-    a, b = canonical.infer_schema(fast.values, fast.structured), canonical.infer_schema(slow.values, slow.structured)
+    a, b = columns.value_schema(fast), canonical.infer_schema(slow.values, slow.structured)
     assert (a is None and b is None) or a.schema.equals(b.schema)
 
 
@@ -68,6 +68,44 @@ def test_canonical_json_of_columns_is_the_per_row_encoders():
     arr = pa.array(rows(44), VALUE)
     assert to_json(arr).to_pylist() == [None if v is None else canonical.canonical_json(v).decode()
                                         for v in arr.to_pylist()]
+
+
+SAID = {"email", "n", "small", "ok", "score", "raw", "price", "address", "tags", "points", "Zfirst", "é"}
+
+
+def assert_schema_said_or_left(arr: pa.Array, said: bool) -> None:
+    """The schema read off the Arrow type is the JSON-inferred one, or UNKNOWN (inferred from the JSON)."""
+    got = arrowschema.value_schema(arr)
+    expected = canonical.infer_schema(*encode_column(arr))
+    assert (got is not arrowschema.UNKNOWN) == said, arr.type
+    if said:
+        assert (got is None and expected is None) or got.schema.equals(expected.schema), (arr.type, got, expected)
+
+
+def test_value_schema_from_the_arrow_types_is_the_one_inferred_from_the_json():
+    data = rows(44)
+    for field in VALUE:
+        one = pa.struct([field])
+        assert_schema_said_or_left(pa.array([None if v is None else {field.name: v[field.name]} for v in data], one),
+                                   field.name in SAID)
+        assert_schema_said_or_left(pa.array([None if i % 3 else {field.name: None} for i in range(44)], one), True)
+    said = pa.struct([f for f in VALUE if f.name in SAID])
+    assert_schema_said_or_left(pa.array([None if v is None else {k: v[k] for k in SAID} for v in data], said), True)
+    assert_schema_said_or_left(pa.array(data, VALUE), False)    # dates, timestamps, maps, a uint64 past int64
+    assert_schema_said_or_left(pa.array([{"big": 2**63 - 1}, {"big": 3}], pa.struct([("big", pa.uint64())])), True)
+    assert_schema_said_or_left(pa.array([{"d": "2024-02-29"}, {"d": "x"}]), False)   # a date-like text
+    assert_schema_said_or_left(pa.array([{"d": "2024-02-29T10:00:00Z"}, {"d": None}]), False)
+    assert_schema_said_or_left(pa.array([{"d": "20240229 10"}, {"d": "2024-02-2"}, {"d": "x 2024-02-29"}]), True)
+    assert_schema_said_or_left(pa.array([None, None], VALUE), True)
+    assert_schema_said_or_left(pa.array(["text", None]), True)
+    assert_schema_said_or_left(pa.array([{}, {}], pa.struct([])), False)
+
+
+def test_value_schema_from_the_arrow_types_over_several_json_blocks():
+    n = 40_000    # over 1 MiB of JSON: the reader infers block by block; the values come in the last one
+    typ = pa.struct([("a", pa.int32()), ("l", pa.list_(pa.int64())), ("pad", pa.string())])
+    values = [{"a": None if i < n - 5 else i, "l": [] if i < n - 3 else [i], "pad": "p" * 40} for i in range(n)]
+    assert_schema_said_or_left(pa.array(values, typ), True)
 
 
 def roundtrip(tmp_path, table: pa.Table, name: str) -> pa.Table:
