@@ -31,7 +31,7 @@ def _python(arr: pa.Array) -> pa.Array:
         raise NotVectorised(str(exc)) from None
 
 
-def _text_bytes(text: pa.Array) -> np.ndarray:
+def text_bytes(text: pa.Array) -> np.ndarray:
     """The UTF-8 bytes of every value of a string array, as one numpy view (no copy)."""
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=4 * text.offset)
     data = text.buffers()[2]
@@ -40,18 +40,36 @@ def _text_bytes(text: pa.Array) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
 
 
-def _quoted(arr: pa.Array) -> pa.Array:
+def _escaped(arr: pa.Array) -> pa.Array | None:
+    """A text column's values escaped for JSON, without their quotes (None: control characters)."""
     text = arr.cast(pa.string())
-    if not len(text):
-        return text
-    raw = _text_bytes(text)
+    raw = text_bytes(text)
     if (raw < 0x20).any():   # control characters: their escapes are left to the encoder
-        return _python(arr)
-    escaped = text
+        return None
     for char, escape in (("\\", "\\\\"), ('"', '\\"')):
         if (raw == ord(char)).any():   # most columns hold neither: skip the pass
-            escaped = pc.replace_substring(escaped, char, escape)
+            text = pc.replace_substring(text, char, escape)
+    return text
+
+
+def _quoted(arr: pa.Array) -> pa.Array:
+    if not len(arr):
+        return arr.cast(pa.string())
+    escaped = _escaped(arr)
+    if escaped is None:
+        return _python(arr)
     return pc.binary_join_element_wise('"', escaped, '"', "")
+
+
+def _field_parts(child: pa.Array) -> list:
+    """A struct field's JSON as parts to join: a text field without nulls quoted by the literals around it
+    (one join for the whole struct instead of one more per text field)."""
+    if (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)) and not child.null_count \
+            and len(child):
+        escaped = _escaped(child)
+        if escaped is not None:
+            return ['"', escaped, '"']
+    return [pc.fill_null(to_json(child), "null")]
 
 
 def _struct(arr: pa.StructArray) -> pa.Array:
@@ -64,9 +82,20 @@ def _struct(arr: pa.StructArray) -> pa.Array:
         parts: list = []
         for n, i in enumerate(sorted(range(len(names)), key=lambda i: names[i])):
             prefix = ("{" if n == 0 else ",") + canonical_json(names[i]).decode("utf-8") + ":"
-            parts += [prefix, pc.fill_null(to_json(arr.field(i)), "null")]
-        joined = pc.binary_join_element_wise(*parts, "}", "")
+            parts += [prefix, *_field_parts(arr.field(i))]
+        joined = pc.binary_join_element_wise(*_merge_literals(parts + ["}"]), "")
     return pc.if_else(arr.is_valid(), joined, pa.scalar(None, pa.string())) if arr.null_count else joined
+
+
+def _merge_literals(parts: list) -> list:
+    """Adjacent literal parts as one."""
+    merged: list = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
 
 
 def _list(arr: pa.Array) -> pa.Array:
