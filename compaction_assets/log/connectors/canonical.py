@@ -114,15 +114,33 @@ def infer_schema(values: pa.Array, structured: pa.Array) -> ValueSchema | None:
     one = pa.ListArray.from_arrays(pa.array([0, len(objects)], pa.int32()), objects)
     text = pc.binary_join(one, "\n")[0].as_buffer()
     longest = pc.max(pc.binary_length(objects)).as_py()
+    block = max(1 << 20, 2 * longest)
     try:
-        table = pajson.read_json(pa.BufferReader(text), read_options=pajson.ReadOptions(block_size=max(1 << 20, 2 * longest)))
+        table = pajson.read_json(pa.BufferReader(text), read_options=pajson.ReadOptions(block_size=block))
+    except pa.ArrowNotImplementedError:   # a field null in the first block and a struct later: blocks
+        # infer apart and Arrow cannot widen null to struct between them; one block infers it whole
+        return _infer_in_one_block(text, objects)
     except pa.ArrowInvalid:   # a field whose type changes between rows: infer each row alone, then merge
-        merged = None
-        for line in objects.to_pylist():
-            row = ValueSchema(pajson.read_json(io.BytesIO(line.encode("utf-8"))).schema)
-            merged = row if merged is None else merged.merge(row)
-        return merged
+        return _infer_row_by_row(objects)
     return ValueSchema(table.schema)
+
+
+def _infer_in_one_block(text: pa.Buffer, objects: pa.Array) -> ValueSchema:
+    """The schema of all `objects` inferred as one block (row by row when their types disagree)."""
+    try:
+        table = pajson.read_json(pa.BufferReader(text), read_options=pajson.ReadOptions(block_size=len(text) + 1))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _infer_row_by_row(objects)
+    return ValueSchema(table.schema)
+
+
+def _infer_row_by_row(objects: pa.Array) -> ValueSchema:
+    """The schema of `objects` inferred one row at a time and merged (types that change between rows)."""
+    merged = None
+    for line in objects.to_pylist():
+        row = ValueSchema(pajson.read_json(io.BytesIO(line.encode("utf-8"))).schema)
+        merged = row if merged is None else merged.merge(row)
+    return merged
 
 
 def read_schema(storage: Any, path: str) -> ValueSchema | None:

@@ -58,3 +58,16 @@ def test_spark_latest_state_has_the_same_columns(tmp_path, store, spark):
     arrow = with_value_columns(handle, latest_state_table(handle, CFG))
     assert arrow.select(["email", "age"]).to_pylist() == [{"email": "b", "age": 4}]
     assert json.loads(arrow.column("value")[0].as_py()) == {"age": 4, "email": "b"}
+
+
+def test_a_field_null_for_a_megabyte_then_a_struct_is_a_struct_column(tmp_path, store):
+    """Arrow infers JSON a block at a time and cannot widen a null field to a struct between blocks."""
+    root = tmp_path / "landing"
+    rows = [(f"u{i}", {"id": i, "plan": None}) for i in range(70_000)] + [("u-last", {"id": 0, "plan": {"tier": 2}})]
+    land(root, 0, rows)
+    handle = store.log("users-0")
+    ingest(handle, CFG, landing_logs(root)[0]["users-0"])
+    schema = read_schema(handle.st, handle.path(SCHEMA_FILE)).schema
+    assert str(schema.field("plan").type) == "struct<tier: int64>"
+    state = {r["key"]: r for r in with_value_columns(handle, latest_state_table(handle, CFG)).to_pylist()}
+    assert state[b"u-last"]["plan"] == {"tier": 2} and state[b"u5"]["plan"] is None
