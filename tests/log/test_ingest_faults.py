@@ -1,7 +1,7 @@
 """Ingestion under faults (SPEC §1 all or nothing per input, §7.4 a crash loses nothing acknowledged):
 
-- `python -m compaction_assets ingest` SIGKILLed after random delays: the log stays valid, every
-  landing file is in it whole or not at all (no partial file, no duplicate), and re-running the
+- `python -m compaction_assets ingest` SIGKILLed at random moments read from its own progress lines: the
+  log stays valid, every landing file is in it whole or not at all (no partial file, no duplicate), and re-running the
   ingestion completes it exactly once;
 - ingestion and cleaning of the same log at the same time: nothing lost, nothing duplicated, compared
   with an oracle computed from the landing files.
@@ -166,6 +166,8 @@ class Ingestion:
             start_new_session=True)
         self.lines: list[tuple[float, str]] = []
         self.started = threading.Event()
+        self.begun = 0   # the files the process has said it begins ("ingesting NAME (n/FILES)")
+        self.progressed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -174,7 +176,19 @@ class Ingestion:
             self.lines.append((time.monotonic(), line.rstrip("\n")))
             if "ingesting" in line:
                 self.started.set()
+                with self.progressed:
+                    self.begun += 1
+                    self.progressed.notify_all()
         self.started.set()
+        with self.progressed:
+            self.begun = FILES + 1   # the process ended: no more files begin
+            self.progressed.notify_all()
+
+    def wait_begun(self, n: int, timeout: float = 120) -> None:
+        """Wait until the process begins its n-th file: files 1..n-1 are committed (each is printed before
+        it is appended, and appended before the next is printed)."""
+        with self.progressed:
+            assert self.progressed.wait_for(lambda: self.begun >= n, timeout), self.lines
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -192,19 +206,22 @@ def calibrate(landing, tmp_path) -> float:
     return max(run.lines[-1][0] - first, 0.2)
 
 
-def kill_trial(landing, store: Path, delay: float) -> int:
-    """Start an ingestion, SIGKILL it `delay` s after its first file begins, check, re-run. Returns how
-    many files the killed ingestion had committed."""
+def kill_trial(landing, store: Path, delay: float, after_files: int = 0) -> int:
+    """Start an ingestion, SIGKILL it `delay` s after it begins file `after_files + 1` (the moment read
+    from its own progress line, not a clock), check, re-run. Returns how many files it had committed."""
     root, names, expected, ends = landing
     run = Ingestion(root, store)
     assert run.started.wait(60), run.lines
+    run.wait_begun(after_files + 1)
     time.sleep(delay)
     run.kill()
-    where = f"kill {delay:.3f}s after the first file; stderr {[line for _, line in run.lines][-4:]}"
+    where = (f"kill {delay:.3f}s after file {after_files + 1} began; "
+             f"stderr {[line for _, line in run.lines][-4:]}")
 
     h = LogStore(str(store), gc_grace_s=0).log(LOG)
     m = h.manifest()
     k = len(m.ingested)
+    assert k >= after_files, where                              # what it said it had done is there
     assert list(m.ingested) == names[:k], where               # a prefix, in order, each once
     n = ends[k - 1] if k else 0
     assert m.log_end_offset == n, where
@@ -226,12 +243,25 @@ def kill_trial(landing, store: Path, delay: float) -> int:
     return k
 
 
-def test_ingestion_killed_at_random_moments(landing, tmp_path):
-    duration = calibrate(landing, tmp_path)
-    rng = random.Random(31337)
-    delays = [0.0] + [rng.uniform(0, 1.1 * duration) for _ in range(KILL_TRIALS - 1)]
-    committed = [kill_trial(landing, tmp_path / f"trial-{i}", d) for i, d in enumerate(delays)]
+def kill_moments(rng: random.Random, trials: int, per_file: float) -> list[tuple[int, float]]:
+    """(files begun before the kill's file, seconds into that file) for each trial: the first at the very
+    start, the others spread over every file of the run (a clock alone, on a loaded machine, missed it)."""
+    files = [rng.randrange(FILES) for _ in range(trials - 1)]
+    return [(0, 0.0)] + [(f, rng.uniform(0, 1.2 * per_file)) for f in files]
+
+
+def run_kill_trials(landing, tmp_path, seed: int, trials: int) -> list[int]:
+    """Kill trials at moments read from the ingestion's progress; the files each had committed."""
+    per_file = calibrate(landing, tmp_path) / FILES
+    moments = kill_moments(random.Random(seed), trials, per_file)
+    committed = [kill_trial(landing, tmp_path / f"trial-{i}", delay, after)
+                 for i, (after, delay) in enumerate(moments)]
     print(f"files committed when killed, per trial: {committed}")
+    return committed
+
+
+def test_ingestion_killed_at_random_moments(landing, tmp_path):
+    committed = run_kill_trials(landing, tmp_path, 31337, KILL_TRIALS)
     # the trials did land in the middle of the ingestion, not only before or after it
     assert any(0 < k < FILES for k in committed), committed
 
@@ -239,14 +269,7 @@ def test_ingestion_killed_at_random_moments(landing, tmp_path):
 @pytest.mark.slow
 @pytest.mark.ci_real
 def test_ingestion_killed_at_many_more_moments(landing, tmp_path):
-    duration = calibrate(landing, tmp_path)
-    rng, n = random.Random(8), SLOW_KILL_TRIALS
-    # one random moment in each of n equal slices of [0, 1.2 x the timed run], in random order: spread
-    # over the whole run however few the trials (6 uniform draws on a loaded machine all missed it)
-    slices = rng.sample(range(n), n)
-    committed = [kill_trial(landing, tmp_path / f"slow-{i}", (s + rng.random()) * 1.2 * duration / n)
-                 for i, s in enumerate(slices)]
-    print(f"files committed when killed, per trial: {committed}")
+    committed = run_kill_trials(landing, tmp_path, 8, SLOW_KILL_TRIALS)
     # kills landed in the middle of the ingestion, at several different moments when there are many
     mid_way = {k for k in committed if 0 < k < FILES}
     assert len(mid_way) >= (3 if SLOW_KILL_TRIALS >= 30 else 1), committed
