@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compaction_assets.checks.model import Rec, rank, read_log, read_remembered
+from compaction_assets.checks.model import LogView, Rec, rank, read_log, read_remembered
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.store import LogHandle
@@ -40,10 +40,13 @@ class StateComparison:
                 f"of {self.expected} expected")
 
 
-def model_latest_state(handle: LogHandle, config: TopicConfig, manifest: Manifest) -> dict[bytes, Rec]:
-    """Each present key's winning record, by the model."""
+def model_latest_state(handle: LogHandle, config: TopicConfig, manifest: Manifest,
+                       view: LogView | None = None) -> dict[bytes, Rec]:
+    """Each present key's winning record, by the model (from `view`, the version read already, when it is
+    this manifest's)."""
     winners: dict[bytes, Rec] = {}
-    for r in read_log(handle, manifest).records():
+    records = view if view is not None and view.version == manifest.version else read_log(handle, manifest)
+    for r in records.records():
         w = winners.get(r.key)
         if w is None or rank(r, config) > rank(w, config):
             winners[r.key] = r

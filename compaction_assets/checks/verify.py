@@ -243,7 +243,11 @@ CHECKS: dict[str, Callable[[CleaningUnderCheck], CheckOutcome]] = {
 def verify_cleaning(handle: LogHandle, config: TopicConfig, before: Manifest, after: Manifest, now: int,
                     cleaned: bool, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
     """Run the checks (all, or `names`) on one cleaning: both versions read once, shared by the checks."""
-    cleaning = load(handle, config, before, after, now, cleaned)
+    return verify_loaded(load(handle, config, before, after, now, cleaned), names)
+
+
+def verify_loaded(cleaning: CleaningUnderCheck, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
+    """Run the checks (all, or `names`) on a cleaning read already."""
     return [CHECKS[spec.name](cleaning) for spec in specs.CHECK_SPECS if names is None or spec.name in names]
 
 
@@ -261,5 +265,10 @@ def verify_versions(handle: LogHandle, config: TopicConfig, before_version: int,
                     cleaned: bool, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
     """`verify_cleaning` on two manifest versions of the log (version 0 of a log that had no change
     before the cleaning is its empty state)."""
-    return verify_cleaning(handle, config, _version(handle, before_version), _version(handle, after_version), now,
-                           cleaned, names)
+    return verify_loaded(load_versions(handle, config, before_version, after_version, now, cleaned), names)
+
+
+def load_versions(handle: LogHandle, config: TopicConfig, before_version: int, after_version: int, now: int,
+                  cleaned: bool) -> CleaningUnderCheck:
+    """Two manifest versions of the log read for the checks (as `verify_versions` reads them)."""
+    return load(handle, config, _version(handle, before_version), _version(handle, after_version), now, cleaned)

@@ -112,13 +112,14 @@ def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifes
 
 
 def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, spark,
-                       manifest: Manifest | None = None) -> int:
+                       manifest: Manifest | None = None, state: pa.Table | None = None) -> int:
     """Write the latest state as Parquet into the folder `target` of storage `st` (replacing it); the
     rows written. A log that `fits_in_process` is written with Arrow and never calls `spark` (a function
-    returning the session, so that no JVM starts for it)."""
+    returning the session, so that no JVM starts for it); `state`, its `latest_state_table` when the
+    caller built it already."""
     manifest = manifest or handle.manifest()
     if fits_in_process(manifest):
-        table = with_value_columns(handle, latest_state_table(handle, config, manifest))
+        table = with_value_columns(handle, state if state is not None else latest_state_table(handle, config, manifest))
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)
         st.write_parquet(f"{target.rstrip('/')}/part-00000.parquet", table, compression="snappy")

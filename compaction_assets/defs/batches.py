@@ -33,7 +33,7 @@ from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.engine import FleetResult, StepReport
 from compaction_assets.cleaning.figures import CleaningStats
 from compaction_assets.cleaning.planner import evaluate
-from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, check_records, cleanable_range_metadata,
+from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cleanable_range_metadata,
                                             compacted_log_metadata, latest_state_metadata, raw_segments_metadata,
                                             recorded_cleaning, table_check_record)
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
@@ -166,7 +166,7 @@ class CleaningBatch:
         cleaning = Cleaning(before=rep.before_version, after=rep.after_version, now=self.now, cleaned=rep.cleaned,
                             run=self.context.run_id)
         try:
-            checks = check_records(self.log_store, log, cleaning)
+            checks, after = checked(self.log_store, log, cleaning)
         except CompactionError as exc:
             return LogOutcome(log, events + _failed(log, "compacted_log", f"cannot verify the last cleaning of "
                                                                           f"{log}: {exc}").events, failure=str(exc))
@@ -181,14 +181,15 @@ class CleaningBatch:
             return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,
                               failure=reason, transient=_transient(exc))
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=state))
-        return self.table_checked(log, events)
+        return self.table_checked(log, events, after)
 
-    def table_checked(self, log: str, events: list) -> LogOutcome:
-        """The latest state's table check, as compaction_job runs it after latest_state (tables on)."""
+    def table_checked(self, log: str, events: list, after=None) -> LogOutcome:
+        """The latest state's table check, as compaction_job runs it after latest_state (tables on); `after`,
+        the cleaned version as the checks read it (the table check's model reads it no second time)."""
         if not settings.current().tables.enabled:
             return LogOutcome(log, events)
         try:
-            record = table_check_record(self.log_store, log)
+            record = table_check_record(self.log_store, log, after)
         except CompactionError as exc:
             reason = f"cannot compare the table of {log}: {exc}"
             return LogOutcome(log, events + _failed(log, "latest_state", reason).events, failure=reason)

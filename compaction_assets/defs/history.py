@@ -11,10 +11,11 @@ import dagster as dg
 
 from compaction_assets.checks.specs import (AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, CHECKS_PIN, ERROR,
                                             EVALUATED_AT_MS, WARN)
-from compaction_assets.checks.verify import verify_versions
+from compaction_assets.checks.model import LogView
+from compaction_assets.checks.verify import load_versions, verify_loaded
 from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.figures import CleaningStats
-from compaction_assets.cleaning.latest_state import write_latest_state
+from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
 from compaction_assets.table.group import TopicCommits
 from compaction_assets.log.fs import Storage
@@ -92,12 +93,14 @@ def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
     folder, target = st.join(log), st.join(log, f"version={m.version}")
     # a small log is written with Arrow here: no Spark session starts for it
     cfg = log_store.config_for(log)
-    keys = write_latest_state(handle, cfg, st, target, spark, m)
+    # built once, for the Parquet files and the table's commit both (a log too big for it goes through Spark)
+    state = latest_state_table(handle, cfg, m) if fits_in_process(m) else None
+    keys = write_latest_state(handle, cfg, st, target, spark, m, state)
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
     # the topic's Iceberg table too (defs/table.py); a batch's logs of a topic share snapshots (table/group.py)
-    table = commit_table(handle, cfg, m, tables=tables)
+    table = commit_table(handle, cfg, m, tables=tables, state=state)
     return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
             "log_version": m.version, **table}
 
@@ -156,18 +159,25 @@ class CheckRecord:
 def check_records(log_store: LogStoreResource, log: str, cleaning: Cleaning,
                   selected: tuple[str, ...] | None = None) -> list[CheckRecord]:
     """Verify a recorded cleaning (raises CompactionError when it cannot be, e.g. a version gone)."""
-    outcomes = verify_versions(log_store.handle(log), log_store.config_for(log), cleaning.before, cleaning.after,
-                               cleaning.now, cleaning.cleaned, selected)
+    return checked(log_store, log, cleaning, selected)[0]
+
+
+def checked(log_store: LogStoreResource, log: str, cleaning: Cleaning,
+            selected: tuple[str, ...] | None = None) -> tuple[list[CheckRecord], LogView]:
+    """`check_records`, and the version after the cleaning as the checks read it (for the table check)."""
+    loaded = load_versions(log_store.handle(log), log_store.config_for(log), cleaning.before, cleaning.after,
+                           cleaning.now, cleaning.cleaned)
+    outcomes = verify_loaded(loaded, selected)
     return [CheckRecord(o.name, o.passed, o.description,
                         {**o.metadata, "log": log, "before_version": cleaning.before,
                          "after_version": cleaning.after, "cleaning_run": cleaning.run},
-                        SEVERITY[SPECS[o.name].severity], SPECS[o.name].blocking) for o in outcomes]
+                        SEVERITY[SPECS[o.name].severity], SPECS[o.name].blocking) for o in outcomes], loaded.after
 
 
-def table_check_record(log_store: LogStoreResource, log: str) -> CheckRecord:
+def table_check_record(log_store: LogStoreResource, log: str, view: LogView | None = None) -> CheckRecord:
     """The table check's result: the partition's rows of its topic's table against the checks' model
-    (raises CompactionError when the table reflects no version of the log)."""
-    outcome, ident, version = compare_table(log_store, log)
+    (raises CompactionError when the table reflects no version of the log); `view`, as compare_table."""
+    outcome, ident, version = compare_table(log_store, log, view)
     return CheckRecord(TABLE_CHECK, outcome.passed, outcome.describe(),
                        {"log": log, "table": ident, "log_version": version, "expected_keys": outcome.expected,
                         "table_keys": outcome.found}, dg.AssetCheckSeverity.ERROR, True, LATEST_STATE)

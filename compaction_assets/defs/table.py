@@ -16,7 +16,7 @@ from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.names import parse_log_name
-from compaction_assets.table.commit import commit_log, marks_of
+from compaction_assets.table.commit import LogCommit, commit_logs, marks_of
 from compaction_assets.table.group import TopicCommits
 from compaction_assets.table.read import open_table, scan
 from compaction_assets.defs.partitions import log_partitions
@@ -28,14 +28,15 @@ LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
 
 
-def commit_table(handle, config, manifest, now_ms: int | None = None, tables: TopicCommits | None = None) -> dict:
-    """Commit the log's latest state to its topic's table (through `tables`, a batch's group commits, when
-    given); the materialization metadata (none when off)."""
+def commit_table(handle, config, manifest, now_ms: int | None = None, tables: TopicCommits | None = None,
+                 state=None) -> dict:
+    """Commit the log's latest state (`state`, when built already) to its topic's table (through `tables`,
+    a batch's group commits, when given); the materialization metadata (none when off)."""
     if not settings.current().tables.enabled:
         return {}
     try:
-        r = (tables.commit(handle, config, manifest, now_ms) if tables is not None
-             else commit_log(handle, config, manifest=manifest, now=now_ms))
+        r = (tables.commit(handle, config, manifest, now_ms, state) if tables is not None
+             else commit_logs([LogCommit(handle, config, manifest, state)], now=now_ms)[0])
     except CompactionError as exc:
         raise dg.Failure(description=f"table commit of {handle.name}: {exc}", metadata={"log": handle.name},
                          allow_retries=False) from None
@@ -48,15 +49,16 @@ def commit_table(handle, config, manifest, now_ms: int | None = None, tables: To
             "table_snapshots_expired": expiry.snapshots_expired if expiry else 0}
 
 
-def compare_table(log_store: LogStoreResource, log: str):
-    """The partition's rows of its topic's table against the model; (comparison, table, log version)."""
+def compare_table(log_store: LogStoreResource, log: str, view=None):
+    """The partition's rows of its topic's table against the model; (comparison, table, log version).
+    `view`: a version of the log the checks read already (used when it is the one the table reflects)."""
     topic, partition = parse_log_name(log, "partition key")
     handle = log_store.handle(log)
     table, ident = open_table(handle.st, topic)
     mark = marks_of(table.current_snapshot()).get(log)
     if mark is None:
         raise CompactionError(f"table {ident} reflects no version of {log} yet")
-    expected = model_latest_state(handle, log_store.config_for(log), handle.manifest_version(mark.version))
+    expected = model_latest_state(handle, log_store.config_for(log), handle.manifest_version(mark.version), view)
     rows = scan(table, table.current_snapshot().snapshot_id, partition).select(
         ["key", "value", "offset", "timestamp"]).to_pylist()
     return compare(rows, expected), ident, mark.version

@@ -80,10 +80,12 @@ class CommitResult:
 
 @dataclass(frozen=True)
 class LogCommit:
-    """One log to commit: its handle, topic config and manifest (the current one when None)."""
+    """One log to commit: its handle, topic config and manifest (the current one when None), and its
+    latest state at that manifest when the caller built it already (built here when None)."""
     handle: LogHandle
     config: TopicConfig
     manifest: Manifest | None = None
+    state: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,9 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
                       or marks[item.handle.name].version < manifests[item.handle.name].version]
             for item in behind:
                 if item.handle.name not in states:
-                    states[item.handle.name] = latest_state_table(item.handle, item.config,
-                                                                  manifests[item.handle.name])
+                    states[item.handle.name] = (item.state if item.state is not None and item.manifest is not None
+                                                else latest_state_table(item.handle, item.config,
+                                                                        manifests[item.handle.name]))
             done = _commit_once(catalog, table, ident, location.buckets, behind, manifests, states, marks,
                                 attempt) if behind else {}
             break

@@ -41,10 +41,11 @@ class TopicCommits:
         self._leading: set[str] = set()
 
     def commit(self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
-               now: int | None = None) -> CommitResult:
-        """Commit the log's latest state to its topic's table, with the logs of the topic queued meanwhile."""
+               now: int | None = None, state=None) -> CommitResult:
+        """Commit the log's latest state (`state`, when built already for `manifest`) to its topic's table,
+        with the logs of the topic queued meanwhile."""
         topic = parse_log_name(handle.name)[0]
-        mine = _Waiting(LogCommit(handle, config, manifest), now)
+        mine = _Waiting(LogCommit(handle, config, manifest, state), now)
         with self._guard:
             self._queued.setdefault(topic, []).append(mine)
             leader = topic not in self._leading
