@@ -16,7 +16,7 @@ from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.names import parse_log_name
-from compaction_assets.table.commit import LogCommit, commit_logs, marks_of
+from compaction_assets.table.commit import commit_log, marks_of
 from compaction_assets.table.group import TopicCommits
 from compaction_assets.table.read import open_table, scan
 from compaction_assets.defs.partitions import log_partitions
@@ -36,7 +36,7 @@ def commit_table(handle, config, manifest, now_ms: int | None = None, tables: To
         return {}
     try:
         r = (tables.commit(handle, config, manifest, now_ms, state) if tables is not None
-             else commit_logs([LogCommit(handle, config, manifest, state)], now=now_ms)[0])
+             else commit_log(handle, config, manifest=manifest, now=now_ms, state=state))
     except CompactionError as exc:
         raise dg.Failure(description=f"table commit of {handle.name}: {exc}", metadata={"log": handle.name},
                          allow_retries=False) from None

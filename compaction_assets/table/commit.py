@@ -140,10 +140,11 @@ def _diff(table, tasks: list, state: pa.Table) -> _Change:
 
 
 def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | None = None,
-               now: int | None = None) -> CommitResult:
-    """Bring the log's rows of its topic's table to the log's latest state in one snapshot (none when the
-    table already reflects this manifest version), then rewrite due buckets and expire old snapshots."""
-    return commit_logs([LogCommit(handle, config, manifest)], now=now)[0]
+               now: int | None = None, state: pa.Table | None = None) -> CommitResult:
+    """Bring the log's rows of its topic's table to the log's latest state (`state`, when built already for
+    `manifest`) in one snapshot (none when the table already reflects this manifest version), then rewrite
+    due buckets and expire old snapshots."""
+    return commit_logs([LogCommit(handle, config, manifest, state)], now=now)[0]
 
 
 def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool = True) -> list[CommitResult]:
