@@ -109,8 +109,8 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {exc}", file=sys.stderr)
     engine_faults = 0
     results = engine.run_many(items, ctx.now,
-                              spark=lambda: ctx.spark, force=ctx.args.force,
-                              concurrency=settings.current().clean_concurrency, progress=_progress)
+                              force=ctx.args.force, concurrency=settings.current().clean_concurrency,
+                              progress=ctx.progress)   # the engine starts Spark once a cleaning is due
     for res in results:
         name, rep = res.log, res.report
         if res.error is not None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from compaction_assets import settings
 from compaction_assets.errors import CompactionError
@@ -19,6 +20,16 @@ from compaction_assets.log.store import LogStore, wall_ms
 
 def _progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _progress_sink() -> Callable[[str], None]:
+    """Progress lines as `_progress` writes them, from a standard logger of this command: the engine and
+    the cleaner, in their threads, write to it without calling back into the CLI."""
+    logger = logging.Logger("compaction.progress", logging.INFO)   # not registered: no other handlers
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+    logger.addHandler(handler)
+    return logger.info
 
 
 def _emit(obj: Any) -> None:
@@ -51,6 +62,7 @@ class Context:
         self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
         self.now = args.now if args.now is not None else wall_ms()
         self._spark = None
+        self.progress = _progress_sink()
         self.check_topics_file()
 
     def check_topics_file(self) -> None:

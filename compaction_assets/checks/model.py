@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.segment_stats import dead_offsets, read_segment
+from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.segment_stats import read_segment
 from compaction_assets.log.store import LogHandle
 
 INT64_MAX = 2**63 - 1

@@ -1,6 +1,6 @@
 """How to clean (SPEC §6): one cleaning of the segments below the first uncleanable offset, step by step.
 
-  decide  (decide.py, probe.py)  per key its winner, per segment what the cleaning keeps (figures.py);
+  decide  (decide.py, probe.py)  per key its winner, per segment what the cleaning keeps (decision.py);
   layout  (layout.py)            which segments are rewritten, marked or kept, and how they merge;
   write   (write.py)             one job rewrites runs of segments and adds to the deletion vector,
                                  where placement.py says (Python workers, or threads here);
@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.guard import guard_outputs
 from compaction_assets.cleaning.layout import plan_layout, segments_after
-from compaction_assets.cleaning.planner import rewritten_segments
+from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.cleaning.write import apply
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Hold, Manifest, Segment
-from compaction_assets.log.segment_stats import dead_offsets
+from compaction_assets.log.reader import dead_offsets
 from compaction_assets.log.store import LogHandle
 
 
@@ -55,22 +55,25 @@ class CleanOutput:
     route: Route | None = None
 
 
-def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
+def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
           progress: Callable[[str], None] | None = None, tuning: CleanerTuning = DEFAULT_TUNING) -> CleanOutput:
-    """Clean `manifest` (a snapshot) below `first_uncleanable` at `now`; write new files; return what the
+    """Clean `manifest` (a snapshot) in the planner's `span` at `now`; write new files; return what the
     commit replaces."""
     started = time.monotonic()
-    say = progress or (lambda message: None)
-    range_segs = rewritten_segments(manifest, first_uncleanable)
+
+    def say(message: str) -> None:   # one line per step, naming the log (a fleet's lines interleave)
+        if progress is not None:
+            progress(f"{handle.name}: {message}")
+    range_segs = [segment for _, segment in span.segments]
     if not range_segs:   # nothing to rewrite: the guard's state carries over unchanged
         return CleanOutput((), (), CleaningStats(clean_time_secs=time.monotonic() - started), holds=manifest.holds,
                            remembered=manifest.remembered, tombstone_index=manifest.tombstone_index,
                            deleted=manifest.deleted)
     say(f"deciding winners over {len(range_segs)} segment(s), offsets "
-        f"[{range_segs[0].base_offset}, {first_uncleanable})")
+        f"[{range_segs[0].base_offset}, {span.first_uncleanable})")
     # the deletion vector, read once when a step needs it on the driver (the probe, the write)
     vector = functools.cache(lambda: dead_offsets(handle, manifest))
-    decision = decide(spark, handle, manifest, config, first_uncleanable, now, vector, tuning)
+    decision = decide(spark, handle, manifest, config, span, now, vector, tuning)
     try:
         plan = plan_layout(decision, len(range_segs), config.segment_bytes, tuning)
         if plan.rewrite or plan.mark:

@@ -15,60 +15,32 @@ cleaning after 1% of new records shuffles about 2% of the rows, not all of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from compaction_assets.cleaning.decision import (DECISION_COLUMNS, CachedDecision, CollectedDecision, Decision,
-                                                 kept_offsets, offset_decision)
-from compaction_assets.cleaning.figures import arrow_figures, segment_figures, spark_figures, totals
-from compaction_assets.cleaning.planner import rewritten_segments, unique_keys_below
+from compaction_assets.cleaning.decision import (DECISION_COLUMNS, WINNER_FIELDS, CachedDecision, CollectedDecision,
+                                                 Decision, arrow_figures, kept_offsets, narrow_rows, offset_decision,
+                                                 segment_figures, spark_figures, totals, winners)
+from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest, Segment
-from compaction_assets.cleaning.winners import WINNER_FIELDS, narrow_rows, winners
+from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.ranking import rank_columns, spark_loses, with_spark_ranks
-from compaction_assets.log.reader import ReadPaths, read_segments, segment_index
+from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index
 from compaction_assets.log.records import INT64_MAX
-from compaction_assets.log.segment_stats import dead_offsets
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.store import LogHandle
 
-@dataclass(frozen=True)
-class CleaningRange:
-    """The segments a cleaning rewrites, split where the last cleaning left one record per key."""
-    segments: list[tuple[int, Segment]]     # (index, segment): a prefix of the manifest's segments
-    unique: list[tuple[int, Segment]]       # those wholly below that offset (one record per key)
-    newer: list[tuple[int, Segment]]        # the others
-    rows: int                               # rows the segments' files hold
-    newer_rows: int                         # ... of the newer segments
 
-    def newer_are_few(self, tuning: CleanerTuning, max_rows: int) -> bool:
-        """Whether the newer rows are few enough (a share and `max_rows`) to decide only what they touch."""
-        return (bool(self.unique and self.newer) and self.newer_rows <= max_rows
-                and self.newer_rows <= tuning.incremental_max_dirty_share * self.rows)
-
-
-def cleaning_range(manifest: Manifest, first_uncleanable: int) -> CleaningRange:
-    """The range a cleaning bounded by `first_uncleanable` rewrites, split at the deduplicated prefix."""
-    segments = list(enumerate(rewritten_segments(manifest, first_uncleanable)))
-    below = unique_keys_below(manifest)
-    unique = [(i, s) for i, s in segments if below is not None and s.next_offset <= below]
-    newer = segments[len(unique):]
-    return CleaningRange(segments, unique, newer, sum(s.physical_rows for _, s in segments),
-                         sum(s.physical_rows for _, s in newer))
-
-
-def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, first_uncleanable: int, now: int,
+def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
            vector=None, tuning: CleanerTuning = DEFAULT_TUNING) -> Decision:
-    """Per key of the range its winner and what happens to it; per segment what the cleaning leaves.
+    """Per key of the range (the planner's `span`) its winner and what happens to it; per segment what the
+    cleaning leaves.
 
     `vector()`, when given, returns the log's deletion vector as `dead_offsets` reads it (a cleaning
     reads it once for the decision and the write)."""
-    span = cleaning_range(manifest, first_uncleanable)
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
     offset_strategy = config.strategy == Strategy.OFFSET
     probe_max = min(tuning.incremental_max_dirty_rows, tuning.probe_max_newer_rows)
-    if offset_strategy and span.newer_are_few(tuning, probe_max):
+    if offset_strategy and _newer_are_few(span, tuning, probe_max):
         vector = vector or (lambda: dead_offsets(handle, manifest))
         return decide_by_probe(spark, handle, manifest, config, span, now, new_horizon, vector(), tuning)
     winners, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
@@ -81,11 +53,17 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, fi
         figures, horizons = segment_figures(arrow_figures(table), span.segments)
         return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                                  only_touched_keys=only_touched, kept=kept_offsets(table))
-    decided = decision_columns(spark, handle, manifest, config, winners, span, first_uncleanable, now, new_horizon,
+    decided = decision_columns(spark, handle, manifest, config, winners, span, now, new_horizon,
                                tuning)
     if span.rows <= tuning.collect_decision_max_rows:
         return _collected(spark, decided, config, span, new_horizon, only_touched)
     return _cached(decided, span, new_horizon, only_touched)
+
+
+def _newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int) -> bool:
+    """Whether the newer rows are few enough (a share and `max_rows`) to decide only what they touch."""
+    return (bool(span.unique and span.newer) and span.newer_rows <= max_rows
+            and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows)
 
 
 def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange,
@@ -93,7 +71,7 @@ def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicCo
     """Spark: the winner of every key of the range; whether only the touched keys were grouped."""
     from pyspark.sql import functions as F
 
-    if span.rows >= tuning.incremental_min_rows and span.newer_are_few(tuning, tuning.incremental_max_dirty_rows):
+    if span.rows >= tuning.incremental_min_rows and _newer_are_few(span, tuning, tuning.incremental_max_dirty_rows):
         # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
         # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
         # shuffling it)
@@ -108,14 +86,14 @@ def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicCo
 
 
 def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, span: CleaningRange,
-                     first_uncleanable: int, now: int, new_horizon: int, tuning: CleanerTuning):
+                     now: int, new_horizon: int, tuning: CleanerTuning):
     """Spark: the winners with DECISION_COLUMNS, after the remembered deletes and the holds (the guard of
     the timestamp and header strategies) have had their say."""
     from pyspark.sql import functions as F
 
     guard = config.strategy != Strategy.OFFSET
     winners, rem_beats = _remembered_beats(spark, handle, manifest, config, winners) if guard else (winners, None)
-    winners, held = _held(spark, handle, manifest, config, winners, first_uncleanable, tuning.reads) if guard else (winners, None)
+    winners, held = _held(spark, handle, manifest, config, winners, span.first_uncleanable, tuning.reads) if guard else (winners, None)
     until = [] if held is not None else [F.lit(None).cast("long").alias("until")]
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = held if held is not None else F.lit(False)

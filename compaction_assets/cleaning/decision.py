@@ -1,23 +1,179 @@
-"""What a cleaning decided, before anything is written (Kafka's `OffsetMap` and `LogToClean` in one).
+"""What a cleaning decides, before anything is written (Kafka's `OffsetMap`, `LogToClean` and `CleanerStats`):
+the winner of every key, the outcome's three variants, and its figures.
 
-Three variants, by where the decision lives:
+Winners (`winners`, `narrow_rows`; SPEC §6): a group-by over narrow rows, in Spark, shared by the grouped
+decision (decide.py) and the newer rows of a probed one (probe.py). How the rows reach the group-by is
+chosen by size: one partition for a small range, hashed by key when a sample of keys says a partial
+aggregation would not reduce them, Spark's partial aggregation otherwise.
+
+The outcome, in three variants by where the decision lives:
   CachedDecision     every winner with its decision columns, cached in Spark (a large range);
   CollectedDecision  the kept winners' offsets here, in this process (a small range: no cache, one job);
   ProbedDecision     a collected decision of the newer segments plus, for the deduplicated prefix that the
                      offset strategy probes segment by segment, the offsets those segments lose.
 All carry the figures per segment and the totals; the write reads `write_offsets` and `probed_segments`.
+
+The figures (`SegmentFigures` per segment, `CleaningStats` the totals it reports) are aggregated by
+segment and kept-tombstone horizon, either by Spark (a decision cached there: `spark_figures`) or with
+Arrow (a decision collected to this process: `arrow_figures`). The two are twins on purpose, side by side
+here: Arrow saves a Spark job on small ranges; both give the same rows (tests/cleaning/
+test_small_and_large_paths.py, test_collected_and_cached_decisions_have_the_same_figures), which
+`segment_figures` merges.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.figures import CleaningStats, SegmentFigures
-from compaction_assets.log.manifest import Horizon, Segment
-from compaction_assets.log.reader import bucket_labels
+from compaction_assets.cleaning.placement import shuffle_partitions
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.log.config import TopicConfig
+from compaction_assets.log.manifest import Horizon, Manifest, Segment
+from compaction_assets.log.ranking import rank_columns, spark_order_number, with_spark_ranks
+from compaction_assets.log.reader import bucket_labels, read_segments
+from compaction_assets.log.store import LogHandle
+
+
+@dataclass
+class SegmentFigures:
+    """What a cleaning reads of one segment of its range and what it keeps of it (SPEC §4 figures)."""
+    physical: int                  # rows its files hold (those the deletion vector lists included)
+    read: int                      # its visible records
+    bytes_read: int                # their logical bytes
+    kept: int = 0                  # records it keeps
+    kept_bytes: int = 0
+    min_ts: int | None = None      # of the kept records
+    max_ts: int | None = None
+    first_ts: int | None = None    # the timestamp of its first kept record
+    min_pos_ts: int | None = None  # the earliest kept timestamp > 0
+    tombstones: int = 0            # kept tombstones
+    stamped: int = 0               # kept tombstones that get this cleaning's horizon
+    removed_tomb: int = 0          # tombstones removed (their horizon passed)
+    removed_bytes: int = 0         # their bytes
+    unchanged: bool = False        # probed and loses nothing: keeps its files and its vector entries
+
+
+@dataclass
+class CleaningStats:
+    """A cleaning's totals (Kafka's `CleanerStats`); `as_dict` is the JSON the CLI and Dagster report."""
+    records_read: int = 0
+    records_written: int = 0
+    tombstones_stamped: int = 0
+    tombstones_removed: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_superseded: int = 0
+    cleaner_recopy_percent: float = 0.0
+    segments_rewritten: int = 0
+    segments_marked: int = 0
+    records_rewritten: int = 0
+    files_bytes_written: int = 0
+    deletion_vector_records: int = 0
+    clean_time_secs: float = 0.0
+
+    def as_dict(self) -> dict:
+        """The totals by name, as JSON and metadata carry them."""
+        return asdict(self)
+
+
+# the figures one row of `spark_figures` / `arrow_figures` sums, by (seg_idx, hkey)
+SUMMED = ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "removed_bytes")
+
+
+def spark_figures(decided) -> list:
+    """The figures of a cached decision by segment and kept-tombstone horizon (`hkey`, null for other
+    records; merged per segment by `segment_figures`), aggregated by Spark in one job."""
+    from pyspark.sql import functions as F   # pyspark only when a cleaning runs (Spark-free commands start faster)
+
+    keep = F.col("keep")
+    hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
+    return decided.groupBy("seg_idx", hkey).agg(
+        F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
+        F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
+        F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
+        # fixed-width buffers keep this a hash aggregation (a struct's minimum forced a sort)
+        F.min(F.when(keep, F.col("offset"))).alias("first_offset"),
+        F.min_by(F.when(keep, F.col("timestamp")), F.when(keep, F.col("offset"))).alias("first_ts"),
+        F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
+        F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
+        F.sum(F.col("stamped").cast("long")).alias("stamped"),
+        F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
+        F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
+        F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
+        F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("removed_bytes"),
+    ).collect()
+
+
+def arrow_figures(table: pa.Table) -> list[dict]:
+    """The figures of a collected decision by segment and kept-tombstone horizon, as `spark_figures`
+    computes them, with Arrow."""
+    keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
+    kept_tomb = pc.and_(keep, tomb)
+    removed = table.column("removed_tomb")
+
+    def where(cond, values):
+        return pc.if_else(cond, values, pa.scalar(None, values.type))
+    t = pa.table({
+        "seg_idx": table.column("seg_idx"), "hkey": where(kept_tomb, table.column("new_horizon")),
+        "kept": pc.cast(keep, pa.int64()), "kept_bytes": where(keep, size), "ts": where(keep, ts),
+        "pos_ts": where(pc.and_(keep, pc.greater(ts, 0)), ts), "kept_offset": where(keep, off),
+        "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
+        "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
+        "tomb_offset": where(kept_tomb, off)})
+    out = t.group_by(["seg_idx", "hkey"]).aggregate([
+        ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
+        ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
+        ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
+    names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
+             "kept_offset_min": "first_offset", "pos_ts_min": "min_pos_ts", "tombstones_sum": "tombstones",
+             "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb", "removed_bytes_sum": "removed_bytes",
+             "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
+    out = out.rename_columns([names.get(c, c) for c in out.column_names])
+    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique), found by
+    # a hash lookup of those few offsets rather than by sorting every row
+    at = pc.index_in(out.column("first_offset"), value_set=off)
+    return out.append_column("first_ts", pc.take(ts, at)).to_pylist()
+
+
+def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
+                    ) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
+    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey)."""
+    figures = {i: SegmentFigures(s.physical_rows, s.records, s.size) for i, s in range_segs if s.records}
+    horizons: dict[int, list[Horizon]] = {}
+    first: dict[int, tuple[int, int]] = {}     # per segment, (offset, timestamp) of its first kept record
+    for r in rows:
+        idx = r["seg_idx"]
+        if r["hkey"] is not None:
+            horizons.setdefault(idx, []).append(Horizon(int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
+                                                        int(r["tomb_hi"])))
+        cur = figures[idx]
+        for name in SUMMED:
+            setattr(cur, name, getattr(cur, name) + int(r[name] or 0))
+        for name, pick in (("min_ts", min), ("max_ts", max), ("min_pos_ts", min)):
+            if r[name] is not None:
+                setattr(cur, name, r[name] if getattr(cur, name) is None else pick(getattr(cur, name), r[name]))
+        if r["first_offset"] is not None:
+            pair = (r["first_offset"], r["first_ts"])
+            first[idx] = pair if idx not in first else min(first[idx], pair)
+    for idx, (_, first_ts) in first.items():
+        figures[idx].first_ts = first_ts
+    return figures, horizons
+
+
+def totals(figures: dict[int, SegmentFigures]) -> CleaningStats:
+    """A decision's totals (records read, written, removed; bytes) from its figures per segment."""
+    def total(name: str) -> int:
+        return int(sum(getattr(p, name) for p in figures.values()))
+    read, written, removed = total("read"), total("kept"), total("removed_tomb")
+    bytes_read, bytes_written = total("bytes_read"), total("kept_bytes")
+    return CleaningStats(records_read=read, records_written=written, tombstones_stamped=total("stamped"),
+                         tombstones_removed=removed, bytes_read=bytes_read, bytes_written=bytes_written,
+                         records_superseded=read - written - removed,
+                         cleaner_recopy_percent=100.0 * bytes_written / bytes_read if bytes_read else 0.0)
+
 
 # what the later steps read of a decision (with the strategy's rank columns)
 DECISION_COLUMNS = ("key", "offset", "timestamp", "tomb", "size", "until", "seg_idx", "removed_tomb", "keep",
@@ -115,3 +271,64 @@ def offset_decision(winners: pa.Table, range_segs: list[tuple[int, Segment]], no
 def kept_offsets(table: pa.Table) -> pa.Table:
     """The (offset, seg_idx) of the kept winners of a collected decision table."""
     return table.filter(table.column("keep")).select(["offset", "seg_idx"])
+
+
+WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
+
+
+def narrow_rows(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, segs: list[tuple[int, Segment]],
+                tuning: CleanerTuning):
+    """Spark: the narrow columns of the segments' records that deciding reads (with the rank columns)."""
+    from pyspark.sql import functions as F
+
+    df = with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads), config)
+    return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
+                     "delete_horizon", F.col("record_size").alias("size"), *rank_columns(config))
+
+
+def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tuple[int, Segment]],
+            config: TopicConfig, tuning: CleanerTuning):
+    """Spark: per key of `narrow` (about `grouped_rows` rows, read from the segments `sample`), its
+    winner's rank columns, offset and WINNER_FIELDS."""
+    from pyspark.sql import functions as F
+
+    parts = 1 if grouped_rows <= tuning.small_range_records else max(2, -(-grouped_rows // tuning.rows_per_partition))
+    if parts < shuffle_partitions(spark):
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
+        # needs no other exchange); shuffling every narrow row costs little at this size, and a
+        # partial aggregation would barely reduce rows whose keys are mostly distinct.
+        narrow = narrow.repartition(parts, "key")
+    elif keys_mostly_distinct(handle, sample, tuning):
+        # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
+        # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
+        # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
+        narrow = narrow.repartition(shuffle_partitions(spark), "key")
+    ranks = rank_columns(config)
+    if ranks:
+        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
+        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
+        narrow = narrow.withColumn("_order", spark_order_number(config))
+        return narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *WINNER_FIELDS)])
+    # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
+    return narrow.groupBy("key").agg(F.max("offset").alias("offset"),
+                                     *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS])
+
+
+def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]],
+                         tuning: CleanerTuning = DEFAULT_TUNING) -> bool:
+    """Whether a sample of the keys (up to `key_sample_rows`, from files in the middle of `segments`,
+    read on the driver) is at least `distinct_skips_partial` distinct: then a partial aggregation is wasted."""
+    files = [ref for _, seg in segments for ref in seg.files]
+    start = max(0, len(files) // 2 - tuning.key_sample_max_files // 2)
+    chunks, rows = [], 0
+    for ref in files[start:start + tuning.key_sample_max_files]:
+        if rows >= tuning.key_sample_rows:
+            break
+        column = handle.st.read_parquet(handle.path(ref.name), columns=["key"]).column("key")
+        column = column.slice(0, tuning.key_sample_rows - rows)
+        chunks.extend(column.chunks)
+        rows += len(column)
+    if not rows:
+        return False
+    return len(pc.unique(pa.chunked_array(chunks))) >= tuning.distinct_skips_partial * rows

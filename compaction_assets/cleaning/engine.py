@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from compaction_assets.cleaning import faults
 from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.layout import chosen_plan, merge_layout
-from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, Reason, evaluate, rewritten_segments,
-                                                seal_active)
+from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, Reason, cleaning_range, evaluate,
+                                                rewritten_segments, seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log import integrity
@@ -165,7 +165,7 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             except EngineError as exc:   # a session that cannot start is the engine's fault: never marks
                 raise EngineError(f"log {handle.name!r} not cleaned and not marked: {exc}") from exc
             try:
-                out = clean(session, handle, m, config, u, now, progress, tuning)
+                out = clean(session, handle, m, config, cleaning_range(m, u), now, progress, tuning)
             except (ConflictError, EngineError):
                 raise
             except Exception as exc:
@@ -230,6 +230,8 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
     def session():
         with lock:  # one session for the fleet, started by the first cleaning that needs it, tried once
             if not shared:
+                if spark is None and progress is not None:
+                    progress("starting Spark")
                 try:
                     shared.append(_session(spark))
                 except EngineError as exc:
@@ -250,16 +252,15 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
             return FleetResult(handle.name, error=EngineError(
                 f"log {handle.name!r} not cleaned, the engine failed earlier in this run (not marked): "
                 f"{engine_down[0]}"))
-        say = (lambda msg: progress(f"{handle.name}: {msg}")) if progress else None
         try:
-            report = run(handle, config, now, spark=session, force=force, progress=say, tuning=tuning)
+            report = run(handle, config, now, spark=session, force=force, progress=progress, tuning=tuning)
         except EngineError as exc:
             engine_down.append(exc)
             return FleetResult(handle.name, error=exc)
         except CompactionError as exc:
             return FleetResult(handle.name, error=exc)
-        if say:   # as each log finishes: a long fleet shows its progress
-            say(report.summary())
+        if progress is not None:   # as each log finishes: a long fleet shows its progress
+            progress(f"{handle.name}: {report.summary()}")
         return FleetResult(handle.name, report)
 
     if concurrency <= 1 or len(logs) <= 1:
@@ -365,7 +366,8 @@ def _key_level(session, handle: LogHandle, virtual: Manifest, config: TopicConfi
     """A dry run's key-level figures (into `found`, by DryRun field) from a decision that writes nothing;
     the log's segments as the cleaning would leave them."""
     integrity.check_files(handle, virtual)
-    d = decide(session, handle, virtual, config, ev.first_uncleanable_offset, now, tuning=tuning)
+    span = cleaning_range(virtual, ev.first_uncleanable_offset)
+    d = decide(session, handle, virtual, config, span, now, tuning=tuning)
     d.release()   # the figures are all a dry run needs
     # only winners are in the decision: superseded = read - kept - expired tombstones
     kept_bytes = sum(p.kept_bytes for p in d.figures.values())
@@ -378,9 +380,9 @@ def _key_level(session, handle: LogHandle, virtual: Manifest, config: TopicConfi
     rewrite, mark = chosen_plan(d, tuning)
     found["segments_to_rewrite"] = len(rewrite)
     found["segments_to_mark"] = len(mark)
-    k = len(rewritten_segments(virtual, ev.first_uncleanable_offset))
+    k = len(span.segments)
     after = []
-    for i, seg in enumerate(virtual.segments[:k]):
+    for i, seg in span.segments:
         p = d.figures.get(i)
         after.append(Segment(new_id(), seg.base_offset, seg.next_offset, records=p.kept if p else 0,
                              size=p.kept_bytes if p else 0, max_ts=p.max_ts if p else None))

@@ -20,10 +20,10 @@ from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.ranking import arrow_ranks, rank_columns, spark_loses, spark_order, with_spark_ranks
-from compaction_assets.log.reader import read_segments
+from compaction_assets.log.reader import dead_offsets, read_segments
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_stats import dead_offsets, read_segment
+from compaction_assets.log.segment_stats import read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records have their keys broadcast

@@ -101,6 +101,28 @@ def rewritten_segments(manifest: Manifest, first_uncleanable: int) -> list[Segme
     return [s for s in manifest.segments[:-1] if s.next_offset <= first_uncleanable]
 
 
+@dataclass(frozen=True)
+class CleaningRange:
+    """The segments a cleaning bounded by `first_uncleanable` rewrites, split where the last cleaning left one
+    record per key; worked out once, before the cleaning, and handed to its phases."""
+    first_uncleanable: int
+    segments: list[tuple[int, Segment]]     # (index, segment): a prefix of the manifest's segments
+    unique: list[tuple[int, Segment]]       # those wholly below that offset (one record per key)
+    newer: list[tuple[int, Segment]]        # the others
+    rows: int                               # rows the segments' files hold
+    newer_rows: int                         # ... of the newer segments
+
+
+def cleaning_range(manifest: Manifest, first_uncleanable: int) -> CleaningRange:
+    """The range a cleaning bounded by `first_uncleanable` rewrites, split at the deduplicated prefix."""
+    segments = list(enumerate(rewritten_segments(manifest, first_uncleanable)))
+    below = unique_keys_below(manifest)
+    unique = [(i, s) for i, s in segments if below is not None and s.next_offset <= below]
+    newer = segments[len(unique):]
+    return CleaningRange(first_uncleanable, segments, unique, newer, sum(s.physical_rows for _, s in segments),
+                         sum(s.physical_rows for _, s in newer))
+
+
 def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
     """SPEC §3-§5 for one log from its manifest alone: ranges, dirty ratio, delay, eligibility and reason."""
     roll = deadline_roll_due(manifest, config, now)

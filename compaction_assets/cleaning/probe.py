@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning import probe_task
-from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, ProbedDecision, kept_offsets, offset_decision
-from compaction_assets.cleaning.figures import SegmentFigures, arrow_figures, segment_figures, totals
+from compaction_assets.cleaning.decision import (OFFSETS_SCHEMA, WINNER_FIELDS, ProbedDecision, SegmentFigures,
+                                                 arrow_figures, kept_offsets, narrow_rows, offset_decision,
+                                                 segment_figures, totals, winners)
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.cleaning.winners import WINNER_FIELDS, narrow_rows, winners
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log import segment_task
 from compaction_assets.log.config import TopicConfig
@@ -32,7 +32,7 @@ from compaction_assets.log.store import LogHandle
 
 def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span, now: int,
                     new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
-    """The decision of `span` (a decide.CleaningRange): its newer segments grouped, its prefix probed."""
+    """The decision of `span` (a planner.CleaningRange): its newer segments grouped, its prefix probed."""
     narrow = narrow_rows(spark, handle, manifest, config, span.newer, tuning)
     query = winners(spark, handle, narrow, span.newer_rows, span.newer, config, tuning).select(
         "key", "offset", *WINNER_FIELDS)

@@ -31,7 +31,7 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.engine import FleetResult, StepReport
-from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cleanable_range_metadata,
                                             compacted_log_metadata, latest_state_metadata, raw_segments_metadata,

@@ -14,7 +14,7 @@ from compaction_assets.checks.specs import (AFTER_VERSION, BEFORE_VERSION, CHECK
 from compaction_assets.checks.model import LogView
 from compaction_assets.checks.verify import load_versions, verify_loaded
 from compaction_assets.cleaning.engine import DryRun, StepReport
-from compaction_assets.cleaning.figures import CleaningStats
+from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
 from compaction_assets.table.group import TopicCommits

@@ -14,10 +14,22 @@ import pyarrow.compute as pc
 from compaction_assets.log import segment_task
 from compaction_assets.log.manifest import Manifest, Segment, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
-from compaction_assets.log.segment_stats import dead_offsets, read_segment
+from compaction_assets.log.segment_stats import read_segment
 from compaction_assets.log.store import LogHandle
 
 BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
+
+
+def dead_offsets(handle, manifest) -> pa.Array | None:
+    """The log's deletion vector, ascending: offsets a cleaning removed from files it kept (None when
+    there are none). Sorted once here, so that every file read against it is a binary search."""
+    if not manifest.deleted:
+        return None
+    parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
+             for name in side_files(manifest.deleted)]
+    offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
+    return pa.array(np.sort(offsets.to_numpy()), pa.int64())
+
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id, side_files
+from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
 from compaction_assets.log.segment_task import in_sorted
 
@@ -53,17 +52,6 @@ def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
         min_pos_ts=lo(seg.min_pos_ts, stats["min_pos_ts"]),
         tombstones=seg.tombstones + stats["tombstones"],
         horizons=merge_horizons(seg.horizons, stats["horizons"]), dead=seg.dead)
-
-
-def dead_offsets(handle, manifest) -> pa.Array | None:
-    """The log's deletion vector, ascending: offsets a cleaning removed from files it kept (None when
-    there are none). Sorted once here, so that every file read against it is a binary search."""
-    if not manifest.deleted:
-        return None
-    parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
-             for name in side_files(manifest.deleted)]
-    offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
-    return pa.array(np.sort(offsets.to_numpy()), pa.int64())
 
 
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:

@@ -13,7 +13,8 @@ from compaction_assets.errors import ConflictError, InvalidInputError, OffsetErr
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
 from compaction_assets.log.records import coerce_table, sizes_array, with_derived_columns
-from compaction_assets.log.segment_stats import add_chunk, chunk_stats, dead_offsets, restat
+from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.segment_stats import add_chunk, chunk_stats, restat
 from compaction_assets.log.store import LogHandle
 
 APPEND_ATTEMPTS = 5   # an append is re-planned when a concurrent evaluation sealed the active segment

@@ -12,7 +12,7 @@ from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records, read_df
-from compaction_assets.log.segment_stats import dead_offsets
+from compaction_assets.log.reader import dead_offsets
 
 NOW = 10**12
 

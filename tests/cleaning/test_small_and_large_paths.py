@@ -20,10 +20,10 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decision import CollectedDecision
+from compaction_assets.cleaning.decision import CollectedDecision, keys_mostly_distinct
 from compaction_assets.cleaning.placement import local_cores
+from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.cleaning.winners import keys_mostly_distinct
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
@@ -252,7 +252,7 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
         tuning = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0, collect_decision_max_rows=limit,
                          collect_offset_decision_max_rows=limit)
         # late enough that the first tombstones' horizons have passed, so some are removed
-        d = decide(spark, log, m, cfg, u, NOW + 2 * DAY, tuning=tuning)
+        d = decide(spark, log, m, cfg, cleaning_range(m, u), NOW + 2 * DAY, tuning=tuning)
         d.release()
         found[limit] = (d.figures, {i: sorted(h) for i, h in d.horizons.items()}, d.stats,
                         isinstance(d, CollectedDecision))
