@@ -11,6 +11,7 @@ A failed cleaning changes nothing and marks the log uncleanable until a later su
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from compaction_assets.cleaning import faults
@@ -22,9 +23,9 @@ from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, R
                                                 rewritten_segments, seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
-from compaction_assets.log import integrity
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
+from compaction_assets.log.reader import check_files, find_unreadable
 from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.log.store import LogHandle, wall_ms
 
@@ -68,6 +69,16 @@ class StepReport:
         return d
 
 
+def _committed(handle: LogHandle, change: Callable[[Manifest], Manifest | None]) -> Manifest:
+    """`change` applied here to the newest manifest and committed (again after a lost race), as
+    `LogHandle.update` does, so that the store never calls back into the engine."""
+    for attempt in handle.attempts():
+        new = change(attempt.manifest)
+        committed = attempt.manifest if new is None else handle.commit(attempt, new)
+        if committed is not None:
+            return committed
+
+
 def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
     """Step 1: the evaluation's own changes (deadline roll, checkpoint reset, expired remembered deletes)."""
     def change(manifest: Manifest) -> Manifest | None:
@@ -79,7 +90,7 @@ def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest,
         if remembered is not new.remembered:
             new = new.with_(remembered=remembered)
         return None if new is manifest else new
-    m = handle.update(change)
+    m = _committed(handle, change)
     return m, evaluate(m, config, now)
 
 
@@ -104,7 +115,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             changes.update(holds=out.holds + concurrent, remembered=out.remembered,
                            tombstone_index=out.tombstone_index)
         return manifest.with_(**changes)
-    return handle.update(change)
+    return _committed(handle, change)
 
 
 def retention_cut(segments: list, config: TopicConfig, now: int) -> int:
@@ -136,7 +147,7 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
         removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
         return manifest.with_(segments=tuple(segs), log_start_offset=start,
                        holds=tuple(h for h in manifest.holds if h.offset >= start))
-    handle.update(change)
+    _committed(handle, change)
     return removed[0] if removed else None
 
 
@@ -157,7 +168,7 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
         if reason is not None:
             u = ev.first_uncleanable_offset
             try:
-                integrity.check_files(handle, m)   # names a missing or corrupt file before Spark reads it
+                check_files(handle, m)   # names a missing or corrupt file before Spark reads it
             except CorruptLogError as exc:
                 raise _failed_cleaning(handle, m, config, u, None, exc) from exc
             try:
@@ -175,7 +186,6 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
             report.cleaned = True
             report.stats = out.stats
             report.route = out.route
-            report.checkpoint = m.checkpoint
         report.retention = apply_retention(handle, config, now)
         report.checkpoint = handle.manifest().checkpoint
         return report
@@ -188,8 +198,8 @@ def _failed_cleaning(handle: LogHandle, m: Manifest, config: TopicConfig, u: int
         if faults.is_engine_fault(exc):
             return _engine_error(handle, exc)
         # a corrupt page? name the file (the cleaned range first)
-        found = (integrity.find_unreadable(handle, m, rewritten_segments(m, u))
-                 or (config.strategy != Strategy.OFFSET and integrity.find_unreadable(handle, m)))
+        found = (find_unreadable(handle, m, rewritten_segments(m, u))
+                 or (config.strategy != Strategy.OFFSET and find_unreadable(handle, m)))
         if found:
             exc = found
         elif session is not None and not faults.engine_answers(session):
@@ -292,14 +302,14 @@ def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
     """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
     err = _one_line(exc)
     try:
-        handle.update(lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
+        _committed(handle, lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
         pass
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:
     """Clear the uncleanable mark (an operator action after a repair)."""
-    return handle.update(lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+    return _committed(handle, lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
 
 
 @dataclass(frozen=True)
@@ -365,7 +375,7 @@ def _key_level(session, handle: LogHandle, virtual: Manifest, config: TopicConfi
                tuning: CleanerTuning, found: dict) -> list[Segment]:
     """A dry run's key-level figures (into `found`, by DryRun field) from a decision that writes nothing;
     the log's segments as the cleaning would leave them."""
-    integrity.check_files(handle, virtual)
+    check_files(handle, virtual)
     span = cleaning_range(virtual, ev.first_uncleanable_offset)
     d = decide(session, handle, virtual, config, span, now, tuning=tuning)
     d.release()   # the figures are all a dry run needs

@@ -8,7 +8,7 @@ its records whose keys the new records touch are removed, as are tombstones whos
 passed, and the figures of what it keeps (SPEC §4 sizes, timestamps, tombstone horizons) are worked out
 from the same read. The new records' own winners come from the usual Spark group-by over their segments.
 
-Like the write (rewrite_task.py), the probe is one function run either in Python workers (a Spark job
+Like the write (log/segment_task.py), the probe is one function run either in Python workers (a Spark job
 over tasks of segments) or in threads of this process (a local master, or little to read). It imports
 only pyarrow, numpy and `log/segment_task.py`, so it is shipped to executors by value.
 """

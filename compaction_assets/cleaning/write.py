@@ -1,4 +1,5 @@
-"""The write (rewrite_task.py): one job writes what a decision changed, full records never shuffled.
+"""The write: one job writes what a decision changed, full records never shuffled (its tasks:
+log/segment_task.py's `apply_runner`).
 
 Runs of segments are rewritten in Python workers (a file a run); the offsets that segments kept as they
 are lose become parts of the new deletion vector. Only the kept offsets of those segments travel (to the
@@ -21,7 +22,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning import rewrite_task
 from compaction_assets.cleaning.decision import CachedDecision, Decision
 from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.placement import parallelism, run_here, write_threads
@@ -61,8 +61,8 @@ class VectorPlan:
 class WriteUnits:
     """The write job's units: runs first (label = run index), then the marked segments; each a contiguous
     offset range."""
-    rewrites: dict[int, rewrite_task.RewriteSpec]
-    marks: dict[int, rewrite_task.MarkSpec]
+    rewrites: dict[int, segment_task.RewriteSpec]
+    marks: dict[int, segment_task.MarkSpec]
     starts: list[tuple[int, int]]  # (unit, its first offset)
     members: list[int]             # the range segments the units cover
     rows: dict[int, int]           # the rows each unit reads (a probed segment's mark reads none)
@@ -115,13 +115,13 @@ def write_units(handle: LogHandle, manifest: Manifest, decision: Decision, range
     def dropped(run: list[int]):
         parts = [e for i in run if i in drop and (e := vector.entries_of(range_segs[i])) is not None]
         return np.concatenate(parts) if parts else None
-    rewrites = {r: rewrite_task.RewriteSpec(
+    rewrites = {r: segment_task.RewriteSpec(
         unit=r, files=tuple((handle.path(f.name), f.stamp) for i in run for f in range_segs[i].files),
         min_offset=start, horizon=decision.new_horizon,
         out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"),
         drop=tuple(i in drop for i in run for _ in range_segs[i].files), dead=dropped(run))
         for r, run in enumerate(runs)}
-    marks = {len(runs) + k: rewrite_task.MarkSpec(
+    marks = {len(runs) + k: segment_task.MarkSpec(
         unit=len(runs) + k, files=tuple(handle.path(f.name) for f in range_segs[i].files), min_offset=start,
         known_dead=vector.entries_of(range_segs[i]) if vector.add else None, drop=i in drop,
         carry=None if vector.add or i not in drop else vector.entries_of(range_segs[i]))
@@ -141,9 +141,8 @@ def _run_job(spark, handle: LogHandle, decision: Decision, units: WriteUnits, de
 
     # the workers open the store as their reads do: the driver's settings travel with the task
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
-    cloudpickle.register_pickle_by_value(rewrite_task)
     cloudpickle.register_pickle_by_value(segment_task)
-    runner = rewrite_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
+    runner = segment_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
     here = decision.write_offsets()       # a collected decision: the kept offsets are here already
     if threads:
         table = units_of(here, units) if here is not None else _kept_in_spark(decision, units).toArrow()
@@ -153,7 +152,7 @@ def _run_job(spark, handle: LogHandle, decision: Decision, units: WriteUnits, de
     # to read call for: each task starts a worker's work and writes its own vector part
     tasks = max(1, min(len(units.rewrites) + len(units.marks), parallelism(spark) * 2,
                        -(-sum(units.rows.values()) // tuning.rows_per_apply_task)))
-    return kept.repartition(tasks, "unit").mapInArrow(runner, rewrite_task.RESULT_SCHEMA).collect()
+    return kept.repartition(tasks, "unit").mapInArrow(runner, segment_task.RESULT_SCHEMA).collect()
 
 
 def _kept_in_spark(decision: Decision, units: WriteUnits):
@@ -182,7 +181,7 @@ def _results(handle: LogHandle, results: list) -> tuple[dict[int, tuple[FileRef,
     prefix = handle.path("")
     for r in results:
         rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
-        if r["kind"] == rewrite_task.REWRITTEN:
+        if r["kind"] == segment_task.REWRITTEN:
             written[int(r["unit"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
         else:
             count += int(r["records"])

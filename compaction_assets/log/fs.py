@@ -381,3 +381,13 @@ class Storage:
         except Exception as exc:
             if "not found" not in str(exc).lower():
                 raise self._fail(exc, path) from None
+
+
+def remove_empty_dirs(top: str) -> None:
+    """Remove the empty folders under `top` (a local folder), deepest first."""
+    for dirpath, dirnames, filenames in os.walk(top, topdown=False):
+        if dirpath != top and not os.listdir(dirpath):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass

@@ -1,11 +1,7 @@
 """The log store: one folder per log (`<root>/<topic>-<partition>/`).
 
-Layout of a log folder:
-    _log/<version>.json   immutable manifests; the highest readable version is the log
-    _locks/<kind>.lock    leases (cleaning, append) that expire when their holder dies
-    data/...              Parquet segment files, referenced by manifests
-    side/...              side tables (remembered deletes, tombstone index)
-    _pins/<purpose>.json  manifest versions kept beyond KEEP_VERSIONS (with their files) until replaced
+Layout of a log folder: docs/architecture.md, "The log on disk" (`_log/` manifests, `_locks/` leases,
+`data/` segment files, `side/` side tables, `_pins/` versions kept beyond KEEP_VERSIONS).
 
 A change writes its data files first and then commits manifest version N+1 with an exclusive create
 (a hard link locally, a conditional PUT on an object store: see `fs`), so it becomes visible all at once
@@ -28,12 +24,12 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from compaction_assets import settings
 from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
                                       UnknownLogError)
-from compaction_assets.log.fs import Storage, Version
+from compaction_assets.log.fs import Storage, Version, remove_empty_dirs
 from compaction_assets.log.manifest import Manifest, side_files
 from compaction_assets.log.names import parse_log_name
 
@@ -79,6 +75,12 @@ class LogStore:
             if self.log(entry).exists():
                 out.append(entry)
         return out
+
+
+class Attempt(NamedTuple):
+    """One try of a change: the manifest it applies to and the lease epochs its commit records."""
+    manifest: Manifest
+    fence: dict[str, int]
 
 
 class LogHandle:
@@ -150,9 +152,17 @@ class LogHandle:
     def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
         """Commit `change(current)` as the next version; re-apply it if another writer got there first.
 
-        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase. While this
-        handle holds leases, each attempt first checks that they are still its own (fencing).
-        """
+        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase."""
+        for attempt in self.attempts(retries):
+            new = change(attempt.manifest)
+            committed = attempt.manifest if new is None else self.commit(attempt, new)
+            if committed is not None:
+                return committed
+
+    def attempts(self, retries: int = 20) -> Iterator["Attempt"]:
+        """The newest manifest, once per try of a change (`update`'s loop, for a caller that applies its change
+        itself), then ConflictError. While this handle holds leases, each try first checks that they are
+        still its own (fencing)."""
         self.st.makedirs(self.path("_log"))
         for _ in range(retries):
             current = self.manifest()
@@ -162,15 +172,17 @@ class LogHandle:
             for kind, lease in held:
                 lease.check(fence.get(kind, 0))
                 fence[kind] = max(fence.get(kind, 0), lease.epoch)
-            new = change(current)
-            if new is None:
-                return current
-            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(),
-                            fence=fence if fence else new.fence)
-            if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
-                self._trim_versions(new.version)
-                return new
+            yield Attempt(current, fence)
         raise ConflictError(f"log {self.name!r}: too many concurrent changes, gave up after {retries} tries")
+
+    def commit(self, attempt: "Attempt", new: Manifest) -> Manifest | None:
+        """Commit `new` as the version after the attempt's; None when another writer committed it first."""
+        new = new.with_(version=attempt.manifest.version + 1, log=self.name, committed_ms=wall_ms(),
+                        fence=attempt.fence if attempt.fence else new.fence)
+        if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
+            self._trim_versions(new.version)
+            return new
+        return None
 
     def _trim_versions(self, latest: int) -> None:
         pinned = self.pinned_versions()
@@ -264,18 +276,9 @@ class LogHandle:
                 self.st.delete(path)
                 removed.append(path)
         if self.st.local:
-            _remove_empty_dirs(self.path("data"))
-            _remove_empty_dirs(self.path("side"))
+            remove_empty_dirs(self.path("data"))
+            remove_empty_dirs(self.path("side"))
         return removed
-
-
-def _remove_empty_dirs(top: str) -> None:
-    for dirpath, dirnames, filenames in os.walk(top, topdown=False):
-        if dirpath != top and not os.listdir(dirpath):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
 
 
 class Lease:
@@ -284,7 +287,7 @@ class Lease:
     It is created only if absent; an expired one is taken over by a conditional replace of exactly the
     version that was read (so of two writers that saw it expired, one wins) with a higher epoch; the
     heartbeat renews it the same way, so a holder whose lease was taken over learns it at its next beat
-    and its next commit is refused (`LogHandle.update` checks `check`)."""
+    and its next commit is refused (`LogHandle.attempts` checks `check`)."""
 
     def __init__(self, handle: LogHandle, kind: str, ttl_s: float, purpose: str):
         self.h = handle

@@ -31,7 +31,7 @@ from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
-from compaction_assets.log import integrity, writer
+from compaction_assets.log import reader, writer
 from compaction_assets.log.config import load_topics
 from compaction_assets.log.reader import iter_records
 from compaction_assets.log.store import LogStore, wall_ms
@@ -232,7 +232,7 @@ def test_damaged_segment_file_fails_the_cleaning_naming_it_and_marks_the_log(env
     assert figs.uncleanable_logs[0].log == "pay-0" and str(path) in figs.uncleanable_logs[0].error
     # repaired and cleared (the cleaning after a repair: test_uncleanable_log_in_clean_all_metrics_and_dagster)
     path.write_bytes(original)
-    integrity.check_files(h, h.manifest())
+    reader.check_files(h, h.manifest())
     engine.clear_uncleanable(h)
     assert h.manifest().uncleanable is None
     assert figures(evaluate_logs(store, tf.config_for, NOW)).uncleanable_partitions_count == 0
