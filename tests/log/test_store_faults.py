@@ -551,9 +551,9 @@ def test_cleaning_killed_at_several_moments(clean_base, spark):
     rng = random.Random(20240607)
     plans = [
         ("start", "START", 0.0),                                   # lock taken, nothing else
-        ("deciding", "PROGRESS deciding", rng.uniform(0.0, 1.0)),
-        ("rewriting", "PROGRESS rewriting", rng.uniform(0.0, 1.0)),
-        ("side-tables", "PROGRESS updating", rng.uniform(0.0, 0.5)),
+        ("deciding", f"PROGRESS {CLEAN_LOG}: deciding", rng.uniform(0.0, 1.0)),
+        ("rewriting", f"PROGRESS {CLEAN_LOG}: rewriting", rng.uniform(0.0, 1.0)),
+        ("side-tables", f"PROGRESS {CLEAN_LOG}: updating", rng.uniform(0.0, 0.5)),
         ("commit", "UPDATE 2", 0.0),                               # the cleaning's commit under way
         ("after-commit", "UPDATED 2", 0.0),                        # committed, lock not yet released
     ]
