@@ -11,7 +11,6 @@ A failed cleaning changes nothing and marks the log uncleanable until a later su
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from compaction_assets.cleaning import faults
@@ -69,16 +68,6 @@ class StepReport:
         return d
 
 
-def _committed(handle: LogHandle, change: Callable[[Manifest], Manifest | None]) -> Manifest:
-    """`change` applied here to the newest manifest and committed (again after a lost race), as
-    `LogHandle.update` does, so that the store never calls back into the engine."""
-    for attempt in handle.attempts():
-        new = change(attempt.manifest)
-        committed = attempt.manifest if new is None else handle.commit(attempt, new)
-        if committed is not None:
-            return committed
-
-
 def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
     """Step 1: the evaluation's own changes (deadline roll, checkpoint reset, expired remembered deletes)."""
     def change(manifest: Manifest) -> Manifest | None:
@@ -90,7 +79,7 @@ def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest,
         if remembered is not new.remembered:
             new = new.with_(remembered=remembered)
         return None if new is manifest else new
-    m = _committed(handle, change)
+    m = handle.update(change)
     return m, evaluate(m, config, now)
 
 
@@ -115,7 +104,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             changes.update(holds=out.holds + concurrent, remembered=out.remembered,
                            tombstone_index=out.tombstone_index)
         return manifest.with_(**changes)
-    return _committed(handle, change)
+    return handle.update(change)
 
 
 def retention_cut(segments: list, config: TopicConfig, now: int) -> int:
@@ -147,7 +136,7 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
         removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
         return manifest.with_(segments=tuple(segs), log_start_offset=start,
                        holds=tuple(h for h in manifest.holds if h.offset >= start))
-    _committed(handle, change)
+    handle.update(change)
     return removed[0] if removed else None
 
 
@@ -302,14 +291,14 @@ def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
     """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
     err = _one_line(exc)
     try:
-        _committed(handle, lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
+        handle.update(lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
         pass
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:
     """Clear the uncleanable mark (an operator action after a repair)."""
-    return _committed(handle, lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+    return handle.update(lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
 
 
 @dataclass(frozen=True)
