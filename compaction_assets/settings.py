@@ -36,6 +36,7 @@ TABLE_CATALOG_URI = "COMPACTION_TABLE_CATALOG_URI"
 TABLE_WAREHOUSE = "COMPACTION_TABLE_WAREHOUSE"
 TABLE_NAMESPACE = "COMPACTION_TABLE_NAMESPACE"
 TABLE_BUCKETS = "COMPACTION_TABLE_BUCKETS"
+TABLE_PENDING_BYTES = "COMPACTION_TABLE_PENDING_BYTES"
 # Spark (PySpark's own variables).
 SPARK_REMOTE = "SPARK_REMOTE"
 SPARK_CONNECT_RELEASE_SESSION_ON_EXIT = "SPARK_CONNECT_RELEASE_SESSION_ON_EXIT"
@@ -83,6 +84,7 @@ DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes: one huge log
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
 DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
+DEFAULT_TABLE_PENDING_BYTES = 512 << 20   # a batch's latest states held for its topics' commits (table/group.py)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class TableSettings:
     warehouse: str | None = None        # None: <store>/_tables/warehouse
     namespace: str = DEFAULT_TABLE_NAMESPACE
     buckets: int = DEFAULT_TABLE_BUCKETS
+    pending_bytes: int = DEFAULT_TABLE_PENDING_BYTES   # beyond it, a batch commits its heaviest topic early
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             warehouse=_text(env, TABLE_WAREHOUSE),
             namespace=(_text(env, TABLE_NAMESPACE) or DEFAULT_TABLE_NAMESPACE).strip(),
             buckets=_positive_int(env, TABLE_BUCKETS, DEFAULT_TABLE_BUCKETS),
+            pending_bytes=_positive_int(env, TABLE_PENDING_BYTES, DEFAULT_TABLE_PENDING_BYTES),
         ),
         batches=BatchSettings(
             min_logs=_positive_int(env, BATCH_MIN_LOGS, DEFAULT_BATCH_MIN_LOGS),

@@ -10,6 +10,10 @@ history a run of its own would give it (issue 33).
   log, as `ingest_job`), then cleans those of them that are due in the same run, as above: a fleet goes
   from landing to cleaned in one run instead of waiting for the next sensor tick.
 
+Each topic's table is committed once, after the batch's cleanings, in one snapshot recording every log's
+version (table/group.py): a log's history is yielded when its topic's commit is done, so a run killed
+before it leaves cleanings committed but not recorded, which its retry records (below) and commits.
+
 A log that fails is reported as in a run of its own (the log's fault marks it uncleanable) and the others
 commit; the failure is an observation of the asset with `batch_failure` in its metadata (one alert
 each, defs/alerts.py), and the step fails at the end, saying how many failed. An engine fault (Spark
@@ -37,10 +41,11 @@ from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cl
                                             compacted_log_metadata, latest_state_metadata, raw_segments_metadata,
                                             recorded_cleaning, table_check_record)
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
+from compaction_assets.defs.table import table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
-from compaction_assets.table.group import TopicCommits
+from compaction_assets.table.group import TopicBatch, TopicOutcome
 from resources.log_store import LogStoreResource
 
 FAILURE_KEY = "batch_failure"   # metadata key of the observation that records a log's failure in a batch
@@ -54,6 +59,14 @@ class BatchConfig(dg.Config):
     force: bool = False        # clean even the logs that are not eligible
 
 
+@dataclass(frozen=True)
+class AwaitingTable:
+    """A log recorded up to its latest state's Parquet files, waiting for its topic's table commit: the
+    latest_state metadata so far and the cleaned version the checks read (the table check's model)."""
+    state_metadata: dict
+    after: object = None
+
+
 @dataclass
 class LogOutcome:
     """One log's share of a batch: the events of its history, in order, or why it failed."""
@@ -61,6 +74,7 @@ class LogOutcome:
     events: list = field(default_factory=list)
     failure: str | None = None
     transient: bool = False    # an engine fault or a held lease: a retry may succeed
+    awaiting: AwaitingTable | None = None   # its events are held until its topic's table commit
 
 
 def batch_now(context: dg.OpExecutionContext, config: BatchConfig) -> int:
@@ -126,7 +140,9 @@ class CleaningBatch:
                  force: bool, only_due: bool):
         self.context, self.log_store, self.spark = context, log_store, spark
         self.now, self.force, self.only_due = now, force, only_due
-        self.tables = TopicCommits()   # a topic's logs finishing together share one table snapshot
+        # each topic's logs committed to its table once, after the cleanings (None: tables off)
+        self.tables = TopicBatch(settings.current().tables.pending_bytes) if settings.current().tables.enabled \
+            else None
 
     def triage(self, log: str) -> LogOutcome | _Pending | None:
         """What to do with one log: a failure, a recorded outcome, a cleaning to run, or nothing."""
@@ -180,14 +196,25 @@ class CleaningBatch:
             reason = getattr(exc, "description", None) or str(exc)
             return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,
                               failure=reason, transient=_transient(exc))
+        if self.tables is not None:   # its history is yielded once its topic's table commit is done
+            return LogOutcome(log, events, awaiting=AwaitingTable(state, after))
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=state))
-        return self.table_checked(log, events, after)
+        return LogOutcome(log, events)
+
+    def with_table(self, held: LogOutcome, topic: TopicOutcome | None) -> LogOutcome:
+        """A held log's history completed by its topic's table commit: latest_state, then the table check."""
+        log, events = held.log, list(held.events)
+        if topic is None or topic.result is None:
+            failure = table_failure(log, topic.error if topic is not None else CompactionError("not committed"))
+            return LogOutcome(log, events + _failed(log, "latest_state", failure.description).events,
+                              failure=failure.description)
+        metadata = {**held.awaiting.state_metadata, **table_metadata(topic.result)}
+        events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=metadata))
+        return self.table_checked(log, events, held.awaiting.after)
 
     def table_checked(self, log: str, events: list, after=None) -> LogOutcome:
-        """The latest state's table check, as compaction_job runs it after latest_state (tables on); `after`,
-        the cleaned version as the checks read it (the table check's model reads it no second time)."""
-        if not settings.current().tables.enabled:
-            return LogOutcome(log, events)
+        """The latest state's table check, as compaction_job runs it after latest_state; `after`, the cleaned
+        version as the checks read it (the table check's model reads it no second time)."""
         try:
             record = table_check_record(self.log_store, log, after)
         except CompactionError as exc:
@@ -215,10 +242,8 @@ class CleaningBatch:
     def _clean_fleet(self, pending: dict[str, _Pending], finished: queue.Queue, errors: list) -> None:
         """Clean the pending logs; each outcome goes to `finished` once recorded, then None."""
         concurrency = settings.current().clean_concurrency
-        # A log's checks, latest state and table commit run in a pool of their own, not in the thread that
-        # cleaned it: cleaning threads waiting for their topic's table commit left the Spark server idle
-        # (the engine's work and this process's recording overlap instead, and more logs wait together
-        # for one group commit of their topic).
+        # A log's checks and latest state run in a pool of their own, not in the thread that cleaned it: the
+        # engine's work and this process's recording overlap (its table commit waits for the fleet's end).
         recorders = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="record")
         try:
             engine.run_many([(p.handle, p.config) for p in pending.values()], self.now, spark=self.spark,
@@ -232,14 +257,24 @@ class CleaningBatch:
             recorders.shutdown(wait=True)
             finished.put(None)
 
+    def committed(self, held: list[LogOutcome]):
+        """Commit the held logs' topics (one snapshot each), then complete and table-check each log's history
+        (the checks in parallel); yield the outcomes."""
+        if not held:
+            return
+        topics = self.tables.commit()
+        with ThreadPoolExecutor(max_workers=settings.current().clean_concurrency, thread_name_prefix="table") as pool:
+            yield from pool.map(lambda o: self.with_table(o, topics.get(o.log)), held)
+
     def run(self, logs: list[str]):
-        """Yield every log's events as it finishes; return the outcomes."""
-        outcomes, pending = [], {}
+        """Yield every log's events as it finishes (a log whose table commit waits for its topic's, once
+        the batch's cleanings are done); return the outcomes."""
+        outcomes, pending, held = [], {}, []
         for log in logs:
             step = self.triage(log)
             if isinstance(step, LogOutcome):
-                outcomes.append(step)
-                yield from step.events
+                (held if step.awaiting else outcomes).append(step)
+                yield from ([] if step.awaiting else step.events)
             elif step is not None:
                 pending[log] = step
         finished: queue.Queue = queue.Queue()
@@ -248,9 +283,14 @@ class CleaningBatch:
                                   daemon=True)
         worker.start()
         while (outcome := finished.get()) is not None:
+            (held if outcome.awaiting else outcomes).append(outcome)
+            yield from ([] if outcome.awaiting else outcome.events)
+        worker.join()
+        # a kill before this leaves the held logs' cleanings committed but unrecorded: a retry records them
+        # (recovered_report) and commits their tables then
+        for outcome in self.committed(held):
             outcomes.append(outcome)
             yield from outcome.events
-        worker.join()
         if errors:   # not a log's fault: the step fails (and retries), the logs recorded so far stay recorded
             raise errors[0]
         return outcomes

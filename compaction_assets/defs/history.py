@@ -17,7 +17,7 @@ from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
-from compaction_assets.table.group import TopicCommits
+from compaction_assets.table.group import TopicBatch
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.store import LogHandle
 from resources.log_store import LogStoreResource
@@ -83,9 +83,10 @@ def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: 
 
 
 def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
-                          tables: TopicCommits | None = None) -> dict:
-    """Write the log's key -> value table for its current version, commit it to the topic's table (through
-    `tables`, a batch's group commits, when given); latest_state's metadata."""
+                          tables: TopicBatch | None = None) -> dict:
+    """Write the log's key -> value table for its current version and commit it to the topic's table, or,
+    in a batch, add it to the batch's `tables` (committed per topic after the cleanings, without its table
+    metadata here); latest_state's metadata."""
     m = handle.manifest()
     # A local path or a URI (s3://, gs://, hdfs://...): on a cluster it must be one the executors see.
     st = Storage.open(log_store.latest_state_location())
@@ -99,8 +100,12 @@ def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
-    # the topic's Iceberg table too (defs/table.py); a batch's logs of a topic share snapshots (table/group.py)
-    table = commit_table(handle, cfg, m, tables=tables, state=state)
+    # the topic's Iceberg table too (defs/table.py); a batch's logs of a topic share a snapshot (table/group.py)
+    if tables is not None:
+        tables.add(handle, cfg, m, state)
+        table = {}
+    else:
+        table = commit_table(handle, cfg, m, state=state)
     return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
             "log_version": m.version, **table}
 

@@ -16,8 +16,7 @@ from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.names import parse_log_name
-from compaction_assets.table.commit import commit_log, marks_of
-from compaction_assets.table.group import TopicCommits
+from compaction_assets.table.commit import CommitResult, commit_log, marks_of
 from compaction_assets.table.read import open_table, scan
 from compaction_assets.defs.partitions import log_partitions
 from resources.log_store import LogStoreResource
@@ -28,18 +27,25 @@ LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
 
 
-def commit_table(handle, config, manifest, now_ms: int | None = None, tables: TopicCommits | None = None,
-                 state=None) -> dict:
-    """Commit the log's latest state (`state`, when built already) to its topic's table (through `tables`,
-    a batch's group commits, when given); the materialization metadata (none when off)."""
+def commit_table(handle, config, manifest, now_ms: int | None = None, state=None) -> dict:
+    """Commit the log's latest state (`state`, when built already) to its topic's table; the
+    materialization metadata (none when off)."""
     if not settings.current().tables.enabled:
         return {}
     try:
-        r = (tables.commit(handle, config, manifest, now_ms, state) if tables is not None
-             else commit_log(handle, config, manifest=manifest, now=now_ms, state=state))
+        r = commit_log(handle, config, manifest=manifest, now=now_ms, state=state)
     except CompactionError as exc:
-        raise dg.Failure(description=f"table commit of {handle.name}: {exc}", metadata={"log": handle.name},
-                         allow_retries=False) from None
+        raise table_failure(handle.name, exc) from None
+    return table_metadata(r)
+
+
+def table_failure(log: str, exc: CompactionError) -> dg.Failure:
+    """A refused table commit, as the latest_state step fails on it (not retried: the table's own fault)."""
+    return dg.Failure(description=f"table commit of {log}: {exc}", metadata={"log": log}, allow_retries=False)
+
+
+def table_metadata(r: CommitResult) -> dict:
+    """latest_state's metadata of a log's table commit (a batch's, table/group.py, or its own)."""
     expiry = r.expiry
     return {"table": r.identifier, "table_snapshot_id": str(r.snapshot_id), "table_committed": r.committed,
             "table_rows_added": r.rows_added, "table_rows_deleted": r.rows_deleted,

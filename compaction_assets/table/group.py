@@ -1,18 +1,27 @@
-"""A process's table commits grouped per topic: the logs of a topic whose commits arrive while the topic's
-previous commit runs are committed together, in one snapshot (a group commit).
+"""A batch's table commits, one snapshot per topic: the logs of a batch add their latest states as their
+cleanings finish, and the batch commits each topic once, after its cleanings.
 
-A batch run cleans many logs in one process, several at once, and each finished log commits its topic's
-table. Committed one by one, a batch of ten logs of a topic makes ten snapshots, each paying the commit's
-fixed cost (the table's metadata read and written, manifests, the catalog's lock), and concurrent ones
-lose their races and redo each other. Here the first log of a topic to arrive commits (the leader); the
-logs that arrive meanwhile wait and are committed by the leader in the next snapshot, all at once.
+A batch run cleans many logs in one process, several at once. Committed as each log finishes, a topic's
+logs made a snapshot per group of logs that happened to finish together, each paying the commit's fixed
+cost (the table's metadata read and written, manifests, the catalog's lock, the scan planning) and,
+for a new table, a batch's first round backfilled it group by group (0.49 s a log in
+bench/table_fleet.py). Here the states wait in memory, and `commit` writes each topic's logs in one
+snapshot whose summary records every log's version (exactly once per log, table/commit.py): a log whose
+version the table already reflects commits nothing, and a batch killed between its cleanings and its
+commits leaves the table behind, which the next run's comparison with the latest state repairs.
+
+Memory bounds the wait: when the pending states exceed `max_bytes`, the topic holding the most is
+committed at once, as a group of its own (a per-group commit, as before), and its states are dropped.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
+import pyarrow as pa
+
+from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
@@ -21,73 +30,92 @@ from compaction_assets.log.store import LogHandle
 from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs
 
 
-@dataclass
-class _Waiting:
-    """One log's commit waiting for its group's snapshot."""
-    item: LogCommit
-    now: int | None
-    done: threading.Event = field(default_factory=threading.Event)
+@dataclass(frozen=True)
+class TopicOutcome:
+    """One log's share of its topic's commit: its result, or the one-line error of the topic's commit."""
+    log: str
     result: CommitResult | None = None
-    error: BaseException | None = None
+    error: CompactionError | None = None
 
 
-class TopicCommits:
-    """Commits of one process's logs to their topics' tables, one snapshot per topic for the logs that
-    arrive together; safe to call from many threads."""
+def pending_bytes(item: LogCommit) -> int:
+    """The memory a log's commit holds or will build: its state's, else its visible records' bytes."""
+    if item.state is not None:
+        return item.state.nbytes
+    manifest = item.manifest or item.handle.manifest()
+    return sum(s.size for s in manifest.segments)
 
-    def __init__(self) -> None:
+
+class TopicBatch:
+    """One batch's table commits: logs added from many threads as they finish, each topic committed once
+    by `commit` (earlier, as a group, when the pending states outgrow `max_bytes`)."""
+
+    def __init__(self, max_bytes: int, now: int | None = None) -> None:
+        self.max_bytes, self.now = max_bytes, now
         self._guard = threading.Lock()
-        self._queued: dict[str, list[_Waiting]] = {}
-        self._leading: set[str] = set()
+        self._pending: dict[str, list[LogCommit]] = {}
+        self._bytes: dict[str, int] = {}
+        self._logs: dict[str, list[LogCommit]] = {}          # every log added, per topic (for the upkeep)
+        self._early: dict[str, TopicOutcome] = {}            # logs committed by a group before `commit`
 
-    def commit(self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
-               now: int | None = None, state=None) -> CommitResult:
-        """Commit the log's latest state (`state`, when built already for `manifest`) to its topic's table,
-        with the logs of the topic queued meanwhile."""
+    def add(self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
+            state: pa.Table | None = None) -> None:
+        """Queue the log's latest state at `manifest` (built here, in the caller's thread, when it fits in
+        the process and was not built already) for its topic's commit."""
+        manifest = manifest or handle.manifest()
+        if state is None and fits_in_process(manifest):
+            state = latest_state_table(handle, config, manifest)
+        item = LogCommit(handle, config, manifest, state)
         topic = parse_log_name(handle.name)[0]
-        mine = _Waiting(LogCommit(handle, config, manifest, state), now)
         with self._guard:
-            self._queued.setdefault(topic, []).append(mine)
-            leader = topic not in self._leading
-            self._leading.add(topic)
-        if leader:
-            self._lead(topic)
-        mine.done.wait()
-        if mine.error is not None:
-            raise mine.error
-        return mine.result
-
-    def _lead(self, topic: str) -> None:
-        """Commit the topic's queued logs, group by group, until none is queued; then rewrite and expire
-        once for them all (not once per group: the waiting logs need their commits, not the upkeep)."""
-        stint: list[_Waiting] = []
-        while True:
+            self._pending.setdefault(topic, []).append(item)
+            self._logs.setdefault(topic, []).append(replace(item, state=None))
+            self._bytes[topic] = self._bytes.get(topic, 0) + pending_bytes(item)
+            over = sum(self._bytes.values()) > self.max_bytes
+            heaviest = max(self._bytes, key=self._bytes.get) if over else None
+            group = self._take(heaviest) if heaviest else []
+        if group:
+            committed = self._committed(group, maintain=False)
             with self._guard:
-                group = self._queued.pop(topic, [])
-                if not group and not stint:
-                    self._leading.discard(topic)
-                    return
-            if not group:
-                self._maintain(stint)
-                stint = []
-                continue
-            try:
-                results = commit_logs([w.item for w in group], now=group[-1].now, maintain=False)
-                for waiting, result in zip(group, results):
-                    waiting.result = result
-                stint += group
-            except BaseException as exc:   # every log of the group fails with it, each in its own thread
-                for waiting in group:
-                    waiting.error = exc
-            for waiting in group:
-                waiting.done.set()
+                self._early.update(committed)
 
-    @staticmethod
-    def _maintain(stint: list[_Waiting]) -> None:
-        """Rewrite the committed logs' due buckets and expire old snapshots: a re-check of the logs, which
-        commits nothing new. A failure here loses nothing (every log is committed); the next commit of
-        the topic maintains it again."""
+    def _take(self, topic: str) -> list[LogCommit]:
+        """The topic's pending logs, no longer pending (under the guard)."""
+        self._bytes.pop(topic, None)
+        return self._pending.pop(topic, [])
+
+    def _committed(self, group: list[LogCommit], maintain: bool) -> dict[str, TopicOutcome]:
+        """Commit one topic's group in one snapshot; each log's outcome (the commit's error for each, on one)."""
         try:
-            commit_logs([w.item for w in stint], now=stint[-1].now)
-        except CompactionError:
-            pass
+            results = commit_logs(group, now=self.now, maintain=maintain)
+        except CompactionError as exc:
+            return {item.handle.name: TopicOutcome(item.handle.name, error=exc) for item in group}
+        return {r.log: TopicOutcome(r.log, r) for r in results}
+
+    def commit(self) -> dict[str, TopicOutcome]:
+        """Commit each topic's pending logs in one snapshot, then rewrite its due buckets and expire its old
+        snapshots once; every added log's outcome, by name."""
+        with self._guard:
+            topics = {topic: self._take(topic) for topic in list(self._pending)}
+            topics.update({topic: [] for topic in self._logs if topic not in topics})
+            early = dict(self._early)
+        out: dict[str, TopicOutcome] = {}
+        for topic, group in topics.items():
+            # the logs a group committed early ride along without a state: they commit nothing (a failed group's
+            # are tried again), and the topic's upkeep covers their buckets
+            ridden = [item for item in self._logs[topic] if item.handle.name in early]
+            for name, final in self._committed(group + ridden, maintain=True).items():
+                out[name] = _merged(early.get(name), final)
+        return out
+
+
+def _merged(early: TopicOutcome | None, final: TopicOutcome) -> TopicOutcome:
+    """A log's outcome from its early group's commit (if any) and its topic's final one: the early commit's
+    result with the final upkeep's, unless the early one failed; an upkeep that failed loses nothing."""
+    if early is None or early.result is None:
+        return final
+    if final.result is None:
+        return early
+    upkeep = final.result
+    return replace(early, result=replace(early.result, expiry=upkeep.expiry, rewrite=upkeep.rewrite,
+                                         files_removed=upkeep.files_removed))

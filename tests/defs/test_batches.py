@@ -22,6 +22,7 @@ from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.defs.table import table_matches_latest_state
+from compaction_assets.table import read as table_read
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
@@ -114,6 +115,10 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
                 assert result.success
                 assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
                     "raw_segments", "cleanable_range", "compacted_log", "latest_state"}
+                for topic, names in (("users", ["users-0", "users-1"]), ("orders", ["orders-0"])):
+                    [snapshot] = table_read.history(table_read.open_table(store.handle(names[0]).st, topic)[0])
+                    # one snapshot per topic, after the batch's cleanings, recording each of its logs' versions
+                    assert snapshot.log_versions == {n: store.handle(n).manifest().version for n in names}
             histories.append({log: history(instance, log) for log in logs})
     single, batch = histories
     for log in logs:

@@ -1,5 +1,6 @@
-"""Real processes: partitions of one topic committing to its table at once, and a run killed between
-its cleaning and its table commit (the next run commits the change exactly once)."""
+"""Real processes: partitions of one topic committing to its table at once (one log a commit, or a batch's
+logs a commit), and a run or a batch killed between its cleanings and its table commits (the next run
+commits the change exactly once)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from compaction_assets.table.commit import commit_log
+from compaction_assets.table.group import TopicBatch
 from compaction_assets.table.read import history, open_table, scan
 from tests.table.helpers import CFG, log_state, put, table_state
 
@@ -57,3 +59,56 @@ def test_a_run_killed_between_cleaning_and_commit_is_repaired_once(store):
     assert not commit_log(h, CFG).committed                     # exactly once: a re-run adds nothing
     table, _ = open_table(h.st, "users")
     assert len(history(table)) == 2
+
+
+def test_concurrent_batches_of_one_topic_commit_once_a_round_each_nothing_lost_or_doubled(store):
+    batches = [["events-0", "events-1"], ["events-2", "events-3"]]
+    procs = [_worker("batch", store.location, ",".join(logs), "4", str(seed)) for seed, logs in enumerate(batches)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for proc, (out, err) in zip(procs, outs):
+        assert proc.returncode == 0, err
+        assert [line.count("COMMITTED") for line in out.splitlines()] == [2] * 4
+    table, _ = open_table(store.storage, "events")
+    rows = scan(table)
+    pairs = list(zip(rows.column("partition").to_pylist(), rows.column("key").to_pylist()))
+    assert len(pairs) == len(set(pairs))                       # no (partition, key) twice
+    for p in range(4):
+        h = store.log(f"events-{p}")
+        assert table_state(h) == log_state(h)
+    assert history(table)[-1].log_versions == {f"events-{p}": store.log(f"events-{p}").manifest().version
+                                               for p in range(4)}
+    assert len(history(table)) == 8                            # one snapshot per batch round, for its two logs
+
+
+def test_a_batch_killed_between_its_cleanings_and_its_topic_commits_is_repaired_once(store):
+    logs = [store.log(name) for name in ("users-0", "users-1", "orders-0")]
+    for h in logs:
+        put(h, {f"k{i}": f"{h.name}-v{i}" for i in range(30)})
+    first = TopicBatch(2**30)
+    for h in logs:
+        first.add(h, CFG)
+    before = {name: o.result.log_version for name, o in first.commit().items()}
+    proc = _worker("batch-and-die", store.location, ",".join(h.name for h in logs))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == -9 and "CLEANED" in out, err
+    cleaned = dict((pair.split("=")[0], int(pair.split("=")[1])) for pair in out.split()[1].split(","))
+    assert all(cleaned[name] > version for name, version in before.items())
+    for h in logs:                                              # the tables missed the cleaned versions
+        assert table_state(h)[b"k1"][0] == f"{h.name}-v1".encode()
+    repair = TopicBatch(2**30)
+    for h in logs:
+        repair.add(h, CFG)
+    repaired = repair.commit()
+    assert {name: (o.result.committed, o.result.log_version) for name, o in repaired.items()} == {
+        name: (True, version) for name, version in cleaned.items()}
+    assert all((o.result.rows_added, o.result.rows_deleted) == (2, 1) for o in repaired.values())
+    for h in logs:
+        assert table_state(h) == log_state(h)
+    again = TopicBatch(2**30)                                  # exactly once: a re-run adds nothing
+    for h in logs:
+        again.add(h, CFG)
+    assert not any(o.result.committed for o in again.commit().values())
+    for topic, names in (("users", {"users-0", "users-1"}), ("orders", {"orders-0"})):
+        table, _ = open_table(store.storage, topic)
+        assert [set(s.log_versions) for s in history(table)] == [names, names]   # one snapshot per topic a batch
+        assert history(table)[-1].log_versions == {n: cleaned[n] for n in names}
