@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.latest_state import latest_state_table
+from compaction_assets.cleaning.latest_state import IN_PROCESS_MAX_BYTES, fits_in_process, latest_state_table
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
@@ -139,6 +139,23 @@ def _diff(table, tasks: list, state: pa.Table) -> _Change:
     return _Change(masks, changed.filter(present).column("key").combine_chunks(), added, len(changed) - added)
 
 
+def refuse_past_bound(handle: LogHandle, manifest: Manifest) -> None:
+    """One line for a log whose state a commit would build in this process past the bound latest_state
+    keeps to (it needs about four times its visible bytes here; no Spark path commits a table yet)."""
+    if not fits_in_process(manifest):
+        raise TableError(f"log {handle.name}: its visible records ({manifest.total_size / 2**20:.0f} MiB) are past the "
+                         f"{IN_PROCESS_MAX_BYTES >> 20} MiB a table commit builds in one process; its topic's table "
+                         "is not committed (docs/table.md, Costs and limits)")
+
+
+def _state(item: LogCommit, manifest: Manifest) -> pa.Table:
+    """The log's latest state at `manifest`: the caller's, else built here with Arrow (within the bound)."""
+    if item.state is not None and item.manifest is not None:
+        return item.state
+    refuse_past_bound(item.handle, manifest)
+    return latest_state_table(item.handle, item.config, manifest)
+
+
 def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | None = None,
                now: int | None = None, state: pa.Table | None = None) -> CommitResult:
     """Bring the log's rows of its topic's table to the log's latest state (`state`, when built already for
@@ -174,9 +191,7 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
                       or marks[item.handle.name].version < manifests[item.handle.name].version]
             for item in behind:
                 if item.handle.name not in states:
-                    states[item.handle.name] = (item.state if item.state is not None and item.manifest is not None
-                                                else latest_state_table(item.handle, item.config,
-                                                                        manifests[item.handle.name]))
+                    states[item.handle.name] = _state(item, manifests[item.handle.name])
             done = _commit_once(catalog, table, ident, location.buckets, behind, manifests, states, marks,
                                 attempt) if behind else {}
             break

@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table
+from compaction_assets.cleaning.latest_state import latest_state_table
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs
+from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, refuse_past_bound
 
 
 @dataclass(frozen=True)
@@ -36,14 +36,6 @@ class TopicOutcome:
     log: str
     result: CommitResult | None = None
     error: CompactionError | None = None
-
-
-def pending_bytes(item: LogCommit) -> int:
-    """The memory a log's commit holds or will build: its state's, else its visible records' bytes."""
-    if item.state is not None:
-        return item.state.nbytes
-    manifest = item.manifest or item.handle.manifest()
-    return sum(s.size for s in manifest.segments)
 
 
 class TopicBatch:
@@ -60,17 +52,18 @@ class TopicBatch:
 
     def add(self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
             state: pa.Table | None = None) -> None:
-        """Queue the log's latest state at `manifest` (built here, in the caller's thread, when it fits in
-        the process and was not built already) for its topic's commit."""
+        """Queue the log's latest state at `manifest` (built here, in the caller's thread, when not built
+        already) for its topic's commit; one line, for this log alone, when it is past the in-process bound."""
         manifest = manifest or handle.manifest()
-        if state is None and fits_in_process(manifest):
+        if state is None:
+            refuse_past_bound(handle, manifest)
             state = latest_state_table(handle, config, manifest)
         item = LogCommit(handle, config, manifest, state)
         topic = parse_log_name(handle.name)[0]
         with self._guard:
             self._pending.setdefault(topic, []).append(item)
             self._logs.setdefault(topic, []).append(replace(item, state=None))
-            self._bytes[topic] = self._bytes.get(topic, 0) + pending_bytes(item)
+            self._bytes[topic] = self._bytes.get(topic, 0) + state.nbytes
             over = sum(self._bytes.values()) > self.max_bytes
             heaviest = max(self._bytes, key=self._bytes.get) if over else None
             group = self._take(heaviest) if heaviest else []

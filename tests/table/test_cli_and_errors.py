@@ -1,5 +1,6 @@
 """`compaction table show|scan|history|commit`, `latest-state --as-of`, and one-line errors: a catalog that
-cannot be reached, a schema someone else changed, two topics that map to one table name."""
+cannot be reached, a schema someone else changed, two topics that map to one table name, a log past the
+bound of the state a commit builds in the process."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from pathlib import Path
 import pytest
 from pyiceberg.types import StringType
 
+from compaction_assets.cleaning.latest_state import fits_in_process
 from compaction_assets.cli import main
 from compaction_assets.log.fs import Storage
 from compaction_assets.table.catalog import TableError, locate, table_name
 from compaction_assets.table.commit import commit_log
+from compaction_assets.table.group import TopicBatch
 from compaction_assets.table.read import open_table
 from tests.table.helpers import CFG, put
 
@@ -97,3 +100,23 @@ def test_object_stores_keep_their_own_local_catalogs(monkeypatch):
     first_elsewhere = locate(Storage("bucket-a/logs", "s3", None)).uri
     assert len({first, second, first_elsewhere}) == 3
     assert first.startswith("sqlite:///") and first.endswith("/catalog.db") and "bucket-a_logs" in first
+
+
+@pytest.mark.slow   # a log of 270 MiB of visible records (compressible: under 1 MiB on disk), about 10 s
+def test_a_log_past_the_in_process_bound_is_refused_in_one_line_alone(store):
+    big, small = store.log("big-0"), store.log("big-1")
+    value = "x" * (1 << 20)
+    for part in range(9):   # 30 MiB an append: the test holds one append's rows at a time
+        put(big, {f"k{part}-{i}": value for i in range(30)})
+    put(small, {"a": "1"})
+    assert not fits_in_process(big.manifest())
+    one_line = r"^log big-0: its visible records \(270 MiB\) are past the 256 MiB a table commit builds in one process"
+    with pytest.raises(TableError, match=one_line) as refused:
+        commit_log(big, CFG)
+    assert "\n" not in str(refused.value)
+    tables = TopicBatch(2**30)
+    tables.add(small, CFG)
+    with pytest.raises(TableError, match=one_line):   # refused when the batch queues it: the topic's others commit
+        tables.add(big, CFG)
+    [(log, outcome)] = tables.commit().items()
+    assert log == "big-1" and outcome.result.committed and outcome.result.log_versions == {"big-1": 1}
