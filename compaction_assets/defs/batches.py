@@ -27,7 +27,7 @@ committed but not yet recorded when its run was killed: nothing is lost and noth
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
@@ -35,13 +35,13 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.engine import FleetResult, StepReport
-from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import evaluate
-from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cleanable_range_metadata,
+from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cleanable_range_metadata, event_name,
                                             compacted_log_metadata, latest_state_metadata, raw_segments_metadata,
-                                            recorded_cleaning, table_check_record)
+                                            recorded_cleaning, recorded_per_partition, recovered_report,
+                                            table_check_record)
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
-from compaction_assets.defs.table import table_failure, table_metadata
+from compaction_assets.defs.table import LATEST_STATE, table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
@@ -110,21 +110,6 @@ class _AsOf:
         return getattr(self._handle, name)
 
 
-def recovered_report(handle, config, now: int) -> StepReport | None:
-    """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
-    committed = sorted((m for m in handle.recent_manifests() if (m.last_cleaning or {}).get("now") == now),
-                       key=lambda m: m.version)
-    if not committed:
-        return None
-    after = committed[0]
-    before = handle.manifest_version(after.version - 1)
-    summary = dict(after.last_cleaning)
-    stats = CleaningStats(**{f.name: summary[f.name] for f in fields(CleaningStats) if f.name in summary})
-    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.get("reason"),
-                      checkpoint=after.checkpoint, stats=stats, log=handle.name,
-                      before_version=before.version, after_version=after.version)
-
-
 @dataclass
 class _Pending:
     """A log the batch cleans: its handle, configuration and the plan recorded as cleanable_range."""
@@ -140,6 +125,9 @@ class CleaningBatch:
                  force: bool, only_due: bool):
         self.context, self.log_store, self.spark = context, log_store, spark
         self.now, self.force, self.only_due = now, force, only_due
+        # a retry's logs whose history an earlier attempt recorded in part: what it recorded, per run
+        self.runs: dict[str, dict[str, set[str]]] = {}
+        self.skip: dict[str, set[str]] = {}
         # each topic's logs committed to its table once, after the cleanings (None: tables off)
         self.tables = TopicBatch(settings.current().tables.pending_bytes) if settings.current().tables.enabled \
             else None
@@ -151,8 +139,13 @@ class CleaningBatch:
             handle = self.log_store.handle(log, must_exist=True)
             cfg = self.log_store.config_for(log)
             done = recorded_cleaning(self.context.instance, log)
-            if done is not None and done.now == self.now:
-                return None    # recorded by an earlier attempt of this batch
+            if done is not None and done.now == self.now:   # recorded by an earlier attempt of this batch ...
+                if done.run not in self.runs:
+                    self.runs[done.run] = recorded_per_partition(self.context.instance, done.run)
+                self.skip[log] = self.runs[done.run].get(log, set())
+                if not done.cleaned or LATEST_STATE.to_user_string() in self.skip[log]:
+                    return None
+                # ... but killed amid its events: the rest of them are recorded now (recovered_report below)
             m = handle.manifest()
             if m.uncleanable and not self.force:
                 return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.get('error')}")
@@ -266,6 +259,11 @@ class CleaningBatch:
         with ThreadPoolExecutor(max_workers=settings.current().clean_concurrency, thread_name_prefix="table") as pool:
             yield from pool.map(lambda o: self.with_table(o, topics.get(o.log)), held)
 
+    def unrecorded(self, outcome: LogOutcome) -> list:
+        """The outcome's events but those an earlier attempt of the batch recorded for its log."""
+        skip = self.skip.get(outcome.log, ())
+        return [e for e in outcome.events if event_name(e) not in skip]
+
     def run(self, logs: list[str]):
         """Yield every log's events as it finishes (a log whose table commit waits for its topic's, once
         the batch's cleanings are done); return the outcomes."""
@@ -274,7 +272,7 @@ class CleaningBatch:
             step = self.triage(log)
             if isinstance(step, LogOutcome):
                 (held if step.awaiting else outcomes).append(step)
-                yield from ([] if step.awaiting else step.events)
+                yield from ([] if step.awaiting else self.unrecorded(step))
             elif step is not None:
                 pending[log] = step
         finished: queue.Queue = queue.Queue()
@@ -284,13 +282,13 @@ class CleaningBatch:
         worker.start()
         while (outcome := finished.get()) is not None:
             (held if outcome.awaiting else outcomes).append(outcome)
-            yield from ([] if outcome.awaiting else outcome.events)
+            yield from ([] if outcome.awaiting else self.unrecorded(outcome))
         worker.join()
         # a kill before this leaves the held logs' cleanings committed but unrecorded: a retry records them
         # (recovered_report) and commits their tables then
         for outcome in self.committed(held):
             outcomes.append(outcome)
-            yield from outcome.events
+            yield from self.unrecorded(outcome)
         if errors:   # not a log's fault: the step fails (and retries), the logs recorded so far stay recorded
             raise errors[0]
         return outcomes

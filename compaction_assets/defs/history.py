@@ -5,7 +5,7 @@ so that a partition cleaned in a batch has exactly the history it would have had
 """
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import dagster as dg
 
@@ -15,6 +15,7 @@ from compaction_assets.checks.model import LogView
 from compaction_assets.checks.verify import load_versions, verify_loaded
 from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.decision import CleaningStats
+from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
 from compaction_assets.table.group import TopicBatch
@@ -132,6 +133,27 @@ def recorded_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning | None
                     now=int(meta[EVALUATED_AT_MS].value), cleaned=bool(meta["cleaned"].value), run=rec.run_id)
 
 
+def event_name(event) -> str | None:
+    """What a batch's event records for its partition: an asset's key, or an asset's key and check name."""
+    if isinstance(event, dg.AssetMaterialization):
+        return event.asset_key.to_user_string()
+    if isinstance(event, dg.AssetCheckEvaluation):
+        return f"{event.asset_key.to_user_string()}:{event.check_name}"
+    return None
+
+
+def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[str]]:
+    """Per partition, the `event_name`s a run recorded (read once: a retry asks it of a killed run)."""
+    out: dict[str, set[str]] = {}
+    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION}
+    for entry in instance.all_logs(run_id, of_type=kinds):
+        data = entry.dagster_event.event_specific_data
+        event = getattr(data, "materialization", data)
+        if event.partition is not None:
+            out.setdefault(event.partition, set()).add(event_name(event))
+    return out
+
+
 @dataclass(frozen=True)
 class CheckRecord:
     """One check's result on one partition, in the form both paths turn into Dagster events."""
@@ -186,3 +208,18 @@ def table_check_record(log_store: LogStoreResource, log: str, view: LogView | No
     return CheckRecord(TABLE_CHECK, outcome.passed, outcome.describe(),
                        {"log": log, "table": ident, "log_version": version, "expected_keys": outcome.expected,
                         "table_keys": outcome.found}, dg.AssetCheckSeverity.ERROR, True, LATEST_STATE)
+
+
+def recovered_report(handle, config, now: int) -> StepReport | None:
+    """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
+    committed = sorted((m for m in handle.recent_manifests() if (m.last_cleaning or {}).get("now") == now),
+                       key=lambda m: m.version)
+    if not committed:
+        return None
+    after = committed[0]
+    before = handle.manifest_version(after.version - 1)
+    summary = dict(after.last_cleaning)
+    stats = CleaningStats(**{f.name: summary[f.name] for f in fields(CleaningStats) if f.name in summary})
+    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.get("reason"),
+                      checkpoint=after.checkpoint, stats=stats, log=handle.name,
+                      before_version=before.version, after_version=after.version)
