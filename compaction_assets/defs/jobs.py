@@ -164,7 +164,8 @@ def gc_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: LogStor
 
 def delete_policy_logs(log_store: LogStoreResource, logs: list[str] | None = None) -> list[str]:
     """The logs (named, or all of the store) whose cleanup.policy includes delete."""
-    return [log for log in _targets(log_store, logs or []) if log_store.config_for(log).delete]
+    config_for = log_store.config_per_topic()
+    return [log for log in _targets(log_store, logs or []) if config_for(log).delete]
 
 
 @dg.op(description="SPEC §6 retention (retention.ms, retention.bytes) for every log whose policy includes delete.")

@@ -45,7 +45,7 @@ class ScheduleSettings:
 
 def logs_due_for_retention(log_store: LogStoreResource, now: int, log=None) -> list[str]:
     """Delete-policy logs with at least one segment past retention.ms or beyond retention.bytes."""
-    due = []
+    due, config_for = [], log_store.config_per_topic()
     for name in delete_policy_logs(log_store):
         try:
             manifest = log_store.handle(name).manifest()
@@ -53,7 +53,7 @@ def logs_due_for_retention(log_store: LogStoreResource, now: int, log=None) -> l
             if log:
                 log.warning(f"{name}: cannot evaluate retention: {exc}")
             continue
-        if retention_cut(list(manifest.segments), log_store.config_for(name), now):
+        if retention_cut(list(manifest.segments), config_for(name), now):
             due.append(name)
     return due
 
@@ -88,13 +88,12 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
         """A compaction run per eligible (or delete-policy) log, like `clean --all`, uncleanable ones skipped."""
         now = now_ms()
         known = set(context.instance.get_dynamic_partitions("logs"))
-        evaluations = []
-        for state in evaluate_logs(log_store.store, log_store.config_for, now, [n for n in log_store.store.logs()
-                                                                                if n in known]):
+        evaluations, config_for = [], log_store.config_per_topic()
+        for state in evaluate_logs(log_store.store, config_for, now, [n for n in log_store.store.logs() if n in known]):
             ev = state.evaluation
             if ev is None:
                 context.log.warning(f"{state.log}: cannot evaluate: {state.error}")
-            elif not ev.uncleanable and (ev.eligible or log_store.config_for(ev.log).delete):
+            elif not ev.uncleanable and (ev.eligible or config_for(ev.log).delete):
                 evaluations.append(ev)
         due = order(evaluations)
         if not due:

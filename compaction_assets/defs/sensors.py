@@ -125,7 +125,7 @@ def observed_metadata(ev: Evaluation, error: str | None) -> dict:
 def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
     """Evaluate the logs that are partitions (metadata only)."""
     store = log_store.store
-    states = evaluate_logs(store, log_store.config_for, now, [n for n in store.logs() if n in known])
+    states = evaluate_logs(store, log_store.config_per_topic(), now, [n for n in store.logs() if n in known])
     for st in states:
         if st.evaluation is None and log:
             log.warning(f"{st.log}: cannot evaluate: {st.error}")

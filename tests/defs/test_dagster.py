@@ -125,6 +125,35 @@ def test_sensors_discover_ingest_and_request_cleanings(env):
     assert [(r.partition_key, r.tags["reason"]) for r in lag.run_requests] == [("laggy-0", "max_compaction_lag")]
 
 
+def test_a_tick_reads_each_topics_configuration_once(env):
+    """Over 1,000 logs of 50 topics, reading the configuration per log was 4.1 s of a 5.5 s tick."""
+    tmp, store, resources, instance = env
+    asked: list[str] = []
+
+    class CountingLogStore(LogStoreResource):
+        def config_for(self, log):
+            asked.append(log)
+            return super().config_for(log)
+
+    counting = CountingLogStore(**store.model_dump())
+    logs = [f"{topic}-{p}" for topic in ("users", "laggy") for p in range(3)]
+    for log in logs:
+        topic, _, p = log.rpartition("-")
+        land(tmp / "landing", topic, p, "a.jsonl", [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i}
+                                                   for i in range(4)])
+        assert counting.config_for(log) == store.config_for(log)
+    instance.add_dynamic_partitions(log_partitions.name, logs)
+    for log in logs:
+        assert materialize([raw_segments], log, resources, instance).success
+    asked.clear()
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={**resources, "log_store": counting},
+                                 definitions=defs) as ctx:
+        result = dirty_ratio_sensor.evaluate_tick(ctx)
+    assert sorted(asked, key=lambda log: log.split("-")[0]) == ["laggy-0", "users-0"]
+    assert {e.partition for e in result.asset_events} == {*logs, None}   # still every log observed
+    assert sorted(r.partition_key for r in result.run_requests) == [f"users-{p}" for p in range(3)]
+
+
 class _Hook(http.server.BaseHTTPRequestHandler):
     received: list = []
 
