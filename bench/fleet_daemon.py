@@ -4,7 +4,8 @@
 
 As a platform team runs it: one warm Spark Connect server (SPARK_REMOTE, else `scripts/spark-connect.sh
 start`, stopped at the end); `dagster-daemon run -w workspace.yaml` with the sensors on by default and the
-instance as `scripts/ui.sh` writes it (the Spark pool's limit 2). Files for `--logs` partitions of one
+instance as `scripts/ui.sh` writes it (the Spark pool's limit 2, the run queue looked at every second;
+`--dequeue-interval 5` for Dagster's default). Files for `--logs` partitions of one
 topic land under the landing area at once (a folder renamed into it); the clock runs until every log's
 latest_state is recorded (landing -> ingested -> cleaned -> checked -> latest state), sensor intervals
 included. Then the CLI, on the same landing files into a store of its own: `ingest`, then `clean --all`
@@ -86,13 +87,15 @@ def run_cli_phases(work: Path, remote: str) -> dict:
     return out
 
 
-def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float) -> dict:
+def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float, dequeue_interval_s: int) -> dict:
     """Start the daemon, land the files at once, wait until every log's history is recorded."""
     import dagster as dg
 
+    from compaction_assets.demo import instance_yaml
+
     home = work / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n")
+    (home / "dagster.yaml").write_text(instance_yaml(dequeue_interval_s))
     env = {**_env(work, "dagster", remote), "DAGSTER_HOME": str(home)}
     os.environ["DAGSTER_HOME"] = str(home)
     # the SQLite storages created here, before the daemon and its code server open them at once (two
@@ -126,7 +129,8 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
         log.close()
 
 
-def measure(logs: int, records: int, keys: int | None, workdir: str | None, timeout: float) -> dict:
+def measure(logs: int, records: int, keys: int | None, workdir: str | None, timeout: float,
+            dequeue_interval_s: int = 1) -> dict:
     """Both paths on the same landed files; the figures as a dict."""
     work = Path(workdir or tempfile.mkdtemp(prefix="fleet-daemon-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -138,7 +142,7 @@ def measure(logs: int, records: int, keys: int | None, workdir: str | None, time
     try:
         staging = work / "staging"
         write_landing(staging, logs, records, keys or max(1, records // 10))
-        daemon = run_daemon(work, staging, logs, remote, timeout)
+        daemon = run_daemon(work, staging, logs, remote, timeout, dequeue_interval_s)
         cli_phases = run_cli_phases(work, remote)
         cli = sum(cli_phases.values())
     finally:
@@ -146,7 +150,7 @@ def measure(logs: int, records: int, keys: int | None, workdir: str | None, time
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=ROOT, check=False)
         if not workdir:
             shutil.rmtree(work, ignore_errors=True)
-    return {"logs": logs, "records": records, "dagster": daemon, "cli_wall_s": cli, "cli_phases_s": cli_phases,
+    return {"logs": logs, "records": records, "dequeue_interval_s": dequeue_interval_s, "dagster": daemon, "cli_wall_s": cli, "cli_phases_s": cli_phases,
             "dagster_per_log_s": daemon["wall_s"] / logs, "cli_per_log_s": cli / logs,
             "ratio": daemon["wall_s"] / cli}
 
@@ -158,9 +162,13 @@ def main() -> None:
     ap.add_argument("--keys", type=int, help="distinct keys per log (default records / 10)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up on the daemon after this many seconds")
+    ap.add_argument("--dequeue-interval", type=int, default=None,
+                    help="the run queue's dequeue_interval_seconds (default: the product's, as ui.sh writes it)")
     ap.add_argument("--json", help="also write the figures as JSON to this file")
     args = ap.parse_args()
-    out = measure(args.logs, args.records, args.keys, args.workdir, args.timeout)
+    from compaction_assets.demo import DEQUEUE_INTERVAL_S
+    out = measure(args.logs, args.records, args.keys, args.workdir, args.timeout,
+                  args.dequeue_interval or DEQUEUE_INTERVAL_S)
     d = out["dagster"]
     print(f"{out['logs']} logs x {out['records']} records")
     print(f"dagster daemon: {d['wall_s']:.1f} s ({out['dagster_per_log_s']:.3f} s a log), {d['runs']} runs, "

@@ -149,14 +149,26 @@ def apply_demo_topics(store_root: str, topics_file: str) -> None:
             configs.set_topic(topic, wanted, f"demo: config apply {os.path.abspath(topics_file)}", wall_ms())
 
 
+# The daemon's run queue looks for queued runs every 5 s unless told otherwise: a batch a sensor requested
+# waited up to that long before its process even started (8-14 s requested to started, bench/fleet_daemon.py).
+DEQUEUE_INTERVAL_S = 1
+
+
+def instance_yaml(dequeue_interval_s: int = DEQUEUE_INTERVAL_S) -> str:
+    """The dagster.yaml the demo, scripts/ui.sh and bench/fleet_daemon.py write: telemetry off, the Spark
+    pool's limit (docs/dagster.md, "Concurrency and retries": queued steps wait for a slot) and the run
+    queue's dequeue interval."""
+    return ("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n"
+            f"run_queue:\n  dequeue_interval_seconds: {dequeue_interval_s}\n")
+
+
 def _instance_home() -> str:
     home = settings.export_default(settings.DAGSTER_HOME, os.path.abspath(os.path.join("var", "dagster_home")))
     os.makedirs(home, exist_ok=True)
     cfg = os.path.join(home, "dagster.yaml")
     if not os.path.exists(cfg):
         with open(cfg, "w") as fh:
-            # the Spark pool's limit (docs/dagster.md, "Concurrency and retries"): queued runs wait for a slot
-            fh.write("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n")
+            fh.write(instance_yaml())
     return home
 
 
