@@ -71,8 +71,8 @@ def _phases(instance, landed: float) -> list[dict]:
                     "requested_s": round(rec.create_timestamp.timestamp() - landed, 1),
                     "started_s": round((rec.start_time or landed) - landed, 1),
                     "ended_s": round(rec.end_time - landed, 1) if rec.end_time else None,
-                    "steps": {s.step_key: round((s.end_time or 0) - (s.start_time or 0), 1)
-                              for s in instance.get_run_step_stats(run.run_id)}})
+                    "steps": {s.step_key: round(s.end_time - s.start_time, 1) if s.end_time and s.start_time
+                              else None for s in instance.get_run_step_stats(run.run_id)}})   # None: unfinished
     return out
 
 
