@@ -37,6 +37,7 @@ TABLE_WAREHOUSE = "COMPACTION_TABLE_WAREHOUSE"
 TABLE_NAMESPACE = "COMPACTION_TABLE_NAMESPACE"
 TABLE_BUCKETS = "COMPACTION_TABLE_BUCKETS"
 TABLE_PENDING_BYTES = "COMPACTION_TABLE_PENDING_BYTES"
+TABLE_MAX_STATE_BYTES = "COMPACTION_TABLE_MAX_STATE_BYTES"
 # Spark (PySpark's own variables).
 SPARK_REMOTE = "SPARK_REMOTE"
 SPARK_CONNECT_RELEASE_SESSION_ON_EXIT = "SPARK_CONNECT_RELEASE_SESSION_ON_EXIT"
@@ -85,6 +86,9 @@ DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
 DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
 DEFAULT_TABLE_PENDING_BYTES = 512 << 20   # a batch's latest states held for its topics' commits (table/group.py)
+# a commit builds its log's state in the process at about 4x the visible bytes: a sixteenth of the memory
+# keeps that to a quarter of it (24 GiB: 1.5 GiB of visible records)
+DEFAULT_TABLE_MAX_STATE_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 16
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class TableSettings:
     namespace: str = DEFAULT_TABLE_NAMESPACE
     buckets: int = DEFAULT_TABLE_BUCKETS
     pending_bytes: int = DEFAULT_TABLE_PENDING_BYTES   # beyond it, a batch commits its heaviest topic early
+    max_state_bytes: int = DEFAULT_TABLE_MAX_STATE_BYTES   # a log past it (visible bytes) is refused, in one line
 
 
 @dataclass(frozen=True)
@@ -221,6 +226,7 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             namespace=(_text(env, TABLE_NAMESPACE) or DEFAULT_TABLE_NAMESPACE).strip(),
             buckets=_positive_int(env, TABLE_BUCKETS, DEFAULT_TABLE_BUCKETS),
             pending_bytes=_positive_int(env, TABLE_PENDING_BYTES, DEFAULT_TABLE_PENDING_BYTES),
+            max_state_bytes=_positive_int(env, TABLE_MAX_STATE_BYTES, DEFAULT_TABLE_MAX_STATE_BYTES),
         ),
         batches=BatchSettings(
             min_logs=_positive_int(env, BATCH_MIN_LOGS, DEFAULT_BATCH_MIN_LOGS),

@@ -26,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.latest_state import IN_PROCESS_MAX_BYTES, fits_in_process, latest_state_table
+from compaction_assets import settings
+from compaction_assets.cleaning.latest_state import latest_state_table
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
@@ -140,12 +141,13 @@ def _diff(table, tasks: list, state: pa.Table) -> _Change:
 
 
 def refuse_past_bound(handle: LogHandle, manifest: Manifest) -> None:
-    """One line for a log whose state a commit would build in this process past the bound latest_state
-    keeps to (it needs about four times its visible bytes here; no Spark path commits a table yet)."""
-    if not fits_in_process(manifest):
+    """One line for a log whose state a commit would build in this process past COMPACTION_TABLE_MAX_STATE_BYTES
+    (it needs about four times its visible bytes here; no Spark path commits a table yet)."""
+    bound = settings.current().tables.max_state_bytes
+    if manifest.total_size > bound:
         raise TableError(f"log {handle.name}: its visible records ({manifest.total_size / 2**20:.0f} MiB) are past the "
-                         f"{IN_PROCESS_MAX_BYTES >> 20} MiB a table commit builds in one process; its topic's table "
-                         "is not committed (docs/table.md, Costs and limits)")
+                         f"{bound / 2**20:.0f} MiB a table commit builds in one process (COMPACTION_TABLE_MAX_STATE_BYTES); "
+                         "its topic's table is not committed (docs/table.md, Costs and limits)")
 
 
 def _state(item: LogCommit, manifest: Manifest) -> pa.Table:

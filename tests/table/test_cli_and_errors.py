@@ -103,14 +103,16 @@ def test_object_stores_keep_their_own_local_catalogs(monkeypatch):
 
 
 @pytest.mark.slow   # a log of 270 MiB of visible records (compressible: under 1 MiB on disk), about 10 s
-def test_a_log_past_the_in_process_bound_is_refused_in_one_line_alone(store):
+def test_a_log_past_the_in_process_bound_is_refused_in_one_line_alone(store, monkeypatch):
+    monkeypatch.setenv("COMPACTION_TABLE_MAX_STATE_BYTES", str(256 << 20))
     big, small = store.log("big-0"), store.log("big-1")
     value = "x" * (1 << 20)
     for part in range(9):   # 30 MiB an append: the test holds one append's rows at a time
         put(big, {f"k{part}-{i}": value for i in range(30)})
     put(small, {"a": "1"})
     assert not fits_in_process(big.manifest())
-    one_line = r"^log big-0: its visible records \(270 MiB\) are past the 256 MiB a table commit builds in one process"
+    one_line = r"^log big-0: its visible records \(270 MiB\) are past the 256 MiB a table commit builds in one process "
+    one_line += r"\(COMPACTION_TABLE_MAX_STATE_BYTES\)"
     with pytest.raises(TableError, match=one_line) as refused:
         commit_log(big, CFG)
     assert "\n" not in str(refused.value)
