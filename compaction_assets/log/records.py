@@ -7,6 +7,7 @@ import binascii
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -94,26 +95,29 @@ def sizes_array(table: pa.Table) -> pa.Array:
     """Logical size of every row of a table with key, value and headers columns (vectorised SPEC §4)."""
     key_len = pc.binary_length(table.column("key"))
     value_len = pc.fill_null(pc.binary_length(table.column("value")), 0)
-    headers = table.column("headers")
     total = pc.add(pc.add(key_len.cast(pa.int64()), value_len.cast(pa.int64())), RECORD_OVERHEAD)
-    if headers.null_count == len(headers):
+    headers = table.column("headers")
+    # Connector layouts store an empty list where a native record has null headers: both add nothing, and
+    # a table without a single header (most tables) skips the per-header sums
+    if headers.null_count == len(headers) or not pc.sum(pc.list_value_length(headers)).as_py():
         return total
-    parts = []
-    base = 0
-    for chunk in headers.chunks:
-        chunk = pc.fill_null(chunk, pa.scalar([], type=chunk.type))
-        flat = chunk.flatten()
-        per_header = pc.add(
-            pc.fill_null(pc.binary_length(flat.field("name").cast(pa.binary())), 0).cast(pa.int64()),
-            pc.fill_null(pc.binary_length(flat.field("value")), 0).cast(pa.int64()))
-        parents = pc.add(pc.list_parent_indices(chunk).cast(pa.int64()), base)
-        parts.append(pa.table({"row": parents, "size": per_header}))
-        base += len(chunk)
-    sums = pa.concat_tables(parts).group_by("row").aggregate([("size", "sum")])
-    header_sizes = [0] * len(table)
-    for row, size in zip(sums.column("row").to_pylist(), sums.column("size_sum").to_pylist()):
-        header_sizes[row] = size
-    return pc.add(total, pa.array(header_sizes, pa.int64()))
+    return pc.add(total, pa.array(np.concatenate([_header_sizes(c) for c in headers.chunks]), pa.int64()))
+
+
+def _header_sizes(chunk: pa.ListArray) -> np.ndarray:
+    """Per row of a headers chunk: the sum of its headers' name and value lengths (null headers: 0)."""
+    entries = chunk.values
+    per_header = np.asarray(pc.add(
+        pc.fill_null(pc.binary_length(entries.field("name").cast(pa.binary())), 0).cast(pa.int64()),
+        pc.fill_null(pc.binary_length(entries.field("value")), 0).cast(pa.int64())), dtype=np.int64)
+    # a row's sum is the running total at its list's end minus the one at its start (the offsets index
+    # `values` whether the chunk is a slice or not); a null row may still span entries, so it is zeroed
+    running = np.concatenate([np.zeros(1, np.int64), np.cumsum(per_header)])
+    bounds = np.asarray(chunk.offsets, dtype=np.int64)
+    sums = running[bounds[1:]] - running[bounds[:-1]]
+    if chunk.null_count:
+        sums[np.asarray(chunk.is_null())] = 0
+    return sums
 
 
 def _headers_list(raw: Any, where: str) -> list[dict[str, Any]] | None:
