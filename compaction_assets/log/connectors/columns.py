@@ -1,10 +1,10 @@
 """A unit's records as Arrow columns (keys and values already stored bytes), and Parquet files shaped to them
 without a Python object per record.
 
-Every unit becomes Columns: a Parquet unit directly (aiven_parquet, confluent_parquet), any other through
-the per-row shapes (from_raw). The vectorised shapes return None for anything they do not take exactly as
-the per-row shapes do (a non-integer offset, a header shape of another kind, a count mismatch ...): the
-caller then shapes the file row by row, which also gives the per-row one-line errors.
+Every unit becomes Columns: a Parquet unit directly (aiven_parquet, confluent_parquet, lenses_parquet), any
+other through the per-row shapes (from_raw). The vectorised shapes return None for anything they do not take
+exactly as the per-row shapes do (a non-integer offset, a header shape of another kind, a count mismatch ...):
+the caller then shapes the file row by row, which also gives the per-row one-line errors.
 """
 
 from __future__ import annotations
@@ -201,7 +201,26 @@ def headers_column(arr: pa.Array | None, n: int) -> pa.Array | None:
 def aiven_parquet(table: pa.Table, label: str) -> Columns | None:
     """Aiven's Parquet records (key, value, offset, timestamp, headers), column by column."""
     n = table.num_rows
-    offsets, timestamps = _longs(_column(table, "offset"), n), _longs(_column(table, "timestamp"), n)
+    return _keyed_records(table, _longs(_column(table, "offset"), n), _longs(_column(table, "timestamp"), n), label)
+
+
+def lenses_parquet(table: pa.Table, label: str) -> Columns | None:
+    """Lenses' Parquet envelopes (key, value, headers, metadata with offset and timestamp), column by column;
+    byte keys or values flagged by `keyIsArray` / `valueIsArray` are left to the rows."""
+    n = table.num_rows
+    meta = _column(table, "metadata")
+    if meta is None or not pa.types.is_struct(meta.type) or meta.null_count \
+            or {"keyIsArray", "valueIsArray"} & set(table.column_names):
+        return None
+    fields = {meta.type.field(i).name for i in range(meta.type.num_fields)}
+    offsets, timestamps = (_longs(meta.field(name) if name in fields else None, n) for name in ("offset", "timestamp"))
+    return _keyed_records(table, offsets, timestamps, label)
+
+
+def _keyed_records(table: pa.Table, offsets: pa.Array | None, timestamps: pa.Array | None,
+                   label: str) -> Columns | None:
+    """Records of one Parquet table with key, value and headers columns, and their offsets and timestamps."""
+    n = table.num_rows
     try:
         headers = headers_column(_column(table, "headers"), n)
         if offsets is None or timestamps is None or headers is None:

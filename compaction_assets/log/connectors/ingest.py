@@ -54,6 +54,8 @@ def _vectorised(src: PartitionSource, unit: Unit, cfg: LandingConfig,
     label = src.uri(unit.main.path)
     if cfg.format is LandingFormat.AIVEN:
         return columns.aiven_parquet(tables[0], label)
+    if cfg.format is LandingFormat.LENSES:
+        return columns.lenses_parquet(tables[0], label)
     if cfg.format is LandingFormat.CONFLUENT:
         if unit.tombstone:
             return columns.confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)

@@ -132,6 +132,28 @@ def test_aiven_parquet_column_by_column_equals_row_by_row(tmp_path):
         assert_same(fast, slow)
 
 
+def test_lenses_parquet_column_by_column_equals_row_by_row(tmp_path):
+    n = 39
+    meta = pa.struct([("timestamp", pa.int64()), ("topic", pa.string()), ("partition", pa.int32()),
+                      ("offset", pa.int64())])
+    for key_col in (pa.array([None if i == 3 else f"user-{i % 9}" for i in range(n)]),
+                    pa.array([{"id": i % 9, "region": TEXTS[i % 6]} for i in range(n)])):
+        table = pa.table({"key": key_col, "value": pa.array(rows(n), VALUE),
+                          "headers": pa.array([[] if i % 4 == 0 else [("trace", f"t{i}"), ("é", None)]
+                                               for i in range(n)], pa.map_(pa.string(), pa.string())),
+                          "metadata": pa.array([{"timestamp": None if i == 6 else 1_700_000_000_000 + i, "topic": "t",
+                                                 "partition": 0, "offset": 500 + i} for i in range(n)], meta)})
+        name = "s3://b/landing/t/0/000000000538_1_39.parquet"
+        table = roundtrip(tmp_path, table, "000000000538_1_39.parquet")
+        fast = columns.lenses_parquet(table, name)
+        slow = per_row(shapes.lenses(readers.Rows(table.to_pylist(), "record", list(range(1, n + 1))), name), name)
+        assert_same(fast, slow)
+    # envelopes without a value column are tombstones, as the rows read a missing value
+    keys_only = roundtrip(tmp_path, table.drop_columns(["value"]), "keys-only.parquet")
+    as_rows = readers.Rows(keys_only.to_pylist(), "record", list(range(1, n + 1)))
+    assert_same(columns.lenses_parquet(keys_only, name), per_row(shapes.lenses(as_rows, name), name))
+
+
 @pytest.mark.parametrize("fields", [{}, {"landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts"}])
 def test_confluent_parquet_column_by_column_equals_row_by_row(tmp_path, fields):
     n = 33
@@ -163,3 +185,8 @@ def test_what_the_columns_cannot_take_exactly_is_left_to_the_rows(tmp_path):
     assert columns.aiven_parquet(text_offset, "f") is None
     cfg = build_config({"landing.format": "confluent", "landing.offset.field": "absent"}).landing
     assert columns.confluent_parquet(pa.table({"a": [1]}), pa.table({"key": ["k"]}), None, "f", cfg, 0) is None
+    envelope = {"key": ["k"], "value": ["dg=="], "metadata": pa.array([{"offset": 0, "timestamp": 1}])}
+    assert columns.lenses_parquet(pa.table(envelope), "f") is not None
+    assert columns.lenses_parquet(pa.table({**envelope, "valueIsArray": [True]}), "f") is None   # base64 bytes
+    null_metadata = pa.array([None], pa.struct([("offset", pa.int64())]))
+    assert columns.lenses_parquet(pa.table({**envelope, "metadata": null_metadata}), "f") is None   # refused row by row
