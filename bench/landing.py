@@ -1,58 +1,77 @@
 """Ingestion throughput by landing layout: each connector's layout against the native files of the same
 file format, the same records, each ingestion in its own process (as `compaction ingest` runs).
 
-    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--work DIR] [--json FILE]
+    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--repeats N] [--work DIR] [--json FILE]
 
-Records: `key` from a key space of records / 10 (a users table), `value` a user row (email, plan, n),
+Records: `key` from a key space of records / 10 (a users table), `value` a user row (email, n, plan),
 5% tombstones, timestamps 1 ms apart. Native files carry the value as its canonical JSON text (what a
-connector layout stores for a structured value), so both sides append the same bytes. Layouts:
+connector layout stores for a structured value), so both sides append the same bytes. Layouts, each in
+`jsonl`, `avro` and `parquet` (default: all twelve):
 
-    native-jsonl, native-avro, native-parquet              today's `{key, value, timestamp, offset}` rows
-    aiven-jsonl, aiven-parquet                            `<topic>-<p>-<start>` with key, value, offset, timestamp
-    confluent-avro, confluent-parquet                     value files + `.keys` files, offsets and
-                                                          timestamps from InsertField, tombstones in `tombstone/`
-    lenses-jsonl                                          envelopes under `<topic>/<p>/<last>_<min>_<max>.json`
+    native-<fmt>        today's `{key, value, timestamp, offset}` rows under `<topic>/partition=<p>/`
+    aiven-<fmt>         `<topic>-<p>-<start>.<fmt>` with key, value, offset, timestamp (headers empty)
+    confluent-<fmt>     value files + `.keys` files (`.json`, `.avro`, `.snappy.parquet`), offsets and
+                        timestamps from InsertField, each file's tombstones in `tombstone/`
+    lenses-<fmt>        envelopes under `<topic>/<p>/<last>_<min>_<max>.<ext>` (offset, timestamp in metadata)
 
-Prints one line per layout (seconds, records a second, ratio to the native layout of the same file
-format) and writes them as JSON with --json.
+Each layout's files are written once; then every round ingests every layout once into a fresh store, in
+the order given (rounds interleaved, so that the machine's load drifts alike over the contenders). Prints
+one line per ingestion (seconds, records a second, the 1-minute load average before and after, ratio to
+the same round's native layout of the file format), then per layout the median seconds and the median of
+its rounds' ratios; --json writes both.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 TOPIC = "users"
 TS0 = 1_700_000_000_000
 TOMBSTONE_EVERY = 20          # 5% of records delete their key
-NATIVE_OF = {"jsonl": "native-jsonl", "avro": "native-avro", "parquet": "native-parquet"}
-LAYOUTS = ("native-jsonl", "native-avro", "native-parquet", "aiven-jsonl", "aiven-parquet",
-           "confluent-avro", "confluent-parquet", "lenses-jsonl")
+FORMATS = ("jsonl", "avro", "parquet")
+LAYOUTS = tuple(f"{connector}-{fmt}" for connector in ("native", "aiven", "confluent", "lenses") for fmt in FORMATS)
+INSERT_FIELDS = {"landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts"}
 CONFIGS = {
-    "aiven-jsonl": {"landing.format": "aiven"}, "aiven-parquet": {"landing.format": "aiven"},
-    "confluent-avro": {"landing.format": "confluent", "landing.offset.field": "kafka_offset",
-                       "landing.timestamp.field": "kafka_ts"},
-    "confluent-parquet": {"landing.format": "confluent", "landing.offset.field": "kafka_offset",
-                          "landing.timestamp.field": "kafka_ts"},
-    "lenses-jsonl": {"landing.format": "lenses"},
+    **{f"aiven-{fmt}": {"landing.format": "aiven"} for fmt in FORMATS},
+    **{f"confluent-{fmt}": {"landing.format": "confluent", **INSERT_FIELDS} for fmt in FORMATS},
+    **{f"lenses-{fmt}": {"landing.format": "lenses"} for fmt in FORMATS},
 }
 
 
 @dataclass(frozen=True)
 class Result:
-    """One layout's ingestion, timed as a whole process and inside it."""
+    """One layout's ingestion in one round, timed as a whole process and inside it."""
     layout: str
+    round: int
     records: int
     process_seconds: float
     ingest_seconds: float
     records_per_second: float
-    ratio_to_native: float | None = None
+    load_before: float            # the 1-minute load average as the process started and as it ended
+    load_after: float
+    ratio_to_native: float | None = None   # to the native layout of the same file format, same round
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A layout over the rounds: median seconds and the median of its rounds' ratios to native."""
+    layout: str
+    rounds: int
+    median_seconds: float
+    fastest_seconds: float
+    median_ratio: float | None
+    load_low: float
+    load_high: float
 
 
 def rows(first: int, count: int, keys: int):
@@ -69,84 +88,98 @@ def canonical(value: dict | None) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _write_native(layout: str, folder: Path, first: int, count: int, keys: int) -> None:
+VALUE_AVRO = {"type": "record", "name": "User", "fields": [
+    {"name": "email", "type": "string"}, {"name": "n", "type": "long"}, {"name": "plan", "type": "string"}]}
+
+
+def _value_struct():
+    import pyarrow as pa
+
+    return pa.struct([("email", pa.string()), ("n", pa.int64()), ("plan", pa.string())])
+
+
+def _write_file(path: Path, fmt: str, records: list, schema=None) -> None:
+    """Records in one file of `fmt`: JSON lines, Avro with `schema` (fastavro's), Parquet with `schema` (Arrow's)."""
     import fastavro
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    part = folder / TOPIC / "partition=0"
-    part.mkdir(parents=True, exist_ok=True)
-    records = [{"offset": o, "key": k, "value": canonical(v), "timestamp": t} for o, k, v, t in rows(first, count, keys)]
-    name = part / f"{first:012d}"
-    if layout == "native-jsonl":
-        name.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    elif layout == "native-parquet":
-        pq.write_table(pa.Table.from_pylist(records), name.with_suffix(".parquet"))
-    else:
-        schema = {"type": "record", "name": "Rec", "fields": [
-            {"name": "offset", "type": "long"}, {"name": "key", "type": "string"},
-            {"name": "value", "type": ["null", "string"]}, {"name": "timestamp", "type": "long"}]}
-        with open(name.with_suffix(".avro"), "wb") as out:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    elif fmt == "avro":
+        with open(path, "wb") as out:
             fastavro.writer(out, schema, records)
+    else:
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), path)
 
 
-def _write_aiven(layout: str, folder: Path, first: int, count: int, keys: int) -> None:
+def _write_native(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    folder.mkdir(parents=True, exist_ok=True)
+    records = [{"offset": o, "key": k, "value": canonical(v), "timestamp": t} for o, k, v, t in rows(first, count, keys)]
+    avro = {"type": "record", "name": "Rec", "fields": [
+        {"name": "offset", "type": "long"}, {"name": "key", "type": "string"},
+        {"name": "value", "type": ["null", "string"]}, {"name": "timestamp", "type": "long"}]}
+    arrow = pa.schema([("offset", pa.int64()), ("key", pa.string()), ("value", pa.string()), ("timestamp", pa.int64())])
+    _write_file(folder / TOPIC / "partition=0" / f"{first:012d}.{fmt}", fmt, records, avro if fmt == "avro" else arrow)
+
+
+def _write_aiven(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
+    import pyarrow as pa
+
     records = [{"key": k, "value": v, "offset": o, "timestamp": t} for o, k, v, t in rows(first, count, keys)]
-    if layout == "aiven-jsonl":
-        (folder / f"{TOPIC}-0-{first}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-        return
-    value_type = pa.struct([("email", pa.string()), ("n", pa.int64()), ("plan", pa.string())])
-    schema = pa.schema([("key", pa.string()), ("value", value_type), ("offset", pa.int64()),
-                        ("timestamp", pa.int64()), ("headers", pa.map_(pa.string(), pa.string()))])
-    pq.write_table(pa.Table.from_pylist([{**r, "headers": []} for r in records], schema=schema),
-                   folder / f"{TOPIC}-0-{first}.parquet")
+    if fmt != "jsonl":
+        records = [{**r, "headers": {} if fmt == "avro" else []} for r in records]
+    avro = {"type": "record", "name": "connector_records", "fields": [
+        {"name": "key", "type": "string"}, {"name": "value", "type": ["null", VALUE_AVRO]},
+        {"name": "offset", "type": "long"}, {"name": "timestamp", "type": "long"},
+        {"name": "headers", "type": ["null", {"type": "map", "values": ["null", "bytes"]}]}]}
+    arrow = pa.schema([("key", pa.string()), ("value", _value_struct()), ("offset", pa.int64()),
+                       ("timestamp", pa.int64()), ("headers", pa.map_(pa.string(), pa.string()))])
+    _write_file(folder / f"{TOPIC}-0-{first}.{fmt}", fmt, records, avro if fmt == "avro" else arrow)
 
 
-def _write_confluent(layout: str, folder: Path, first: int, count: int, keys: int) -> None:
-    import fastavro
+def _write_confluent(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    part, tomb = folder / TOPIC / "partition=0", folder / TOPIC / "tombstone"
-    part.mkdir(parents=True, exist_ok=True)
-    tomb.mkdir(parents=True, exist_ok=True)
-    dead = [(o, k) for o, k, v, _ in rows(first, count, keys) if v is None]
+    ext = {"jsonl": "json", "avro": "avro", "parquet": "snappy.parquet"}[fmt]
+    key_records = (lambda ks: [{"key": k} for k in ks]) if fmt == "parquet" else (lambda ks: list(ks))
+    key_schema = pa.schema([("key", pa.string())]) if fmt == "parquet" else "string"
     # the chunk's tombstones in one keys file under tombstone/ (rotated as the values are, in the sink's
     # format): their offsets are the ones the value files leave free
-    tomb_name = tomb / f"{TOPIC}+0+{dead[0][0]:010d}.keys"
-    if layout == "confluent-avro":
-        with open(tomb_name.with_suffix(".keys.avro"), "wb") as out:
-            fastavro.writer(out, "string", [k for _, k in dead])
-    else:
-        pq.write_table(pa.Table.from_pylist([{"key": k} for _, k in dead]), tomb_name.with_suffix(".keys.snappy.parquet"))
+    dead = [(o, k) for o, k, v, _ in rows(first, count, keys) if v is None]
+    _write_file(folder / TOPIC / "tombstone" / f"{TOPIC}+0+{dead[0][0]:010d}.keys.{ext}", fmt,
+                key_records(k for _, k in dead), key_schema)
     live = [(o, k, v, t) for o, k, v, t in rows(first, count, keys) if v is not None]
-    base = f"{TOPIC}+0+{live[0][0]:010d}"
-    values = [{**v, "kafka_offset": o, "kafka_ts": t} for o, _, v, t in live]
-    if layout == "confluent-avro":
-        schema = {"type": "record", "name": "User", "fields": [
-            {"name": "email", "type": "string"}, {"name": "plan", "type": "string"}, {"name": "n", "type": "long"},
-            {"name": "kafka_offset", "type": "long"}, {"name": "kafka_ts", "type": "long"}]}
-        with open(part / f"{base}.avro", "wb") as out:
-            fastavro.writer(out, schema, values)
-        with open(part / f"{base}.keys.avro", "wb") as out:
-            fastavro.writer(out, "string", [k for _, k, _, _ in live])
-    else:
-        pq.write_table(pa.Table.from_pylist(values), part / f"{base}.snappy.parquet")
-        pq.write_table(pa.Table.from_pylist([{"key": k} for _, k, _, _ in live]), part / f"{base}.keys.snappy.parquet")
+    base = folder / TOPIC / "partition=0" / f"{TOPIC}+0+{live[0][0]:010d}"
+    avro = {**VALUE_AVRO, "fields": VALUE_AVRO["fields"] + [
+        {"name": "kafka_offset", "type": "long"}, {"name": "kafka_ts", "type": "long"}]}
+    arrow = pa.schema(list(_value_struct()) + [("kafka_offset", pa.int64()), ("kafka_ts", pa.int64())])
+    _write_file(base.with_name(f"{base.name}.{ext}"), fmt, [{**v, "kafka_offset": o, "kafka_ts": t} for o, _, v, t in live],
+                avro if fmt == "avro" else arrow)
+    _write_file(base.with_name(f"{base.name}.keys.{ext}"), fmt, key_records(k for _, k, _, _ in live), key_schema)
 
 
-def _write_lenses(folder: Path, first: int, count: int, keys: int) -> None:
-    part = folder / TOPIC / "0"
-    part.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"key": k, "value": v, "headers": {},
-                         "metadata": {"timestamp": t, "topic": TOPIC, "partition": 0, "offset": o}})
-             for o, k, v, t in rows(first, count, keys)]
+def _write_lenses(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
+    import pyarrow as pa
+
+    records = [{"key": k, "value": v, "headers": {} if fmt != "parquet" else [],
+                "metadata": {"timestamp": t, "topic": TOPIC, "partition": 0, "offset": o}}
+               for o, k, v, t in rows(first, count, keys)]
+    meta = [("timestamp", "long"), ("topic", "string"), ("partition", "int"), ("offset", "long")]
+    avro = {"type": "record", "name": "Envelope", "fields": [
+        {"name": "key", "type": "string"}, {"name": "value", "type": ["null", VALUE_AVRO], "default": None},
+        {"name": "headers", "type": {"type": "map", "values": "string"}},
+        {"name": "metadata", "type": {"type": "record", "name": "Meta",
+                                      "fields": [{"name": n, "type": t} for n, t in meta]}}]}
+    arrow = pa.schema([("key", pa.string()), ("value", _value_struct()), ("headers", pa.map_(pa.string(), pa.string())),
+                       ("metadata", pa.struct([("timestamp", pa.int64()), ("topic", pa.string()),
+                                               ("partition", pa.int32()), ("offset", pa.int64())]))])
     last = first + count - 1
-    (part / f"{last:012d}_{TS0 + first}_{TS0 + last}.json").write_text("\n".join(lines) + "\n")
+    ext = {"jsonl": "json", "avro": "avro", "parquet": "parquet"}[fmt]
+    _write_file(folder / TOPIC / "0" / f"{last:012d}_{TS0 + first}_{TS0 + last}.{ext}", fmt, records,
+                avro if fmt == "avro" else arrow)
 
 
 def write_layout(layout: str, folder: Path, records: int, files: int) -> None:
@@ -154,14 +187,11 @@ def write_layout(layout: str, folder: Path, records: int, files: int) -> None:
     per, keys = records // files, max(1, records // 10)
     for index in range(files):
         first = index * per
-        if layout.startswith("native"):
-            _write_native(layout, folder, first, per, keys)
-        elif layout.startswith("aiven"):
-            _write_aiven(layout, folder, first, per, keys)
-        elif layout.startswith("confluent"):
-            _write_confluent(layout, folder, first, per, keys)
-        else:
-            _write_lenses(folder, first, per, keys)
+        connector, fmt = layout.split("-")
+        WRITERS[connector](fmt, folder, first, per, keys)
+
+
+WRITERS = {"native": _write_native, "aiven": _write_aiven, "confluent": _write_confluent, "lenses": _write_lenses}
 
 
 def ingest_once(landing: str, store: str, layout: str) -> None:
@@ -179,26 +209,63 @@ def ingest_once(landing: str, store: str, layout: str) -> None:
     print(json.dumps({"seconds": time.perf_counter() - started, "records": report["records_appended"]}))
 
 
-def measure(layout: str, work: Path, records: int, files: int) -> Result:
-    """Write the layout's files, then time its ingestion in a process of its own."""
-    landing = work / layout / "landing"
-    write_layout(layout, landing, records, files)
+def measure(layout: str, work: Path, round_number: int) -> Result:
+    """Time the layout's ingestion of its written files into a fresh store, in a process of its own."""
+    landing, store = work / layout / "landing", work / layout / "store"
+    shutil.rmtree(store, ignore_errors=True)
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "bench.landing", "--ingest", str(landing), "--store",
-                           str(work / layout / "store"), "--layouts", layout], capture_output=True, text=True)
+                           str(store), "--layouts", layout], capture_output=True, text=True)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"{layout}: ingestion failed: {proc.stderr.strip().splitlines()[-1:]}")
     inside = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Result(layout, inside["records"], round(wall, 2), round(inside["seconds"], 2),
-                  round(inside["records"] / inside["seconds"]))
+    return Result(layout, round_number, inside["records"], round(wall, 2), round(inside["seconds"], 2),
+                  round(inside["records"] / inside["seconds"]), round(load_before, 1), round(os.getloadavg()[0], 1))
+
+
+def with_ratio(result: Result, native: Result | None) -> Result:
+    """The result with its ratio to the same round's native layout of its file format."""
+    if native is None or result.layout.startswith("native"):
+        return result
+    return replace(result, ratio_to_native=round(result.ingest_seconds / native.ingest_seconds, 2))
+
+
+def summarise(layout: str, results: list[Result]) -> Summary:
+    """The layout's rounds as medians."""
+    mine = [r for r in results if r.layout == layout]
+    ratios = [r.ratio_to_native for r in mine if r.ratio_to_native is not None]
+    loads = [load for r in mine for load in (r.load_before, r.load_after)]
+    return Summary(layout, len(mine), round(statistics.median(r.ingest_seconds for r in mine), 2),
+                   min(r.ingest_seconds for r in mine), round(statistics.median(ratios), 2) if ratios else None,
+                   min(loads), max(loads))
+
+
+def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
+    """Every layout once per round, the rounds one after the other (interleaved, so load drifts alike)."""
+    results: list[Result] = []
+    for round_number in range(1, repeats + 1):
+        done: dict[str, Result] = {}
+        for layout in layouts:
+            fmt = layout.split("-")[1]
+            result = with_ratio(measure(layout, work, round_number), done.get(f"native-{fmt}"))
+            done[layout] = result
+            results.append(result)
+            print(f"round {round_number} {layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
+                  f"process ({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s  load "
+                  f"{result.load_before:.1f}-{result.load_after:.1f}"
+                  + (f"  {result.ratio_to_native:.2f} x native {fmt}" if result.ratio_to_native else ""), flush=True)
+    return results
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--files", type=int, default=20)
-    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated; each connector's layout "
+                    "after the native one of its file format, for its ratio")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of every layout, interleaved")
     ap.add_argument("--work", help="where the files and stores go (default: a temporary folder)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--ingest", help=argparse.SUPPRESS)
@@ -208,19 +275,19 @@ def main() -> None:
         ingest_once(args.ingest, args.store, args.layouts)
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="landing-bench-"))
-    results: dict[str, Result] = {}
-    for layout in args.layouts.split(","):
-        result = measure(layout, work, args.records, args.files)
-        fmt = layout.split("-")[1]
-        native = results.get(NATIVE_OF.get(fmt, ""))
-        if native is not None and not layout.startswith("native"):
-            result = Result(**{**asdict(result), "ratio_to_native": round(result.ingest_seconds / native.ingest_seconds, 2)})
-        results[layout] = result
-        print(f"{layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in process "
-              f"({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s"
-              + (f"  {result.ratio_to_native:.2f} x native {fmt}" if result.ratio_to_native else ""), flush=True)
+    layouts = args.layouts.split(",")
+    for layout in layouts:
+        write_layout(layout, work / layout / "landing", args.records, args.files)
+    results = run_rounds(layouts, work, args.repeats)
+    summaries = [summarise(layout, results) for layout in layouts]
+    print("layout              rounds  median s  fastest s  median ratio  load")
+    for s in summaries:
+        print(f"{s.layout:18s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
+              + (f"{s.median_ratio:10.2f} x" if s.median_ratio is not None else " " * 12)
+              + f"  {s.load_low:.1f}-{s.load_high:.1f}")
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in results.values()], indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"runs": [asdict(r) for r in results],
+                                               "summary": [asdict(s) for s in summaries]}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
