@@ -1,7 +1,7 @@
 """Ingestion throughput by landing layout: each connector's layout against the native files of the same
 file format, the same records, each ingestion in its own process (as `compaction ingest` runs).
 
-    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--repeats N] [--work DIR] [--json FILE]
+    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--repeats N] [--work DIR [--reuse-files]] [--json FILE]
 
 Records: `key` from a key space of records / 10 (a users table), `value` a user row (email, n, plan),
 5% tombstones, timestamps 1 ms apart. Native files carry the value as its canonical JSON text (what a
@@ -268,6 +268,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="rounds of every layout, interleaved")
     ap.add_argument("--work", help="where the files and stores go (default: a temporary folder)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--reuse-files", action="store_true", help="ingest the files an earlier run wrote under "
+                    "--work (same --records and --files) instead of writing them again")
     ap.add_argument("--ingest", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -277,7 +279,8 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="landing-bench-"))
     layouts = args.layouts.split(",")
     for layout in layouts:
-        write_layout(layout, work / layout / "landing", args.records, args.files)
+        if not (args.reuse_files and (work / layout / "landing").is_dir()):
+            write_layout(layout, work / layout / "landing", args.records, args.files)
     results = run_rounds(layouts, work, args.repeats)
     summaries = [summarise(layout, results) for layout in layouts]
     print("layout              rounds  median s  fastest s  median ratio  load")
