@@ -11,16 +11,17 @@ history a run of its own would give it (issue 33).
   from landing to cleaned in one run instead of waiting for the next sensor tick.
 
 Each topic's table is committed once, after the batch's cleanings, in one snapshot recording every log's
-version (table/group.py): a log's history is yielded when its topic's commit is done, so a run killed
-before it leaves cleanings committed but not recorded, which its retry records (below) and commits.
+version (table/group.py): a log's history is yielded as it finishes, but for its `latest_state` and table
+check, which follow its topic's commit; a run killed before it leaves cleanings recorded without them.
 
 A log that fails is reported as in a run of its own (the log's fault marks it uncleanable) and the others
 commit; the failure is an observation of the asset with `batch_failure` in its metadata (one alert
 each, defs/alerts.py), and the step fails at the end, saying how many failed. An engine fault (Spark
 down) marks nothing and fails the step retryably. A batch evaluates at one time (`now_ms`, else the
 creation time of the run, or of the run it re-executes), so a retry or re-execution skips the logs whose
-cleaning is already recorded at that time and records, without cleaning again, a cleaning that was
-committed but not yet recorded when its run was killed: nothing is lost and nothing is doubled.
+whole history is already recorded at that time and records, without cleaning again, a cleaning that
+was committed but not yet recorded, or recorded in part, when its run was killed (only the events that
+run did not record): nothing is lost and nothing is doubled.
 """
 
 
@@ -74,7 +75,7 @@ class LogOutcome:
     events: list = field(default_factory=list)
     failure: str | None = None
     transient: bool = False    # an engine fault or a held lease: a retry may succeed
-    awaiting: AwaitingTable | None = None   # its events are held until its topic's table commit
+    awaiting: AwaitingTable | None = None   # its latest_state waits for its topic's table commit
 
 
 def batch_now(context: dg.OpExecutionContext, config: BatchConfig) -> int:
@@ -128,6 +129,7 @@ class CleaningBatch:
         # a retry's logs whose history an earlier attempt recorded in part: what it recorded, per run
         self.runs: dict[str, dict[str, set[str]]] = {}
         self.skip: dict[str, set[str]] = {}
+        self.size = 0   # the logs of the batch
         # each topic's logs committed to its table once, after the cleanings (None: tables off)
         self.tables = TopicBatch(settings.current().tables.pending_bytes) if settings.current().tables.enabled \
             else None
@@ -141,7 +143,7 @@ class CleaningBatch:
             done = recorded_cleaning(self.context.instance, log)
             if done is not None and done.now == self.now:   # recorded by an earlier attempt of this batch ...
                 if done.run not in self.runs:
-                    self.runs[done.run] = recorded_per_partition(self.context.instance, done.run)
+                    self.runs[done.run] = recorded_per_partition(self.context.instance, done.run, self.size)
                 self.skip[log] = self.runs[done.run].get(log, set())
                 if not done.cleaned or LATEST_STATE.to_user_string() in self.skip[log]:
                     return None
@@ -195,8 +197,9 @@ class CleaningBatch:
         return LogOutcome(log, events)
 
     def with_table(self, held: LogOutcome, topic: TopicOutcome | None) -> LogOutcome:
-        """A held log's history completed by its topic's table commit: latest_state, then the table check."""
-        log, events = held.log, list(held.events)
+        """The rest of a held log's history (its first events are yielded already), after its topic's table
+        commit: latest_state, then the table check."""
+        log, events = held.log, []
         if topic is None or topic.result is None:
             failure = table_failure(log, topic.error if topic is not None else CompactionError("not committed"))
             return LogOutcome(log, events + _failed(log, "latest_state", failure.description).events,
@@ -268,11 +271,12 @@ class CleaningBatch:
         """Yield every log's events as it finishes (a log whose table commit waits for its topic's, once
         the batch's cleanings are done); return the outcomes."""
         outcomes, pending, held = [], {}, []
+        self.size = len(logs)
         for log in logs:
             step = self.triage(log)
             if isinstance(step, LogOutcome):
                 (held if step.awaiting else outcomes).append(step)
-                yield from ([] if step.awaiting else self.unrecorded(step))
+                yield from self.unrecorded(step)
             elif step is not None:
                 pending[log] = step
         finished: queue.Queue = queue.Queue()
@@ -282,10 +286,10 @@ class CleaningBatch:
         worker.start()
         while (outcome := finished.get()) is not None:
             (held if outcome.awaiting else outcomes).append(outcome)
-            yield from ([] if outcome.awaiting else self.unrecorded(outcome))
+            yield from self.unrecorded(outcome)   # a held log's too: its latest_state follows its topic's commit
         worker.join()
-        # a kill before this leaves the held logs' cleanings committed but unrecorded: a retry records them
-        # (recovered_report) and commits their tables then
+        # a kill before this leaves the held logs' cleanings recorded without their latest_state: a retry
+        # records the rest of their history (triage) and commits their tables then
         for outcome in self.committed(held):
             outcomes.append(outcome)
             yield from self.unrecorded(outcome)

@@ -142,15 +142,22 @@ def event_name(event) -> str | None:
     return None
 
 
-def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[str]]:
-    """Per partition, the `event_name`s a run recorded (read once: a retry asks it of a killed run)."""
+def recorded_per_partition(instance: dg.DagsterInstance, run_id: str, logs: int) -> dict[str, set[str]]:
+    """Per partition, the `event_name`s a run recorded, as Dagster's indexes hold them (the UI's and the
+    checks' view): a run killed between writing an event to its own log and to the index recorded it not."""
     out: dict[str, set[str]] = {}
-    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_CHECK_EVALUATION}
-    for entry in instance.all_logs(run_id, of_type=kinds):
-        data = entry.dagster_event.event_specific_data
-        event = getattr(data, "materialization", data)
-        if event.partition is not None:
-            out.setdefault(event.partition, set()).add(event_name(event))
+    limit = 4 * logs + 100    # the newest records of each kind cover a batch's partitions
+    for key in (dg.AssetKey("cleanable_range"), COMPACTED_LOG, LATEST_STATE):
+        for rec in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=limit).records:
+            event = rec.asset_materialization
+            if rec.run_id == run_id and event is not None and event.partition is not None:
+                out.setdefault(event.partition, set()).add(event_name(event))
+    checks = [(COMPACTED_LOG, spec.name) for spec in CHECK_SPECS] + [(LATEST_STATE, TABLE_CHECK)]
+    for asset_key, name in checks:
+        key = dg.AssetCheckKey(asset_key, name)
+        for rec in instance.event_log_storage.get_asset_check_execution_history(key, limit=limit):
+            if rec.run_id == run_id and rec.evaluation is not None and rec.partition is not None:
+                out.setdefault(rec.partition, set()).add(f"{asset_key.to_user_string()}:{name}")
     return out
 
 
