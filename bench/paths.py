@@ -32,6 +32,8 @@ VARIANTS = {
     "partial aggregation kept (distinct_skips_partial)": {"distinct_skips_partial": 1.01},
     "decision cached, not collected (collect_*_max_rows)": {"collect_offset_decision_max_rows": -1,
                                                             "collect_decision_max_rows": -1},
+    "decision collected at any size (collect_*_max_rows)": {"collect_offset_decision_max_rows": 1 << 62,
+                                                            "collect_decision_max_rows": 1 << 62},
     "no probe of the prefix (probe_max_newer_rows)": {"probe_max_newer_rows": -1},
     "writes in Python workers (local_master_writes_here)": {"local_master_writes_here": False},
     "small writes not in the driver (driver_*_max_rows)": {"driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1},

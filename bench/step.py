@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import resource
 import time
 
 
@@ -101,6 +102,8 @@ def main() -> None:
             raise SystemExit(f"unknown op {args.op!r}")
     out["seconds"] = time.perf_counter() - t
     out["jobs"] = jobs.result.jobs
+    # this process's peak memory: the Python side of the driver (what a collected decision adds to)
+    out["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out, default=str))
 
 
