@@ -5,7 +5,7 @@
 
 Warm (one Spark Connect server, as bench/modes.py's warm mode), every step its own process timed from
 outside (bench/step.py with `--tuning`): A (a forced cleaning of the fresh log) and D (1% new records,
-then a forced cleaning) of one log, and the fleet of small logs (`run_many`), for the product's tuning
+then a forced cleaning; `--new-share`) of one log, and the fleet of small logs (`run_many`), for the product's tuning
 and for each variant that turns one fast path off (its general twin). Variants run in a rotated order
 each round, so a machine whose load drifts weighs on all of them alike; compare each variant's ratio
 to the product's in the same run. Offset strategy, as the benchmark's logs.
@@ -35,6 +35,8 @@ VARIANTS = {
     "decision collected at any size (collect_*_max_rows)": {"collect_offset_decision_max_rows": 1 << 62,
                                                             "collect_decision_max_rows": 1 << 62},
     "no probe of the prefix (probe_max_newer_rows)": {"probe_max_newer_rows": -1},
+    "probe at any size (probe_max_newer_rows, incremental_max_dirty_rows)": {"probe_max_newer_rows": 1 << 62,
+                                                                           "incremental_max_dirty_rows": 1 << 62},
     "writes in Python workers (local_master_writes_here)": {"local_master_writes_here": False},
     "small writes not in the driver (driver_*_max_rows)": {"driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1},
     "vector rebuilt whole (dead_vector_max_files)": {"dead_vector_max_files": 0},
@@ -56,12 +58,14 @@ def _round(work: str, built: dict, env: dict, args, order: list[str], results: d
         tuning = VARIANTS[name]
         a = step("clean", store, env, segment_bytes=args.segment_bytes, tuning=tuning)
         gen.append_updates(LogStore(store, gc_grace_s=0).log(LOG_NAME), gen.topic_config(args.segment_bytes),
-                           max(1, args.records // 100), args.keys, args.value_bytes, 3)
+                           max(1, int(args.records * args.new_share)), args.keys, args.value_bytes, 3)
         d = step("clean", store, env, segment_bytes=args.segment_bytes, tuning=tuning)
         results.setdefault(name, []).append({"A": a["wall_seconds"], "D": d["wall_seconds"],
-                                             "A_route": a.get("route"), "D_route": d.get("route")})
+                                             "A_route": a.get("route"), "D_route": d.get("route"),
+                                             "A_bytes": a["bytes_written"], "D_bytes": d["bytes_written"],
+                                             "load": os.getloadavg()})
         print(f"  {name}: A {a['wall_seconds']:.2f}s {a.get('route')}, D {d['wall_seconds']:.2f}s "
-              f"{d.get('route')}", file=sys.stderr)
+              f"{d.get('route')}, {d['bytes_written'] / 2**20:.1f} MiB, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
 
 
 def _fleet_round(work: str, built: dict, env: dict, order: list[str], results: dict) -> None:
@@ -101,6 +105,7 @@ def main() -> None:
     ap.add_argument("--fleet", type=int, default=50)
     ap.add_argument("--fleet-records", type=int, default=20_000)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--new-share", type=float, default=0.01, help="D: new records, a share of the log's")
     ap.add_argument("--only", nargs="*", help="variants (by name) to run beside the product's")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "paths"))
     ap.add_argument("--json")
