@@ -18,6 +18,7 @@ from __future__ import annotations
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, WINNER_FIELDS, CachedDecision, CollectedDecision,
                                                  Decision, arrow_figures, kept_offsets, narrow_rows, offset_decision,
                                                  segment_figures, spark_figures, totals, winners)
+from compaction_assets.cleaning.memory import fits_here, newer_winner
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -39,8 +40,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     reads it once for the decision and the write)."""
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
     offset_strategy = config.strategy == Strategy.OFFSET
-    probe_max = min(tuning.incremental_max_dirty_rows, tuning.probe_max_newer_rows)
-    if offset_strategy and _newer_are_few(span, tuning, probe_max):
+    if offset_strategy and _newer_are_few(span, tuning) and fits_here(
+            spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
+            tuning.driver_memory_share):
         vector = vector or (lambda: dead_offsets(handle, manifest))
         return decide_by_probe(spark, handle, manifest, config, span, now, new_horizon, vector(), tuning)
     winners, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
@@ -60,10 +62,17 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     return _cached(decided, span, new_horizon, only_touched)
 
 
-def _newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int) -> bool:
-    """Whether the newer rows are few enough (a share and `max_rows`) to decide only what they touch."""
-    return (bool(span.unique and span.newer) and span.newer_rows <= max_rows
+def _newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | None = None) -> bool:
+    """Whether the newer rows are few enough (a share, and `max_rows` when given) to decide only what
+    they touch."""
+    return (bool(span.unique and span.newer) and (max_rows is None or span.newer_rows <= max_rows)
             and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows)
+
+
+def _newer_record_bytes(span: CleaningRange) -> int:
+    """The newer segments' logical bytes a record (16 bytes, the key and the value): at most a key's."""
+    records = sum(s.records for _, s in span.newer)
+    return -(-sum(s.size for _, s in span.newer) // records) if records else 0
 
 
 def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange,

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from compaction_assets.cleaning.memory import KEPT_OFFSET, fits_here
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.spark import local_master_cores
 
@@ -32,7 +33,8 @@ def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, tuning: C
     """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead)."""
     if rewrite_rows <= tuning.driver_rewrite_max_rows and mark_rows <= tuning.driver_mark_max_rows:
         return 1
-    if not tuning.local_master_writes_here or kept > tuning.local_write_max_kept:
+    if not tuning.local_master_writes_here or not fits_here(spark, kept, tuning.local_write_max_kept, KEPT_OFFSET,
+                                                             tuning.driver_memory_share):
         return 0
     return local_cores(spark) or 0
 

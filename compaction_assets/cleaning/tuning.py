@@ -38,9 +38,11 @@ class CleanerTuning:
     key_sample_max_files: int = 4
     # a sample at least this distinct: the group-by shuffles rows as they are (5M records: 2.5 s of 10 saved)
     distinct_skips_partial: float = 0.85
-    # a range whose rows above the deduplicated prefix are at most this share (and this many) groups only
-    # the keys they touch (a cleaning after 1% new shuffles about 2% of the rows, not all of them) ...
+    # a range whose rows above the deduplicated prefix are at most this share groups only the keys they
+    # touch, or probes the prefix (a cleaning after 1% new shuffles about 2% of the rows, not all of them)
     incremental_max_dirty_share: float = 0.5
+    # ... and, to group the touched keys (the timestamp and header strategies), at most this many rows:
+    # their keys are broadcast to every task
     incremental_max_dirty_rows: int = 2_000_000
     # ... in a range of at least this many rows: below, grouping every key is faster (0.6M rows after 1%
     # new: 2.8-3.2 s against 3.5-4.2 s warm)
@@ -53,15 +55,21 @@ class CleanerTuning:
     # cleaning (about 0.25 s of an incremental cleaning on a warm server)
     collect_offset_decision_max_rows: int = 5_000_000
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
-    # rows lie above it (a cleaning after 1% new of 5M records: 1.6 s -> 0.5 s)
-    probe_max_newer_rows: int = 1_000_000
+    # rows lie above it, 0: as many as their winners fit in this process (memory.py) (a cleaning after 1%
+    # new of 5M records: 1.6 s -> 0.5 s; after 10% new of 20M, past the 1M rows that bounded it before:
+    # 82-88 s grouped, 38 s probed)
+    probe_max_newer_rows: int = 0
+    # what the paths chosen by memory (0 above and below) may bring to this process: this share of the
+    # memory available when the cleaning decides, within the driver's result limit (memory.py; the rest
+    # is the Spark driver's, the other cleanings' of a fleet and the page cache's)
+    driver_memory_share: float = 0.25
     # the probe reads and tests segments this many rows at a time (about 50 MB of columns): memory bound
     probe_batch_rows: int = 1_000_000
     # a local master's large writes (and probes) run in this process, a thread a core (a forced cleaning
     # of 5M records wrote in 2.0 s here, 4.3 s in Python workers on the same cores) ...
     local_master_writes_here: bool = True
-    # ... when their kept offsets (12 bytes each here) are at most this many
-    local_write_max_kept: int = 20_000_000
+    # ... when their kept offsets (12 bytes each here) are at most this many, 0: as many as fit (memory.py)
+    local_write_max_kept: int = 0
     # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
     # proportion to the change: 5M records after 1% new, 42 KB written instead of a 725 KB vector
     # rewritten); beyond, or when most entries are stale, the vector is rebuilt whole

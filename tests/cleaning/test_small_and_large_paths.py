@@ -21,6 +21,7 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decision import CollectedDecision, keys_mostly_distinct
+from compaction_assets.cleaning.memory import COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, result_limit
 from compaction_assets.cleaning.placement import local_cores
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -280,3 +281,38 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
         engine.run(log, cfg, NOW + 2, spark=spark, force=True)
     after = log.manifest()
     assert after.segments == before.segments and after.deleted == before.deleted and after.uncleanable
+
+
+# The probe and the writes here are bounded by the memory they need (cleaning/memory.py), not a row count:
+# with no memory to spare (`driver_memory_share` 0) a log takes their general twins and must come out the same.
+
+def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit(spark):
+    assert fits_here(spark, 10, 10, COLLECTED_WINNER, 0.0)          # a given limit wins over memory
+    assert not fits_here(spark, 11, 10, COLLECTED_WINNER, 1.0)
+    assert not fits_here(spark, 1, -1, KEPT_OFFSET, 1.0)            # -1: the general path at every size
+    assert fits_here(spark, 1000, 0, COLLECTED_WINNER, 0.25)        # a few rows fit any machine
+    assert not fits_here(spark, 1, 0, COLLECTED_WINNER, 0.0)        # no memory to spare
+    # the test session leaves spark.driver.maxResultSize at Spark's 1 GiB: results above it do not fit,
+    # however much memory this process has
+    assert result_limit(spark) == 1 << 30
+    shipped = RowCost(held=0, shipped=1 << 10)
+    assert fits_here(spark, 1 << 20, 0, shipped, 1.0)
+    assert not fits_here(spark, (1 << 20) + 1, 0, shipped, 1.0)
+
+
+def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, make_config):
+    results, routes = {}, {}
+    # the writes go by the kept offsets' memory, not the driver's one thread for small writes
+    base = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1)
+    for path, share in (("memory", base.driver_memory_share), ("general", 0.0)):
+        store = LogStore(str(tmp_path / path), gc_grace_s=0)
+        log, cfg = _build(store, make_config, "offset")
+        report = _clean_more(spark, log, cfg, replace(base, driver_memory_share=share))
+        results[path] = ([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
+                         _figures(report))
+        routes[path] = report.route
+    assert routes["memory"].decision == "probed" and routes["memory"].write_threads == local_cores(spark)
+    assert routes["general"].decision == "collected" and routes["general"].write_threads == 0
+    assert not routes["general"].only_touched_keys
+    assert results["memory"][0] and results["memory"] == results["general"]
+    assert results["memory"][2]["segments_marked"] + results["memory"][2]["segments_rewritten"] >= 1
