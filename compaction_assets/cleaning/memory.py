@@ -14,7 +14,8 @@ import os
 import re
 from dataclasses import dataclass
 
-# Spark refuses a spark.driver.maxResultSize under 1 MiB: results this small always pass
+# results up to this size skip asking the session for its limit (a request to a Connect server for
+# every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
 MIN_RESULT_LIMIT = 1 << 20
 _SIZE = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
 
