@@ -90,7 +90,7 @@ def test_concurrent_writers_on_s3(s3_store_uri):
     procs = [subprocess.Popen([sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}",
                                str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
                               text=True) for i in range(n)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate() for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.rstrip().endswith("DONE"), err[-2000:]
     lines = [line for out, _ in outs for line in out.splitlines()]
@@ -194,7 +194,7 @@ def test_concurrent_writers_and_cleanings_on_s3(spark, s3_store_uri):
             cleanings += engine.run(h, CFG, 10**12, spark=spark, force=True).cleaned
         except LockedError:
             time.sleep(0.1)
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate() for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.rstrip().endswith("DONE"), err[-2000:]
     lines = [line for out, _ in outs for line in out.splitlines()]
