@@ -140,22 +140,20 @@ def _diff(table, tasks: list, state: pa.Table) -> _Change:
     return _Change(masks, changed.filter(present).column("key").combine_chunks(), added, len(changed) - added)
 
 
-def refuse_past_bound(handle: LogHandle, manifest: Manifest) -> None:
-    """One line for a log whose state a commit would build in this process past COMPACTION_TABLE_MAX_STATE_BYTES
-    (it needs about four times its visible bytes here; no Spark path commits a table yet)."""
+def state_at(handle: LogHandle, config: TopicConfig, manifest: Manifest,
+             state: pa.Table | None = None) -> pa.Table:
+    """The log's latest state at `manifest`: `state` when built already, else built here with Arrow, or one
+    line when the log is past COMPACTION_TABLE_MAX_STATE_BYTES (it needs about four times its visible bytes
+    here; no Spark path commits a table yet)."""
+    if state is not None:
+        return state
     bound = settings.current().tables.max_state_bytes
     if manifest.total_size > bound:
-        raise TableError(f"log {handle.name}: its visible records ({manifest.total_size / 2**20:.0f} MiB) are past the "
-                         f"{bound / 2**20:.0f} MiB a table commit builds in one process (COMPACTION_TABLE_MAX_STATE_BYTES); "
-                         "its topic's table is not committed (docs/table.md, Costs and limits)")
-
-
-def _state(item: LogCommit, manifest: Manifest) -> pa.Table:
-    """The log's latest state at `manifest`: the caller's, else built here with Arrow (within the bound)."""
-    if item.state is not None and item.manifest is not None:
-        return item.state
-    refuse_past_bound(item.handle, manifest)
-    return latest_state_table(item.handle, item.config, manifest)
+        raise TableError(f"log {handle.name}: its visible records ({manifest.total_size / 2**20:.0f} MiB) are "
+                         f"past the {bound / 2**20:.0f} MiB a table commit builds in one process "
+                         "(COMPACTION_TABLE_MAX_STATE_BYTES); its topic's table is not committed "
+                         "(docs/table.md, Costs and limits)")
+    return latest_state_table(handle, config, manifest)
 
 
 def commit_log(handle: LogHandle, config: TopicConfig, *, manifest: Manifest | None = None,
@@ -193,7 +191,9 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
                       or marks[item.handle.name].version < manifests[item.handle.name].version]
             for item in behind:
                 if item.handle.name not in states:
-                    states[item.handle.name] = _state(item, manifests[item.handle.name])
+                    # the caller's state is the one at its own manifest only
+                    given = item.state if item.manifest is not None else None
+                    states[item.handle.name] = state_at(item.handle, item.config, manifests[item.handle.name], given)
             done = _commit_once(catalog, table, ident, location.buckets, behind, manifests, states, marks,
                                 attempt) if behind else {}
             break

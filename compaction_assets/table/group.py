@@ -21,13 +21,12 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from compaction_assets.cleaning.latest_state import latest_state_table
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, refuse_past_bound
+from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, state_at
 
 
 @dataclass(frozen=True)
@@ -55,9 +54,7 @@ class TopicBatch:
         """Queue the log's latest state at `manifest` (built here, in the caller's thread, when not built
         already) for its topic's commit; one line, for this log alone, when it is past the in-process bound."""
         manifest = manifest or handle.manifest()
-        if state is None:
-            refuse_past_bound(handle, manifest)
-            state = latest_state_table(handle, config, manifest)
+        state = state_at(handle, config, manifest, state)
         item = LogCommit(handle, config, manifest, state)
         topic = parse_log_name(handle.name)[0]
         with self._guard:
