@@ -129,7 +129,6 @@ class CleaningBatch:
         # a retry's logs whose history an earlier attempt recorded in part: what it recorded, per run
         self.runs: dict[str, dict[str, set[str]]] = {}
         self.skip: dict[str, set[str]] = {}
-        self.size = 0   # the logs of the batch
         # each topic's logs committed to its table once, after the cleanings (None: tables off)
         self.tables = TopicBatch(settings.current().tables.pending_bytes) if settings.current().tables.enabled \
             else None
@@ -143,7 +142,7 @@ class CleaningBatch:
             done = recorded_cleaning(self.context.instance, log)
             if done is not None and done.now == self.now:   # recorded by an earlier attempt of this batch ...
                 if done.run not in self.runs:
-                    self.runs[done.run] = recorded_per_partition(self.context.instance, done.run, self.size)
+                    self.runs[done.run] = recorded_per_partition(self.context.instance, done.run)
                 self.skip[log] = self.runs[done.run].get(log, set())
                 if not done.cleaned or LATEST_STATE.to_user_string() in self.skip[log]:
                     return None
@@ -191,7 +190,7 @@ class CleaningBatch:
             reason = getattr(exc, "description", None) or str(exc)
             return LogOutcome(log, events + _failed(log, "latest_state", reason, _transient(exc)).events,
                               failure=reason, transient=_transient(exc))
-        if self.tables is not None:   # its history is yielded once its topic's table commit is done
+        if self.tables is not None:   # its latest_state follows its topic's table commit (with_table)
             return LogOutcome(log, events, awaiting=AwaitingTable(state, after))
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=state))
         return LogOutcome(log, events)
@@ -271,7 +270,6 @@ class CleaningBatch:
         """Yield every log's events as it finishes (a log whose table commit waits for its topic's, once
         the batch's cleanings are done); return the outcomes."""
         outcomes, pending, held = [], {}, []
-        self.size = len(logs)
         for log in logs:
             step = self.triage(log)
             if isinstance(step, LogOutcome):

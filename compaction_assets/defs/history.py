@@ -25,6 +25,7 @@ from resources.log_store import LogStoreResource
 
 SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
 COMPACTED_LOG = dg.AssetKey("compacted_log")
+RECORDS_PAGE = 1000   # records read at a time from Dagster's indexes
 SPECS = {spec.name: spec for spec in CHECK_SPECS}
 
 
@@ -142,22 +143,35 @@ def event_name(event) -> str | None:
     return None
 
 
-def recorded_per_partition(instance: dg.DagsterInstance, run_id: str, logs: int) -> dict[str, set[str]]:
+def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[str]]:
     """Per partition, the `event_name`s a run recorded, as Dagster's indexes hold them (the UI's and the
-    checks' view): a run killed between writing an event to its own log and to the index recorded it not."""
+    checks' view): a run killed between writing an event to its own log and to the index recorded it not.
+    Read back to the run's creation, page by page, whatever other runs recorded since."""
     out: dict[str, set[str]] = {}
-    limit = 4 * logs + 100    # the newest records of each kind cover a batch's partitions
+    run = instance.get_run_record_by_id(run_id)
+    since = run.create_timestamp.timestamp() if run is not None else 0.0   # a deleted run: read every page
     for key in (dg.AssetKey("cleanable_range"), COMPACTED_LOG, LATEST_STATE):
-        for rec in instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=limit).records:
-            event = rec.asset_materialization
-            if rec.run_id == run_id and event is not None and event.partition is not None:
-                out.setdefault(event.partition, set()).add(event_name(event))
-    checks = [(COMPACTED_LOG, spec.name) for spec in CHECK_SPECS] + [(LATEST_STATE, TABLE_CHECK)]
-    for asset_key, name in checks:
-        key = dg.AssetCheckKey(asset_key, name)
-        for rec in instance.event_log_storage.get_asset_check_execution_history(key, limit=limit):
-            if rec.run_id == run_id and rec.evaluation is not None and rec.partition is not None:
-                out.setdefault(rec.partition, set()).add(f"{asset_key.to_user_string()}:{name}")
+        records_filter, cursor = dg.AssetRecordsFilter(asset_key=key, after_timestamp=since), None
+        while True:
+            page = instance.fetch_materializations(records_filter, limit=RECORDS_PAGE, cursor=cursor)
+            for rec in page.records:
+                event = rec.asset_materialization
+                if rec.run_id == run_id and event is not None and event.partition is not None:
+                    out.setdefault(event.partition, set()).add(event_name(event))
+            if not page.has_more:
+                break
+            cursor = page.cursor
+    for asset_key, name in [(COMPACTED_LOG, spec.name) for spec in CHECK_SPECS] + [(LATEST_STATE, TABLE_CHECK)]:
+        key, cursor = dg.AssetCheckKey(asset_key, name), None
+        while True:   # newest first
+            page = instance.event_log_storage.get_asset_check_execution_history(key, limit=RECORDS_PAGE,
+                                                                                  cursor=cursor)
+            for rec in page:
+                if rec.run_id == run_id and rec.evaluation is not None and rec.partition is not None:
+                    out.setdefault(rec.partition, set()).add(f"{asset_key.to_user_string()}:{name}")
+            if len(page) < RECORDS_PAGE or page[-1].create_timestamp < since:
+                break
+            cursor = page[-1].id
     return out
 
 
