@@ -31,24 +31,19 @@ def say(line: str) -> None:
 
 
 def _instrument(handle) -> None:
-    """Announce each manifest change of this handle (the kill points around commits): the engine's changes
-    and `update`'s all run through `LogHandle.attempts`, whose loop the caller leaves once it committed
-    (or had nothing to commit)."""
-    original = handle.attempts
+    """Announce each manifest commit of this handle (the kill points around commits)."""
+    original = handle.update
     count = [0]
 
-    def attempts(*args, **kw):
+    def update(change, **kw):
         count[0] += 1
         n = count[0]
         say(f"UPDATE {n}")
-        for attempt in original(*args, **kw):
-            try:
-                yield attempt
-            except GeneratorExit:   # the caller's change is committed, or there was none
-                say(f"UPDATED {n} {handle.manifest().version}")
-                raise
+        result = original(change, **kw)
+        say(f"UPDATED {n} {result.version}")
+        return result
 
-    handle.attempts = attempts
+    handle.update = update
 
 
 def batch(n: int, seed: int, first_key: int = 0) -> list[dict]:

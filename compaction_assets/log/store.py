@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator
 
 from compaction_assets import settings
 from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
@@ -75,12 +75,6 @@ class LogStore:
             if self.log(entry).exists():
                 out.append(entry)
         return out
-
-
-class Attempt(NamedTuple):
-    """One try of a change: the manifest it applies to and the lease epochs its commit records."""
-    manifest: Manifest
-    fence: dict[str, int]
 
 
 class LogHandle:
@@ -152,17 +146,9 @@ class LogHandle:
     def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
         """Commit `change(current)` as the next version; re-apply it if another writer got there first.
 
-        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase."""
-        for attempt in self.attempts(retries):
-            new = change(attempt.manifest)
-            committed = attempt.manifest if new is None else self.commit(attempt, new)
-            if committed is not None:
-                return committed
-
-    def attempts(self, retries: int = 20) -> Iterator["Attempt"]:
-        """The newest manifest, once per try of a change (`update`'s loop, for a caller that applies its change
-        itself), then ConflictError. While this handle holds leases, each try first checks that they are
-        still its own (fencing)."""
+        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase. While this
+        handle holds leases, each attempt first checks that they are still its own (fencing).
+        """
         self.st.makedirs(self.path("_log"))
         for _ in range(retries):
             current = self.manifest()
@@ -172,17 +158,15 @@ class LogHandle:
             for kind, lease in held:
                 lease.check(fence.get(kind, 0))
                 fence[kind] = max(fence.get(kind, 0), lease.epoch)
-            yield Attempt(current, fence)
+            new = change(current)
+            if new is None:
+                return current
+            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(),
+                            fence=fence if fence else new.fence)
+            if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
+                self._trim_versions(new.version)
+                return new
         raise ConflictError(f"log {self.name!r}: too many concurrent changes, gave up after {retries} tries")
-
-    def commit(self, attempt: "Attempt", new: Manifest) -> Manifest | None:
-        """Commit `new` as the version after the attempt's; None when another writer committed it first."""
-        new = new.with_(version=attempt.manifest.version + 1, log=self.name, committed_ms=wall_ms(),
-                        fence=attempt.fence if attempt.fence else new.fence)
-        if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
-            self._trim_versions(new.version)
-            return new
-        return None
 
     def _trim_versions(self, latest: int) -> None:
         pinned = self.pinned_versions()
@@ -287,7 +271,7 @@ class Lease:
     It is created only if absent; an expired one is taken over by a conditional replace of exactly the
     version that was read (so of two writers that saw it expired, one wins) with a higher epoch; the
     heartbeat renews it the same way, so a holder whose lease was taken over learns it at its next beat
-    and its next commit is refused (`LogHandle.attempts` checks `check`)."""
+    and its next commit is refused (`LogHandle.update` checks `check`)."""
 
     def __init__(self, handle: LogHandle, kind: str, ttl_s: float, purpose: str):
         self.h = handle
