@@ -42,7 +42,7 @@ from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cl
                                             recorded_cleaning, recorded_per_partition, recovered_report,
                                             table_check_record)
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
-from compaction_assets.defs.table import LATEST_STATE, table_failure, table_metadata
+from compaction_assets.defs.table import LATEST_STATE, TopicRows, read_topics, table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
@@ -195,9 +195,9 @@ class CleaningBatch:
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=state))
         return LogOutcome(log, events)
 
-    def with_table(self, held: LogOutcome, topic: TopicOutcome | None) -> LogOutcome:
+    def with_table(self, held: LogOutcome, topic: TopicOutcome | None, topic_rows: TopicRows | None) -> LogOutcome:
         """The rest of a held log's history (its first events are yielded already), after its topic's table
-        commit: latest_state, then the table check."""
+        commit: latest_state, then the table check (on `topic_rows`, the table as read once for the batch)."""
         log, events = held.log, []
         if topic is None or topic.result is None:
             failure = table_failure(log, topic.error if topic is not None else CompactionError("not committed"))
@@ -205,13 +205,13 @@ class CleaningBatch:
                               failure=failure.description)
         metadata = {**held.awaiting.state_metadata, **table_metadata(topic.result)}
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=metadata))
-        return self.table_checked(log, events, held.awaiting.after)
+        return self.table_checked(log, events, held.awaiting.after, topic_rows)
 
-    def table_checked(self, log: str, events: list, after=None) -> LogOutcome:
+    def table_checked(self, log: str, events: list, after=None, topic_rows: TopicRows | None = None) -> LogOutcome:
         """The latest state's table check, as compaction_job runs it after latest_state; `after`, the cleaned
         version as the checks read it (the table check's model reads it no second time)."""
         try:
-            record = table_check_record(self.log_store, log, after)
+            record = table_check_record(self.log_store, log, after, topic_rows)
         except CompactionError as exc:
             reason = f"cannot compare the table of {log}: {exc}"
             return LogOutcome(log, events + _failed(log, "latest_state", reason).events, failure=reason)
@@ -258,8 +258,9 @@ class CleaningBatch:
         if not held:
             return
         topics = self.tables.commit()
+        rows = read_topics(self.log_store, [o.log for o in held if (topics.get(o.log) or TopicOutcome(o.log)).result])
         with ThreadPoolExecutor(max_workers=settings.current().clean_concurrency, thread_name_prefix="table") as pool:
-            yield from pool.map(lambda o: self.with_table(o, topics.get(o.log)), held)
+            yield from pool.map(lambda o: self.with_table(o, topics.get(o.log), rows.get(o.log)), held)
 
     def unrecorded(self, outcome: LogOutcome) -> list:
         """The outcome's events but those an earlier attempt of the batch recorded for its log."""

@@ -17,7 +17,7 @@ from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
-from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, commit_table, compare_table
+from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.table.group import TopicBatch
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.store import LogHandle
@@ -222,10 +222,12 @@ def checked(log_store: LogStoreResource, log: str, cleaning: Cleaning,
                         SEVERITY[SPECS[o.name].severity], SPECS[o.name].blocking) for o in outcomes], loaded.after
 
 
-def table_check_record(log_store: LogStoreResource, log: str, view: LogView | None = None) -> CheckRecord:
+def table_check_record(log_store: LogStoreResource, log: str, view: LogView | None = None,
+                       topic_rows: TopicRows | None = None) -> CheckRecord:
     """The table check's result: the partition's rows of its topic's table against the checks' model
-    (raises CompactionError when the table reflects no version of the log); `view`, as compare_table."""
-    outcome, ident, version = compare_table(log_store, log, view)
+    (raises CompactionError when the table reflects no version of the log); `view`, `topic_rows` as
+    compare_table."""
+    outcome, ident, version = compare_table(log_store, log, view, topic_rows)
     return CheckRecord(TABLE_CHECK, outcome.passed, outcome.describe(),
                        {"log": log, "table": ident, "log_version": version, "expected_keys": outcome.expected,
                         "table_keys": outcome.found}, dg.AssetCheckSeverity.ERROR, True, LATEST_STATE)

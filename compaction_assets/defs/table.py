@@ -9,6 +9,7 @@ over topics to keep in step with the logs.
 """
 
 import warnings
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -55,19 +56,62 @@ def table_metadata(r: CommitResult) -> dict:
             "table_snapshots_expired": expiry.snapshots_expired if expiry else 0}
 
 
-def compare_table(log_store: LogStoreResource, log: str, view=None):
+@dataclass(frozen=True)
+class TopicRows:
+    """One read of a topic's table for a batch's table checks: its current snapshot's logs and the rows of
+    the batch's partitions (one scan a topic, not one a log: each scan plans over the topic's every file)."""
+    ident: str
+    marks: dict
+    rows: dict[int, list[dict]]
+
+
+def read_topic(log_store: LogStoreResource, log: str, topic: str, partitions: list[int]) -> TopicRows:
+    """The topic's current snapshot (the store's of `log`, one of its logs), for `partitions`: its marks and
+    each partition's rows."""
+    table, ident = open_table(log_store.handle(log).st, topic)
+    snapshot = table.current_snapshot()
+    rows: dict[int, list[dict]] = {p: [] for p in partitions}
+    if snapshot is not None:
+        for row in scan(table, snapshot.snapshot_id, partitions=partitions).select(
+                ["partition", "key", "value", "offset", "timestamp"]).to_pylist():
+            rows[row.pop("partition")].append(row)
+    return TopicRows(ident, marks_of(snapshot), rows)
+
+
+def read_topics(log_store: LogStoreResource, logs: list[str]) -> dict[str, TopicRows]:
+    """Each log's topic's table read once for all its `logs` (a topic that cannot be read is left out: each
+    log's check reads it again and reports the error on its partition)."""
+    by_topic: dict[str, dict[str, int]] = {}
+    for log in logs:
+        topic, partition = parse_log_name(log, "partition key")
+        by_topic.setdefault(topic, {})[log] = partition
+    out = {}
+    for topic, members in by_topic.items():
+        try:
+            read = read_topic(log_store, next(iter(members)), topic, sorted(set(members.values())))
+        except CompactionError:
+            continue
+        out.update(dict.fromkeys(members, read))
+    return out
+
+
+def compare_table(log_store: LogStoreResource, log: str, view=None, topic_rows: TopicRows | None = None):
     """The partition's rows of its topic's table against the model; (comparison, table, log version).
-    `view`: a version of the log the checks read already (used when it is the one the table reflects)."""
+    `view`: a version of the log the checks read already (used when it is the one the table reflects);
+    `topic_rows`: the table as a batch read it once for its partitions (else read here)."""
     topic, partition = parse_log_name(log, "partition key")
     handle = log_store.handle(log)
-    table, ident = open_table(handle.st, topic)
-    mark = marks_of(table.current_snapshot()).get(log)
+    if topic_rows is None or partition not in topic_rows.rows:
+        table, ident = open_table(handle.st, topic)
+        snapshot = table.current_snapshot()
+        topic_rows = TopicRows(ident, marks_of(snapshot), {partition: scan(
+            table, snapshot.snapshot_id, partition).select(["key", "value", "offset", "timestamp"]).to_pylist()
+            if snapshot is not None else []})
+    mark = topic_rows.marks.get(log)
     if mark is None:
-        raise CompactionError(f"table {ident} reflects no version of {log} yet")
+        raise CompactionError(f"table {topic_rows.ident} reflects no version of {log} yet")
     expected = model_latest_state(handle, log_store.config_for(log), handle.manifest_version(mark.version), view)
-    rows = scan(table, table.current_snapshot().snapshot_id, partition).select(
-        ["key", "value", "offset", "timestamp"]).to_pylist()
-    return compare(rows, expected), ident, mark.version
+    return compare(topic_rows.rows[partition], expected), topic_rows.ident, mark.version
 
 
 @dg.asset_check(asset=LATEST_STATE, name=TABLE_CHECK, blocking=True, partitions_def=log_partitions,

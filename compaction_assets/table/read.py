@@ -83,10 +83,13 @@ def snapshot_as_of(table, log: str, as_of: str) -> SnapshotInfo:
     return found[-1]
 
 
-def scan(table, snapshot_id: int | None = None, partition: int | None = None, limit: int | None = None) -> pa.Table:
-    """Rows of the table (of one partition when given) at a snapshot (the current one by default), by key."""
-    from pyiceberg.expressions import AlwaysTrue, EqualTo
+def scan(table, snapshot_id: int | None = None, partition: int | None = None, limit: int | None = None,
+         partitions: list[int] | None = None) -> pa.Table:
+    """Rows of the table (of one partition, or of `partitions`, when given) at a snapshot (the current one by
+    default), by partition and key."""
+    from pyiceberg.expressions import AlwaysTrue, EqualTo, In
 
-    row_filter = EqualTo("partition", partition) if partition is not None else AlwaysTrue()
+    row_filter = EqualTo("partition", partition) if partition is not None else \
+        In("partition", set(partitions)) if partitions else AlwaysTrue()
     rows = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, limit=limit).to_arrow()
     return rows.sort_by([("partition", "ascending"), ("key", "ascending")])

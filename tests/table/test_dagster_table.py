@@ -13,7 +13,7 @@ from pyiceberg.expressions import EqualTo
 
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.table import compare_table, table_matches_latest_state
+from compaction_assets.defs.table import compare_table, read_topics, table_matches_latest_state
 from compaction_assets.table.read import open_table
 from resources.log_store import LogStoreResource
 
@@ -64,3 +64,9 @@ def test_latest_state_commits_the_table_and_the_check_compares_it_with_the_model
         k: v for k, v in table.current_snapshot().summary.additional_properties.items() if k.startswith("compaction.")})
     outcome, ident, _ = compare_table(store, "users-0")    # the check's comparison, on the tampered table
     assert not outcome.passed and "1 keys missing (b'u1')" in outcome.describe()
+    # a batch reads the topic's table once for all its logs' checks: the same comparison, tampered or not
+    topic_rows = read_topics(store, ["users-0"])["users-0"]
+    batch_outcome, batch_ident, version = compare_table(store, "users-0", topic_rows=topic_rows)
+    assert (batch_outcome, batch_ident) == (outcome, ident) and not batch_outcome.passed
+    assert version == store.handle("users-0").manifest().version
+    assert read_topics(store, ["orders-0"]) == {}   # no table yet: each log's own check says so
