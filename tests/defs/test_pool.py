@@ -78,7 +78,8 @@ def test_concurrent_runs_never_exceed_the_spark_pool(tmp_path, limit, logs):
 
 
 def test_the_instance_the_product_writes_has_the_pool_and_a_one_second_run_queue(tmp_path):
-    """The demo's and ui.sh's dagster.yaml: Dagster reads the pool's limit and the dequeue interval from it."""
+    """The demo's and ui.sh's dagster.yaml: Dagster reads the pool's limit, the dequeue interval and the
+    launching threads from it."""
     from compaction_assets.demo import DEQUEUE_INTERVAL_S, instance_yaml
 
     script = (ROOT / "scripts" / "ui.sh").read_text()
@@ -88,4 +89,5 @@ def test_the_instance_the_product_writes_has_the_pool_and_a_one_second_run_queue
     (tmp_path / "dagster.yaml").write_text(written)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert instance.run_coordinator.dequeue_interval_seconds == DEQUEUE_INTERVAL_S == 1
+        assert instance.run_coordinator.dequeue_use_threads and instance.run_coordinator.dequeue_num_workers == 4
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 2
