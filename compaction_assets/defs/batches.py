@@ -129,9 +129,8 @@ class CleaningBatch:
         # a retry's logs whose history an earlier attempt recorded in part: what it recorded, per run
         self.runs: dict[str, dict[str, set[str]]] = {}
         self.skip: dict[str, set[str]] = {}
-        # each topic's logs committed to its table once, after the cleanings (None: tables off)
-        self.tables = TopicBatch(settings.current().tables.pending_bytes) if settings.current().tables.enabled \
-            else None
+        tables = settings.current().tables   # each topic's logs committed once, after the cleanings (or off)
+        self.tables = TopicBatch(tables.pending_bytes) if tables.enabled else None
 
     def triage(self, log: str) -> LogOutcome | _Pending | None:
         """What to do with one log: a failure, a recorded outcome, a cleaning to run, or nothing."""
@@ -258,9 +257,12 @@ class CleaningBatch:
         if not held:
             return
         topics = self.tables.commit()
-        rows = read_topics(self.log_store, [o.log for o in held if (topics.get(o.log) or TopicOutcome(o.log)).result])
+        ok = {o.log: o for o in held if getattr(topics.get(o.log), "result", None) is not None}
+        yield from (self.with_table(o, topics.get(o.log), None) for o in held if o.log not in ok)
+        sizes = {log: o.awaiting.state_metadata["keys"] for log, o in ok.items()}
         with ThreadPoolExecutor(max_workers=settings.current().clean_concurrency, thread_name_prefix="table") as pool:
-            yield from pool.map(lambda o: self.with_table(o, topics.get(o.log), rows.get(o.log)), held)
+            for logs, rows in read_topics(self.log_store, sizes):   # one table scan a group, not one a log
+                yield from pool.map(lambda log: self.with_table(ok[log], topics[log], rows), logs)
 
     def unrecorded(self, outcome: LogOutcome) -> list:
         """The outcome's events but those an earlier attempt of the batch recorded for its log."""

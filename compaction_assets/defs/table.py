@@ -26,6 +26,9 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
+# A batch's table checks read their topic's table for this many rows at most at a time: the rows of a
+# group are held as Python objects until its checks are done (a log's check alone holds its own).
+ROWS_PER_READ = 1_000_000
 
 
 def commit_table(handle, config, manifest, now_ms: int | None = None, state=None) -> dict:
@@ -78,21 +81,27 @@ def read_topic(log_store: LogStoreResource, log: str, topic: str, partitions: li
     return TopicRows(ident, marks_of(snapshot), rows)
 
 
-def read_topics(log_store: LogStoreResource, logs: list[str]) -> dict[str, TopicRows]:
-    """Each log's topic's table read once for all its `logs` (a topic that cannot be read is left out: each
-    log's check reads it again and reports the error on its partition)."""
-    by_topic: dict[str, dict[str, int]] = {}
-    for log in logs:
-        topic, partition = parse_log_name(log, "partition key")
-        by_topic.setdefault(topic, {})[log] = partition
-    out = {}
-    for topic, members in by_topic.items():
-        try:
-            read = read_topic(log_store, next(iter(members)), topic, sorted(set(members.values())))
-        except CompactionError:
-            continue
-        out.update(dict.fromkeys(members, read))
-    return out
+def read_topics(log_store: LogStoreResource, keys: dict[str, int], max_rows: int = ROWS_PER_READ):
+    """The logs of `keys` (log -> its latest state's keys) in groups of one topic and at most `max_rows` rows
+    (a log with more has a group of its own), each with its topic's table read once for the group; None for
+    a topic that cannot be read (each log's check reads it again and reports the error on its partition)."""
+    groups: dict[str, list[list[str]]] = {}
+    rows: dict[str, int] = {}
+    for log, count in keys.items():
+        topic = parse_log_name(log, "partition key")[0]
+        group = groups.setdefault(topic, [[]])
+        if group[-1] and rows[topic] + count > max_rows:
+            group.append([])
+            rows[topic] = 0
+        group[-1].append(log)
+        rows[topic] = rows.get(topic, 0) + count
+    for topic, cut in groups.items():
+        for logs in cut:
+            try:
+                read = read_topic(log_store, logs[0], topic, [parse_log_name(log, "log")[1] for log in logs])
+            except CompactionError:
+                read = None
+            yield logs, read
 
 
 def compare_table(log_store: LogStoreResource, log: str, view=None, topic_rows: TopicRows | None = None):

@@ -65,8 +65,15 @@ def test_latest_state_commits_the_table_and_the_check_compares_it_with_the_model
     outcome, ident, _ = compare_table(store, "users-0")    # the check's comparison, on the tampered table
     assert not outcome.passed and "1 keys missing (b'u1')" in outcome.describe()
     # a batch reads the topic's table once for all its logs' checks: the same comparison, tampered or not
-    topic_rows = read_topics(store, ["users-0"])["users-0"]
+    [(logs, topic_rows)] = list(read_topics(store, {"users-0": 2}))
     batch_outcome, batch_ident, version = compare_table(store, "users-0", topic_rows=topic_rows)
-    assert (batch_outcome, batch_ident) == (outcome, ident) and not batch_outcome.passed
+    assert logs == ["users-0"] and (batch_outcome, batch_ident) == (outcome, ident) and not batch_outcome.passed
     assert version == store.handle("users-0").manifest().version
-    assert read_topics(store, ["orders-0"]) == {}   # no table yet: each log's own check says so
+    assert list(read_topics(store, {"orders-0": 1})) == [(["orders-0"], None)]   # no table: each log's check says so
+
+
+def test_a_batch_reads_a_topics_table_in_groups_of_bounded_rows(env):
+    """Logs of two topics: one group a topic, cut where the rows would pass the bound; a log above it alone."""
+    _, store, _, _ = env
+    groups = [logs for logs, _ in read_topics(store, {"a-0": 3, "b-0": 1, "a-1": 3, "a-2": 9, "a-3": 1}, max_rows=6)]
+    assert groups == [["a-0", "a-1"], ["a-2"], ["a-3"], ["b-0"]]
