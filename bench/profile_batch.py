@@ -1,12 +1,14 @@
 """Where a batch run's time goes, per log: one `ingest_batch_job` in this process under cProfile.
 
     .venv/bin/python -m bench.profile_batch [--logs 200] [--records 5000] [--top 30] [--out prof.pstats]
+                                            [--postgres]
 
 Files for `--logs` partitions of one topic land (as bench/fleet_daemon.py writes them), the partitions are
 added, and the batch job the discovery sensor would request runs in process against a SQLite instance
 (the instance as scripts/ui.sh writes it) with a real Spark (SPARK_REMOTE, else local). Every thread is
 profiled (the batch records its logs in pools of threads), and the functions that cost most are printed
-with their seconds per log, beside each step's wall time per log.
+with their seconds per log, beside each step's wall time per log. `--postgres`: the instance's storage
+is a PostgreSQL server of its own on loopback (tests/pg_server.py; docs/deployment.md's instance).
 """
 
 from __future__ import annotations
@@ -57,14 +59,15 @@ class AllThreads:
         return pstats.Stats(*self.profiles)
 
 
-def prepare(work: Path, logs: int, records: int) -> list[str]:
+def prepare(work: Path, logs: int, records: int, postgres_url: str | None = None) -> list[str]:
     """The landing files, the environment the resources read, the instance's home; the logs' names."""
     (work / "topics.yaml").write_text(TOPICS)
     write_landing(work / "landing", logs, records, max(1, records // 10))
     home = work / "dagster_home"
     home.mkdir()
     from compaction_assets.demo import instance_yaml
-    (home / "dagster.yaml").write_text(instance_yaml())
+    storage = f"storage:\n  postgres:\n    postgres_url: {postgres_url}\n" if postgres_url else ""
+    (home / "dagster.yaml").write_text(instance_yaml() + storage)
     os.environ.update({"COMPACTION_STORE": str(work / "store"), "COMPACTION_LANDING": str(work / "landing"),
                        "COMPACTION_TOPICS": str(work / "topics.yaml"),
                        "COMPACTION_LATEST_STATE": str(work / "latest"), "DAGSTER_HOME": str(home)})
@@ -114,16 +117,23 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=5000)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--out", help="also write the merged profile here (pstats format)")
+    ap.add_argument("--postgres", action="store_true", help="the instance on a PostgreSQL server of its own")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="profile-batch-"))
+    server = None
+    if args.postgres:
+        from tests.pg_server import start_postgres
+        server = start_postgres()
     try:
-        logs = prepare(work, args.logs, args.records)
+        logs = prepare(work, args.logs, args.records, server.url if server else None)
         wall, steps, profiler = run_batch(logs)
         stats = profiler.stats()
         if args.out:
             stats.dump_stats(args.out)
         report(len(logs), wall, steps, stats, args.top)
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
