@@ -376,10 +376,11 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict
             raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
         if res.already_ingested:
             continue
-        report["files_ingested"] += len(batch.name.split("|"))
+        whole = [n for n in batch.name.split("|") if "#" not in n]   # `<name>#<start>`: part of a file
+        report["files_ingested"] += len(whole)
         report["records_appended"] += res.records
         report["invalid_records_dropped"] += res.invalid_records
-        report["files"] += batch.name.split("|")
+        report["files"] += whole
         report["timestamps_from_mtime"] += batch.mtime_timestamps
         if batch.inferred_offsets:
             report["offsets_inferred"] += [batch.name.split("|")[0]]
