@@ -376,11 +376,10 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict
             raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
         if res.already_ingested:
             continue
-        whole = [n for n in batch.name.split("|") if "#" not in n]   # `<name>#<start>`: part of a file
-        report["files_ingested"] += len(whole)
+        report["files_ingested"] += len(batch.name.split("|"))
         report["records_appended"] += res.records
         report["invalid_records_dropped"] += res.invalid_records
-        report["files"] += whole
+        report["files"] += batch.name.split("|")
         report["timestamps_from_mtime"] += batch.mtime_timestamps
         if batch.inferred_offsets:
             report["offsets_inferred"] += [batch.name.split("|")[0]]

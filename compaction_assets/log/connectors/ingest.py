@@ -1,8 +1,8 @@
 """One partition's pending landed files to batches ready to append, as its topic's `landing.format` says.
 
-Each batch is a unit (one file, or a Confluent value file with its keys and headers and the tombstones
-whose offsets fall in its range) read whole, shaped, CDC-transformed and encoded; it is appended all or
-nothing under its recorded name (the files' names joined by `|`), so that a file is ingested at most once.
+Each batch is a unit (one file, or a Confluent value file with its keys and headers; or Confluent files
+whose offsets interleave) read whole, shaped, CDC-transformed and encoded; it is appended all or nothing
+under its recorded name (the files' names joined by `|`), so that a file is ingested at most once.
 """
 
 from __future__ import annotations
@@ -104,12 +104,11 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batc
             yield encode(_shape(src, u, cfg), u.name, [src.uri(u.main.path)])
         return
     nexts = offsets.next_starts(units)
-    for group in offsets.groups(offsets.needed(units, done, nexts), nexts):
+    for group in offsets.groups(pending, nexts):
         parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path))
                  for u in group]
-        for piece in offsets.pieces(parts, cfg.offset_field is not None):
-            if piece.done(done):   # appended by a run killed before the group's last piece
-                continue
-            batch = encode(piece.columns, "|".join(piece.names), piece.uris)
-            batch.inferred_offsets = not piece.exact
-            yield batch
+        merged, exact = offsets.merge(parts, cfg.offset_field is not None)
+        names = [f.name for u in group for f in u.files]
+        batch = encode(merged, "|".join(names), [p.uri for p in parts])
+        batch.inferred_offsets = not exact
+        yield batch

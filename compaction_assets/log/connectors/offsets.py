@@ -97,52 +97,8 @@ def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
     return free
 
 
-@dataclass
-class Piece:
-    """Records appended together: a value file's with the tombstones in its offset range (or a whole group)."""
-    columns: Columns
-    names: list[str]      # recorded in the manifest joined by `|`; `<tombstone file>#<start>` for part of one
-    uris: list[str]
-    exact: bool
-
-    def done(self, recorded: set[str]) -> bool:
-        """Whether an earlier run appended it (a tombstone file recorded whole covers its parts too)."""
-        return all(n in recorded or n.split(PART_MARK, 1)[0] in recorded for n in self.names)
-
-
-PART_MARK = "#"   # Kafka topic names, and so Confluent's object names, never hold it
-
-
-def partly_recorded(recorded: set[str]) -> set[str]:
-    """Tombstone files whose rows an interrupted run appended in part (a piece recorded `<name>#<start>`)."""
-    return {n.split(PART_MARK, 1)[0] for n in recorded if PART_MARK in n}
-
-
-def needed(units: list[Unit], recorded: set[str], nexts: dict[str, int | None]) -> list[Unit]:
-    """The pending units, with the ingested value files a partly appended tombstone file's offsets depend on."""
-    partly = partly_recorded(recorded)
-    spans = [(u.start, _stop(nexts, u)) for u in units if u.name in partly and u.name not in recorded]
-    return [u for u in units if u.name not in recorded
-            or (not u.tombstone and any(u.start < hi and lo < _stop(nexts, u) for lo, hi in spans))]
-
-
-def _stop(nexts: dict[str, int | None], unit: Unit) -> int:
-    stop = nexts.get(unit.name)
-    return INFINITY if stop is None else stop
-
-
-@dataclass
-class _Order:
-    """A group's rows (numbered as its parts are concatenated, values first) in offset order."""
-    parts: list[Part]
-    first_row: np.ndarray    # per part: its first row's number
-    part_of: np.ndarray      # per row: its part
-    order: np.ndarray        # row numbers in offset order
-    offsets: np.ndarray      # the offsets in that order
-    exact: bool
-
-
-def _ordered(parts: list[Part], has_field: bool) -> _Order:
+def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
+    """The group's records in offset order, offsets set; and whether every offset is exact."""
     values = [p for p in parts if not p.unit.tombstone]
     tombs = [p for p in parts if p.unit.tombstone]
     offsets: list[np.ndarray] = []
@@ -155,98 +111,26 @@ def _ordered(parts: list[Part], has_field: bool) -> _Order:
     for p in tombs:
         offsets.append(_tombstone_offsets(p, taken))
     ordered = values + tombs
-    sizes = np.array([len(p.batch) for p in ordered], dtype=np.int64)
     allo = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
+    if len(ordered) == 1:   # one file: already in offset order
+        return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64())), exact
     order = np.argsort(allo, kind="stable")
     sorted_offs = allo[order]
     dup = np.flatnonzero(sorted_offs[1:] == sorted_offs[:-1])
     if dup.size:
         raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
                                 f"({', '.join(p.unit.name for p in parts)})")
-    return _Order(ordered, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
-                  np.repeat(np.arange(len(ordered)), sizes), order, sorted_offs, exact)
-
-
-def _bounds(o: _Order) -> list[int]:
-    """Where each value file's piece starts in offset order; one piece when a file's rows leave its range."""
-    values = [i for i, p in enumerate(o.parts) if not p.unit.tombstone]
-    whole = [0, len(o.order)]
-    if len(values) < 2:
-        return whole
-    bounds = [0] + [int(np.searchsorted(o.offsets, o.parts[i].unit.start)) for i in values[1:]] + [len(o.order)]
-    position = np.empty_like(o.order)
-    position[o.order] = np.arange(len(o.order))
-    for j, i in enumerate(values):
-        mine = position[o.first_row[i]:o.first_row[i] + len(o.parts[i].batch)]
-        if mine.size and (mine.min() < bounds[j] or mine.max() >= bounds[j + 1]):
-            return whole   # explicit offsets beyond the next file's start: the group is appended whole
-    return bounds
-
-
-def _names(o: _Order, bounds: list[int]) -> list[list[str]]:
-    """Each piece's recorded names: its value file's, and each tombstone file's, marked when it goes on."""
-    pieces = len(bounds) - 1
-    names: list[list[str]] = [[] for _ in range(pieces)]
-    piece_of = np.searchsorted(np.array(bounds[1:-1], dtype=np.int64), np.arange(len(o.order)), side="right")
-    row_piece = np.empty(len(o.order), dtype=np.int64)
-    row_piece[o.order] = piece_of
-    for i, part in enumerate(o.parts):
-        files = [f.name for f in part.unit.files]
-        mine = np.unique(row_piece[o.first_row[i]:o.first_row[i] + len(part.batch)])
-        if pieces == 1 or not part.unit.tombstone:   # values come first: value file i is piece i's
-            names[0 if pieces == 1 else i] += files
-            continue
-        if not mine.size:   # no rows: recorded with the piece its start falls in
-            at = np.searchsorted(o.offsets, part.unit.start)
-            mine = np.searchsorted(np.array(bounds[1:-1], dtype=np.int64), [at], side="right")
-        for k in mine[:-1]:   # marked by the piece's value file: the same whichever files a re-run reads
-            names[int(k)] += [f"{n}{PART_MARK}{o.parts[int(k)].unit.start}" for n in files]
-        names[int(mine[-1])] += files
-    return names
-
-
-def pieces(parts: list[Part], has_field: bool) -> list[Piece]:
-    """The group's records in offset order, offsets set, cut before each value file (see `Piece`)."""
-    o = _ordered(parts, has_field)
-    tomb = np.array([p.unit.tombstone for p in o.parts])[o.part_of][o.order]
-    real = np.array([p.batch.mtime_timestamps == 0 for p in o.parts])[o.part_of][o.order]
+    whole = concat([p.batch for p in ordered])
+    tomb = np.concatenate([np.full(len(p.batch), p.unit.tombstone) for p in ordered])[order]
+    real = np.concatenate([np.full(len(p.batch), p.batch.mtime_timestamps == 0) for p in ordered])[order]
     # A tombstone carries no inserted field: its object's mtime can be years after the values' own
     # times, which would roll a segment at every delete and date the delete long after it happened.
     # The record before it in the partition (carried over runs of tombstones) is the closest time that the
     # data itself gives.
-    rows = np.arange(len(o.order))
+    rows = np.arange(len(order))
     dated_by = np.maximum.accumulate(np.where(tomb & (rows > 0), 0, rows))
-    redated = tomb & (rows > 0) & real[dated_by]
-    stamps = pa.concat_arrays([p.batch.timestamps.cast(pa.int64()) for p in o.parts]) if o.parts else pa.array([], pa.int64())
-    from_mtime = np.zeros(len(o.order), dtype=np.int64)   # per row number: records timed by their object's mtime
-    for i, p in enumerate(o.parts):
-        if p.batch.mtime_timestamps == len(p.batch):
-            from_mtime[o.first_row[i]:o.first_row[i] + len(p.batch)] = 1
-        elif p.batch.mtime_timestamps:    # some rows: counted with the piece of the file's first row
-            from_mtime[o.first_row[i]] = p.batch.mtime_timestamps
-    bounds = _bounds(o)
-    out = []
-    for (lo, hi), names in zip(zip(bounds, bounds[1:]), _names(o, bounds)):
-        rows_here = o.order[lo:hi]
-        cols = _take(o, rows_here)
-        cols = replace(cols, offsets=pa.array(o.offsets[lo:hi], pa.int64()),
-                       timestamps=stamps.take(pa.array(o.order[dated_by[lo:hi]])),
-                       mtime_timestamps=int(from_mtime[rows_here].sum() - redated[lo:hi].sum()))
-        used = sorted({int(i) for i in np.unique(o.part_of[rows_here])}) or [0]
-        out.append(Piece(cols, names, [o.parts[i].uri for i in used], o.exact))
-    return out
-
-
-def _take(o: _Order, rows: np.ndarray) -> Columns:
-    """The rows (numbers of the group) as one batch, copied only when they are not one part's rows in order."""
-    used = np.unique(o.part_of[rows]) if rows.size else np.array([0])
-    if used.size == 1:
-        part = o.parts[int(used[0])].batch
-        local = rows - o.first_row[int(used[0])]
-        if len(local) == len(part) and (local.size == 0 or (local == np.arange(len(part))).all()):
-            return part
-    batch = concat([o.parts[int(i)].batch for i in used])
-    base = np.zeros(len(o.parts), dtype=np.int64)
-    base[used] = np.concatenate([[0], np.cumsum([len(o.parts[int(i)].batch) for i in used])[:-1]])
-    part = o.part_of[rows]
-    return replace(batch.take(rows - o.first_row[part] + base[part]), schema=batch.schema)
+    source = order[dated_by]
+    out = whole.take(order)
+    dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
+    return replace(out, offsets=pa.array(sorted_offs, pa.int64()), timestamps=whole.timestamps.take(pa.array(source)),
+                   mtime_timestamps=whole.mtime_timestamps - dated, schema=whole.schema), exact   # same rows, reordered
