@@ -130,7 +130,29 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     rows = np.arange(len(order))
     dated_by = np.maximum.accumulate(np.where(tomb & (rows > 0), 0, rows))
     source = order[dated_by]
-    out = whole.take(order)
     dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
-    return replace(out, offsets=pa.array(sorted_offs, pa.int64()), timestamps=whole.timestamps.take(pa.array(source)),
-                   mtime_timestamps=whole.mtime_timestamps - dated, schema=whole.schema), exact   # same rows, reordered
+    idx = pa.array(order)
+    values = values_in_order(whole.values, order, tomb)
+    return Columns(whole.keys.take(idx), whole.values.take(idx) if values is None else values,
+                   whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
+                   whole.headers.take(idx), whole.where.take(order), whole.mtime_timestamps - dated,
+                   whole.schema), exact   # same rows, reordered
+
+
+def values_in_order(values: pa.Array, order: np.ndarray, tomb: np.ndarray) -> pa.Array | None:
+    """`values.take(order)` without copying the bytes, when the value files' rows (first in `values`) keep
+    their order and the tombstones' values (after them) are null: the tombstones only add empty slots.
+    None when that does not hold (the caller takes)."""
+    live = ~tomb
+    count = int(live.sum())
+    if (values.type != pa.binary() or values[count:].null_count != len(values) - count
+            or not np.array_equal(order[live], np.arange(count))):
+        return None
+    ends = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + count + 1]
+    taken = np.cumsum(live)          # value rows up to and including each row
+    offsets = np.concatenate([ends[:1], ends[taken]]).astype(np.int32)
+    valid = live.copy()
+    valid[live] = values[:count].is_valid().to_numpy(zero_copy_only=False)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary(), len(order), [bitmap, pa.py_buffer(offsets), values.buffers()[2]],
+                                 null_count=int(len(order) - valid.sum()))
