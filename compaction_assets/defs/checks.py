@@ -4,6 +4,9 @@ They verify the last cleaning recorded in the partition's latest materialization
 it read and wrote, and its time), so they run after the cleaning in the same job and can be re-run from
 the UI (asset `compacted_log` -> Checks -> Execute, for a partition) without cleaning again. The
 versions stay available until the next cleaning replaces the pin the asset set on them.
+
+And the check of `latest_state` when tables are on: the partition's rows of its topic's table against the
+checks' model of the log version the table reflects (defs/table.py compares them, defs/history.py records).
 """
 
 import warnings
@@ -11,8 +14,10 @@ import warnings
 import dagster as dg
 
 from compaction_assets.checks.specs import CHECK_SPECS
-from compaction_assets.defs.history import COMPACTED_LOG, SEVERITY, Cleaning, check_records, recorded_cleaning
+from compaction_assets.defs.history import (COMPACTED_LOG, SEVERITY, Cleaning, check_records, recorded_cleaning,
+                                           table_check_record)
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.log.names import parse_log_name
 from resources.log_store import LogStoreResource
@@ -20,7 +25,7 @@ from resources.log_store import LogStoreResource
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-__all__ = ["COMPACTED_LOG", "SEVERITY", "compacted_log_checks", "last_cleaning"]
+__all__ = ["COMPACTED_LOG", "SEVERITY", "compacted_log_checks", "last_cleaning", "table_matches_latest_state"]
 
 
 def last_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning:
@@ -52,3 +57,16 @@ def compacted_log_checks(context: dg.AssetCheckExecutionContext, log_store: LogS
         raise dg.Failure(description=f"cannot verify the last cleaning of {log}: {exc}", metadata={"log": log}) from None
     for record in records:
         yield record.result()
+
+
+@dg.asset_check(asset=LATEST_STATE, name=TABLE_CHECK, blocking=True, partitions_def=log_partitions,
+                description="The topic's table holds, for this partition, exactly the checks' own model of the "
+                            "latest state of the log version its current snapshot reflects.")
+def table_matches_latest_state(context: dg.AssetCheckExecutionContext, log_store: LogStoreResource):
+    """Compare the partition's rows of its topic's table with the model's latest state of that version."""
+    log = context.partition_key
+    try:
+        record = table_check_record(log_store, log)
+    except CompactionError as exc:
+        raise dg.Failure(description=f"cannot compare the table of {log}: {exc}", metadata={"log": log}) from None
+    return record.result()

@@ -1,6 +1,6 @@
 """The Dagster side of the topics' tables: the `latest_state` asset commits its log's change to its topic's
-table (`commit_table`, its materialization metadata), and an asset check compares the table with the
-checks' own model of the latest state of the log version it reflects.
+table (`commit_table`, its materialization metadata); `compare_table` sets the table beside the checks'
+own model of the latest state of the log version it reflects (the asset check that does: defs/checks.py).
 
 Why the existing asset and not a table asset per topic: the asset's partitions are logs, and a topic's
 table is committed one log at a time (one snapshot per cleaning, exactly once with it), so the partition
@@ -8,7 +8,6 @@ that built the latest state is the one that commits it, in the same run, with no
 over topics to keep in step with the logs.
 """
 
-import warnings
 from dataclasses import dataclass
 
 import dagster as dg
@@ -19,10 +18,7 @@ from compaction_assets.errors import CompactionError
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.table.commit import CommitResult, commit_log, marks_of
 from compaction_assets.table.read import open_table, scan
-from compaction_assets.defs.partitions import log_partitions
 from resources.log_store import LogStoreResource
-
-warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
@@ -121,18 +117,3 @@ def compare_table(log_store: LogStoreResource, log: str, view=None, topic_rows: 
         raise CompactionError(f"table {topic_rows.ident} reflects no version of {log} yet")
     expected = model_latest_state(handle, log_store.config_for(log), handle.manifest_version(mark.version), view)
     return compare(topic_rows.rows[partition], expected), topic_rows.ident, mark.version
-
-
-@dg.asset_check(asset=LATEST_STATE, name=TABLE_CHECK, blocking=True, partitions_def=log_partitions,
-                description="The topic's table holds, for this partition, exactly the checks' own model of the "
-                            "latest state of the log version its current snapshot reflects.")
-def table_matches_latest_state(context: dg.AssetCheckExecutionContext, log_store: LogStoreResource):
-    """Compare the partition's rows of its topic's table with the model's latest state of that version."""
-    from compaction_assets.defs.history import table_check_record   # history imports this module
-
-    log = context.partition_key
-    try:
-        record = table_check_record(log_store, log)
-    except CompactionError as exc:
-        raise dg.Failure(description=f"cannot compare the table of {log}: {exc}", metadata={"log": log}) from None
-    return record.result()

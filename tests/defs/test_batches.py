@@ -18,10 +18,9 @@ from compaction_assets.cleaning import engine
 from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
-from compaction_assets.defs.checks import compacted_log_checks
+from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
-from compaction_assets.defs.table import table_matches_latest_state
 from compaction_assets.table import read as table_read
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing

@@ -226,7 +226,7 @@ def test_operator_jobs_repair_a_log(env):
 def test_rebuild_latest_state_is_the_latest_state_asset():
     job = defs.resolve_job_def("rebuild_latest_state")
     assert job.partitions_def == log_partitions
-    # the table check (defs/table.py) runs after the rebuild, as after every latest_state
+    # the table check (defs/checks.py) runs after the rebuild, as after every latest_state
     assert sorted(n.name for n in job.graph.nodes) == ["latest_state", "latest_state_table_matches_latest_state"]
 
 

@@ -25,9 +25,8 @@ import pytest
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.defs.assets import CleaningConfig, cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.checks import compacted_log_checks
+from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.table import table_matches_latest_state
 from compaction_assets.definitions import defs
 from resources.log_store import LogStoreResource
 from tests import cluster_helpers as ch

@@ -13,7 +13,8 @@ from pyiceberg.expressions import EqualTo
 
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.table import compare_table, read_topics, table_matches_latest_state
+from compaction_assets.defs.checks import table_matches_latest_state
+from compaction_assets.defs.table import compare_table, read_topics
 from compaction_assets.table.read import open_table
 from resources.log_store import LogStoreResource
 
