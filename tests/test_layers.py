@@ -75,3 +75,67 @@ def test_nothing_imports_dagster_private_modules():
     private = [f"{p.relative_to(ROOT)} imports {name}" for p in files for name in sorted(_imports(p))
                if name.startswith("dagster._") or name.startswith("dagster_pyspark._")]
     assert private == [], "\n".join(private)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the product's modules it imports, anywhere in its body (function-local imports and
+    imports under `if TYPE_CHECKING` included: a cycle is a cycle however it is written)."""
+    files = {_module_name(p): p for p in _files("compaction_assets")}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        # `from package import module` names the module; `from module import name` names the module
+        targets = {name if name in files else name.rpartition(".")[0] for name in _imports(path)}
+        graph[module] = {t for t in targets if t in files and t != module and not module.startswith(t + ".")}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected group of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_among_the_products_modules():
+    graph = _import_graph()
+    assert "compaction_assets.cleaning.decide" in graph["compaction_assets.cleaning.cleaner"], \
+        "the scan must see the imports between the product's modules"
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_function_local_imports_and_finds_cycles():
+    graph = _import_graph()
+    # cli_context imports the Spark module inside a function (Spark-free commands start faster)
+    assert "compaction_assets.spark" in graph["compaction_assets.cli_context"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []

@@ -11,20 +11,29 @@ the range touches is its own winner: under the offset strategy (a newer record a
 newer rows are grouped and the prefix is probed (probe.py); under the others, in a large range whose
 rest is small, only the touched keys are grouped (the newer rows and the older rows of their keys), so a
 cleaning after 1% of new records shuffles about 2% of the rows, not all of them.
+
+Winners (`winners`, `narrow_rows`; SPEC §6): a group-by over narrow rows, in Spark, for the grouped
+decision and the newer rows of a probed one. How the rows reach the group-by is chosen by size: one
+partition for a small range, hashed by key when a sample of keys says a partial aggregation would not
+reduce them, Spark's partial aggregation otherwise.
 """
 
 from __future__ import annotations
 
-from compaction_assets.cleaning.decision import (DECISION_COLUMNS, WINNER_FIELDS, CachedDecision, CollectedDecision,
-                                                 Decision, arrow_figures, kept_offsets, narrow_rows, offset_decision,
-                                                 segment_figures, spark_figures, totals, winners)
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction_assets.cleaning.decision import (DECISION_COLUMNS, CachedDecision, CollectedDecision, Decision,
+                                                 arrow_figures, kept_offsets, offset_decision, segment_figures,
+                                                 spark_figures, totals)
 from compaction_assets.cleaning.memory import fits_here, newer_winner
+from compaction_assets.cleaning.placement import shuffle_partitions
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.ranking import rank_columns, spark_loses, with_spark_ranks
+from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
 from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df
@@ -44,18 +53,20 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
             spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
             tuning.driver_memory_share):
         vector = vector or (lambda: dead_offsets(handle, manifest))
-        return decide_by_probe(spark, handle, manifest, config, span, now, new_horizon, vector(), tuning)
-    winners, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
+        newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
+                        span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS)
+        return decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
+    found, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
     if offset_strategy and span.rows <= tuning.collect_offset_decision_max_rows:
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked
         # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
         # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,
         # every cleaning compiled its own (about 0.25 s of an incremental cleaning on a warm server).
-        table = offset_decision(winners.select("offset", *WINNER_FIELDS).toArrow(), span.segments, now, new_horizon)
+        table = offset_decision(found.select("offset", *WINNER_FIELDS).toArrow(), span.segments, now, new_horizon)
         figures, horizons = segment_figures(arrow_figures(table), span.segments)
         return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                                  only_touched_keys=only_touched, kept=kept_offsets(table))
-    decided = decision_columns(spark, handle, manifest, config, winners, span, now, new_horizon,
+    decided = decision_columns(spark, handle, manifest, config, found, span, now, new_horizon,
                                tuning)
     if span.rows <= tuning.collect_decision_max_rows:
         return _collected(spark, decided, config, span, new_horizon, only_touched)
@@ -176,3 +187,64 @@ def _cached(decided, span: CleaningRange, new_horizon: int, only_touched: bool) 
     figures, horizons = segment_figures(spark_figures(decided), span.segments)
     return CachedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                           only_touched_keys=only_touched, winners=decided)
+
+
+WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
+
+
+def narrow_rows(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, segs: list[tuple[int, Segment]],
+                tuning: CleanerTuning):
+    """Spark: the narrow columns of the segments' records that deciding reads (with the rank columns)."""
+    from pyspark.sql import functions as F
+
+    df = with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads), config)
+    return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
+                     "delete_horizon", F.col("record_size").alias("size"), *rank_columns(config))
+
+
+def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tuple[int, Segment]],
+            config: TopicConfig, tuning: CleanerTuning):
+    """Spark: per key of `narrow` (about `grouped_rows` rows, read from the segments `sample`), its
+    winner's rank columns, offset and WINNER_FIELDS."""
+    from pyspark.sql import functions as F
+
+    parts = 1 if grouped_rows <= tuning.small_range_records else max(2, -(-grouped_rows // tuning.rows_per_partition))
+    if parts < shuffle_partitions(spark):
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
+        # needs no other exchange); shuffling every narrow row costs little at this size, and a
+        # partial aggregation would barely reduce rows whose keys are mostly distinct.
+        narrow = narrow.repartition(parts, "key")
+    elif keys_mostly_distinct(handle, sample, tuning):
+        # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
+        # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
+        # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
+        narrow = narrow.repartition(shuffle_partitions(spark), "key")
+    ranks = rank_columns(config)
+    if ranks:
+        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
+        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
+        narrow = narrow.withColumn("_order", spark_order_number(config))
+        return narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *WINNER_FIELDS)])
+    # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
+    return narrow.groupBy("key").agg(F.max("offset").alias("offset"),
+                                     *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS])
+
+
+def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]],
+                         tuning: CleanerTuning = DEFAULT_TUNING) -> bool:
+    """Whether a sample of the keys (up to `key_sample_rows`, from files in the middle of `segments`,
+    read on the driver) is at least `distinct_skips_partial` distinct: then a partial aggregation is wasted."""
+    files = [ref for _, seg in segments for ref in seg.files]
+    start = max(0, len(files) // 2 - tuning.key_sample_max_files // 2)
+    chunks, rows = [], 0
+    for ref in files[start:start + tuning.key_sample_max_files]:
+        if rows >= tuning.key_sample_rows:
+            break
+        column = handle.st.read_parquet(handle.path(ref.name), columns=["key"]).column("key")
+        column = column.slice(0, tuning.key_sample_rows - rows)
+        chunks.extend(column.chunks)
+        rows += len(column)
+    if not rows:
+        return False
+    return len(pc.unique(pa.chunked_array(chunks))) >= tuning.distinct_skips_partial * rows

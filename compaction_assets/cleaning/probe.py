@@ -17,25 +17,21 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning import probe_task
-from compaction_assets.cleaning.decision import (OFFSETS_SCHEMA, WINNER_FIELDS, ProbedDecision, SegmentFigures,
-                                                 arrow_figures, kept_offsets, narrow_rows, offset_decision,
-                                                 segment_figures, totals, winners)
+from compaction_assets.cleaning.decision import (OFFSETS_SCHEMA, ProbedDecision, SegmentFigures, arrow_figures,
+                                                 kept_offsets, offset_decision, segment_figures, totals)
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log import segment_task
-from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Horizon, Manifest, Segment
 from compaction_assets.log.side_tables import vector_entries
 from compaction_assets.log.store import LogHandle
 
 
-def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span, now: int,
-                    new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
-    """The decision of `span` (a planner.CleaningRange): its newer segments grouped, its prefix probed."""
-    narrow = narrow_rows(spark, handle, manifest, config, span.newer, tuning)
-    query = winners(spark, handle, narrow, span.newer_rows, span.newer, config, tuning).select(
-        "key", "offset", *WINNER_FIELDS)
+def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span, query, now: int, new_horizon: int, vector,
+                    tuning: CleanerTuning) -> ProbedDecision:
+    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query`, Spark: their
+    winners with key, offset and decide.WINNER_FIELDS), its prefix probed."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
         # the server runs the newer rows' query while this process's probe reads its first files
         # (its threads wait for the keys only to test them)

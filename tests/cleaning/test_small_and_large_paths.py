@@ -19,8 +19,8 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decision import CollectedDecision, keys_mostly_distinct
+from compaction_assets.cleaning.decide import decide, keys_mostly_distinct
+from compaction_assets.cleaning.decision import CollectedDecision
 from compaction_assets.cleaning.memory import COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, result_limit
 from compaction_assets.cleaning.placement import local_cores
 from compaction_assets.cleaning.planner import cleaning_range
