@@ -13,9 +13,8 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
-from compaction_assets.cli_context import (EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _named_logs, _progress,
-                                           _store_exists)
-from compaction_assets.cli_parser import build_parser as _build_parser
+from compaction_assets.cli_context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress
+from compaction_assets.cli_context import build_parser as _build_parser
 from compaction_assets.cli_records import cmd_latest_state, cmd_read
 from compaction_assets.cli_table import cmd_table_commit, cmd_table_history, cmd_table_scan, cmd_table_show  # noqa: F401
 from compaction_assets.errors import CompactionError, EngineError, OffsetError
@@ -24,7 +23,7 @@ from compaction_assets.log.config import load_topics
 from compaction_assets.log.config_store import DEFAULTS_ENTRY, check_strategy_change, cleaned_logs_of, parse_setting
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.landing import append_files, ingest, landing_logs
-from compaction_assets.log.names import check_topic, parse_log_name
+from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import wall_ms
 
 
@@ -99,7 +98,7 @@ def cmd_clean(ctx: Context) -> int:
         raise CompactionError("name one or more logs, or use --all")
     reports = []
     if targets:
-        _progress(f"cleaning {len(targets)} log(s), up to {settings.current().clean_concurrency} at a time")
+        _progress(f"cleaning {len(targets)} log(s), up to {ctx.env.clean_concurrency} at a time")
     items = []
     for name in targets:
         try:
@@ -109,7 +108,7 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {exc}", file=sys.stderr)
     engine_faults = 0
     results = engine.run_many(items, ctx.now,
-                              force=ctx.args.force, concurrency=settings.current().clean_concurrency,
+                              force=ctx.args.force, concurrency=ctx.env.clean_concurrency,
                               progress=ctx.progress)   # the engine starts Spark once a cleaning is due
     for res in results:
         name, rep = res.log, res.report
@@ -247,7 +246,7 @@ def cmd_gc(ctx: Context) -> int:
 
 def cmd_config_show(ctx: Context) -> int:
     """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
-    if not _store_exists(ctx.store):
+    if not ctx.store.exists():
         raise CompactionError(f"no store at {ctx.store.location}: it does not exist")
     topics = [ctx.args.topic] if ctx.args.topic else sorted(
         set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
@@ -318,10 +317,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     and a non-zero exit code."""
     args = (parser or build_parser()).parse_args(argv)
     try:
-        for name in _named_logs(args):
-            parse_log_name(name)   # names become paths: refused before anything is read or written
-        if getattr(args, "topic", None) is not None:
-            check_topic(args.topic, "topic")
         rc = args.fn(Context(args))
         sys.stdout.flush()   # a reader that went away (`| head`) is seen here, not at exit
         return rc

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "compaction_assets" / "settings.py"
-CLI = ROOT / "compaction_assets" / "cli_parser.py"   # the parser of cli.py
+CLI = ROOT / "compaction_assets" / "cli_context.py"   # the parser of cli.py, with what every command shares
 DOCS = ROOT / "docs"
 CONFIGURATION = DOCS / "configuration.md"
 README_MAX_LINES = 250

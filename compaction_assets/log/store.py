@@ -57,9 +57,16 @@ class LogStore:
         self.lock_ttl_s = lock_ttl_from_env() if lock_ttl_s is None else lock_ttl_s
         self.gc_grace_s = gc_grace_s
 
+    def exists(self) -> bool:
+        """Whether the store is there: its folder, or on an object store any key under its prefix."""
+        st = self.storage
+        return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
+
     def log(self, name: str, *, must_exist: bool = False) -> "LogHandle":
-        parse_log_name(name)
-        handle = LogHandle(self, name)
+        """The log `name` (refused unless `<topic>-<partition>`: names become paths, so every handle's
+        name is checked here, the one place that turns a name into a handle)."""
+        topic, partition = parse_log_name(name)
+        handle = LogHandle(self, name, topic, partition)
         if must_exist and not handle.exists():
             raise UnknownLogError(f"no log {name!r} in the store at {self.location}")
         return handle
@@ -78,9 +85,11 @@ class LogStore:
 
 
 class LogHandle:
-    def __init__(self, store: LogStore, name: str):
+    def __init__(self, store: LogStore, name: str, topic: str, partition: int):
         self.store = store
         self.name = name
+        self.topic = topic
+        self.partition = partition
         self.st = store.storage
         self.dir = self.st.join(name)
         self._held: dict[str, "Lease"] = {}     # leases this handle holds now, by kind (they fence commits)
