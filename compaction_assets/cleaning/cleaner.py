@@ -13,13 +13,12 @@ paths and their general twins are one `CleanerTuning` (tuning.py).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compaction_assets.cleaning.decide import decide
+from compaction_assets.cleaning.decide import decided
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.guard import guard_outputs
 from compaction_assets.cleaning.layout import plan_layout, segments_after
@@ -72,21 +71,15 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, spa
     say(f"deciding winners over {len(range_segs)} segment(s), offsets "
         f"[{range_segs[0].base_offset}, {span.first_uncleanable})")
     # the deletion vector, read once when a step needs it on the driver (the probe, the write)
-    vector = functools.cache(lambda: dead_offsets(handle, manifest))
-    decision = decide(spark, handle, manifest, config, span, now, vector, tuning)
-    try:
+    vector = functools.cache(functools.partial(dead_offsets, handle, manifest))
+    with decided(spark, handle, manifest, config, span, now, vector, tuning) as decision:
         plan = plan_layout(decision, len(range_segs), config.segment_bytes, tuning)
         if plan.rewrite or plan.mark:
             say(f"rewriting {len(plan.rewrite)} segment(s) into {len(plan.runs)} file(s) and marking removed "
                 f"records of {len(plan.mark)}, of {len(range_segs)} segment(s)")
-        applied = apply(spark, handle, manifest, decision, range_segs, plan, vector(), tuning)
+        applied = apply(spark, handle, manifest, decision, range_segs, plan, vector, tuning)
         segments = segments_after(range_segs, decision, plan, {r: ref for r, (ref, _) in applied.written.items()})
-        stats = dataclasses.replace(
-            decision.stats, segments_rewritten=sum(len(run) for run in plan.runs), segments_marked=len(plan.mark),
-            records_rewritten=sum(ref.records for ref, _ in applied.written.values()),
-            files_bytes_written=sum(size for _, size in applied.written.values()),
-            deletion_vector_records=(applied.deleted or {}).get("count", 0))
-        out = CleanOutput(tuple(segments), tuple(s.id for s in range_segs), stats,
+        out = CleanOutput(tuple(segments), tuple(s.id for s in range_segs), applied.stats,
                           files_rewritten=len(applied.written), deleted=applied.deleted,
                           route=Route(type(decision).__name__.removesuffix("Decision").lower(),
                                       decision.only_touched_keys, applied.threads))
@@ -94,7 +87,5 @@ def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, spa
             say("updating the tombstone index and remembered deletes")
             guard = guard_outputs(spark, handle, manifest, config, decision, now)
             out.holds, out.tombstone_index, out.remembered = guard.holds, guard.tombstone_index, guard.remembered
-        out.stats.clean_time_secs = time.monotonic() - started
-        return out
-    finally:
-        decision.release()
+    out.stats.clean_time_secs = time.monotonic() - started
+    return out

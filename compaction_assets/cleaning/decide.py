@@ -20,21 +20,26 @@ reduce them, Spark's partial aggregation otherwise.
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Iterator
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decision import (DECISION_COLUMNS, CachedDecision, CollectedDecision, Decision,
-                                                 arrow_figures, kept_offsets, offset_decision, segment_figures,
+from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
+                                                 Decision, ProbedDecision, arrow_figures, segment_figures,
                                                  spark_figures, totals)
 from compaction_assets.cleaning.memory import fits_here, newer_winner
 from compaction_assets.cleaning.placement import shuffle_partitions
 from compaction_assets.cleaning.planner import CleaningRange
-from compaction_assets.cleaning.probe import decide_by_probe
+from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
-from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index
+from compaction_assets.log.reader import ReadPaths, bucket_labels, dead_offsets, read_segments, segment_index
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.store import LogHandle
@@ -55,7 +60,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
         vector = vector or (lambda: dead_offsets(handle, manifest))
         newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
                         span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS)
-        return decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
+        return _decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
     found, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
     if offset_strategy and span.rows <= tuning.collect_offset_decision_max_rows:
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked
@@ -73,6 +78,17 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     return _cached(decided, span, new_horizon, only_touched)
 
 
+@contextmanager
+def decided(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
+            vector, tuning: CleanerTuning) -> Iterator[Decision]:
+    """`decide`, and what the decision holds in Spark dropped once the cleaning is done with it."""
+    decision = decide(spark, handle, manifest, config, span, now, vector, tuning)
+    try:
+        yield decision
+    finally:
+        decision.release()
+
+
 def _newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | None = None) -> bool:
     """Whether the newer rows are few enough (a share, and `max_rows` when given) to decide only what
     they touch."""
@@ -84,6 +100,38 @@ def _newer_record_bytes(span: CleaningRange) -> int:
     """The newer segments' logical bytes a record (16 bytes, the key and the value): at most a key's."""
     records = sum(s.records for _, s in span.newer)
     return -(-sum(s.size for _, s in span.newer) // records) if records else 0
+
+
+def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: CleaningRange, query, now: int,
+                     new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
+    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query`, Spark: their
+    winners with key, offset and WINNER_FIELDS), its prefix probed (probe.py)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
+        # the server runs the newer rows' query while this process's probe reads its first files
+        # (its threads wait for the keys only to test them)
+        newer = pool.submit(query.toArrow)
+
+        @functools.cache
+        def touched():
+            return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
+        probed = probe(spark, handle, manifest, span.unique, touched, now, new_horizon, vector, tuning)
+        table = newer.result()
+    table = offset_decision(table.drop_columns(["key"]), span.newer, now, new_horizon)
+    figures, horizons = segment_figures(arrow_figures(table), span.newer)
+    removed = []
+    for i, seg in span.unique:
+        if not seg.records:
+            continue
+        found, seg_figures = probed[i]
+        figures[i], seg_horizons = probed_figures(handle, seg, found, seg_figures)
+        if seg_horizons:
+            horizons[i] = seg_horizons
+        removed.append(pa.table({"offset": pa.array(found, pa.int64()),
+                                 "seg_idx": pa.array([i] * len(found), pa.int32())}))
+    return ProbedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                          only_touched_keys=True, kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
+                          removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),
+                          probed=frozenset(i for i, _ in span.unique))
 
 
 def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange,
@@ -131,6 +179,27 @@ def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: Topic
         "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
         "new_horizon": F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))),
     })
+
+
+def offset_decision(winners: pa.Table, range_segs: list[tuple[int, Segment]], now: int, new_horizon: int) -> pa.Table:
+    """The offset strategy's decision columns of collected winners (offset, timestamp, tomb,
+    delete_horizon, size), with Arrow: as `decide`'s Spark projection (`decision_columns`) computes them
+    when nothing is remembered or held (that strategy has no resurrection guard)."""
+    tomb, horizon = winners.column("tomb"), winners.column("delete_horizon")
+    expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(pa.scalar(now, pa.int64()), horizon), False))
+    keep = pc.invert(expired)
+    kept_tomb = pc.and_(keep, tomb)
+    seg_idx = bucket_labels([(i, seg.base_offset) for i, seg in range_segs], winners.column("offset").to_numpy())
+    return winners.append_column("seg_idx", pa.array(seg_idx, pa.int32())).append_column(
+        "removed_tomb", expired).append_column("keep", keep).append_column(
+        "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
+        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, pa.scalar(new_horizon, pa.int64())),
+                                  pa.scalar(None, pa.int64())))
+
+
+def kept_offsets(table: pa.Table) -> pa.Table:
+    """The (offset, seg_idx) of the kept winners of a collected decision table."""
+    return table.filter(table.column("keep")).select(["offset", "seg_idx"])
 
 
 def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners):

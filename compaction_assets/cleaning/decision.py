@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.log.manifest import Horizon, Segment
-from compaction_assets.log.reader import bucket_labels
 
 
 @dataclass
@@ -240,24 +239,3 @@ class ProbedDecision(CollectedDecision):
     def probed_segments(self) -> frozenset[int]:
         """The probed segments."""
         return self.probed
-
-
-def offset_decision(winners: pa.Table, range_segs: list[tuple[int, Segment]], now: int, new_horizon: int) -> pa.Table:
-    """The offset strategy's decision columns of collected winners (offset, timestamp, tomb,
-    delete_horizon, size), with Arrow: as `decide`'s Spark projection (`decision_columns`) computes them
-    when nothing is remembered or held (that strategy has no resurrection guard)."""
-    tomb, horizon = winners.column("tomb"), winners.column("delete_horizon")
-    expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(pa.scalar(now, pa.int64()), horizon), False))
-    keep = pc.invert(expired)
-    kept_tomb = pc.and_(keep, tomb)
-    seg_idx = bucket_labels([(i, seg.base_offset) for i, seg in range_segs], winners.column("offset").to_numpy())
-    return winners.append_column("seg_idx", pa.array(seg_idx, pa.int32())).append_column(
-        "removed_tomb", expired).append_column("keep", keep).append_column(
-        "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
-        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, pa.scalar(new_horizon, pa.int64())),
-                                  pa.scalar(None, pa.int64())))
-
-
-def kept_offsets(table: pa.Table) -> pa.Table:
-    """The (offset, seg_idx) of the kept winners of a collected decision table."""
-    return table.filter(table.column("keep")).select(["offset", "seg_idx"])

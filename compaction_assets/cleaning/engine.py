@@ -93,7 +93,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             raise ConflictError(f"log {handle.name!r} changed under the cleaning (retention or a log-start "
                                 "move); nothing was changed, run the cleaning again")
         concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
-        summary = {**out.stats.as_dict(), "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
+        summary = {**asdict(out.stats), "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
                    "first_uncleanable_offset": first_uncleanable, "dirty_ratio": evaluation.dirty_ratio,
                    "files_rewritten": out.files_rewritten, "finished_ms": wall_ms(),
                    # the cleaning kept one record per key below u: the latest state scans that section

@@ -10,9 +10,6 @@ and a copy of the kept offsets through the JVM: a forced cleaning of 5M records 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
-
 import numpy as np
 import pyarrow as pa
 
@@ -51,23 +48,17 @@ def local_cores(spark) -> int | None:
     return local_master_cores(master)
 
 
-def run_here(runner: Callable, table: pa.Table, unit_rows: dict[int, int], threads: int) -> list[dict]:
-    """`runner` (the write job's task function) in this process over `table` (unit, offset), its units
-    spread over `threads` threads by the rows they read; each thread's share is one task's (so one part
-    of the deletion vector each)."""
-    def run(part) -> list[dict]:
-        return [r for batch in runner(iter(part.to_batches())) for r in batch.to_pylist()]
+def thread_shares(table: pa.Table, unit_rows: dict[int, int], threads: int) -> list[pa.Table]:
+    """`table` (unit, offset) cut into the shares of at most `threads` threads, its units spread by the rows
+    they read; each share is one task's (so one part of the deletion vector each)."""
     groups = spread(list(unit_rows), list(unit_rows.values()), max(1, min(threads, len(unit_rows))))
     if len(groups) == 1:
-        return run(table)
+        return [table]
     units = table.column("unit").to_numpy()
-    # as in Spark, the runner sees only the units that have kept offsets (a share without any is empty)
+    # as in Spark, a task sees only the units that have kept offsets (a share without any is empty)
     parts = [part for part in (table.filter(pa.array(np.isin(units, np.array(g, dtype=units.dtype))))
                                for g in groups) if len(part)]
-    if len(parts) <= 1:
-        return run(parts[0] if parts else table)
-    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="write") as pool:
-        return [r for rows in pool.map(run, parts) for r in rows]
+    return parts or [table]
 
 
 def spread(items: list, weights: list[int], n: int) -> list[list]:

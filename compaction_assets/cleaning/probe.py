@@ -17,8 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning import probe_task
-from compaction_assets.cleaning.decision import (OFFSETS_SCHEMA, ProbedDecision, SegmentFigures, arrow_figures,
-                                                 kept_offsets, offset_decision, segment_figures, totals)
+from compaction_assets.cleaning.decision import SegmentFigures
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
@@ -28,39 +27,7 @@ from compaction_assets.log.side_tables import vector_entries
 from compaction_assets.log.store import LogHandle
 
 
-def decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span, query, now: int, new_horizon: int, vector,
-                    tuning: CleanerTuning) -> ProbedDecision:
-    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query`, Spark: their
-    winners with key, offset and decide.WINNER_FIELDS), its prefix probed."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
-        # the server runs the newer rows' query while this process's probe reads its first files
-        # (its threads wait for the keys only to test them)
-        newer = pool.submit(query.toArrow)
-
-        @functools.cache
-        def touched():
-            return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
-        probed = probe(spark, handle, manifest, span.unique, touched, now, new_horizon, vector, tuning)
-        table = newer.result()
-    table = offset_decision(table.drop_columns(["key"]), span.newer, now, new_horizon)
-    figures, horizons = segment_figures(arrow_figures(table), span.newer)
-    removed = []
-    for i, seg in span.unique:
-        if not seg.records:
-            continue
-        found, seg_figures = probed[i]
-        figures[i], seg_horizons = _probed_figures(handle, seg, found, seg_figures)
-        if seg_horizons:
-            horizons[i] = seg_horizons
-        removed.append(pa.table({"offset": pa.array(found, pa.int64()),
-                                 "seg_idx": pa.array([i] * len(found), pa.int32())}))
-    return ProbedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                          only_touched_keys=True, kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
-                          removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),
-                          probed=frozenset(i for i, _ in span.unique))
-
-
-def _probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict
+def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict
                     ) -> tuple[SegmentFigures, list[Horizon]]:
     """A probed segment's figures (from probe_task's JSON), checked against its metadata."""
     if figures["kept"] + figures["removed"] != seg.records:

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decision import CachedDecision, Decision
+from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, Decision
 from compaction_assets.cleaning.layout import RewritePlan
-from compaction_assets.cleaning.placement import parallelism, run_here, write_threads
+from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log import segment_task
 from compaction_assets.log.manifest import FileRef, Manifest, Segment, side_files
@@ -39,6 +40,7 @@ class Applied:
     """What the write job of a cleaning wrote: runs' new files and the new deletion vector."""
     written: dict[int, tuple[FileRef, int]]      # run index -> (its new file, bytes)
     deleted: dict[str, Any] | None               # {"files", "count"} of the new deletion vector, or None
+    stats: CleaningStats                         # the decision's totals with the write's figures
     threads: int | None = None                   # where the job ran: threads here, 0 for Python workers,
                                                  # None when there was nothing to write
 
@@ -73,9 +75,10 @@ class WriteUnits:
 
 
 def apply(spark, handle: LogHandle, manifest: Manifest, decision: Decision, range_segs: list[Segment],
-          plan: RewritePlan, old_vector: pa.Array | None, tuning: CleanerTuning) -> Applied:
-    """Write what `decision` changed as `plan` lays it out; the new files and the new deletion vector."""
-    vector = vector_plan(manifest, decision, range_segs, plan.mark, old_vector, tuning)
+          plan: RewritePlan, old_vector: Callable[[], pa.Array | None], tuning: CleanerTuning) -> Applied:
+    """Write what `decision` changed as `plan` lays it out; the new files and the new deletion vector.
+    `old_vector()` reads the log's deletion vector (`dead_offsets`)."""
+    vector = vector_plan(manifest, decision, range_segs, plan.mark, old_vector(), tuning)
     written, count, threads = {}, 0, None
     if plan.runs or plan.mark:
         work_dir = f"data/clean-{uuid.uuid4().hex}"
@@ -87,7 +90,12 @@ def apply(spark, handle: LogHandle, manifest: Manifest, decision: Decision, rang
                                 decision.stats.records_written, tuning)
         results = _run_job(spark, handle, decision, units, vector.folder, threads, tuning)
         written, count = _results(handle, results)
-    return Applied(written, new_vector(handle, manifest, range_segs, vector, count), threads)
+    deleted = new_vector(handle, manifest, range_segs, vector, count)
+    stats = replace(decision.stats, segments_rewritten=sum(len(run) for run in plan.runs),
+                    segments_marked=len(plan.mark), records_rewritten=sum(ref.records for ref, _ in written.values()),
+                    files_bytes_written=sum(size for _, size in written.values()),
+                    deletion_vector_records=(deleted or {}).get("count", 0))
+    return Applied(written, deleted, stats, threads)
 
 
 def vector_plan(manifest: Manifest, decision: Decision, range_segs: list[Segment], mark: list[int],
@@ -146,13 +154,23 @@ def _run_job(spark, handle: LogHandle, decision: Decision, units: WriteUnits, de
     here = decision.write_offsets()       # a collected decision: the kept offsets are here already
     if threads:
         table = units_of(here, units) if here is not None else _kept_in_spark(decision, units).toArrow()
-        return run_here(runner, table, units.rows, threads)
+        return _run_here(runner, thread_shares(table, units.rows, threads))
     kept = spark.createDataFrame(units_of(here, units)) if here is not None else _kept_in_spark(decision, units)
     # about two tasks a core, so that uneven units still spread over the cores, but no more than the rows
     # to read call for: each task starts a worker's work and writes its own vector part
     tasks = max(1, min(len(units.rewrites) + len(units.marks), parallelism(spark) * 2,
                        -(-sum(units.rows.values()) // tuning.rows_per_apply_task)))
     return kept.repartition(tasks, "unit").mapInArrow(runner, segment_task.RESULT_SCHEMA).collect()
+
+
+def _run_here(runner: Callable, shares: list[pa.Table]) -> list[dict]:
+    """`runner` (the write job's task function) in this process, a thread a share (`placement.thread_shares`)."""
+    def run(share: pa.Table) -> list[dict]:
+        return [r for batch in runner(iter(share.to_batches())) for r in batch.to_pylist()]
+    if len(shares) == 1:
+        return run(shares[0])
+    with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="write") as pool:
+        return [r for rows in pool.map(run, shares) for r in rows]
 
 
 def _kept_in_spark(decision: Decision, units: WriteUnits):
