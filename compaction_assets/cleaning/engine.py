@@ -75,9 +75,8 @@ def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest,
         new = seal_active(manifest) if ev.deadline_roll else manifest
         if new.checkpoint != ev.first_dirty_offset:
             new = new.with_(checkpoint=ev.first_dirty_offset)
-        remembered = expire_remembered(handle, new.remembered, now)
-        if remembered is not new.remembered:
-            new = new.with_(remembered=remembered)
+        if ev.remembered_expired:
+            new = new.with_(remembered=expire_remembered(handle, new.remembered, now))
         return None if new is manifest else new
     m = handle.update(change)
     return m, evaluate(m, config, now)

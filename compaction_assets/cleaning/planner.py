@@ -39,6 +39,7 @@ class Evaluation:
     reason: Reason | None         # why it is eligible (never FORCED here), or None
     deadline_roll: bool           # the active segment is due to be sealed at `now`
     checkpoint_reset: bool        # the stored checkpoint is outside [log_start, LEO]
+    remembered_expired: bool      # some remembered deletes expire at `now` (their table is rewritten)
     stored_checkpoint: int
     expired_tombstones: int       # clean-section tombstones whose horizon has passed and are not held
     uncleanable: bool
@@ -157,6 +158,7 @@ def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
         clean_bytes=clean_bytes, cleanable_bytes=cleanable, dirty_ratio=ratio,
         max_compaction_delay_ms=delay, eligible=reason is not None, reason=reason, deadline_roll=roll,
         checkpoint_reset=fd != manifest.checkpoint, stored_checkpoint=manifest.checkpoint, expired_tombstones=expired,
+        remembered_expired=bool(manifest.remembered) and manifest.remembered["min_expiry"] <= now,
         uncleanable=manifest.uncleanable is not None, log_start_offset=manifest.log_start_offset,
         log_end_offset=manifest.log_end_offset, version=manifest.version)
 

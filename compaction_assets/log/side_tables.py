@@ -48,10 +48,9 @@ def write_remembered(handle: LogHandle, rows) -> dict[str, Any]:
     return {"file": name, "count": count, "min_expiry": min_expiry}
 
 
-def expire_remembered(handle: LogHandle, remembered: dict[str, Any] | None, now: int) -> dict[str, Any] | None:
-    """The remembered deletes without those expired at `now` (a new table when some expired)."""
-    if not remembered or remembered["min_expiry"] > now:
-        return remembered
+def expire_remembered(handle: LogHandle, remembered: dict[str, Any], now: int) -> dict[str, Any] | None:
+    """The remembered deletes without those expired at `now`, as a new table (the planner's evaluation
+    says when some have: `Evaluation.remembered_expired`)."""
     table = handle.st.read_parquet(handle.path(remembered["file"]))
     table = table.filter(pc.greater(table.column("m_expiry"), now))
     return write_remembered(handle, table) if len(table) else None
