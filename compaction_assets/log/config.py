@@ -53,7 +53,9 @@ STRATEGIES = tuple(s.value for s in Strategy)
 
 @dataclass(frozen=True)
 class TopicConfig:
-    policy: frozenset[str]
+    # cleanup.policy, as Kafka's LogConfig reads it: two flags, set once when the configuration is built
+    compact: bool
+    delete: bool
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     max_compaction_lag_ms: int
@@ -67,12 +69,9 @@ class TopicConfig:
     landing: LandingConfig = LandingConfig()
 
     @property
-    def compact(self) -> bool:
-        return "compact" in self.policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.policy
+    def policy(self) -> frozenset[str]:
+        """cleanup.policy: the policies set, by name."""
+        return frozenset(name for name, on in (("compact", self.compact), ("delete", self.delete)) if on)
 
     @property
     def roll_interval_ms(self) -> int:
@@ -81,7 +80,7 @@ class TopicConfig:
 
     def to_kafka(self) -> dict[str, Any]:
         return {
-            "cleanup.policy": ",".join(p for p in ("compact", "delete") if p in self.policy),
+            "cleanup.policy": ",".join(p for p, on in (("compact", self.compact), ("delete", self.delete)) if on),
             "min.cleanable.dirty.ratio": self.min_cleanable_dirty_ratio,
             "min.compaction.lag.ms": self.min_compaction_lag_ms,
             "max.compaction.lag.ms": self.max_compaction_lag_ms,
@@ -173,7 +172,7 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
                         "is required and must be a non-blank string when compaction.strategy is header")
     else:
         header = None
-    return TopicConfig(policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
+    return TopicConfig("compact" in policy, "delete" in policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
                        ret_ms, ret_bytes, Strategy(strategy), header, _landing(topic, v, strategy, header))
 
 
