@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import resource
 import time
 
@@ -60,7 +61,8 @@ def main() -> None:
             t = time.perf_counter()
             st = Storage.open(args.out)
             out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None)
-            out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0)
+            out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0,
+                       max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             print(json.dumps(out))
             return
     from compaction_assets.spark import get_spark
@@ -104,7 +106,29 @@ def main() -> None:
     out["jobs"] = jobs.result.jobs
     # this process's peak memory: the Python side of the driver (what a collected decision adds to)
     out["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # the local JVM's peak (a child of this process; none under Spark Connect, whose server reports its own)
+    out["jvm_max_rss_mib"] = children_peak_rss_mib()
     print(json.dumps(out, default=str))
+
+
+def children_peak_rss_mib() -> float | None:
+    """The largest peak resident memory (VmHWM) among this process's live descendants, None if none."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    mine, grew = {os.getpid()}, True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in mine} - mine
+        grew = bool(found)
+        mine |= found
+    from .sweep import peak_rss_mib
+    peaks = [p for p in (peak_rss_mib(pid) for pid in mine - {os.getpid()}) if p is not None]
+    return max(peaks) if peaks else None
 
 
 def tuning_of(fields: str):

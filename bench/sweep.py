@@ -2,13 +2,16 @@
 
     PYTHONPATH=. .venv/bin/python -m bench.sweep [--cases 5000000 20000000 50000000 50000000/50000000]
                                                  [--mode both] [--steps C A D latest_state] [--json FILE]
+                                                 [--keep --workdir DIR]
 
 A case is RECORDS[/KEYS[/FILES]]: KEYS defaults to RECORDS / 10 (10 records a key), FILES (segment
 files of the fresh log) to one per 500,000 records and at least 20 (5M: 20 files, 20M: 40, as issue 32's
 table). Each case's log is generated once (bench/gen.py), then measured cold and warm exactly as
 bench/modes.py measures them (every step its own process, timed from outside; warm: one Spark Connect
 server for the case), and its work folder is removed before the next case (50M records of 100 bytes is
-about 7 GB a copy). Steps: C (Spark copies the files), A (forced cleaning of the fresh log), D (1% new
+about 6 GB a copy), unless --keep: then each case's log stays under --workdir and a later run reuses it
+(the modes or steps of a 50M case run apart, on the same files). Each step's peak resident memory is
+recorded: the step's process (the driver's Python side), its local JVM (cold) or the Connect server (warm). Steps: C (Spark copies the files), A (forced cleaning of the fresh log), D (1% new
 records, then a forced cleaning), the latest state; E (DuckDB) with `--steps ... E`. Each step's growth is
 its time over the previous case's, beside the data's growth (records); the cleaning's route (decision
 collected, probed or cached; only the touched keys grouped; write threads) is printed with A and D.
@@ -28,7 +31,7 @@ from dataclasses import asdict, dataclass
 from compaction_assets.log.store import LogStore
 
 from . import gen
-from .modes import LOG_NAME, REPO, _free_port, build, duckdb_step, step
+from .modes import LOG_NAME, REPO, _disk, _free_port, build, duckdb_step, step
 
 RECORDS_PER_FILE = 500_000
 STEP_LABELS = {"C": "C: Spark copy of the files", "A": "A: forced cleaning", "D": "D: 1% new, then a cleaning",
@@ -83,8 +86,11 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
         if r.get("stats"):   # why a cleaning wrote what it wrote
             route += ", " + ", ".join(f"{k} {r['stats'][k]}" for k in ("segments_rewritten", "segments_marked",
                                                                          "records_rewritten", "deletion_vector_records"))
+        if server:   # the server's peak so far: it only grows, so the step that raised it shows
+            r["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
+        rss = f", peak RSS driver {r.get('max_rss_mib') or 0:.0f} MiB, JVM {r.get('jvm_max_rss_mib') or r.get('server_max_rss_mib') or 0:.0f} MiB"
         print(f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
-              f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}", file=sys.stderr)
+              f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}", file=sys.stderr)
     try:
         if "C" in steps:
             out = os.path.join(work, f"{mode}-copy-out")
@@ -96,27 +102,63 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
             if duck is not None:
                 note("E", duck)
             shutil.rmtree(os.path.join(work, f"{mode}-e"), ignore_errors=True)
-        st = fresh("a")
-        seg = {"segment_bytes": segment_bytes}
-        note("A", step("clean", st, env, **seg))
-        gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(segment_bytes),
-                           max(1, case.records // 100), case.keys, value_bytes, 3)
-        note("D", step("clean", st, env, **seg))
-        if "latest_state" in steps:
-            out = os.path.join(work, f"{mode}-latest")
-            note("latest_state", step("latest-state", st, env, out=out, **seg))
-            shutil.rmtree(out, ignore_errors=True)
-        shutil.rmtree(st, ignore_errors=True)
+        if {"A", "D", "latest_state"} & set(steps):
+            log_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
     finally:
         if server:
+            res["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
-    a = res["A"]
-    res["ratios"] = {"A_over_C": a["wall_seconds"] / res["C"]["wall_seconds"] if "C" in res else None,
-                     "D_over_A": res["D"]["wall_seconds"] / a["wall_seconds"],
-                     "D_bytes_over_A_bytes": res["D"]["bytes_written"] / max(1, a["bytes_written"]),
-                     "latest_state_over_A": (res["latest_state"]["wall_seconds"] / a["wall_seconds"]
-                                             if "latest_state" in res else None)}
+    res["ratios"] = ratios(res)
     return res
+
+
+def log_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: list[str], segment_bytes: int,
+              value_bytes: int) -> None:
+    """A (forced cleaning of the fresh log), D (1% new records, then a cleaning), the latest state after D."""
+    st = fresh("a")
+    seg = {"segment_bytes": segment_bytes}
+    if "A" in steps:
+        note("A", step("clean", st, env, **seg))
+    gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(segment_bytes),
+                       max(1, case.records // 100), case.keys, value_bytes, 3)
+    if "D" in steps:   # without A, D cleans the fresh log and its new records at once
+        note("D", step("clean", st, env, **seg))
+    if "latest_state" in steps:
+        out = os.path.join(work, f"{mode}-latest")
+        note("latest_state", step("latest-state", st, env, out=out, **seg))
+        shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(st, ignore_errors=True)
+
+
+def ratios(res: dict) -> dict:
+    """A / C, D / A, D's bytes over A's and the latest state over A, None where a step did not run."""
+    def over(top: str, bottom: str, key: str = "wall_seconds") -> float | None:
+        if top not in res or bottom not in res:
+            return None
+        return res[top][key] / max(1, res[bottom][key]) if key == "bytes_written" else res[top][key] / res[bottom][key]
+    return {"A_over_C": over("A", "C"), "D_over_A": over("D", "A"),
+            "D_bytes_over_A_bytes": over("D", "A", "bytes_written"), "latest_state_over_A": over("latest_state", "A")}
+
+
+def server_peak_rss_mib(connect_dir: str) -> float | None:
+    """The Spark Connect server JVM's peak resident memory so far (VmHWM), from its pid file."""
+    for name in os.listdir(connect_dir):
+        if name.endswith(".pid"):
+            with open(os.path.join(connect_dir, name)) as f:
+                return peak_rss_mib(int(f.read().strip()))
+    return None
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """A live process's peak resident memory (VmHWM in /proc), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 def render(result: dict) -> str:
@@ -152,10 +194,36 @@ def render(result: dict) -> str:
             vals = [c[mode]["ratios"].get(key) for c in rows]
             lines.append(f"| {key.replace('_over_', ' / ').replace('_', ' ')} | " +
                          " | ".join("" if v is None else f"{v:.3f}" for v in vals) + " |")
-        lines.append("| load average (1 min) during A | " +
-                     " | ".join(f"{c[mode]['A']['load'][0]:.1f}" for c in rows) + " |")
+        lines.append("| peak RSS of a step, driver / JVM (MiB) | " + " | ".join(peaks(c[mode]) for c in rows) + " |")
+        lines.append("| load average (1 min) after A | " +
+                     " | ".join(f"{c[mode]['A']['load'][0]:.1f}" if "A" in c[mode] else "" for c in rows) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def peaks(res: dict) -> str:
+    """The largest peak RSS of the mode's steps: the step's process, and its JVM or the Connect server."""
+    steps = [r for r in res.values() if isinstance(r, dict) and "wall_seconds" in r]
+    driver = max((r.get("max_rss_mib") or 0 for r in steps), default=0)
+    jvm = max((r.get("jvm_max_rss_mib") or r.get("server_max_rss_mib") or 0 for r in steps), default=0)
+    return f"{driver:.0f} / {jvm:.0f}" if driver or jvm else ""
+
+
+def case_log(work: str, case: Case, args, segment_bytes: int) -> dict:
+    """The case's pristine log: generated (bench/gen.py, deterministic), or one an earlier --keep run left."""
+    pristine = os.path.join(work, "pristine")
+    if args.keep and os.path.isdir(pristine):
+        manifest = LogStore(pristine, gc_grace_s=0).log(LOG_NAME).manifest()
+        print(f"{case.name}: reusing {pristine}", file=sys.stderr)
+        return {"one": pristine, "log_bytes": sum(_disk(pristine).values()), "log_segments": len(manifest.segments),
+                "log_files": sum(len(s.files) for s in manifest.segments)}
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    t = time.perf_counter()
+    built = build(work, case.records, case.keys, args.value_bytes, 0, 0, 10, segment_bytes)
+    print(f"{case.name}: generated in {time.perf_counter() - t:.1f}s ({built['log_bytes'] / 2**20:.1f} MiB in "
+          f"{built['log_segments']} segments, {built['log_files']} files)", file=sys.stderr)
+    return built
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,9 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     ap.add_argument("--steps", nargs="+", default=["C", "A", "D", "latest_state"],
-                    help="of C, E, latest_state (A and D always run)")
+                    help="of C, E, A, D, latest_state (D and the latest state follow 1%% new records)")
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "sweep"))
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "sweep-latest.json"))
+    ap.add_argument("--keep", action="store_true", help="keep each case's generated log under --workdir and "
+                    "reuse one kept by an earlier run (50M records take minutes to write)")
     ap.add_argument("--render", metavar="JSON", help="print the tables of an earlier run's JSON and stop")
     args = ap.parse_args(argv)
     if args.render:
@@ -175,19 +245,16 @@ def main(argv: list[str] | None = None) -> None:
         return
     result: dict = {"params": vars(args), "cases": [], "load_start": os.getloadavg()}
     for case in map(parse_case, args.cases):
-        shutil.rmtree(args.workdir, ignore_errors=True)
-        os.makedirs(args.workdir)
+        work = os.path.join(args.workdir, f"{case.records}-{case.keys}-{case.files}") if args.keep else args.workdir
         segment_bytes = -(-case.records * (16 + gen.KEY_BYTES + args.value_bytes) // case.files)
-        t = time.perf_counter()
-        built = build(args.workdir, case.records, case.keys, args.value_bytes, 0, 0, 10, segment_bytes)
-        print(f"{case.name}: generated in {time.perf_counter() - t:.1f}s ({built['log_bytes'] / 2**20:.1f} MiB in "
-              f"{built['log_segments']} segments, {built['log_files']} files)", file=sys.stderr)
+        built = case_log(work, case, args, segment_bytes)
         entry = {"case": asdict(case), "log_bytes": built["log_bytes"], "log_segments": built["log_segments"],
                  "log_files": built["log_files"]}
         for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
-            entry[mode] = measure_mode(mode, args.workdir, built, case, segment_bytes, args.steps, args.value_bytes)
+            entry[mode] = measure_mode(mode, work, built, case, segment_bytes, args.steps, args.value_bytes)
         result["cases"].append(entry)
-        shutil.rmtree(args.workdir, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
         with open(args.json, "w") as f:   # after every case: a long sweep stopped early keeps what it measured
             json.dump({**result, "load_end": os.getloadavg()}, f, indent=1, default=str)
