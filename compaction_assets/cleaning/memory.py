@@ -1,7 +1,7 @@
 """What a cleaning may bring to this process: fast paths bounded by the memory they need, not a row count.
 
-The probe's newer winners (with their keys) and a local write's kept offsets each come here through one
-Spark collect. They are bounded by what holds them: a share of the memory this machine has available
+The probe's newer winners (with their keys), a collected decision's winners and a local write's kept
+offsets each come here through one Spark collect. They are bounded by what holds them: a share of the memory this machine has available
 (`CleanerTuning.driver_memory_share`) and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB
 unless set), each row at its cost below. The row count this replaced (1M newer rows) sent a cleaning after
 10% new records of a 20M-record log down the general path, grouping every key (issue 32); a tuning that

@@ -48,11 +48,13 @@ class CleanerTuning:
     # new: 2.8-3.2 s against 3.5-4.2 s warm)
     incremental_min_rows: int = 5_000_000
     # a range of at most this many rows brings its decision (narrow, a row a key) to this process in one
-    # job: no cache, no second job (a request of half a second to a Connect server saved)
+    # job: no cache, no second job (a request of half a second to a Connect server saved); only when its
+    # winners fit the memory available, as the probe (memory.py), else the decision is cached in Spark
     collect_decision_max_rows: int = 1_000_000
     # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
     # each at the peak (5M distinct keys: 0.4 GB more than caching it in Spark); no plan compiled per
-    # cleaning (about 0.25 s of an incremental cleaning on a warm server)
+    # cleaning (about 0.25 s of an incremental cleaning on a warm server). A crossover, not a memory
+    # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json)
     collect_offset_decision_max_rows: int = 5_000_000
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
     # rows lie above it, 0: as many as their winners fit in this process (memory.py) (a cleaning after 1%

@@ -283,8 +283,9 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
     assert after.segments == before.segments and after.deleted == before.deleted and after.uncleanable
 
 
-# The probe and the writes here are bounded by the memory they need (cleaning/memory.py), not a row count:
-# with no memory to spare (`driver_memory_share` 0) a log takes their general twins and must come out the same.
+# The probe, the collected decisions and the writes here are bounded by the memory they need
+# (cleaning/memory.py): with no memory to spare (`driver_memory_share` 0) a log takes their general twins
+# and must come out the same.
 
 def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit(spark):
     assert fits_here(spark, 10, 10, COLLECTED_WINNER, 0.0)          # a given limit wins over memory
@@ -312,7 +313,8 @@ def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, ma
                          _figures(report))
         routes[path] = report.route
     assert routes["memory"].decision == "probed" and routes["memory"].write_threads == local_cores(spark)
-    assert routes["general"].decision == "collected" and routes["general"].write_threads == 0
+    # no memory to spare: the decision is not collected either, but cached in Spark
+    assert routes["general"].decision == "cached" and routes["general"].write_threads == 0
     assert not routes["general"].only_touched_keys
     assert results["memory"][0] and results["memory"] == results["general"]
     assert results["memory"][2]["segments_marked"] + results["memory"][2]["segments_rewritten"] >= 1
