@@ -31,8 +31,7 @@ import pyarrow.compute as pc
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
                                                  Decision, ProbedDecision, arrow_figures, segment_figures,
                                                  spark_figures, totals)
-from compaction_assets.cleaning.memory import COLLECTED_WINNER, fits_here, newer_winner
-from compaction_assets.cleaning.placement import shuffle_partitions
+from compaction_assets.cleaning.placement import COLLECTED_WINNER, fits_here, newer_winner, shuffle_partitions
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -92,7 +91,7 @@ def decided(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, s
 def _collects(spark, span: CleaningRange, max_rows: int, tuning: CleanerTuning) -> bool:
     """Whether the range's decision comes here in one job: up to `max_rows` rows (where collecting stops
     beating a cache in Spark: 20M rows collected took 425 s against 262-333 s cached) and only when a
-    winner a row fits the memory available (memory.py), else it is cached in Spark."""
+    winner a row fits the memory available (placement.py), else it is cached in Spark."""
     return span.rows <= max_rows and fits_here(spark, span.rows, 0, COLLECTED_WINNER, tuning.driver_memory_share)
 
 

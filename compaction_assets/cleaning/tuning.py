@@ -49,7 +49,7 @@ class CleanerTuning:
     incremental_min_rows: int = 5_000_000
     # a range of at most this many rows brings its decision (narrow, a row a key) to this process in one
     # job: no cache, no second job (a request of half a second to a Connect server saved); only when its
-    # winners fit the memory available, as the probe (memory.py), else the decision is cached in Spark
+    # winners fit the memory available, as the probe (placement.py), else the decision is cached in Spark
     collect_decision_max_rows: int = 1_000_000
     # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
     # each at the peak (5M distinct keys: 0.4 GB more than caching it in Spark); no plan compiled per
@@ -57,12 +57,12 @@ class CleanerTuning:
     # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json)
     collect_offset_decision_max_rows: int = 5_000_000
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
-    # rows lie above it, 0: as many as their winners fit in this process (memory.py) (a cleaning after 1%
+    # rows lie above it, 0: as many as their winners fit in this process (placement.py) (a cleaning after 1%
     # new of 5M records: 1.6 s -> 0.5 s; after 10% new of 20M, past the 1M rows that bounded it before:
     # 82-88 s grouped, 38 s probed)
     probe_max_newer_rows: int = 0
     # what the paths chosen by memory (0 above and below) may bring to this process: this share of the
-    # memory available when the cleaning decides, within the driver's result limit (memory.py; the rest
+    # memory available when the cleaning decides, within the driver's result limit (placement.py; the rest
     # is the Spark driver's, the other cleanings' of a fleet and the page cache's)
     driver_memory_share: float = 0.25
     # the probe reads and tests segments this many rows at a time (about 50 MB of columns): memory bound
@@ -70,7 +70,7 @@ class CleanerTuning:
     # a local master's large writes (and probes) run in this process, a thread a core (a forced cleaning
     # of 5M records wrote in 2.0 s here, 4.3 s in Python workers on the same cores) ...
     local_master_writes_here: bool = True
-    # ... when their kept offsets (12 bytes each here) are at most this many, 0: as many as fit (memory.py)
+    # ... when their kept offsets (12 bytes each here) are at most this many, 0: as many as fit (placement.py)
     local_write_max_kept: int = 0
     # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
     # proportion to the change: 5M records after 1% new, 42 KB written instead of a 725 KB vector

@@ -21,8 +21,8 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide, keys_mostly_distinct
 from compaction_assets.cleaning.decision import CollectedDecision
-from compaction_assets.cleaning.memory import COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, result_limit
-from compaction_assets.cleaning.placement import local_cores
+from compaction_assets.cleaning.placement import (COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, local_cores,
+                                                  result_limit)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
@@ -284,7 +284,7 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
 
 
 # The probe, the collected decisions and the writes here are bounded by the memory they need
-# (cleaning/memory.py): with no memory to spare (`driver_memory_share` 0) a log takes their general twins
+# (cleaning/placement.py): with no memory to spare (`driver_memory_share` 0) a log takes their general twins
 # and must come out the same.
 
 def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit(spark):
