@@ -80,6 +80,11 @@ class PostgresServer:
             cmd = ["runuser", "-u", self.user, "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
+    def new_database(self, name: str) -> str:
+        """Create database `name` on this server (an instance of its own for one test); its URL."""
+        _create_database(self, name)
+        return self.url.rsplit("/", 1)[0] + f"/{name}"
+
     def stop(self) -> None:
         self.run("pg_ctl", "-D", os.path.join(self.folder, "data"), "-m", "immediate", "-w", "stop", timeout=60)
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -123,13 +128,13 @@ def _init_and_start(server: PostgresServer) -> None:
         raise RuntimeError(f"pg_ctl start failed: {server.log_tail(5)}")
 
 
-def _create_database(server: PostgresServer) -> None:
+def _create_database(server: PostgresServer, name: str = DB) -> None:
     import psycopg2
 
     conn = psycopg2.connect(host="127.0.0.1", port=server.port, user=USER, password=PASSWORD, dbname="postgres")
     try:
         conn.autocommit = True
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {DB}")
+            cur.execute(f"CREATE DATABASE {name}")
     finally:
         conn.close()

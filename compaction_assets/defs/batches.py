@@ -24,7 +24,6 @@ was committed but not yet recorded, or recorded in part, when its run was killed
 run did not record): nothing is lost and nothing is doubled.
 """
 
-
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,7 @@ from compaction_assets.defs.history import (COMPACTED_LOG, Cleaning, checked, cl
                                             compacted_log_metadata, latest_state_metadata, raw_segments_metadata,
                                             recorded_cleaning, recorded_per_partition, recovered_report,
                                             table_check_record)
+from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.defs.table import LATEST_STATE, TopicRows, read_topics, table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
@@ -315,6 +315,7 @@ def summarize(context: dg.OpExecutionContext, what: str, logs: list[str], outcom
 def clean_batch(context, config: BatchConfig, log_store: LogStoreResource, pyspark, logs: list[str],
                 only_due: bool, earlier: list[LogOutcome] = ()):
     """Clean `logs` as one batch, yielding each partition's history; fail at the end if any failed."""
+    hold_instance_connections(context.instance)   # ~9 events a log: one connection, not one a write
     batch = CleaningBatch(context, log_store, lambda: pyspark.spark_session, batch_now(context, config),
                           config.force, only_due)
     outcomes = yield from batch.run(logs)
@@ -352,8 +353,7 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
 
 @dataclass(frozen=True)
 class Ingested:
-    """What the ingestion step hands the cleaning step: the logs ingested, the failures to report, and the
-    batch's time and force (one time for the whole run)."""
+    """What the ingestion step hands the cleaning step: logs ingested, failures to report, the run's time and force."""
     logs: list
     failures: list
     now: int
@@ -364,8 +364,8 @@ class Ingested:
        description="Ingests the new landing files of many logs, each log's raw_segments as its own run records it.")
 def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource):
     """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run."""
-    folders = landing_logs(log_store.landing_area())[0]
-    outcomes = []
+    hold_instance_connections(context.instance)
+    folders, outcomes = landing_logs(log_store.landing_area())[0], []
     for log in config.logs:
         outcome = _ingest_one(log_store, log, folders, None)   # its events show progress (see above)
         outcomes.append(outcome)

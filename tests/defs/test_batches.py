@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
+from sqlalchemy.pool import NullPool, QueuePool
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
@@ -19,6 +20,7 @@ from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
+from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.table import read as table_read
@@ -92,6 +94,17 @@ def history(instance, log: str) -> dict:
     return out
 
 
+def assert_same_histories(expected: dict, got: dict) -> None:
+    """Every log's history in `got` is the one in `expected`: as many events of each, with equal metadata."""
+    for log in expected:
+        for key in expected[log]:
+            assert len(got[log][key]) == len(expected[log][key]), (log, key)
+            for b, o in zip(got[log][key], expected[log][key]):
+                differ = {k: (b.get(k), o.get(k)) for k in set(b) | set(o) if b.get(k) != o.get(k)} \
+                    if isinstance(b, dict) else ({} if b == o else {"evaluation": (b, o)})
+                assert not differ, (log, key, differ)
+
+
 def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
     """The same logs, the same time: one run per partition in one store, one batch in another."""
     logs = ["users-0", "users-1", "orders-0"]
@@ -120,16 +133,36 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
                     assert snapshot.log_versions == {n: store.handle(n).manifest().version for n in names}
             histories.append({log: history(instance, log) for log in logs})
     single, batch = histories
+    assert_same_histories(single, batch)
     for log in logs:
-        for key in single[log]:
-            assert len(batch[log][key]) == len(single[log][key]), (log, key)
-            for b, o in zip(batch[log][key], single[log][key]):
-                differ = {k: (b.get(k), o.get(k)) for k in set(b) | set(o) if b.get(k) != o.get(k)} \
-                    if isinstance(b, dict) else ({} if b == o else {"evaluation": (b, o)})
-                assert not differ, (log, key, differ)
         assert len(batch[log]["compacted_log"]) == 1 and batch[log]["compacted_log"][0]["cleaned"] is True
         assert [c[0] for name in ("latest_value_per_key", "max_compaction_delay") for c in batch[log][name]] == \
             [True, True]
+
+
+def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_history(tmp_path, spark, postgres_server):
+    """The same batch on the default SQLite instance and on a PostgreSQL one (docs/deployment.md): on
+    PostgreSQL the run's storages keep a pooled connection (not one a write), and the history is the same."""
+    logs = ["users-0", "users-1", "orders-0"]
+    histories = []
+    storage = {"storage": {"postgres": {"postgres_url": postgres_server.new_database("batch_pool")}}}
+    for path in ("sqlite", "postgres"):
+        _, resources = make_env(tmp_path / path, tmp_path / "topics.yaml")
+        for n, log in enumerate(logs):
+            land(tmp_path / path / "landing", log, records(12 + n))
+        with dg.instance_for_test(overrides=storage if path == "postgres" else None) as instance:
+            storages = (instance.event_log_storage, instance.run_storage, instance.schedule_storage)
+            assert path == "sqlite" or {type(s._engine.pool) for s in storages} == {NullPool}  # Dagster's default
+            instance.add_dynamic_partitions(log_partitions.name, logs)
+            assert run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op").success
+            if path == "postgres":
+                assert {type(s._engine.pool) for s in storages} == {QueuePool}
+                engine = instance.event_log_storage._engine
+                hold_instance_connections(instance)   # the run's second step did the same: once an instance
+                assert instance.event_log_storage._engine is engine
+            histories.append({log: history(instance, log) for log in logs})
+    assert_same_histories(*histories)
+    assert all(histories[1][log]["compacted_log"] for log in logs)
 
 
 def tick(sensor, instance, resources):
