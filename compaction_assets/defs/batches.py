@@ -315,7 +315,7 @@ def summarize(context: dg.OpExecutionContext, what: str, logs: list[str], outcom
 def clean_batch(context, config: BatchConfig, log_store: LogStoreResource, pyspark, logs: list[str],
                 only_due: bool, earlier: list[LogOutcome] = ()):
     """Clean `logs` as one batch, yielding each partition's history; fail at the end if any failed."""
-    hold_instance_connections(context.instance)   # ~9 events a log: one connection, not one a write
+    hold_instance_connections(context.instance, context.run_id)   # ~9 events a log: one connection, not one a write
     batch = CleaningBatch(context, log_store, lambda: pyspark.spark_session, batch_now(context, config),
                           config.force, only_due)
     outcomes = yield from batch.run(logs)
@@ -364,7 +364,7 @@ class Ingested:
        description="Ingests the new landing files of many logs, each log's raw_segments as its own run records it.")
 def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource):
     """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run."""
-    hold_instance_connections(context.instance)
+    hold_instance_connections(context.instance, context.run_id)
     folders, outcomes = landing_logs(log_store.landing_area())[0], []
     for log in config.logs:
         outcome = _ingest_one(log_store, log, folders, None)   # its events show progress (see above)

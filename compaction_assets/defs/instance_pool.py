@@ -9,8 +9,15 @@ connection open; the SQLite storages ignore it (Dagster 1.13). The settings diff
   the extra ones close when returned.
 - `statement_timeout=0`: no timeout, as a run worker has by default (the webserver's 15 s is for reads).
 - `pool_recycle=3600`: a held connection is replaced after an hour, as the webserver does.
+
+A SQLite instance's event storage also closes its last connection to a shard after every transaction,
+and SQLite then checkpoints and deletes the shard's WAL, to create it again at the next write (four
+fsyncs a transaction). A connection of ours held open to the run's shard and the index (idle: no
+transaction, so checkpoints still run) keeps the WAL in place; commits stay as durable (synchronous FULL).
 """
 
+import os
+import sqlite3
 import weakref
 
 import dagster as dg
@@ -21,12 +28,29 @@ UNLIMITED_OVERFLOW = -1   # SQLAlchemy's QueuePool: no bound on connections beyo
 # The instances already switched in this process: a run's steps share one instance (in-process executor),
 # and switching again would leave the first pool's connection open until it is collected.
 _POOLED: "weakref.WeakSet[dg.DagsterInstance]" = weakref.WeakSet()
+# The SQLite shards held open per instance, by path: closed when the instance is collected.
+_HELD: "weakref.WeakKeyDictionary[dg.DagsterInstance, dict]" = weakref.WeakKeyDictionary()
+INDEX_SHARD = "index"   # the name Dagster's SQLite event storage gives its index shard
 
 
-def hold_instance_connections(instance: dg.DagsterInstance) -> None:
-    """Make the instance's storages keep a pooled connection for the rest of this process (once per instance)."""
-    if instance in _POOLED:
+def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None:
+    """Keep the instance's storages' connections open for the rest of this process (once per instance)."""
+    if instance not in _POOLED:
+        instance.optimize_for_webserver(statement_timeout=0, pool_recycle=POOL_RECYCLE_S,
+                                        max_overflow=UNLIMITED_OVERFLOW)
+        _POOLED.add(instance)
+    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)   # SQLite's sharded storage
+    if path_for_shard is None:
         return
-    instance.optimize_for_webserver(statement_timeout=0, pool_recycle=POOL_RECYCLE_S,
-                                    max_overflow=UNLIMITED_OVERFLOW)
-    _POOLED.add(instance)
+    held = _HELD.setdefault(instance, {})
+    for path in (path_for_shard(INDEX_SHARD), path_for_shard(run_id)):
+        if path not in held and os.path.exists(path):
+            connection = sqlite3.connect(path, check_same_thread=False)
+            # reading the schema opens the WAL and its shared memory: this connection now counts
+            connection.execute("select count(*) from sqlite_master").fetchall()
+            held[path] = connection
+
+
+def held_shards(instance: dg.DagsterInstance) -> list[str]:
+    """The SQLite shards of the instance this process holds open."""
+    return sorted(_HELD.get(instance, {}))

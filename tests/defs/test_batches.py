@@ -20,7 +20,7 @@ from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
-from compaction_assets.defs.instance_pool import hold_instance_connections
+from compaction_assets.defs.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.table import read as table_read
@@ -141,8 +141,8 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
 
 
 def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_history(tmp_path, spark, postgres_server):
-    """The same batch on the default SQLite instance and on a PostgreSQL one (docs/deployment.md): on
-    PostgreSQL the run's storages keep a pooled connection (not one a write), and the history is the same."""
+    """The same batch on the default SQLite instance and on a PostgreSQL one (docs/deployment.md): the run
+    holds its connections (PostgreSQL: a pool each storage; SQLite: its shards open), the history is the same."""
     logs = ["users-0", "users-1", "orders-0"]
     histories = []
     storage = {"storage": {"postgres": {"postgres_url": postgres_server.new_database("batch_pool")}}}
@@ -154,12 +154,17 @@ def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_histo
             storages = (instance.event_log_storage, instance.run_storage, instance.schedule_storage)
             assert path == "sqlite" or {type(s._engine.pool) for s in storages} == {NullPool}  # Dagster's default
             instance.add_dynamic_partitions(log_partitions.name, logs)
-            assert run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op").success
+            result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
+            assert result.success
             if path == "postgres":
                 assert {type(s._engine.pool) for s in storages} == {QueuePool}
                 engine = instance.event_log_storage._engine
-                hold_instance_connections(instance)   # the run's second step did the same: once an instance
-                assert instance.event_log_storage._engine is engine
+                hold_instance_connections(instance, result.run_id)   # as the run's second step: once an instance
+                assert instance.event_log_storage._engine is engine and held_shards(instance) == []
+            else:   # the index and the run's shard, each with its WAL kept (not deleted at each transaction's end)
+                shards = [instance.event_log_storage.path_for_shard(s) for s in ("index", result.run_id)]
+                assert held_shards(instance) == sorted(shards)
+                assert all(os.path.exists(f"{shard}-wal") for shard in shards)
             histories.append({log: history(instance, log) for log in logs})
     assert_same_histories(*histories)
     assert all(histories[1][log]["compacted_log"] for log in logs)
