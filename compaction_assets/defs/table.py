@@ -107,11 +107,7 @@ def compare_table(log_store: LogStoreResource, log: str, view=None, topic_rows: 
     topic, partition = parse_log_name(log, "partition key")
     handle = log_store.handle(log)
     if topic_rows is None or partition not in topic_rows.rows:
-        table, ident = open_table(handle.st, topic)
-        snapshot = table.current_snapshot()
-        topic_rows = TopicRows(ident, marks_of(snapshot), {partition: scan(
-            table, snapshot.snapshot_id, partition).select(["key", "value", "offset", "timestamp"]).to_pylist()
-            if snapshot is not None else []})
+        topic_rows = read_topic(log_store, log, topic, [partition])
     mark = topic_rows.marks.get(log)
     if mark is None:
         raise CompactionError(f"table {topic_rows.ident} reflects no version of {log} yet")
