@@ -61,15 +61,26 @@ def _quoted(arr: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', escaped, '"', "")
 
 
-def _field_parts(child: pa.Array) -> list:
-    """A struct field's JSON as parts to join: a text field without nulls quoted by the literals around it
-    (one join for the whole struct instead of one more per text field)."""
-    if (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)) and not child.null_count \
-            and len(child):
+def _nulls_under_parent(child: pa.Array, parent: pa.StructArray) -> bool:
+    """Whether the child is null only where its struct is (a Parquet struct's children are)."""
+    if not child.null_count:
+        return True
+    if not parent.null_count:
+        return False
+    return not pc.any(pc.and_(child.is_null(), parent.is_valid())).as_py()
+
+
+def _field_parts(child: pa.Array, parent: pa.StructArray) -> list:
+    """A struct field's JSON as parts to join: a text field quoted by the literals around it (one join for the
+    whole struct instead of one more per text field). A child null only where its struct is stays null (the
+    join then nulls the struct's row, no `null` text to fill); any other null is the JSON `null`."""
+    if not _nulls_under_parent(child, parent):
+        return [pc.fill_null(to_json(child), "null")]
+    if (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)) and len(child):
         escaped = _escaped(child)
         if escaped is not None:
             return ['"', escaped, '"']
-    return [pc.fill_null(to_json(child), "null")]
+    return [to_json(child)]
 
 
 def _struct(arr: pa.StructArray) -> pa.Array:
@@ -82,9 +93,11 @@ def _struct(arr: pa.StructArray) -> pa.Array:
         parts: list = []
         for n, i in enumerate(sorted(range(len(names)), key=lambda i: names[i])):
             prefix = ("{" if n == 0 else ",") + canonical_json(names[i]).decode("utf-8") + ":"
-            parts += [prefix, *_field_parts(arr.field(i))]
+            parts += [prefix, *_field_parts(arr.field(i), arr)]
         joined = pc.binary_join_element_wise(*_merge_literals(parts + ["}"]), "")
-    return pc.if_else(arr.is_valid(), joined, pa.scalar(None, pa.string())) if arr.null_count else joined
+    if joined.null_count == arr.null_count:   # its nulls are among the struct's (see _field_parts): the same
+        return joined
+    return pc.if_else(arr.is_valid(), joined, pa.scalar(None, pa.string()))
 
 
 def _merge_literals(parts: list) -> list:
