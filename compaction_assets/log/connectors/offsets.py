@@ -87,8 +87,10 @@ def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
         return np.arange(start, start + n, dtype=np.int64)
     hi = nxt if nxt is not None else max(start + 1, int(taken.max()) + 1 if taken.size else start + 1)
     span = np.arange(start, hi, dtype=np.int64)
-    at = np.searchsorted(taken, span).clip(max=max(taken.size - 1, 0))
-    free = span if not taken.size else span[taken[at] != span]     # `taken` sorted: no hashing of every offset
+    low, high = np.searchsorted(taken, [start, hi])    # `taken` sorted: only the values in the range
+    used = np.zeros(span.size, dtype=bool)
+    used[taken[low:high] - start] = True               # a mark per offset, not a search per offset
+    free = span[~used]
     if nxt is None and free.size < n:
         free = np.concatenate([free, np.arange(hi, hi + n - free.size, dtype=np.int64)])
     if free.size != n or free[0] != start:
@@ -107,7 +109,8 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
         offs, ok = _value_offsets(p, has_field, tombs)
         offsets.append(offs)
         exact = exact and ok
-    taken = np.sort(np.concatenate(offsets)) if offsets else np.empty(0, np.int64)
+    # stable: a merge of the files' already sorted runs, near linear where the default sort is not
+    taken = np.sort(np.concatenate(offsets), kind="stable") if offsets else np.empty(0, np.int64)
     for p in tombs:
         offsets.append(_tombstone_offsets(p, taken))
     ordered = values + tombs

@@ -240,3 +240,19 @@ def test_confluent_values_placed_around_tombstones_are_the_taken_values(value_of
     assert values_in_order(array, swapped, swapped >= len(live_values)) is None             # values reordered
     with_value = pa.concat_arrays([array[:6], pa.array([b"v", None, None], pa.binary())])
     assert values_in_order(with_value, order, tomb) is None                                # a tombstone with a value
+
+
+def test_a_reordering_of_where_kept_unapplied_names_the_rows_the_applied_one_does():
+    """Where.take keeps the order to apply when an error reads a row: taken twice and concatenated with
+    another unit, every row names the file and record an eager reordering names."""
+    import numpy as np
+
+    first = columns.Where.numbered("a.parquet: record", range(1, 6))
+    second = columns.Where.each(["b.json: line 4", "b.json: line 9"])
+    once = first.take(np.array([4, 0, 3, 1, 2]))
+    twice = once.take(np.array([1, 1, 4, 0]))
+    assert [twice[i] for i in range(4)] == [f"a.parquet: record {n}" for n in (1, 1, 3, 5)]
+    assert [twice.applied()[i] for i in range(4)] == [twice[i] for i in range(4)]
+    both = columns.concat_where([twice, second]).take(np.array([5, 0, 4, 3]))
+    assert [both[i] for i in range(4)] == ["b.json: line 9", "a.parquet: record 1", "b.json: line 4",
+                                           "a.parquet: record 5"]
