@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.connectors.layouts import Unit
-from compaction_assets.log.connectors.columns import Columns, concat
+from compaction_assets.log.connectors.columns import Columns, concat, take_headers
 
 INFINITY = 2**63
 
@@ -138,7 +138,7 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     values = values_in_order(whole.values, order, tomb)
     return Columns(whole.keys.take(idx), whole.values.take(idx) if values is None else values,
                    whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
-                   whole.headers.take(idx), whole.where.take(order), whole.mtime_timestamps - dated,
+                   take_headers(whole.headers, idx), whole.where.take(order), whole.mtime_timestamps - dated,
                    whole.schema), exact   # same rows, reordered
 
 

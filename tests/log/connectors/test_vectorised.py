@@ -256,3 +256,24 @@ def test_a_reordering_of_where_kept_unapplied_names_the_rows_the_applied_one_doe
     both = columns.concat_where([twice, second]).take(np.array([5, 0, 4, 3]))
     assert [both[i] for i in range(4)] == ["b.json: line 9", "a.parquet: record 1", "b.json: line 4",
                                            "a.parquet: record 5"]
+
+
+def test_headers_taken_or_concatenated_without_any_header_are_arrows_take_and_concat():
+    """take_headers' and concat's rows without any header (new empty lists) against Arrow's list take/concat."""
+    import numpy as np
+
+    empty = columns._empty_headers(4)
+    some = pa.array([[{"name": "h", "value": b"v"}], [], [{"name": "é", "value": None}]], columns.HEADERS_TYPE)
+    for headers in (empty, empty[1:], some):
+        order = pa.array([2, 0, 0, 1, 2])
+        taken = columns.take_headers(headers, order)
+        assert taken.validate(full=True) is None and taken.equals(headers.take(order))
+    parts = [columns.from_raw(shapes.RawBatch([b"k"] * len(h), [b"v"] * len(h), [0] * len(h), [1] * len(h),
+                                              [[]] * len(h), ["w"] * len(h)), "f") for h in (empty, some)]
+    parts[1] = columns.Columns(*[getattr(parts[1], f) for f in ("keys", "values", "structured", "offsets",
+                                                                "timestamps")], some, parts[1].where)
+    for chosen in ([parts[0], parts[0]], parts):
+        joined = columns.concat(chosen).headers
+        assert joined.validate(full=True) is None
+        assert joined.equals(pa.concat_arrays([p.headers for p in chosen]))
+    assert columns.concat(parts).take(np.array([6, 0])).headers.to_pylist() == [[{"name": "é", "value": None}], []]
