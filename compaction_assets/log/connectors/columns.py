@@ -68,7 +68,8 @@ def concat_where(parts: list[Where]) -> Where:
     sources = []
     parts = [w.applied() for w in parts]
     for w in parts:
-        sources.append(w.source + len(labels))
+        # a unit's rows name one label (a file's records) in most units: repeated, not added row by row
+        sources.append(np.repeat(np.int64(len(labels)), len(w.source)) if len(w.labels) == 1 else w.source + len(labels))
         labels += w.labels
     return Where(labels, np.concatenate(sources), np.concatenate([w.number for w in parts]))
 

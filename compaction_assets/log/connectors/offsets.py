@@ -124,8 +124,8 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
         raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
                                 f"({', '.join(p.unit.name for p in parts)})")
     whole = concat([p.batch for p in ordered])
-    tomb = np.concatenate([np.full(len(p.batch), p.unit.tombstone) for p in ordered])[order]
-    real = np.concatenate([np.full(len(p.batch), p.batch.mtime_timestamps == 0) for p in ordered])[order]
+    tomb = order >= sum(len(p.batch) for p in values)     # rows of tombstone files (after the value files')
+    real = _own_times(ordered, order, tomb)
     # A tombstone carries no inserted field: its object's mtime can be years after the values' own
     # times, which would roll a segment at every delete and date the delete long after it happened.
     # The record before it in the partition (carried over runs of tombstones) is the closest time that the
@@ -140,6 +140,14 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
                    whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
                    take_headers(whole.headers, idx), whole.where.take(order), whole.mtime_timestamps - dated,
                    whole.schema), exact   # same rows, reordered
+
+
+def _own_times(ordered: list[Part], order: np.ndarray, tomb: np.ndarray) -> np.ndarray:
+    """Per row in offset order: whether its file's records carry their own timestamps (no object mtime)."""
+    own = [p.batch.mtime_timestamps == 0 for p in ordered]
+    if own == [not p.unit.tombstone for p in ordered]:   # the usual case: values timed, tombstones not
+        return ~tomb
+    return np.repeat(own, [len(p.batch) for p in ordered])[order]
 
 
 def values_in_order(values: pa.Array, order: np.ndarray, tomb: np.ndarray) -> pa.Array | None:
