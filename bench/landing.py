@@ -16,9 +16,10 @@ connector layout stores for a structured value), so both sides append the same b
 
 Each layout's files are written once; then every round ingests every layout once into a fresh store, in
 the order given (rounds interleaved, so that the machine's load drifts alike over the contenders). Prints
-one line per ingestion (seconds, records a second, the 1-minute load average before and after, ratio to
-the same round's native layout of the file format), then per layout the median seconds and the median of
-its rounds' ratios; --json writes both.
+one line per ingestion (seconds, records a second, the 1-minute load average before and after, CPU seconds of
+all its threads, ratio to the same round's native layout of the file format in seconds and in CPU time), then
+per layout the median seconds and the medians of its rounds' ratios; --json writes both. CPU time is less
+swayed than seconds by other processes' load (though not immune: they share the caches).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class Result:
     records_per_second: float
     load_before: float            # the 1-minute load average as the process started and as it ended
     load_after: float
+    cpu_seconds: float = 0.0      # the ingestion's CPU time, every thread: less swayed by others' load
     ratio_to_native: float | None = None   # to the native layout of the same file format, same round
+    cpu_ratio_to_native: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Summary:
     median_seconds: float
     fastest_seconds: float
     median_ratio: float | None
+    median_cpu_ratio: float | None
     load_low: float
     load_high: float
 
@@ -204,9 +208,10 @@ def ingest_once(landing: str, store: str, layout: str) -> None:
     # imports bring it in before the timing, the connectors' shaping within it (0.3-1.5 s); import it first
     config = build_config(CONFIGS.get(layout, {}))
     handle = LogStore(store, gc_grace_s=0).log(f"{TOPIC}-0")
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = ingest(handle, config, landing_logs(landing)[0][f"{TOPIC}-0"])
-    print(json.dumps({"seconds": time.perf_counter() - started, "records": report["records_appended"]}))
+    print(json.dumps({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+                      "records": report["records_appended"]}))
 
 
 def measure(layout: str, work: Path, round_number: int) -> Result:
@@ -222,24 +227,27 @@ def measure(layout: str, work: Path, round_number: int) -> Result:
         raise SystemExit(f"{layout}: ingestion failed: {proc.stderr.strip().splitlines()[-1:]}")
     inside = json.loads(proc.stdout.strip().splitlines()[-1])
     return Result(layout, round_number, inside["records"], round(wall, 2), round(inside["seconds"], 2),
-                  round(inside["records"] / inside["seconds"]), round(load_before, 1), round(os.getloadavg()[0], 1))
+                  round(inside["records"] / inside["seconds"]), round(load_before, 1), round(os.getloadavg()[0], 1),
+                  round(inside["cpu_seconds"], 2))
 
 
 def with_ratio(result: Result, native: Result | None) -> Result:
     """The result with its ratio to the same round's native layout of its file format."""
     if native is None or result.layout.startswith("native"):
         return result
-    return replace(result, ratio_to_native=round(result.ingest_seconds / native.ingest_seconds, 2))
+    return replace(result, ratio_to_native=round(result.ingest_seconds / native.ingest_seconds, 2),
+                   cpu_ratio_to_native=round(result.cpu_seconds / native.cpu_seconds, 2))
 
 
 def summarise(layout: str, results: list[Result]) -> Summary:
     """The layout's rounds as medians."""
     mine = [r for r in results if r.layout == layout]
     ratios = [r.ratio_to_native for r in mine if r.ratio_to_native is not None]
+    cpu_ratios = [r.cpu_ratio_to_native for r in mine if r.cpu_ratio_to_native is not None]
     loads = [load for r in mine for load in (r.load_before, r.load_after)]
     return Summary(layout, len(mine), round(statistics.median(r.ingest_seconds for r in mine), 2),
                    min(r.ingest_seconds for r in mine), round(statistics.median(ratios), 2) if ratios else None,
-                   min(loads), max(loads))
+                   round(statistics.median(cpu_ratios), 2) if cpu_ratios else None, min(loads), max(loads))
 
 
 def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
@@ -254,8 +262,9 @@ def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
             results.append(result)
             print(f"round {round_number} {layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
                   f"process ({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s  load "
-                  f"{result.load_before:.1f}-{result.load_after:.1f}"
-                  + (f"  {result.ratio_to_native:.2f} x native {fmt}" if result.ratio_to_native else ""), flush=True)
+                  f"{result.load_before:.1f}-{result.load_after:.1f}  cpu {result.cpu_seconds:.2f} s"
+                  + (f"  {result.ratio_to_native:.2f} x native {fmt} (cpu {result.cpu_ratio_to_native:.2f} x)"
+                     if result.ratio_to_native else ""), flush=True)
     return results
 
 
@@ -283,10 +292,10 @@ def main() -> None:
             write_layout(layout, work / layout / "landing", args.records, args.files)
     results = run_rounds(layouts, work, args.repeats)
     summaries = [summarise(layout, results) for layout in layouts]
-    print("layout              rounds  median s  fastest s  median ratio  load")
+    print("layout              rounds  median s  fastest s  median ratio  cpu ratio  load")
     for s in summaries:
         print(f"{s.layout:18s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
-              + (f"{s.median_ratio:10.2f} x" if s.median_ratio is not None else " " * 12)
+              + (f"{s.median_ratio:10.2f} x  {s.median_cpu_ratio:7.2f} x" if s.median_ratio is not None else " " * 23)
               + f"  {s.load_low:.1f}-{s.load_high:.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": [asdict(r) for r in results],

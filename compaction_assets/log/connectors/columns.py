@@ -69,7 +69,8 @@ def concat_where(parts: list[Where]) -> Where:
     parts = [w.applied() for w in parts]
     for w in parts:
         # a unit's rows name one label (a file's records) in most units: repeated, not added row by row
-        sources.append(np.repeat(np.int64(len(labels)), len(w.source)) if len(w.labels) == 1 else w.source + len(labels))
+        one = len(w.labels) == 1
+        sources.append(np.full(len(w.source), len(labels), dtype=np.int64) if one else w.source + len(labels))
         labels += w.labels
     return Where(labels, np.concatenate(sources), np.concatenate([w.number for w in parts]))
 
@@ -78,7 +79,7 @@ def concat_where(parts: list[Where]) -> Where:
 class Columns:
     """A unit's records: keys and values as stored, and per row whether the value is structured."""
     keys: pa.Array
-    values: pa.Array
+    values: pa.Array          # a merge's are a pa.ChunkedArray: a chunk per value file, its bytes not copied
     structured: pa.Array
     offsets: pa.Array
     timestamps: pa.Array
@@ -126,17 +127,22 @@ def value_schema(cols: Columns) -> canonical.ValueSchema | None:
     """The columns' value schema: from their Arrow types when they said it, else inferred from the JSON."""
     if cols.schema is not arrowschema.UNKNOWN:
         return cols.schema
-    return canonical.infer_schema(cols.values, cols.structured)
+    values = cols.values   # a merge's are chunked (one chunk per value file, not copied into one)
+    return canonical.infer_schema(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values,
+                                  cols.structured)
 
 
-def concat(parts: list[Columns]) -> Columns:
-    """Several units' rows one after the other."""
+def concat(parts: list[Columns], offsets: pa.Array | None = None, values=None) -> Columns:
+    """Several units' rows one after the other; with `offsets` or `values`, those instead of the parts' (a
+    merge sets its own, without copying the parts' into one array)."""
     def cat(name: str, typ: pa.DataType) -> pa.Array:
         return pa.concat_arrays([getattr(p, name).cast(typ) for p in parts])
     headers = _empty_headers(sum(len(p) for p in parts)) if all(_no_headers(p.headers) for p in parts) \
         else cat("headers", HEADERS_TYPE)
-    return Columns(cat("keys", pa.binary()), cat("values", pa.binary()), cat("structured", pa.bool_()),
-                   cat("offsets", pa.int64()), cat("timestamps", pa.int64()), headers,
+    offsets = cat("offsets", pa.int64()) if offsets is None else offsets
+    values = cat("values", pa.binary()) if values is None else values
+    return Columns(cat("keys", pa.binary()), values, cat("structured", pa.bool_()),
+                   offsets, cat("timestamps", pa.int64()), headers,
                    concat_where([p.where for p in parts]), sum(p.mtime_timestamps for p in parts),
                    _same_schema(parts))
 

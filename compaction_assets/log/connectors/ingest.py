@@ -111,4 +111,5 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batc
         names = [f.name for u in group for f in u.files]
         batch = encode(merged, "|".join(names), [p.uri for p in parts])
         batch.inferred_offsets = not exact
+        del parts, merged   # the units' own columns, not held while the batch is appended
         yield batch

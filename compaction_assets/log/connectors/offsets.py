@@ -123,8 +123,9 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     if dup.size:
         raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
                                 f"({', '.join(p.unit.name for p in parts)})")
-    whole = concat([p.batch for p in ordered])
     tomb = order >= sum(len(p.batch) for p in values)     # rows of tombstone files (after the value files')
+    placed = values_in_order([p.batch.values for p in ordered], order, tomb)   # in offset order already
+    whole = concat([p.batch for p in ordered], pa.array(allo, pa.int64()), placed)
     real = _own_times(ordered, order, tomb)
     # A tombstone carries no inserted field: its object's mtime can be years after the values' own
     # times, which would roll a segment at every delete and date the delete long after it happened.
@@ -135,8 +136,7 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     source = order[dated_by]
     dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
     idx = pa.array(order)
-    values = values_in_order(whole.values, order, tomb)
-    return Columns(whole.keys.take(idx), whole.values.take(idx) if values is None else values,
+    return Columns(whole.keys.take(idx), whole.values.take(idx) if placed is None else placed,
                    whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
                    take_headers(whole.headers, idx), whole.where.take(order), whole.mtime_timestamps - dated,
                    whole.schema), exact   # same rows, reordered
@@ -150,20 +150,37 @@ def _own_times(ordered: list[Part], order: np.ndarray, tomb: np.ndarray) -> np.n
     return np.repeat(own, [len(p.batch) for p in ordered])[order]
 
 
-def values_in_order(values: pa.Array, order: np.ndarray, tomb: np.ndarray) -> pa.Array | None:
-    """`values.take(order)` without copying the bytes, when the value files' rows (first in `values`) keep
-    their order and the tombstones' values (after them) are null: the tombstones only add empty slots.
-    None when that does not hold (the caller takes)."""
+def values_in_order(files: list[pa.Array], order: np.ndarray, tomb: np.ndarray) -> pa.ChunkedArray | None:
+    """The files' values concatenated and taken in `order`, without copying their bytes: one chunk per value
+    file (first in `files`), over its rows and the tombstones before the next file's first row, when the
+    value rows keep their order and the tombstones' values (after them) are null: the tombstones only add
+    empty slots. None when that does not hold (the caller concatenates and takes)."""
     live = ~tomb
     count = int(live.sum())
-    if (values.type != pa.binary() or values[count:].null_count != len(values) - count
-            or not np.array_equal(order[live], np.arange(count))):
+    ends = np.cumsum([0] + [len(f) for f in files])
+    split = int(np.searchsorted(ends, count))
+    if any(f.type != pa.binary() for f in files) or ends[split] != count \
+            or any(f.null_count != len(f) for f in files[split:]):
         return None
-    ends = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + count + 1]
-    taken = np.cumsum(live)          # value rows up to and including each row
+    kept = order[live]   # the value rows, which are 0..count-1: in their order when it only rises
+    if count and (kept[0] != 0 or not (kept[1:] > kept[:-1]).all()):
+        return None
+    filled = [f for f in files[:split] if len(f)]
+    if not filled:
+        return pa.chunked_array([pa.nulls(len(order), pa.binary())])
+    starts = np.cumsum([0] + [len(f) for f in filled])[1:-1]
+    bounds = [0, *np.flatnonzero(live)[starts].tolist(), len(order)]   # where each value file's chunk starts
+    return pa.chunked_array([_placed(f, live[a:b]) for f, a, b in zip(filled, bounds, bounds[1:])], pa.binary())
+
+
+def _placed(values: pa.Array, live: np.ndarray) -> pa.Array:
+    """`values` at the rows where `live` is set, null elsewhere, over the same bytes."""
+    ends = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values) + 1]
+    taken = np.cumsum(live, dtype=np.int32)   # value rows up to and including each row
     offsets = np.concatenate([ends[:1], ends[taken]]).astype(np.int32)
     valid = live.copy()
-    valid[live] = values[:count].is_valid().to_numpy(zero_copy_only=False)
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(pa.binary(), len(order), [bitmap, pa.py_buffer(offsets), values.buffers()[2]],
-                                 null_count=int(len(order) - valid.sum()))
+    valid[live] = values.is_valid().to_numpy(zero_copy_only=False)
+    data = values.buffers()[2] if values.buffers()[2] is not None else pa.py_buffer(b"")
+    return pa.Array.from_buffers(pa.binary(), len(live), [pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                                         pa.py_buffer(offsets), data],
+                                 null_count=int(len(live) - valid.sum()))

@@ -223,23 +223,30 @@ def test_what_the_columns_cannot_take_exactly_is_left_to_the_rows(tmp_path):
 
 @pytest.mark.parametrize("value_offset", [0, 3])
 def test_confluent_values_placed_around_tombstones_are_the_taken_values(value_offset):
-    """offsets.values_in_order (no copy of the bytes) against its general twin, Arrow's take."""
+    """offsets.values_in_order (no copy of the bytes, a chunk per value file) against its general twin,
+    Arrow's concat and take."""
     import numpy as np
 
     from compaction_assets.log.connectors.offsets import values_in_order
 
     live_values = [b"a", b"", None, b'{"x":1}', "ü✓".encode(), b"last"]   # a CDC delete is a null value too
-    array = pa.array([b"pad"] * value_offset + live_values + [None, None, None], pa.binary())[value_offset:]
+    array = pa.array([b"pad"] * value_offset + live_values, pa.binary())[value_offset:]
+    tombs = pa.array([None, None, None], pa.binary())
     # values 0..5 in their order, tombstones 6, 7, 8 first, between them and last
     order = np.array([6, 0, 1, 7, 2, 3, 4, 5, 8])
     tomb = order >= len(live_values)
-    placed = values_in_order(array, order, tomb)
-    assert placed is not None and placed.validate(full=True) is None
-    assert placed.to_pylist() == array.take(pa.array(order)).to_pylist()
+    expected = pa.concat_arrays([array, tombs]).take(pa.array(order)).to_pylist()
+    for files in ([array, tombs], [array[:2], array[2:5], array[5:], tombs[:1], tombs[1:]],
+                  [array[:0], array, array[:0], tombs]):
+        placed = values_in_order(files, order, tomb)
+        assert placed is not None and all(c.validate(full=True) is None for c in placed.chunks)
+        assert placed.to_pylist() == expected
     swapped = np.array([1, 0, 6, 2, 3, 4, 5, 7, 8])
-    assert values_in_order(array, swapped, swapped >= len(live_values)) is None             # values reordered
-    with_value = pa.concat_arrays([array[:6], pa.array([b"v", None, None], pa.binary())])
-    assert values_in_order(with_value, order, tomb) is None                                # a tombstone with a value
+    assert values_in_order([array, tombs], swapped, swapped >= len(live_values)) is None       # values reordered
+    with_value = pa.array([b"v", None, None], pa.binary())
+    assert values_in_order([array, with_value], order, tomb) is None                          # a tombstone with a value
+    only = np.array([0, 1, 2])
+    assert values_in_order([array[:0], tombs], only, only >= 0).to_pylist() == [None] * 3     # tombstones alone
 
 
 def test_a_reordering_of_where_kept_unapplied_names_the_rows_the_applied_one_does():
