@@ -118,6 +118,8 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     if len(ordered) == 1:   # one file: already in offset order
         return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64())), exact
     order = np.argsort(allo, kind="stable")
+    if len(order) < 2**31:   # row positions in half the bytes: the merge's temporaries are most of its memory
+        order = order.astype(np.int32)
     sorted_offs = allo[order]
     dup = np.flatnonzero(sorted_offs[1:] == sorted_offs[:-1])
     if dup.size:
@@ -131,7 +133,7 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     # times, which would roll a segment at every delete and date the delete long after it happened.
     # The record before it in the partition (carried over runs of tombstones) is the closest time that the
     # data itself gives.
-    rows = np.arange(len(order))
+    rows = np.arange(len(order), dtype=order.dtype)
     dated_by = np.maximum.accumulate(np.where(tomb & (rows > 0), 0, rows))
     source = order[dated_by]
     dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
