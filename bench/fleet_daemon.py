@@ -109,7 +109,7 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
         with dg.DagsterInstance.get() as instance:
             time.sleep(15)   # the daemon is up and its sensors have ticked once over an empty landing area
             (work / "landing").mkdir(exist_ok=True)
-            t0 = time.monotonic()
+            t0, landed = time.monotonic(), time.time()
             os.rename(staging / TOPIC, work / "landing" / TOPIC)
             most_queued, done, runs, progress = 0, 0, 0, []
             while done < logs and time.monotonic() - t0 < timeout:
@@ -121,7 +121,7 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
             wall = time.monotonic() - t0
             failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
             phases = _phases(instance, time.time() - wall)
-        return {"wall_s": wall, "logs_done": done, "runs": runs, "most_queued": most_queued, "failed_runs": failed,
+        return {"wall_s": wall, "landed_unix": landed, "logs_done": done, "runs": runs, "most_queued": most_queued, "failed_runs": failed,
                 "runs_detail": phases, "progress_s_done": progress + [[round(wall, 1), done]]}
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
