@@ -63,15 +63,12 @@ def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
                                "dirty_ratio": f"{ev.dirty_ratio:.4f}"})
 
 
-def _ingest_requests(context, pending: dict[str, list], now: int) -> list[dg.RunRequest]:
-    """An ingest_job run per log with new files; batch runs when many logs have some. Logs a queued or
-    running batch holds wait for it."""
-    held = batch_requests.in_flight(context.instance)
+def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
+    """An ingest_job run per log with new files; batch runs when many logs have some."""
     due = []
     for log, files in sorted(pending.items()):
-        if log not in held:
-            digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
-            due.append(Due(log, batch_requests.pending_bytes(files), digest))
+        digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
+        due.append(Due(log, batch_requests.pending_bytes(files), digest))
     if not batch_requests.batched(len(due)):
         return [dg.RunRequest(job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}",
                               tags=log_tags(d.log)) for d in due]
@@ -94,7 +91,12 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     # Nothing found at all is more likely a store or landing area not mounted than every log removed.
     gone = sorted(known - logs) if logs else []
     pending = {}
+    # Logs a queued or running batch holds wait for it: their manifests are not read (a 1,000-log fleet's
+    # batches hold every landing folder for minutes, and this tick runs every 5 s beside them).
+    held = batch_requests.in_flight(context.instance)
     for log, folder in sorted(landed.items()):
+        if log in held:
+            continue
         try:
             files = pending_files(folder, store.log(log).manifest().ingested)
         except CompactionError as exc:
@@ -102,7 +104,7 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             continue
         if files:
             pending[log] = files
-    runs = _ingest_requests(context, pending, now_ms())
+    runs = _ingest_requests(pending, now_ms())
     changes = ([log_partitions.build_add_request(new)] if new else []) + \
         ([log_partitions.build_delete_request(gone)] if gone else [])
     for log in gone:
@@ -138,10 +140,11 @@ def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=Non
 
 
 def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: int, prefix: str = "",
-                      always_batch: bool = False) -> list[dg.RunRequest]:
+                      always_batch: bool = False, held: set[str] | None = None) -> list[dg.RunRequest]:
     """A compaction_job run per due log (in priority order), or batch runs when many are due. Logs a
-    queued or running batch holds wait for it (their manifests change under it: new run keys)."""
-    held = batch_requests.in_flight(instance)
+    queued or running batch holds (`held`, else read here) wait for it (their manifests change under it:
+    new run keys)."""
+    held = batch_requests.in_flight(instance) if held is None else held
     due = [ev for ev in due if ev.log not in held]
     if not batch_requests.batched(len(due)) and not always_batch:
         # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
@@ -154,12 +157,37 @@ def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: 
 
 
 def _requests(instance: dg.DagsterInstance, evals: list[Evaluation], reasons: set[str],
-              now: int) -> list[dg.RunRequest]:
+              now: int, held: set[str] | None = None) -> list[dg.RunRequest]:
     due = order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable])
-    return cleaning_requests(instance, due, now)
+    return cleaning_requests(instance, due, now, held=held)
 
 
 STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
+
+
+def log_observations(states: list[LogState], last: dict, held: set[str]) -> tuple[list, dict]:
+    """The per-log observations of a tick (the logs whose point changed since `last`) and the cursor's points.
+    A log a queued or running batch holds is not observed: its state changes under the run, whose
+    materializations record it, and each observation is an index write the batch's own writes queue behind
+    (1,500 of them during a 1,000-log fleet); it keeps its last point, so its state after the batch is
+    observed at the next tick."""
+    observations, seen = [], {}
+    for st in states:
+        ev = st.evaluation
+        if ev is None:
+            continue
+        if ev.log in held:
+            if ev.log in last:
+                seen[ev.log] = last[ev.log]
+            continue
+        error = (st.manifest.uncleanable or {}).get("error")
+        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
+        seen[ev.log] = point
+        if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
+            observations.append(dg.AssetObservation(
+                asset_key="compacted_log", partition=ev.log,
+                metadata=observed_metadata(ev, error)))
+    return observations, seen
 
 
 def _store_observation(states: list[LogState], last: list | None):
@@ -186,23 +214,13 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
     states = evaluate_known(log_store, known, now, context.log)
     evals = [st.evaluation for st in states if st.evaluation is not None]
     last = json.loads(context.cursor) if context.cursor else {}
-    observations, seen = [], {}
-    for st in states:
-        ev = st.evaluation
-        if ev is None:
-            continue
-        error = (st.manifest.uncleanable or {}).get("error")
-        point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
-        seen[ev.log] = point
-        if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
-            observations.append(dg.AssetObservation(
-                asset_key="compacted_log", partition=ev.log,
-                metadata=observed_metadata(ev, error)))
+    held = batch_requests.in_flight(context.instance)
+    observations, seen = log_observations(states, last, held)
     store_obs = _store_observation(states, last.get(STORE_KEY))
     seen[STORE_KEY] = store_obs[0]
     if store_obs[1] is not None:
         observations.append(store_obs[1])
-    runs = _requests(context.instance, evals, {"dirty_ratio"}, now)
+    runs = _requests(context.instance, evals, {"dirty_ratio"}, now, held)
     return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
                            skip_reason=None if runs else dg.SkipReason(
                                f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"))

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import dagster as dg
@@ -16,7 +17,7 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.defs import alerts, clock
+from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
@@ -208,6 +209,42 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     land(tmp / "landing", "users-0", records(30), name="b.jsonl")
     [one] = tick(log_discovery_sensor, instance, resources).run_requests
     assert one.job_name == "ingest_job" and one.partition_key == "users-0"
+
+
+def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):
+    """While a batch holds a log, the dirty-ratio sensor neither requests nor observes it (the batch records
+    its state) and discovery does not ingest its new files; once the batch ends, the next tick observes the
+    state the batch left. The other logs are observed and requested as before."""
+    tmp, store, resources, instance = env
+    for log in ("users-0", "users-1"):
+        land(tmp / "landing", log, records(30))
+    found = tick(log_discovery_sensor, instance, resources)
+    instance.add_dynamic_partitions(log_partitions.name, found.dynamic_partitions_requests[0].partition_keys)
+    for log in ("users-0", "users-1"):
+        assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
+                              run_config=QUIET).success
+    held = dg.DagsterRun(job_name=compaction_batch_job.name, run_id=str(uuid.uuid4()),
+                         status=dg.DagsterRunStatus.STARTED, tags=batch_requests.batch_tags(["users-0"]))
+    instance.add_run(held)
+    for log in ("users-0", "users-1"):
+        land(tmp / "landing", log, records(30), name="b.jsonl")
+    assert [r.partition_key for r in tick(log_discovery_sensor, instance, resources).run_requests] == ["users-1"]
+
+    def observed(cursor=None):
+        from compaction_assets.definitions import defs
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs,
+                                     cursor=cursor) as ctx:
+            result = dirty_ratio_sensor.evaluate_tick(ctx)
+        return result, sorted(e.partition for e in result.asset_events if e.partition)
+
+    with clock.frozen_at(NOW):
+        first, logs = observed()
+        assert logs == ["users-1"] and [r.partition_key for r in first.run_requests] == ["users-1"]
+        assert observed(first.cursor)[1] == []   # nothing changed
+        instance.report_run_canceled(held)        # the batch ended: its log is observed (and due) again
+        after, logs = observed(first.cursor)
+        assert logs == ["users-0"] and [r.partition_key for r in after.run_requests] == ["users-0", "users-1"]
+        assert after.asset_events[0].metadata["observed_dirty_ratio"].value > 0
 
 
 def alerts_of(instance, run_id):
