@@ -283,18 +283,16 @@ def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tu
     winner's rank columns, offset and WINNER_FIELDS."""
     from pyspark.sql import functions as F
 
-    parts = 1 if grouped_rows <= tuning.small_range_records else max(2, -(-grouped_rows // tuning.rows_per_partition))
-    if parts < shuffle_partitions(spark):
-        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
-        # 2,000-record log): as many partitions as its size needs, hashed before the group-by (which then
-        # needs no other exchange); shuffling every narrow row costs little at this size, and a
-        # partial aggregation would barely reduce rows whose keys are mostly distinct.
-        narrow = narrow.repartition(parts, "key")
-    elif keys_mostly_distinct(handle, sample, tuning):
+    session = shuffle_partitions(spark)
+    parts = group_partitions(grouped_rows, session, tuning)
+    if not parts and keys_mostly_distinct(handle, sample, tuning):
         # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
         # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
         # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
-        narrow = narrow.repartition(shuffle_partitions(spark), "key")
+        parts = session
+    if parts:
+        # hashed before the group-by, which then needs no other exchange
+        narrow = narrow.repartition(parts, "key")
     ranks = rank_columns(config)
     if ranks:
         # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
@@ -304,6 +302,24 @@ def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tu
     # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
     return narrow.groupBy("key").agg(F.max("offset").alias("offset"),
                                      *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS])
+
+
+def group_partitions(grouped_rows: int, session_partitions: int, tuning: CleanerTuning = DEFAULT_TUNING) -> int:
+    """The partitions that a group-by of `grouped_rows` rows hashes them into by key before aggregating;
+    0: the session's shuffle partitions after a partial aggregation (when a sample of keys says it pays)."""
+    if grouped_rows <= tuning.small_range_records:
+        return 1
+    parts = max(2, -(-grouped_rows // tuning.rows_per_partition))
+    if parts < session_partitions:
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): as many partitions as its size needs; shuffling every narrow row costs little
+        # at this size, and a partial aggregation would barely reduce rows whose keys are mostly distinct.
+        return parts
+    # A task's hash aggregation holds its keys in the Spark driver's heap under a local master: a range
+    # too large for the session's partitions is spread so that no task holds more than
+    # `group_task_max_rows` (50M distinct keys in 8 tasks ran a 1 GiB heap out of memory)
+    bounded = -(-grouped_rows // tuning.group_task_max_rows)
+    return bounded if bounded > session_partitions else 0
 
 
 def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]],

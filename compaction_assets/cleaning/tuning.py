@@ -27,6 +27,10 @@ class CleanerTuning:
     small_range_records: int = 60_000
     # a larger one in one partition per this many rows, up to the session's shuffle partitions
     rows_per_partition: int = 100_000
+    # ... and one task's group-by holds at most this many rows' keys: a larger range is hashed into more
+    # partitions than the session's (50M records of distinct keys in 8 tasks, 6.25M keys each, ran the
+    # Spark driver's 1 GiB heap out of memory; a key's row in a task's map is about 150 bytes, pointers included)
+    group_task_max_rows: int = 1_000_000
     # the write job: a task per this many rows of the segments it reads
     rows_per_apply_task: int = 250_000
     # writes reading up to this many rows to rewrite (and this many to mark) run in this process, not in

@@ -19,9 +19,10 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide import decide, keys_mostly_distinct
+from compaction_assets.cleaning.decide import decide, group_partitions, keys_mostly_distinct
 from compaction_assets.cleaning.decision import CollectedDecision
 from compaction_assets.cleaning.placement import (COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, local_cores,
+                                                  shuffle_partitions,
                                                   result_limit)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -318,3 +319,33 @@ def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, ma
     assert not routes["general"].only_touched_keys
     assert results["memory"][0] and results["memory"] == results["general"]
     assert results["memory"][2]["segments_marked"] + results["memory"][2]["segments_rewritten"] >= 1
+
+
+def test_a_large_range_is_grouped_in_tasks_of_bounded_rows():
+    """No group-by task holds more than `group_task_max_rows` rows' keys, whatever the session's partitions:
+    50M records of distinct keys in the session's 8 tasks ran a 1 GiB Spark driver out of memory."""
+    assert group_partitions(50_000_000, 8) == 50
+    assert group_partitions(8_000_000, 8) == 0          # within the session's partitions: a partial aggregation
+    assert group_partitions(500_000, 8) == 5            # a small range: as many partitions as its size needs
+    assert group_partitions(60_000, 8) == 1
+    for rows in (8_000_001, 20_000_000, 123_456_789):
+        parts = group_partitions(rows, 8) or 8
+        assert -(-rows // parts) <= DEFAULT_TUNING.group_task_max_rows, rows
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_grouping_in_more_tasks_than_the_session_has_cleans_alike(spark, tmp_path, make_config, strategy):
+    """A range hashed into more partitions than the session's shuffle (a task's rows bounded) cleans as
+    the session's partitions do, record for record, segment for segment, figure for figure."""
+    results = {}
+    for path, task_rows in (("session", 10**9), ("bounded", 7)):
+        store = LogStore(str(tmp_path / path), gc_grace_s=0)
+        log, cfg = _build(store, make_config, strategy)
+        tuning = replace(_general_paths(), rows_per_partition=1, group_task_max_rows=task_rows)
+        rows = sum(s.records for s in log.manifest().segments)
+        assert group_partitions(rows, shuffle_partitions(spark), tuning) == (0 if path == "session" else -(-rows // 7))
+        report = _clean_more(spark, log, cfg, tuning)
+        records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
+        results[path] = (records, _segments(log), _figures(report))
+    assert results["session"][0] and results["session"] == results["bounded"]
+    assert results["session"][2]["segments_marked"] + results["session"][2]["segments_rewritten"] >= 1
