@@ -26,8 +26,6 @@ from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_record
 from compaction_assets.log.segment_stats import read_segment
 from compaction_assets.log.store import LogHandle
 
-BROADCAST_DEAD_MAX = 4_000_000   # deletion vectors up to this many offsets are broadcast to readers
-
 
 def dead_offsets(handle, manifest) -> pa.Array | None:
     """The log's deletion vector, ascending: offsets a cleaning removed from files it kept (None when
@@ -52,6 +50,10 @@ class ReadPaths:
     # local files read by the Python workers that object stores use, not by Spark's reader: a switch so
     # the two can be measured against each other on the same data (docs/deployment.md, "Object storage")
     python_workers_read_local: bool = False
+    # deletion vectors up to this many offsets are broadcast to the readers' tasks; a larger one is joined
+    # by a sort-merge join, which spills: left to itself, Spark broadcast 9.8M offsets (a few MB of Parquet,
+    # under its 10 MB size guess) and ran the 1 GiB driver out of memory reading 50M distinct keys
+    broadcast_dead_max: int = 4_000_000
 
 
 DEFAULT_READS = ReadPaths()
@@ -114,7 +116,8 @@ def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[t
         # (segments without entries in the vector skip its read: a broadcast is a Spark job of its own)
         dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long", reads=reads)
         dv = dv.select("offset")
-        df = df.join(F.broadcast(dv) if manifest.deleted["count"] <= BROADCAST_DEAD_MAX else dv, "offset", "left_anti")
+        small = manifest.deleted["count"] <= reads.broadcast_dead_max
+        df = df.join(F.broadcast(dv) if small else dv.hint("merge"), "offset", "left_anti")
     return df
 
 

@@ -11,7 +11,7 @@ from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
-from compaction_assets.log.reader import iter_records, read_df
+from compaction_assets.log.reader import ReadPaths, iter_records, read_df, read_segments
 from compaction_assets.log.reader import dead_offsets
 
 NOW = 10**12
@@ -176,3 +176,35 @@ def test_a_vector_named_by_an_older_manifest_is_read(spark, store, make_config):
     m = log.manifest()
     assert m.deleted["files"][0] == folder and m.deleted["count"] == 3
     assert len(list(iter_records(log))) == 200
+
+
+def _plan(df) -> str:
+    """The physical plan Spark chose for `df` (as `explain` prints it)."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        df.explain()
+    return out.getvalue()
+
+
+def test_a_vector_above_the_broadcast_limit_is_joined_without_a_broadcast(spark, store, make_config):
+    """A vector of more offsets than `broadcast_dead_max` never reaches a broadcast (its Parquet's size made
+    Spark broadcast 9.8M offsets itself); both joins leave out the same records."""
+    cfg = make_config(segment_bytes=2000)
+    log = store.log("dv-9")
+    _fill(log, cfg, keys=200, rounds=2)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    _update(log, cfg, (3, 50, 99, 150, 199), "new", 10**6)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=MARK_ONLY)
+    m = log.manifest()
+    assert m.deleted and m.deleted["count"] == 5
+    segments = list(enumerate(m.segments))
+    small, large = (read_segments(spark, log, m, segments, reads=ReadPaths(broadcast_dead_max=limit))
+                    for limit in (5, 4))
+    assert "BroadcastHashJoin" in _plan(small)
+    assert "BroadcastHashJoin" not in _plan(large) and "SortMergeJoin" in _plan(large)
+    rows = sorted(r["offset"] for r in small.select("offset").collect())
+    assert rows == sorted(r["offset"] for r in large.select("offset").collect()) == [r.offset for r in iter_records(log)]
+    assert len(rows) == 200
