@@ -197,7 +197,23 @@ def discover(defs, instance) -> tuple[list[str], list]:
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
     logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
-    return logs, list(tick.run_requests)
+    return logs, [r for r in (demo_request(request) for request in tick.run_requests) if r is not None]
+
+
+def demo_request(request):
+    """A sensor's run request narrowed to the demo's logs (None when it names none of them): the landing
+    area may hold other topics' folders, which the demo neither ingests nor touches."""
+    from compaction_assets.defs.batch_requests import batch_tags
+
+    if request.partition_key is not None:
+        return request if request.partition_key in DEMO_LOGS else None
+    ops = (request.run_config or {}).get("ops", {})
+    op, op_config = next(iter(ops.items()))   # a batch request: one op, configured with its logs
+    logs = [log for log in op_config["config"]["logs"] if log in DEMO_LOGS]
+    if not logs:
+        return None
+    config = {"ops": {op: {"config": {**op_config["config"], "logs": logs}}}}
+    return request.with_replaced_attrs(run_config=config, tags={**request.tags, **batch_tags(logs)})
 
 
 def launch(defs, instance, requests: list) -> list:
