@@ -354,26 +354,13 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> dict:
 
 def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict:
     """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
-    from compaction_assets.log import writer
-    from compaction_assets.log.connectors import canonical
-    from compaction_assets.log.connectors.ingest import batches
+    from compaction_assets.log.connectors.ingest import append_batch, batches
 
     report = {**_report(), "timestamps_from_mtime": 0, "offsets_inferred": []}
-    schema_path = handle.path(canonical.SCHEMA_FILE)
     for n, batch in enumerate(batches(src, config.landing, handle.manifest().ingested), 1):
         if progress:
             progress(f"{handle.name}: ingesting {batch.name.split('|')[0]} (batch {n})")
-        if batch.schema is not None:   # written before the records it describes: a superset never hurts
-            handle.st.makedirs(handle.dir)
-            canonical.record_schema(handle.st, schema_path, batch.schema)
-        try:
-            res = writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
-                                ingest_name=batch.name)
-        except InvalidInputError as exc:
-            if exc.row is None or not str(exc).startswith(batch.files[0] + ": "):
-                raise
-            reason = str(exc)[len(batch.files[0]) + 2:]
-            raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
+        res = append_batch(handle, config, batch, drop_invalid)
         if res.already_ingested:
             continue
         report["files_ingested"] += len(batch.name.split("|"))

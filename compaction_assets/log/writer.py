@@ -131,7 +131,8 @@ def plan_batch(explicit: pa.Array, null_keys: np.ndarray, timestamps: pa.Array, 
     return keep, offsets, ts, invalid
 
 
-def _validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, source: str):
+def validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, source: str):
+    """A batch's records as stored (offsets, timestamps, derived columns) and its invalid count (SPEC §1)."""
     null_keys = pc.is_null(table.column("key")).to_numpy(zero_copy_only=False)
     keep, offsets, ts, invalid = plan_batch(_array(table.column("offset")), null_keys,
                                             _array(table.column("timestamp")), leo, now, drop_invalid, source)
@@ -149,7 +150,8 @@ def _array(col) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
-def _write(handle: LogHandle, table: pa.Table) -> FileRef:
+def write_file(handle: LogHandle, table: pa.Table) -> FileRef:
+    """Records written as a new data file of the log (referenced once a commit names it)."""
     name = handle.new_data_name()
     handle.st.write_parquet(handle.path(name), table)
     return FileRef(name=name, records=len(table))
@@ -168,7 +170,7 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
             base = handle.manifest()
             if ingest_name is not None and ingest_name in base.ingested:
                 return AppendResult(0, None, None, 0, 0, base.log_end_offset, already_ingested=True)
-            records, invalid = _validate(table, base.log_end_offset, now, drop_invalid, source)
+            records, invalid = validate(table, base.log_end_offset, now, drop_invalid, source)
             if len(records) == 0:
                 handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid,
                                                 ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
@@ -179,7 +181,7 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
                                active.size, active.min_ts if not active.empty else None,
                                config.segment_bytes, config.roll_interval_ms)
             bounds = [0, *rolls, len(records)]
-            refs = [(_write(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
+            refs = [(write_file(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
                     for a, b in zip(bounds, bounds[1:])]
             holds = new_holds(handle, base, config, records)
             try:

@@ -13,7 +13,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.connectors import canonical, columns, offsets, readers, shapes
+from compaction_assets.log.connectors import canonical, columns, offsets, readers, shapes, stream
 from compaction_assets.log.connectors.debezium import apply_cdc
 from compaction_assets.log.connectors.layouts import LandedFile, PartitionSource, Unit, plan_units, recorded_names
 from compaction_assets.log.connectors.settings import CdcFormat, FileFormat, LandingConfig, LandingFormat
@@ -94,8 +94,10 @@ def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
                  cols.mtime_timestamps)
 
 
-def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batch]:
-    """The partition's pending batches, in the order they must be appended."""
+def batches(src: PartitionSource, cfg: LandingConfig, ingested,
+            whole: bool = False) -> Iterator[Batch | stream.StreamedGroup]:
+    """The partition's pending batches, in the order they must be appended; Confluent Parquet groups streamed
+    unless `whole` (each group read into one table, as other formats are)."""
     units = plan_units(src, cfg.format)
     done = recorded_names(ingested)
     pending = [u for u in units if u.name not in done]
@@ -105,6 +107,10 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batc
         return
     nexts = offsets.next_starts(units)
     for group in offsets.groups(pending, nexts):
+        streamed = None if whole else stream.plan(src, group, cfg, nexts, lambda u: _shape(src, u, cfg))
+        if streamed is not None:
+            yield streamed
+            continue
         parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path))
                  for u in group]
         merged, exact = offsets.merge(parts, cfg.offset_field is not None)
@@ -113,3 +119,33 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested) -> Iterator[Batc
         batch.inferred_offsets = not exact
         del parts, merged   # the units' own columns, not held while the batch is appended
         yield batch
+
+
+def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_invalid: bool):
+    """Append one batch (a streamed group piece by piece), its value schema recorded before its records;
+    a record's error names its file and record."""
+    from compaction_assets.log import append_stream, writer
+
+    if isinstance(batch, stream.StreamedGroup):
+        def pieces() -> Iterator[append_stream.Piece]:
+            for cols in batch.pieces():
+                _record_schema(handle, columns.value_schema(cols))
+                yield append_stream.Piece(cols.table(), cols.where.__getitem__)
+        return append_stream.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
+                                           drop_invalid=drop_invalid)
+    _record_schema(handle, batch.schema)
+    try:
+        return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
+                             ingest_name=batch.name)
+    except InvalidInputError as exc:
+        if exc.row is None or not str(exc).startswith(batch.files[0] + ": "):
+            raise
+        reason = str(exc)[len(batch.files[0]) + 2:]
+        raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
+
+
+def _record_schema(handle, schema: canonical.ValueSchema | None) -> None:
+    """Merge a batch's value schema into the log's (a superset never hurts)."""
+    if schema is not None:
+        handle.st.makedirs(handle.dir)
+        canonical.record_schema(handle.st, handle.path(canonical.SCHEMA_FILE), schema)

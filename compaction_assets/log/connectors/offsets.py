@@ -13,6 +13,7 @@ that cannot be known, the ingestion is refused naming the file and `landing.offs
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -59,14 +60,31 @@ def groups(pending: list[Unit], nexts: dict[str, int | None]) -> list[list[Unit]
     return out
 
 
-def _value_offsets(part: Part, has_field: bool, tombstones: list[Part]) -> tuple[np.ndarray, bool]:
+@dataclass
+class Extent:
+    """What a unit's offsets need: its row count, its `landing.offset.field` values, and the name of a row."""
+    unit: Unit
+    rows: int
+    explicit: pa.Array | None     # int64 offsets with landing.offset.field
+    next_start: int | None
+    uri: str
+    row_name: Callable[[int], str]
+
+    @classmethod
+    def of(cls, part: Part) -> "Extent":
+        """A read unit's extent."""
+        return cls(part.unit, len(part.batch), part.batch.offsets, part.next_start, part.uri,
+                   part.batch.where.__getitem__)
+
+
+def _value_offsets(part: Extent, has_field: bool, tombstones: list[Extent]) -> tuple[np.ndarray, bool]:
     """A value file's offsets and whether they are exact."""
-    n, start, nxt = len(part.batch), part.unit.start, part.next_start
+    n, start, nxt = part.rows, part.unit.start, part.next_start
     if has_field:
-        if part.batch.offsets.null_count:
-            raise InvalidInputError(f"{part.batch.where[part.batch.offsets.is_null().index(True).as_py()]}: "
+        if part.explicit.null_count:
+            raise InvalidInputError(f"{part.row_name(part.explicit.is_null().index(True).as_py())}: "
                                     "no offset (landing.offset.field)")
-        return part.batch.offsets.to_numpy(zero_copy_only=False).astype(np.int64), True
+        return part.explicit.to_numpy(zero_copy_only=False).astype(np.int64), True
     exact = nxt is not None and n == nxt - start
     if nxt is not None and n > nxt - start:
         raise InvalidInputError(f"{part.uri}: {n} records for the {nxt - start} offsets from {start} to the next "
@@ -80,9 +98,9 @@ def _value_offsets(part: Part, has_field: bool, tombstones: list[Part]) -> tuple
     return np.arange(start, start + n, dtype=np.int64), exact
 
 
-def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
+def _tombstone_offsets(part: Extent, taken: np.ndarray) -> np.ndarray:
     """A tombstone file's offsets (see the module's rule); refused when they cannot be known."""
-    n, start, nxt = len(part.batch), part.unit.start, part.next_start
+    n, start, nxt = part.rows, part.unit.start, part.next_start
     if n <= 1 or (nxt is not None and n == nxt - start):
         return np.arange(start, start + n, dtype=np.int64)
     hi = nxt if nxt is not None else max(start + 1, int(taken.max()) + 1 if taken.size else start + 1)
@@ -99,10 +117,8 @@ def _tombstone_offsets(part: Part, taken: np.ndarray) -> np.ndarray:
     return free
 
 
-def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
-    """The group's records in offset order, offsets set; and whether every offset is exact."""
-    values = [p for p in parts if not p.unit.tombstone]
-    tombs = [p for p in parts if p.unit.tombstone]
+def plan_offsets(values: list[Extent], tombs: list[Extent], has_field: bool) -> tuple[list[np.ndarray], bool]:
+    """The offsets of a group's value files then its tombstone files, checked unique; and whether all are exact."""
     offsets: list[np.ndarray] = []
     exact = True
     for p in values:
@@ -111,20 +127,39 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
         exact = exact and ok
     # stable: a merge of the files' already sorted runs, near linear where the default sort is not
     taken = np.sort(np.concatenate(offsets), kind="stable") if offsets else np.empty(0, np.int64)
-    for p in tombs:
-        offsets.append(_tombstone_offsets(p, taken))
-    ordered = values + tombs
+    offsets += [_tombstone_offsets(p, taken) for p in tombs]
+    dead = np.sort(np.concatenate(offsets[len(values):])) if tombs else np.empty(0, np.int64)
+    # the few tombstones checked against the values, not every offset sorted once more
+    hit = np.searchsorted(taken, dead)
+    clashes = [taken[1:][taken[1:] == taken[:-1]], dead[1:][dead[1:] == dead[:-1]],
+               dead[(hit < taken.size) & (taken[np.minimum(hit, max(taken.size - 1, 0))] == dead)] if taken.size
+               else dead[:0]]
+    found = [int(c.min()) for c in clashes if c.size]
+    if found and len(values) + len(tombs) > 1:   # one file's own repeats: the append names them
+        parts = values + tombs
+        raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {min(found)} "
+                                f"({', '.join(p.unit.name for p in parts)})")
+    return offsets, exact
+
+
+def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
+    """The group's records in offset order, offsets set; and whether every offset is exact."""
+    values = [p for p in parts if not p.unit.tombstone]
+    tombs = [p for p in parts if p.unit.tombstone]
+    offsets, exact = plan_offsets([Extent.of(p) for p in values], [Extent.of(p) for p in tombs], has_field)
+    return place(values + tombs, offsets), exact
+
+
+def place(ordered: list[Part], offsets: list[np.ndarray]) -> Columns:
+    """Value files' then tombstone files' records, given their offsets, in offset order, tombstones dated."""
+    values = [p for p in ordered if not p.unit.tombstone]
     allo = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
     if len(ordered) == 1:   # one file: already in offset order
-        return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64())), exact
+        return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64()))
     order = np.argsort(allo, kind="stable")
     if len(order) < 2**31:   # row positions in half the bytes: the merge's temporaries are most of its memory
         order = order.astype(np.int32)
     sorted_offs = allo[order]
-    dup = np.flatnonzero(sorted_offs[1:] == sorted_offs[:-1])
-    if dup.size:
-        raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {sorted_offs[dup[0]]} "
-                                f"({', '.join(p.unit.name for p in parts)})")
     tomb = order >= sum(len(p.batch) for p in values)     # rows of tombstone files (after the value files')
     placed = values_in_order([p.batch.values for p in ordered], order, tomb)   # in offset order already
     whole = concat([p.batch for p in ordered], pa.array(allo, pa.int64()), placed)
@@ -141,7 +176,7 @@ def merge(parts: list[Part], has_field: bool) -> tuple[Columns, bool]:
     return Columns(whole.keys.take(idx), whole.values.take(idx) if placed is None else placed,
                    whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
                    take_headers(whole.headers, idx), whole.where.take(order), whole.mtime_timestamps - dated,
-                   whole.schema), exact   # same rows, reordered
+                   whole.schema)   # same rows, reordered
 
 
 def _own_times(ordered: list[Part], order: np.ndarray, tomb: np.ndarray) -> np.ndarray:
