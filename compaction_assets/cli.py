@@ -56,9 +56,8 @@ def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
     from compaction_assets.cleaning.describe import describe
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
-    out = describe(handle, cfg, ctx.now)
-    out.update(ctx.configs.describe(parse_log_name(ctx.args.log)[0]))   # the version and who set it
-    _emit(out)
+    # the stored configuration, its version and who set it replace the configuration the description used
+    _emit({**describe(handle, cfg, ctx.now).as_document(), **ctx.configs.describe(parse_log_name(ctx.args.log)[0])})
     return 0
 
 
