@@ -12,7 +12,7 @@ Each prints one line per milestone on stdout (flushed), so that the test can kil
     START                   the engine call begins
     PROGRESS <message>      the cleaner's progress messages (deciding, rewriting, side tables)
     UPDATE <n>              the n-th manifest commit attempt of the log is about to happen
-    UPDATED <n> <version>   ... and it returned (committed, or nothing to commit)
+    UPDATED <n> <version>   ... and it returned (committed, nothing to commit, or `lost` to another writer)
     DONE <json>             the engine call returned
     LOCKED                  (hold-lock) the lease is held; the process then sleeps until killed
 """
@@ -31,19 +31,20 @@ def say(line: str) -> None:
 
 
 def _instrument(handle) -> None:
-    """Announce each manifest commit of this handle (the kill points around commits)."""
-    original = handle.update
+    """Announce each manifest commit of this handle (the kill points around commits): every commit goes
+    through `handle.commit`, whether the store's `update` or the cleaning's engine drives the tries."""
+    original = handle.commit
     count = [0]
 
-    def update(change, **kw):
+    def commit(attempt, new):
         count[0] += 1
         n = count[0]
         say(f"UPDATE {n}")
-        result = original(change, **kw)
-        say(f"UPDATED {n} {result.version}")
+        result = original(attempt, new)
+        say(f"UPDATED {n} {result.version if result is not None else 'lost'}")
         return result
 
-    handle.update = update
+    handle.commit = commit
 
 
 def batch(n: int, seed: int, first_key: int = 0) -> list[dict]:

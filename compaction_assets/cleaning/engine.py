@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from compaction_assets.cleaning import faults
 from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
@@ -68,6 +69,17 @@ class StepReport:
         return d
 
 
+def _commit(handle: LogHandle, change: Callable[[Manifest], Manifest | None]) -> Manifest:
+    """`change` applied to the newest manifest and committed, tried again on the newer one after losing to
+    another writer: the loop of `LogHandle.update`, run here so that the log store never calls back into
+    the cleaning (its tries are `attempts`, each committed by `commit`)."""
+    for attempt in handle.attempts():
+        committed = handle.commit(attempt, change(attempt.current))
+        if committed is not None:
+            return committed
+    raise AssertionError("attempts() raises ConflictError once its tries are spent")
+
+
 def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
     """Step 1: the evaluation's own changes (deadline roll, checkpoint reset, expired remembered deletes)."""
     def change(manifest: Manifest) -> Manifest | None:
@@ -78,7 +90,7 @@ def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest,
         if ev.remembered_expired:
             new = new.with_(remembered=expire_remembered(handle, new.remembered, now))
         return None if new is manifest else new
-    m = handle.update(change)
+    m = _commit(handle, change)
     return m, evaluate(m, config, now)
 
 
@@ -103,7 +115,7 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             changes.update(holds=out.holds + concurrent, remembered=out.remembered,
                            tombstone_index=out.tombstone_index)
         return manifest.with_(**changes)
-    return handle.update(change)
+    return _commit(handle, change)
 
 
 def retention_cut(segments: list, config: TopicConfig, now: int) -> int:
@@ -135,7 +147,7 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
         removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
         return manifest.with_(segments=tuple(segs), log_start_offset=start,
                        holds=tuple(h for h in manifest.holds if h.offset >= start))
-    handle.update(change)
+    _commit(handle, change)
     return removed[0] if removed else None
 
 
@@ -290,14 +302,14 @@ def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
     """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
     err = _one_line(exc)
     try:
-        handle.update(lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
+        _commit(handle, lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
         pass
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:
     """Clear the uncleanable mark (an operator action after a repair)."""
-    return handle.update(lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+    return _commit(handle, lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
 
 
 @dataclass(frozen=True)

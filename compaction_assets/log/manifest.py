@@ -216,3 +216,10 @@ class Manifest:
         d["fence"] = {**extra.pop("fence", {}), **d.get("fence", {})}
         d["extra"] = extra
         return cls(**d)
+
+
+class Attempt(NamedTuple):
+    """One try at a log's next version (`LogHandle.attempts`): the newest manifest, and the lease epochs
+    a commit on top of it records (its fence)."""
+    current: Manifest
+    fence: dict[str, int]

@@ -30,18 +30,12 @@ from compaction_assets import settings
 from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
                                       UnknownLogError)
 from compaction_assets.log.fs import Storage, Version, remove_empty_dirs
-from compaction_assets.log.manifest import Manifest, side_files
+from compaction_assets.log.manifest import Attempt, Manifest, side_files
 from compaction_assets.log.names import parse_log_name
 
 KEEP_VERSIONS = 5
-DEFAULT_LOCK_TTL_S = settings.DEFAULT_LOCK_TTL_SECONDS
 DEFAULT_GC_GRACE_S = 600.0
 CLOCK_SLACK_MS = 60_000   # file times against lease times (another host's clock, coarse mtimes)
-
-
-def lock_ttl_from_env() -> float:
-    """The lease expiry: COMPACTION_LOCK_TTL_SECONDS (a positive number of seconds), else 300 s."""
-    return settings.current().lock_ttl_seconds
 
 
 def wall_ms() -> int:
@@ -54,7 +48,8 @@ class LogStore:
                  gc_grace_s: float = DEFAULT_GC_GRACE_S):
         self.storage = Storage.open(root)
         self.location = root
-        self.lock_ttl_s = lock_ttl_from_env() if lock_ttl_s is None else lock_ttl_s
+        # the lease expiry: COMPACTION_LOCK_TTL_SECONDS unless the caller gives one
+        self.lock_ttl_s = settings.current().lock_ttl_seconds if lock_ttl_s is None else lock_ttl_s
         self.gc_grace_s = gc_grace_s
 
     def exists(self) -> bool:
@@ -152,12 +147,10 @@ class LogHandle:
         except (OSError, ValueError) as exc:
             raise CorruptLogError(f"log {self.name!r}: version {version} is not available ({exc})") from None
 
-    def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
-        """Commit `change(current)` as the next version; re-apply it if another writer got there first.
-
-        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase. While this
-        handle holds leases, each attempt first checks that they are still its own (fencing).
-        """
+    def attempts(self, retries: int = 20) -> Iterator[Attempt]:
+        """Tries at committing the next version, each on the newest manifest; the next try comes only after
+        `commit` on this one lost to another writer. While this handle holds leases, each try first checks
+        that they are still its own (fencing)."""
         self.st.makedirs(self.path("_log"))
         for _ in range(retries):
             current = self.manifest()
@@ -167,15 +160,29 @@ class LogHandle:
             for kind, lease in held:
                 lease.check(fence.get(kind, 0))
                 fence[kind] = max(fence.get(kind, 0), lease.epoch)
-            new = change(current)
-            if new is None:
-                return current
-            new = new.with_(version=current.version + 1, log=self.name, committed_ms=wall_ms(),
-                            fence=fence if fence else new.fence)
-            if self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
-                self._trim_versions(new.version)
-                return new
+            yield Attempt(current, fence)
         raise ConflictError(f"log {self.name!r}: too many concurrent changes, gave up after {retries} tries")
+
+    def commit(self, attempt: Attempt, new: Manifest | None) -> Manifest | None:
+        """Commit `new` as the version after `attempt.current` (None: nothing to commit, the current one
+        stands); None when another writer committed that version first."""
+        if new is None:
+            return attempt.current
+        new = new.with_(version=attempt.current.version + 1, log=self.name, committed_ms=wall_ms(),
+                        fence=attempt.fence if attempt.fence else new.fence)
+        if not self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
+            return None
+        self._trim_versions(new.version)
+        return new
+
+    def update(self, change: Callable[[Manifest], Manifest | None], *, retries: int = 20) -> Manifest:
+        """Commit `change(current)` as the next version; re-apply it if another writer got there first.
+        `change` returns None to commit nothing, or raises ConflictError when it cannot rebase."""
+        for attempt in self.attempts(retries):
+            committed = self.commit(attempt, change(attempt.current))
+            if committed is not None:
+                return committed
+        raise AssertionError("attempts() raises ConflictError once its tries are spent")
 
     def _trim_versions(self, latest: int) -> None:
         pinned = self.pinned_versions()

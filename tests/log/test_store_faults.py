@@ -24,7 +24,7 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
-from compaction_assets.errors import LockedError
+from compaction_assets.errors import ConflictError, LockedError
 from compaction_assets.log import writer
 from compaction_assets.log.config import build_config
 from compaction_assets.log.reader import iter_records, segment_records
@@ -735,3 +735,23 @@ def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log):
         other.join(timeout=30)
     assert taken.is_set() and committed.extra["note"] == "both" and log.manifest().version == committed.version
     assert log.lock_holder("clean") is None and log.lock_holder("append") is None
+
+
+def test_a_commit_that_loses_a_race_returns_none_and_the_next_try_reads_the_winner(tmp_path):
+    """`attempts` and `commit`, the tries the engine drives itself (so the store never calls the cleaning
+    back): a try whose version another writer committed first commits nothing, the next try starts from
+    the winner's manifest, and the tries are bounded."""
+    store = LogStore(str(tmp_path / "store"))
+    mine, theirs = store.log("t-0"), store.log("t-0")
+    tries = mine.attempts(retries=2)
+    first = next(tries)
+    theirs.update(lambda m: m.with_(invalid_records=1))        # the other writer takes the next version
+    assert mine.commit(first, first.current.with_(invalid_records=5)) is None
+    assert mine.manifest().invalid_records == 1                 # the winner's commit stands
+    second = next(tries)
+    assert second.current.invalid_records == 1
+    committed = mine.commit(second, second.current.with_(invalid_records=second.current.invalid_records + 5))
+    assert committed.version == second.current.version + 1 and mine.manifest().invalid_records == 6
+    assert mine.commit(second, None) is second.current           # nothing to commit: the try's manifest stands
+    with pytest.raises(ConflictError, match="too many concurrent changes"):
+        next(tries)
