@@ -17,6 +17,7 @@ from compaction_assets.log.connectors.settings import (
     FileFormat,
     LandingConfig,
     LandingFormat,
+    NATIVE_LANDING,
     parse_version_fields,
 )
 from compaction_assets.log.names import check_topic
@@ -66,7 +67,7 @@ class TopicConfig:
     retention_bytes: int
     strategy: Strategy
     strategy_header: str | None
-    landing: LandingConfig = LandingConfig()
+    landing: LandingConfig = NATIVE_LANDING
 
     @property
     def policy(self) -> frozenset[str]:
@@ -91,7 +92,8 @@ class TopicConfig:
             "retention.bytes": self.retention_bytes,
             "compaction.strategy": self.strategy.value,
             "compaction.strategy.header": self.strategy_header,
-            **self.landing.to_kafka(),
+            # a native topic has no landing key to show (the common case asks the landing module nothing)
+            **({} if self.landing is NATIVE_LANDING else self.landing.to_kafka()),
         }
 
 
@@ -191,6 +193,8 @@ def _field_name(topic: str, key: str, value: Any) -> str | None:
 
 def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None) -> LandingConfig:
     """The landing keys, validated in their table order (issue 30)."""
+    if all(v[key] == default for key, default in LANDING_DEFAULTS.items()):
+        return NATIVE_LANDING
     fmt = _choice(topic, "landing.format", v["landing.format"], LandingFormat)
     file_format = _choice(topic, "landing.file.format", v["landing.file.format"], FileFormat)
     offset_field = _field_name(topic, "landing.offset.field", v["landing.offset.field"])

@@ -13,6 +13,7 @@ import pytest
 
 from compaction_assets.errors import CompactionError, ConfigError
 from compaction_assets.log.config import DEFAULTS, INT64_MAX, KEYS, build_config, load_topics, parse_topics
+from compaction_assets.log.connectors.settings import NATIVE_LANDING, LandingFormat
 
 TABLE_ORDER = [
     "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
@@ -411,3 +412,17 @@ def test_topics_file_unknown_section_named(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_topics(write(tmp_path, "defaults: {}\noverrides: {}\n"))
     assert "overrides" in str(info.value)
+
+
+def test_a_topic_without_landing_keys_takes_the_native_landing_as_it_is():
+    """No landing or cdc key (or each at its default): the one native landing, nothing built or shown for
+    it; any other value is validated and shown as before."""
+    for raw in ({}, {"landing.format": "native", "cdc.format": "none"},
+                {"compaction.strategy": "header", "compaction.strategy.header": "v"}):
+        config = build_config(raw, "t")
+        assert config.landing is NATIVE_LANDING, raw
+        assert not any(key.startswith(("landing.", "cdc.")) for key in config.to_kafka()), raw
+    aiven = build_config({"landing.format": "aiven"}, "t")
+    assert aiven.landing.format is LandingFormat.AIVEN and aiven.to_kafka()["landing.format"] == "aiven"
+    with pytest.raises(ConfigError, match="landing.format"):
+        build_config({"landing.format": "kafka"}, "t")

@@ -73,6 +73,11 @@ class LandingConfig:
         return {k: v for k, v in values.items() if v != LANDING_DEFAULTS[k]}
 
 
+
+# A topic with no landing or cdc key set: native records, nothing to convert (most topics; build_config
+# takes it without validating the keys one by one, so a native topic's configuration needs nothing more here)
+NATIVE_LANDING = LandingConfig()
+
 # Default widths of well-known version components (MySQL's binlog position); the others share the rest.
 KNOWN_BITS = {"file": 20, "pos": 32, "row": 11}
 VERSION_BITS = 63   # a packed version is a non-negative signed 64-bit integer
