@@ -145,7 +145,7 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
     holder = h.lock_holder("clean")
     assert holder["pid"] == proc.pid
     args = ("--store", store.location, "--topics", topics, "clean", "orders-1", "--force")
-    if holder["expires_ms"] > wall_ms() + 500:
+    if holder["expires_ms"] > wall_ms() + 1500:   # room for the CLI to start on a loaded machine
         rc, _, err = cli_in_process(capsys, *args)
         assert rc == 1
         assert f"pid {proc.pid} " in err and h.path("_locks/clean.lock") in err and "expires in" in err
