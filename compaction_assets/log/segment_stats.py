@@ -54,6 +54,19 @@ def add_chunk(seg: Segment, refs: list[FileRef], stats: dict) -> Segment:
         horizons=merge_horizons(seg.horizons, stats["horizons"]), dead=seg.dead)
 
 
+def combine_stats(first: dict, second: dict) -> dict:
+    """Stats of two chunks of records, the second after the first (as `chunk_stats` of both together)."""
+    def pick(a, b, f):
+        return b if a is None else a if b is None else f(a, b)
+    return dict(records=first["records"] + second["records"], size=first["size"] + second["size"],
+                min_ts=pick(first["min_ts"], second["min_ts"], min),
+                max_ts=pick(first["max_ts"], second["max_ts"], max),
+                first_ts=first["first_ts"] if first["records"] else second["first_ts"],
+                min_pos_ts=pick(first["min_pos_ts"], second["min_pos_ts"], min),
+                tombstones=first["tombstones"] + second["tombstones"],
+                horizons=merge_horizons(first["horizons"], second["horizons"]))
+
+
 def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
     """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
     without the records of the deletion vector `dead` (ascending, as `dead_offsets` gives it)."""

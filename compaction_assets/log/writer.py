@@ -1,20 +1,28 @@
-"""Writing to a log: append with the roll rules, roll, log-start moves and checkpoint overwrites (SPEC §1)."""
+"""Writing to a log: append with the roll rules, roll, log-start moves and checkpoint overwrites (SPEC §1).
+
+An append is one code path whether its batch comes whole or in pieces (a landed group read a file at a time):
+each piece is validated and written with the active segment carried from piece to piece, so the segments are
+those of one table; a segment that spans pieces gets a file per piece. One `commit_append` records them all
+(with the batch's ingest name, if any): until it no file written is referenced, so bad input, a fault before
+it or a concurrent roll deletes them all; a failed commit keeps them (it may have been written; if not, the
+garbage collection removes them).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError
+from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError, StorageError
+from compaction_assets.log.batch_rules import find_rolls, validate
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
-from compaction_assets.log.records import coerce_table, sizes_array, with_derived_columns
+from compaction_assets.log.records import coerce_table, sizes_array
 from compaction_assets.log.reader import dead_offsets
-from compaction_assets.log.segment_stats import add_chunk, chunk_stats, restat
+from compaction_assets.log.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.log.store import LogHandle
 
 APPEND_ATTEMPTS = 5   # an append is re-planned when a concurrent evaluation sealed the active segment
@@ -31,125 +39,6 @@ class AppendResult:
     already_ingested: bool = False
 
 
-def assign_offsets(explicit: pa.Array, leo: int, source: str) -> np.ndarray:
-    """Offsets of a batch: explicit ones must be strictly increasing and >= LEO; the rest follow on."""
-    n = len(explicit)
-    if explicit.null_count == n:
-        return np.arange(leo, leo + n, dtype=np.int64)
-    if explicit.null_count == 0:
-        offs = explicit.to_numpy().astype(np.int64)
-        if offs[0] < leo:
-            raise InvalidInputError(
-                f"{source}: offset {offs[0]} is below the log end offset {leo} (offsets must be >= LEO)", row=0)
-        bad = np.flatnonzero(offs[1:] <= offs[:-1])
-        if bad.size:
-            i = int(bad[0]) + 1
-            raise InvalidInputError(
-                f"{source}: offset {offs[i]} follows offset {offs[i - 1]} (offsets must be strictly increasing)",
-                row=i)
-        return offs
-    out = np.empty(n, dtype=np.int64)
-    nxt = leo
-    for i, off in enumerate(explicit.to_pylist()):
-        if off is None:
-            off = nxt
-        elif off < nxt:
-            raise InvalidInputError(
-                f"{source}: offset {off} is below the next offset {nxt} (offsets must be strictly "
-                "increasing and >= the log end offset)", row=i)
-        out[i] = off
-        nxt = off + 1
-    return out
-
-
-def find_rolls(sizes: np.ndarray, ts: np.ndarray, active_size: int, active_min_ts: int | None,
-               segment_bytes: int, interval_ms: int) -> list[int]:
-    """Indices j of the batch before which the active segment is sealed (SPEC §1 roll rules)."""
-    rolls: list[int] = []
-    n = len(sizes)
-    i = 0
-    cur_size, cur_min = active_size, active_min_ts
-    window = 64
-    while i < n:
-        if cur_min is None:  # empty active segment: record i opens it
-            cur_size, cur_min = int(sizes[i]), int(ts[i])
-            i += 1
-            continue
-        while True:
-            end = min(n, i + window)
-            s, t = sizes[i:end], ts[i:end]
-            before = cur_size + np.concatenate(([0], np.cumsum(s)[:-1]))
-            min_before = np.minimum(cur_min, np.concatenate(([cur_min], np.minimum.accumulate(t)[:-1])))
-            hit = np.flatnonzero((before + s > segment_bytes) | (t - min_before > interval_ms))
-            if hit.size:
-                j = i + int(hit[0])
-                rolls.append(j)
-                window = max(64, 2 * (j - i))
-                cur_size, cur_min, i = int(sizes[j]), int(ts[j]), j + 1
-                break
-            if end == n:
-                cur_size, cur_min, i = int(before[-1] + s[-1]), int(min(min_before[-1], t[-1])), n
-                break
-            window *= 2
-    return rolls
-
-
-def plan_batch(explicit: pa.Array, null_keys: np.ndarray, timestamps: pa.Array, leo: int, now: int | None,
-               drop_invalid: bool, source: str):
-    """Offsets and timestamps of a batch, checked (SPEC §1). Returns (keep mask or None, offsets,
-    timestamps, invalid count); raises InvalidInputError naming the source and offset."""
-    offsets = assign_offsets(explicit, leo, source)
-    invalid = int(null_keys.sum())
-    keep = None
-    rows = np.arange(len(null_keys))     # batch row of each record still in play
-    if invalid and not drop_invalid:
-        first = int(np.flatnonzero(null_keys)[0])
-        raise InvalidInputError(
-            f"{source}: record at offset {offsets[first]} has a null key; a compacted log needs keyed "
-            f"records ({invalid} such record(s); nothing of this batch was written)", row=first)
-    if invalid:
-        keep = ~null_keys
-        rows = np.flatnonzero(keep)
-        explicit = explicit.filter(pa.array(keep))
-        timestamps = timestamps.filter(pa.array(keep))
-        try:
-            offsets = assign_offsets(explicit, leo, source)
-        except InvalidInputError as exc:
-            exc.row = None if exc.row is None else int(rows[exc.row])
-            raise
-    if timestamps.null_count:
-        if now is None:
-            first = int(np.flatnonzero(pc.is_null(timestamps).to_numpy(zero_copy_only=False))[0])
-            raise InvalidInputError(f"{source}: record at offset {offsets[first]} has no timestamp",
-                                    row=int(rows[first]))
-        timestamps = pc.fill_null(timestamps, now)
-    ts = timestamps.to_numpy().astype(np.int64) if len(timestamps) else np.empty(0, np.int64)
-    neg = np.flatnonzero(ts < 0)
-    if neg.size:
-        raise InvalidInputError(f"{source}: record at offset {offsets[neg[0]]} has a negative timestamp {ts[neg[0]]}",
-                                row=int(rows[neg[0]]))
-    return keep, offsets, ts, invalid
-
-
-def validate(table: pa.Table, leo: int, now: int | None, drop_invalid: bool, source: str):
-    """A batch's records as stored (offsets, timestamps, derived columns) and its invalid count (SPEC §1)."""
-    null_keys = pc.is_null(table.column("key")).to_numpy(zero_copy_only=False)
-    keep, offsets, ts, invalid = plan_batch(_array(table.column("offset")), null_keys,
-                                            _array(table.column("timestamp")), leo, now, drop_invalid, source)
-    if keep is not None:
-        table = table.filter(pa.array(keep))
-    out = with_derived_columns(pa.table({
-        "offset": pa.array(offsets, pa.int64()), "key": table.column("key").cast(pa.binary()),
-        "value": table.column("value"), "timestamp": pa.array(ts, pa.int64()),
-        "headers": table.column("headers"), "delete_horizon": pa.nulls(len(table), pa.int64()),
-    }))
-    return out, invalid
-
-
-def _array(col) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-
-
 def write_file(handle: LogHandle, table: pa.Table) -> FileRef:
     """Records written as a new data file of the log (referenced once a commit names it)."""
     name = handle.new_data_name()
@@ -157,46 +46,127 @@ def write_file(handle: LogHandle, table: pa.Table) -> FileRef:
     return FileRef(name=name, records=len(table))
 
 
+@dataclass
+class Piece:
+    """Records of a batch in offset order (INPUT_SCHEMA); `row_name` names a row in errors (else the source)."""
+    table: pa.Table
+    row_name: Callable[[int], str] | None = None
+
+
+@dataclass
+class _Progress:
+    """What the pieces written so far leave: the next offset, the active segment, the chunks to commit."""
+    next_offset: int
+    active_size: int
+    active_min_ts: int | None
+    chunks: list[tuple[int, list[FileRef], dict]] = field(default_factory=list)
+    written: list[FileRef] = field(default_factory=list)
+    holds: dict[int, Hold] = field(default_factory=dict)
+    records: int = 0
+    first_offset: int | None = None
+    invalid: int = 0
+    rolls: int = 0
+
+
 def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None = None,
-           drop_invalid: bool = False, source: str = "input", ingest_name: str | None = None) -> AppendResult:
+           drop_invalid: bool = False, source: str = "input", ingest_name: str | None = None,
+           row_name: Callable[[int], str] | None = None) -> AppendResult:
     """Append a batch (Arrow table, pandas DataFrame or dicts) with SPEC §1's rules; all or nothing.
 
     With `ingest_name` (a landing file), the name is recorded in the same commit and a second append
     with the same name is a no-op, so re-running an ingestion never appends a file twice.
     """
     table = coerce_table(data, source)
+    return append_pieces(handle, config, lambda: iter([Piece(table, row_name)]), now=now,
+                         drop_invalid=drop_invalid, source=source, ingest_name=ingest_name)
+
+
+def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], Iterator[Piece]], *,
+                  source: str, ingest_name: str | None = None, now: int | None = None,
+                  drop_invalid: bool = False) -> AppendResult:
+    """Append the pieces `pieces()` gives as one batch (one commit, segments as one table's); all or nothing."""
     with handle.lock("append", purpose=f"append from {source}"):
         for attempt in range(APPEND_ATTEMPTS):
             base = handle.manifest()
             if ingest_name is not None and ingest_name in base.ingested:
                 return AppendResult(0, None, None, 0, 0, base.log_end_offset, already_ingested=True)
-            records, invalid = validate(table, base.log_end_offset, now, drop_invalid, source)
-            if len(records) == 0:
-                handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid,
-                                                ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
-                return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
-            offsets = records.column("offset").to_numpy()
             active = base.active
-            rolls = find_rolls(sizes_array(records).to_numpy(), records.column("timestamp").to_numpy(),
-                               active.size, active.min_ts if not active.empty else None,
-                               config.segment_bytes, config.roll_interval_ms)
-            bounds = [0, *rolls, len(records)]
-            refs = [(write_file(handle, records.slice(a, b - a)), chunk_stats(records.slice(a, b - a)))
-                    for a, b in zip(bounds, bounds[1:])]
-            holds = new_holds(handle, base, config, records)
+            done = _Progress(base.log_end_offset, active.size, active.min_ts if not active.empty else None)
             try:
-                commit_append(handle, base, [(int(offsets[a]), [ref], st) for a, (ref, st) in zip(bounds, refs)],
-                              int(offsets[-1]) + 1, invalid, holds, ingest_name)
+                for piece in pieces():   # called again on each attempt: a piece is read when it is written
+                    _write_piece(handle, config, base, piece, done, now=now, drop_invalid=drop_invalid,
+                                 source=source)
+            except BaseException:
+                _delete(handle, done.written)   # bad input or a fault before the commit: no file is referenced
+                raise
+            if done.records == 0:
+                handle.update(lambda m: m.with_(invalid_records=m.invalid_records + done.invalid,
+                                                ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
+                return AppendResult(0, None, None, done.invalid, 0, base.log_end_offset)
+            try:
+                commit_append(handle, base, done.chunks, done.next_offset, done.invalid,
+                              tuple(done.holds[o] for o in sorted(done.holds)), ingest_name)
                 break
             except ConflictError:
                 # A cleaning's evaluation sealed the active segment meanwhile (a deadline roll): the roll
                 # rules must be applied again to the new active segment. Our files are not referenced.
-                for ref, _ in refs:
-                    handle.st.delete(handle.path(ref.name))
+                # Any other failure of the commit keeps them: the manifest may have been written.
+                _delete(handle, done.written)
                 if attempt == APPEND_ATTEMPTS - 1:
                     raise
-    return AppendResult(len(records), int(offsets[0]), int(offsets[-1]), invalid, len(rolls),
-                        int(offsets[-1]) + 1)
+    return AppendResult(done.records, done.first_offset, done.next_offset - 1, done.invalid, done.rolls,
+                        done.next_offset)
+
+
+def _write_piece(handle: LogHandle, config: TopicConfig, base: Manifest, piece: Piece, done: _Progress, *,
+                 now: int | None, drop_invalid: bool, source: str) -> None:
+    """Validate and write one piece, its chunks added to `done` (the first continues the open segment)."""
+    try:
+        records, invalid = validate(piece.table, done.next_offset, now, drop_invalid, source)
+    except InvalidInputError as exc:
+        if piece.row_name is None or exc.row is None or not str(exc).startswith(source + ": "):
+            raise
+        raise InvalidInputError(f"{piece.row_name(exc.row)}: {str(exc)[len(source) + 2:]}", row=exc.row) from None
+    done.invalid += invalid
+    if len(records) == 0:
+        return
+    offsets = records.column("offset").to_numpy()
+    sizes, stamps = sizes_array(records).to_numpy(), records.column("timestamp").to_numpy()
+    rolls = find_rolls(sizes, stamps, done.active_size, done.active_min_ts, config.segment_bytes,
+                       config.roll_interval_ms)
+    bounds = [0, *rolls, len(records)]
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        rows = records.slice(a, b - a)
+        refs = [write_file(handle, rows)] if len(rows) else []   # a roll before the first record: no file
+        done.written += refs
+        stats = chunk_stats(rows)
+        if i == 0 and done.chunks:   # the open segment goes on from the previous piece
+            first, old_refs, old_stats = done.chunks[-1]
+            done.chunks[-1] = (first, old_refs + refs, combine_stats(old_stats, stats))
+        else:
+            done.chunks.append((int(offsets[a]), refs, stats))
+    # the active segment as find_rolls leaves it: opened at the last roll, or the one before grown
+    opened = len(bounds) > 2 or done.active_min_ts is None
+    tail = slice(bounds[-2], None)
+    done.active_size = (0 if opened else done.active_size) + int(sizes[tail].sum())
+    low = int(stamps[tail].min())
+    done.active_min_ts = low if opened else min(done.active_min_ts, low)
+    for hold in new_holds(handle, base, config, records):
+        kept = done.holds.get(hold.offset)
+        done.holds[hold.offset] = hold if kept is None or kept.until < hold.until else kept
+    done.first_offset = int(offsets[0]) if done.first_offset is None else done.first_offset
+    done.next_offset = int(offsets[-1]) + 1
+    done.records += len(records)
+    done.rolls += len(rolls)
+
+
+def _delete(handle: LogHandle, refs: Iterable[FileRef]) -> None:
+    """Delete files written for an append that was not committed (none is referenced)."""
+    for ref in refs:
+        try:
+            handle.st.delete(handle.path(ref.name))
+        except (StorageError, OSError):
+            return   # the store fails too: the caller sees the first fault, the garbage collection the files
 
 
 def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, list[FileRef], dict]], leo: int,

@@ -124,24 +124,18 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested,
 def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_invalid: bool):
     """Append one batch (a streamed group piece by piece), its value schema recorded before its records;
     a record's error names its file and record."""
-    from compaction_assets.log import append_stream, writer
+    from compaction_assets.log import writer
 
     if isinstance(batch, stream.StreamedGroup):
-        def pieces() -> Iterator[append_stream.Piece]:
+        def pieces() -> Iterator[writer.Piece]:
             for cols in batch.pieces():
                 _record_schema(handle, columns.value_schema(cols))
-                yield append_stream.Piece(cols.table(), cols.where.__getitem__)
-        return append_stream.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
-                                           drop_invalid=drop_invalid)
+                yield writer.Piece(cols.table(), cols.where.__getitem__)
+        return writer.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
+                                    drop_invalid=drop_invalid)
     _record_schema(handle, batch.schema)
-    try:
-        return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
-                             ingest_name=batch.name)
-    except InvalidInputError as exc:
-        if exc.row is None or not str(exc).startswith(batch.files[0] + ": "):
-            raise
-        reason = str(exc)[len(batch.files[0]) + 2:]
-        raise InvalidInputError(f"{batch.where[exc.row]}: {reason}", row=exc.row) from None
+    return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
+                         ingest_name=batch.name, row_name=batch.where.__getitem__)
 
 
 def _record_schema(handle, schema: canonical.ValueSchema | None) -> None:

@@ -6,7 +6,7 @@ group; read whole, a 5M-record group held 1.8 GB. The plan reads each value file
 its `landing.offset.field` column, and each tombstone file's row count, and gives every record its offset as
 `offsets.merge` would. Each piece is then one value file with the tombstones whose offsets fall before the next
 value file's first: memory follows a value file, and the records, in the same order with the same offsets and
-timestamps, are appended as one batch (`log/append_stream.py`), all or nothing, under the group's name.
+timestamps, are appended as one batch (`writer.append_pieces`), all or nothing, under the group's name.
 """
 
 from __future__ import annotations
