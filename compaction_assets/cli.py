@@ -41,7 +41,7 @@ def cmd_logs(ctx: Context) -> int:
                      "reason": None if ev.uncleanable else ev.reason,
                      "why_not_eligible": ev.why_not_eligible, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
                      "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable,
-                     "uncleanable_error": (st.manifest.uncleanable or {}).get("error")})
+                     "uncleanable_error": st.manifest.uncleanable.error if st.manifest.uncleanable else None})
     _emit(rows)
     return 0
 
@@ -86,7 +86,7 @@ def cmd_clean(ctx: Context) -> int:
                 failed += 1
                 print(f"error: {st.error}", file=sys.stderr)
             elif st.evaluation.uncleanable:
-                _progress(f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.get('error')}); "
+                _progress(f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.error}); "
                           f"`clear-uncleanable {st.log}` once repaired")
             elif st.evaluation.eligible or ctx.config(st.log).delete:
                 evs.append(st.evaluation)
@@ -227,8 +227,8 @@ def cmd_clear_uncleanable(ctx: Context) -> int:
         handle = ctx.handle(name)
         before = handle.manifest().uncleanable
         m = engine.clear_uncleanable(handle)
-        cleared.append({"log": name, "uncleanable": m.uncleanable,
-                        "error_cleared": (before or {}).get("error")})
+        cleared.append({"log": name, "uncleanable": None if m.uncleanable is None else m.uncleanable.to_json(),
+                        "error_cleared": before.error if before else None})
         _progress(f"{name}: " + ("mark cleared" if before else "was not marked"))
     _emit(cleared[0] if len(ctx.args.logs) == 1 else cleared)
     return 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Horizon, Segment
+from compaction_assets.log.manifest import Horizon, Segment, Uncleanable
 from compaction_assets.log.store import LogHandle, wall_ms
 
 
@@ -50,7 +50,7 @@ class LogDescription:
     records: int
     size_bytes: int
     segments: tuple[SegmentDescription, ...]
-    uncleanable: dict[str, Any] | None     # the manifest's mark, as stored: {"error", "since_ms"}
+    uncleanable: Uncleanable | None    # the manifest's mark
     last_cleaning: dict[str, Any] | None   # the last cleaning's summary, as stored in the manifest
     invalid_records: int
     remembered_deletes: int            # keys whose deletion is remembered past their tombstone
@@ -63,7 +63,8 @@ class LogDescription:
         return {"log": self.log, "version": self.version, "log_start_offset": self.log_start_offset,
                 "log_end_offset": self.log_end_offset, "checkpoint": self.checkpoint, "records": self.records,
                 "size_bytes": self.size_bytes, "segments": [s.as_document() for s in self.segments],
-                "uncleanable": self.uncleanable, "last_cleaning": self.last_cleaning,
+                "uncleanable": None if self.uncleanable is None else self.uncleanable.to_json(),
+                "last_cleaning": self.last_cleaning,
                 "invalid_records": self.invalid_records, "remembered_deletes": self.remembered_deletes,
                 "held_tombstones": self.held_tombstones, "config": self.config,
                 "evaluation": self.evaluation.as_dict()}

@@ -24,7 +24,7 @@ from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, R
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest, Segment, new_id
+from compaction_assets.log.manifest import Manifest, Segment, Uncleanable, new_id
 from compaction_assets.log.reader import check_files, find_unreadable
 from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.log.store import LogHandle, wall_ms
@@ -302,7 +302,7 @@ def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
     """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
     err = _one_line(exc)
     try:
-        _commit(handle, lambda m: m.with_(uncleanable={"error": err, "since_ms": wall_ms()}))
+        _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms())))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
         pass
 

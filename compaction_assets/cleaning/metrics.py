@@ -92,8 +92,8 @@ def uncleanable_logs(states: list[LogState]) -> list[UncleanableLog]:
         if s.evaluation is None:
             rows.append(UncleanableLog(s.log, s.error, None, 0))
         elif s.manifest.uncleanable:
-            rows.append(UncleanableLog(s.log, s.manifest.uncleanable.get("error"),
-                                       s.manifest.uncleanable.get("since_ms"), s.evaluation.cleanable_bytes))
+            rows.append(UncleanableLog(s.log, s.manifest.uncleanable.error,
+                                       s.manifest.uncleanable.since_ms, s.evaluation.cleanable_bytes))
     return rows
 
 

@@ -177,7 +177,7 @@ def why_not(manifest: Manifest, config: TopicConfig, now: int, fd: int, u: int, 
     """Why the log is not due for a cleaning (None when it is): which rule of SPEC §3-§5 holds it back,
     with its figures; a log marked uncleanable says so first (no sensor or `clean --all` takes it)."""
     if manifest.uncleanable is not None:
-        return (f"marked uncleanable ({manifest.uncleanable.get('error')}); `clear-uncleanable "
+        return (f"marked uncleanable ({manifest.uncleanable.error}); `clear-uncleanable "
                 f"{manifest.log}` once repaired")
     if reason is not None:
         return None

@@ -148,7 +148,7 @@ class CleaningBatch:
                 # ... but killed amid its events: the rest of them are recorded now (recovered_report below)
             m = handle.manifest()
             if m.uncleanable and not self.force:
-                return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.get('error')}")
+                return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.error}")
             recovered = recovered_report(handle, cfg, self.now)
             if recovered is not None:
                 return self.recorded(handle, self._range(_AsOf(handle, handle.manifest_version(

@@ -85,7 +85,7 @@ def clear_uncleanable_op(context: dg.OpExecutionContext, config: LogConfig, log_
     except CompactionError as exc:
         raise refuse(str(exc)) from None
     context.add_output_metadata({"log": config.log, "was_uncleanable": bool(before),
-                                 "error_cleared": (before or {}).get("error", "")})
+                                 "error_cleared": before.error if before else ""})
 
 
 @dg.op(description="Clear the uncleanable mark of the named logs, or of every marked log when none is named "
@@ -104,7 +104,7 @@ def clear_uncleanable_logs_op(context: dg.OpExecutionContext, config: LogsConfig
             failed.append(f"{log}: {exc}")
             continue
         if before:
-            cleared[log] = before.get("error", "")
+            cleared[log] = before.error
             context.log.info(f"{log}: mark cleared ({cleared[log]})")
     context.add_output_metadata({"logs_cleared": len(cleared), "cleared": dg.MetadataValue.json(cleared),
                                  "failed": dg.MetadataValue.json(failed)})

@@ -180,7 +180,7 @@ def log_observations(states: list[LogState], last: dict, held: set[str]) -> tupl
             if ev.log in last:
                 seen[ev.log] = last[ev.log]
             continue
-        error = (st.manifest.uncleanable or {}).get("error")
+        error = st.manifest.uncleanable.error if st.manifest.uncleanable else None
         point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
         seen[ev.log] = point
         if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick

@@ -127,6 +127,22 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class Uncleanable:
+    """A log's mark after a cleaning its own data failed: planners skip the log until a success or an operator."""
+    error: str      # the failure, on one line
+    since_ms: int   # wall clock (ms) when the log was marked
+
+    def to_json(self) -> dict[str, Any]:
+        """The mark as the manifest's JSON holds it: {"error", "since_ms"}."""
+        return {"error": self.error, "since_ms": self.since_ms}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Uncleanable | None":
+        """The mark from the manifest's JSON (None: the log is not marked)."""
+        return None if data is None else cls(error=data["error"], since_ms=data["since_ms"])
+
+
+@dataclass(frozen=True)
 class Manifest:
     log: str
     version: int = 0
@@ -140,7 +156,7 @@ class Manifest:
     # Deletion vector: offsets a cleaning removed from files it did not rewrite {"files", "count"}; each
     # incremental cleaning adds a folder of its new entries (see `side_files`)
     deleted: dict[str, Any] | None = None
-    uncleanable: dict[str, Any] | None = None       # {"error", "since_ms"}
+    uncleanable: Uncleanable | None = None
     last_cleaning: dict[str, Any] | None = None
     invalid_records: int = 0
     ingested: tuple[str, ...] = ()                  # landing files already appended (idempotent ingestion)
@@ -195,7 +211,8 @@ class Manifest:
             "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
             "checkpoint": self.checkpoint, "segments": [s.to_json() for s in self.segments],
             "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
-            "tombstone_index": self.tombstone_index, "deleted": self.deleted, "uncleanable": self.uncleanable,
+            "tombstone_index": self.tombstone_index, "deleted": self.deleted,
+            "uncleanable": None if self.uncleanable is None else self.uncleanable.to_json(),
             "last_cleaning": self.last_cleaning, "invalid_records": self.invalid_records,
             "ingested": list(self.ingested), "committed_ms": self.committed_ms, "fence": self.fence,
             "extra": self.extra,
@@ -211,6 +228,7 @@ class Manifest:
         d["segments"] = tuple(Segment.from_json(s) for s in d["segments"])
         d["holds"] = tuple(Hold(**h) for h in d.get("holds", []))
         d["ingested"] = tuple(d.get("ingested", []))
+        d["uncleanable"] = Uncleanable.from_json(d.get("uncleanable"))
         # manifests written before the fence had its own field keep it in `extra`
         extra = dict(d.get("extra") or {})
         d["fence"] = {**extra.pop("fence", {}), **d.get("fence", {})}

@@ -223,7 +223,7 @@ def test_damaged_segment_file_fails_the_cleaning_naming_it_and_marks_the_log(env
     assert str(path) in msg and FOUND_BY[damage] in msg, msg        # names the file
     assert "pay-0" in msg and "uncleanable" in msg
     m = h.manifest()
-    assert m.uncleanable and str(path) in m.uncleanable["error"]
+    assert m.uncleanable and str(path) in m.uncleanable.error
     assert m.segments == before.segments and m.log_end_offset == before.log_end_offset   # unchanged
     assert m.checkpoint == before.checkpoint and m.last_cleaning is None
     figs = figures(evaluate_logs(store, tf.config_for, NOW))
@@ -259,7 +259,7 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
     for g, state in zip(good, latest_good):
         assert g.manifest().last_cleaning["now"] == NOW and latest(g) == state
     m = bad.manifest()
-    assert str(path) in m.uncleanable["error"] and m.segments == bad_before.segments
+    assert str(path) in m.uncleanable.error and m.segments == bad_before.segments
     stuck_bytes = evaluate(m, tf.config_for("bad"), NOW).cleanable_bytes
     assert stuck_bytes > 0
 

@@ -93,7 +93,7 @@ def test_data_fault_still_marks_only_its_log(fleet, spark, capsys):
     path.write_bytes(path.read_bytes()[:40])
     rc, out, err = cli_in_process(capsys, *base, "clean", "--all")
     assert rc == 1, err
-    assert marked(logs) == [bad.name] and str(path) in bad.manifest().uncleanable["error"]
+    assert marked(logs) == [bad.name] and str(path) in bad.manifest().uncleanable.error
     assert sorted(r["log"] for r in json.loads(out) if r["cleaned"]) == sorted(h.name for h in logs if h is not bad)
 
 

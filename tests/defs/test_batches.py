@@ -273,7 +273,7 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
     assert not result.success
     failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
     assert "1 of 4 log(s) failed" in failure.event_specific_data.error.message
-    assert bad.manifest().uncleanable and str(path) in bad.manifest().uncleanable["error"]
+    assert bad.manifest().uncleanable and str(path) in bad.manifest().uncleanable.error
     for log in ("pay-0", "pay-1", "pay-3"):
         cleanings = history(instance, log)["compacted_log"]
         assert len(cleanings) == 2 and cleanings[0]["cleaned"] is True

@@ -264,3 +264,19 @@ def test_a_manifest_written_before_the_fence_had_its_own_field_keeps_its_fence()
     manifest = Manifest.from_json(json.dumps(document).encode())
     assert manifest.fence == {"clean": 7, "append": 3} and manifest.extra == {"note": "kept"}
     assert Manifest.from_json(manifest.to_json()) == manifest
+
+
+def test_an_uncleanable_mark_reads_as_a_dataclass_and_is_written_back_byte_for_byte():
+    """The manifest's JSON keeps the mark as {"error", "since_ms"}: a stored manifest loads it as `Uncleanable`
+    and writes back the same bytes, so manifests written before and after the dataclass read alike."""
+    import json
+
+    from compaction_assets.log.manifest import Manifest, Uncleanable
+
+    document = json.loads(Manifest("users-0").to_json())
+    document["uncleanable"] = {"error": "OSError: a segment cannot be read", "since_ms": 1700}
+    stored = json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    manifest = Manifest.from_json(stored)
+    assert manifest.uncleanable == Uncleanable("OSError: a segment cannot be read", 1700)
+    assert manifest.to_json() == stored
+    assert Manifest.from_json(manifest.with_(uncleanable=None).to_json()).uncleanable is None
