@@ -57,7 +57,7 @@ def cmd_describe(ctx: Context) -> int:
     from compaction_assets.cleaning.describe import describe
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
     # the stored configuration, its version and who set it replace the configuration the description used
-    _emit({**describe(handle, cfg, ctx.now).as_document(), **ctx.configs.describe(parse_log_name(ctx.args.log)[0])})
+    _emit({**describe(handle, cfg, ctx.now).as_document(), **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document()})
     return 0
 
 
@@ -251,7 +251,7 @@ def cmd_config_show(ctx: Context) -> int:
         set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
     out = []
     for topic in topics:
-        row = {"topic": topic, **ctx.configs.describe(topic)}
+        row = {"topic": topic, **ctx.configs.describe(topic).as_document()}
         if ctx.args.history:
             row["history"] = [c.as_dict() for c in ctx.configs.history(topic)]
         out.append(row)

@@ -20,7 +20,7 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.config import TopicConfig, TopicsFile, load_topics
-from compaction_assets.log.config_store import ConfigStore, cleaned_logs_of
+from compaction_assets.log.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.log.store import LogHandle, LogStore, wall_ms
 
@@ -115,7 +115,7 @@ class LogStoreResource(dg.ConfigurableResource):
         """The tuning of this resource's cleanings: the product's (a test's subclass hands its own)."""
         return DEFAULT_TUNING
 
-    def config_source(self, log: str) -> dict:
+    def config_source(self, log: str) -> ConfigOrigin:
         """The stored configuration's version and who set it (for the assets' metadata)."""
         topic, _ = parse_log_name(log, "partition key")
         return ConfigStore(self.store.storage).describe(topic)

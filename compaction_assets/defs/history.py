@@ -60,8 +60,8 @@ def cleanable_range_metadata(dry: DryRun, now: int) -> dict:
 def config_metadata(log_store: LogStoreResource, log: str) -> dict:
     """The configuration the step used: the Kafka keys, their stored version and who set them."""
     src = log_store.config_source(log)
-    return {"config": dg.MetadataValue.json(src["config"]), "config_version": src["config_version"],
-            "config_source": src["config_source"], "config_changed_by": src["config_changed_by"] or "built-in"}
+    return {"config": dg.MetadataValue.json(src.config), "config_version": src.version,
+            "config_source": src.source.value, "config_changed_by": src.changed_by or "built-in"}
 
 
 def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: StepReport, now: int) -> dict:

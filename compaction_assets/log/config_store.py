@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 import yaml
@@ -40,6 +41,29 @@ class StoredConfig:
         """The JSON form (what the file holds and what `config show` prints)."""
         return {"topic": self.topic, "version": self.version, "settings": dict(self.settings),
                 "changed_ms": self.changed_ms, "source": self.source}
+
+
+class ConfigSource(StrEnum):
+    """Which entry a topic's effective configuration comes from."""
+    TOPIC = "topic"                        # its own stored entry
+    STORE_DEFAULTS = "store defaults"      # the store's defaults entry (the topic has none of its own)
+    BUILT_IN = "built-in defaults"         # nothing stored
+
+
+@dataclass(frozen=True)
+class ConfigOrigin:
+    """A topic's effective configuration and where it comes from: its entry, version and the change that made it."""
+
+    config: dict[str, Any]        # the effective configuration, by Kafka's names
+    source: ConfigSource
+    version: int                  # 0: nothing stored (built-in defaults)
+    changed_ms: int | None        # None: nothing stored
+    changed_by: str | None        # the change's source ("config apply topics.yaml", ...); None: nothing stored
+
+    def as_document(self) -> dict[str, Any]:
+        """The JSON `describe` and `config show` print, by their keys."""
+        return {"config": self.config, "config_source": self.source.value, "config_version": self.version,
+                "config_changed_ms": self.changed_ms, "config_changed_by": self.changed_by}
 
 
 @dataclass(frozen=True)
@@ -148,15 +172,14 @@ class ConfigStore:
                 self._write(topic, wanted, f"{proposed_by} (first use of the topic in this store)", now_ms)
         return build_config(self.effective(topic), topic)
 
-    def describe(self, topic: str) -> dict[str, Any]:
+    def describe(self, topic: str) -> ConfigOrigin:
         """Where a topic's configuration comes from: its version and the change that made it."""
         own = self.current(topic)
         origin = own or self.current(DEFAULTS_ENTRY)
-        return {"config": self.effective(topic),
-                "config_source": ("topic" if own else "store defaults" if origin else "built-in defaults"),
-                "config_version": origin.version if origin else 0,
-                "config_changed_ms": origin.changed_ms if origin else None,
-                "config_changed_by": origin.source if origin else None}
+        source = ConfigSource.TOPIC if own else ConfigSource.STORE_DEFAULTS if origin else ConfigSource.BUILT_IN
+        return ConfigOrigin(config=self.effective(topic), source=source, version=origin.version if origin else 0,
+                            changed_ms=origin.changed_ms if origin else None,
+                            changed_by=origin.source if origin else None)
 
     def _write(self, entry: str, settings: Mapping[str, Any], source: str, now_ms: int) -> StoredConfig:
         self.storage.makedirs(self._dir(entry))

@@ -8,7 +8,7 @@ import pytest
 
 from compaction_assets.errors import ConfigError
 from compaction_assets.log.config import parse_topics
-from compaction_assets.log.config_store import ConfigStore, parse_setting
+from compaction_assets.log.config_store import ConfigSource, ConfigStore, parse_setting
 from compaction_assets.log.store import LogStore
 
 
@@ -19,7 +19,7 @@ def configs(tmp_path) -> ConfigStore:
 
 def test_nothing_stored_means_the_built_in_defaults(configs):
     assert configs.current("orders") is None and configs.config_for("orders").strategy == "offset"
-    assert configs.describe("orders")["config_source"] == "built-in defaults"
+    assert configs.describe("orders").source == ConfigSource.BUILT_IN
 
 
 def test_each_change_is_a_new_version_with_time_and_source(configs, tmp_path):
@@ -44,7 +44,7 @@ def test_applied_defaults_reach_topics_without_their_own(configs):
     changes = configs.apply(topics, "file", 1, known_topics=["b"])
     assert {c.topic for c in changes} == {"a", "b"}
     assert configs.config_for("b").delete_retention_ms == 5 and configs.config_for("a").segment_bytes == 10
-    assert configs.describe("b")["config_source"] == "store defaults"
+    assert configs.describe("b").source == ConfigSource.STORE_DEFAULTS
     assert configs.apply(topics, "file", 2) == []                     # nothing changes the second time
 
 
