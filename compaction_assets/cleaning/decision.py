@@ -18,7 +18,7 @@ test_small_and_large_paths.py, test_collected_and_cached_decisions_have_the_same
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,6 +66,11 @@ class CleaningStats:
     def as_dict(self) -> dict:
         """The totals by name, as JSON and metadata carry them."""
         return asdict(self)
+
+    @classmethod
+    def of(cls, figures: dict[str, int | float]) -> "CleaningStats":
+        """The totals a manifest's `last_cleaning.figures` holds (a total it lacks is 0)."""
+        return cls(**{f.name: figures[f.name] for f in fields(cls) if f.name in figures})
 
 
 # the figures one row of `spark_figures` / `arrow_figures` sums, by (seg_idx, hkey)

@@ -7,7 +7,7 @@ from typing import Any
 
 from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Horizon, Segment, Uncleanable
+from compaction_assets.log.manifest import Horizon, LastCleaning, Segment, Uncleanable
 from compaction_assets.log.store import LogHandle, wall_ms
 
 
@@ -51,7 +51,7 @@ class LogDescription:
     size_bytes: int
     segments: tuple[SegmentDescription, ...]
     uncleanable: Uncleanable | None    # the manifest's mark
-    last_cleaning: dict[str, Any] | None   # the last cleaning's summary, as stored in the manifest
+    last_cleaning: LastCleaning | None  # the last cleaning's summary
     invalid_records: int
     remembered_deletes: int            # keys whose deletion is remembered past their tombstone
     held_tombstones: int               # tombstones kept because a record above them would come back
@@ -64,7 +64,7 @@ class LogDescription:
                 "log_end_offset": self.log_end_offset, "checkpoint": self.checkpoint, "records": self.records,
                 "size_bytes": self.size_bytes, "segments": [s.as_document() for s in self.segments],
                 "uncleanable": None if self.uncleanable is None else self.uncleanable.to_json(),
-                "last_cleaning": self.last_cleaning,
+                "last_cleaning": None if self.last_cleaning is None else self.last_cleaning.to_json(),
                 "invalid_records": self.invalid_records, "remembered_deletes": self.remembered_deletes,
                 "held_tombstones": self.held_tombstones, "config": self.config,
                 "evaluation": self.evaluation.as_dict()}

@@ -19,12 +19,12 @@ from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.layout import chosen_plan, merge_layout
-from compaction_assets.cleaning.planner import (UNIQUE_KEYS_BELOW, Evaluation, Reason, cleaning_range, evaluate,
+from compaction_assets.cleaning.planner import (Evaluation, Reason, cleaning_range, evaluate,
                                                 rewritten_segments, seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest, Segment, Uncleanable, new_id
+from compaction_assets.log.manifest import LastCleaning, Manifest, Segment, Uncleanable, new_id
 from compaction_assets.log.reader import check_files, find_unreadable
 from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.log.store import LogHandle, wall_ms
@@ -104,11 +104,11 @@ def commit_cleaning(handle: LogHandle, snapshot: Manifest, out: CleanOutput, fir
             raise ConflictError(f"log {handle.name!r} changed under the cleaning (retention or a log-start "
                                 "move); nothing was changed, run the cleaning again")
         concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
-        summary = {**asdict(out.stats), "reason": reason, "now": evaluation.now, "first_dirty_offset": evaluation.first_dirty_offset,
-                   "first_uncleanable_offset": first_uncleanable, "dirty_ratio": evaluation.dirty_ratio,
-                   "files_rewritten": out.files_rewritten, "finished_ms": wall_ms(),
-                   # the cleaning kept one record per key below u: the latest state scans that section
-                   UNIQUE_KEYS_BELOW: first_uncleanable}
+        summary = LastCleaning(now=evaluation.now, reason=reason, first_dirty_offset=evaluation.first_dirty_offset,
+                               first_uncleanable_offset=first_uncleanable, dirty_ratio=evaluation.dirty_ratio,
+                               files_rewritten=out.files_rewritten, finished_ms=wall_ms(),
+                               # the cleaning kept one record per key below u: the latest state scans that section
+                               unique_keys_below=first_uncleanable, figures=out.stats.as_dict())
         changes = dict(segments=out.segments + manifest.segments[k:], checkpoint=first_uncleanable, uncleanable=None,
                        last_cleaning=summary, deleted=out.deleted)
         if evaluation.compact:

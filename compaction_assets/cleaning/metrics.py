@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable
 
+from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.config import TopicConfig
@@ -102,12 +103,12 @@ def figures(states: list[LogState], now: int | None = None) -> FleetFigures:
     evs = [s.evaluation for s in states if s.evaluation is not None]
     candidates = [e for e in evs if e.compact and not e.uncleanable and e.clean_bytes + e.cleanable_bytes > 0]
     stuck = uncleanable_logs(states)
-    clean_times = [float((s.manifest.last_cleaning or {}).get("clean_time_secs") or 0.0)
-                   for s in states if s.manifest is not None]
+    clean_times = [float(CleaningStats.of(s.manifest.last_cleaning.figures).clean_time_secs)
+                   if s.manifest.last_cleaning else 0.0 for s in states if s.manifest is not None]
     if now is None:
         now = max((e.now for e in evs), default=0)
-    finished = [int(s.manifest.last_cleaning["finished_ms"]) for s in states
-                if s.manifest is not None and (s.manifest.last_cleaning or {}).get("finished_ms") is not None]
+    finished = [s.manifest.last_cleaning.finished_ms for s in states if s.manifest is not None
+                and s.manifest.last_cleaning and s.manifest.last_cleaning.finished_ms is not None]
     return FleetFigures(
         logs=len(states),
         max_dirty_percent=round(100 * max((e.dirty_ratio for e in candidates), default=0.0), 6),

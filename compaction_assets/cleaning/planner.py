@@ -12,7 +12,6 @@ from compaction_assets.log.config import TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment, new_id
 from compaction_assets.log.records import INT64_MAX
 
-UNIQUE_KEYS_BELOW = "unique_keys_below"   # last_cleaning: below this offset every key appears once
 
 
 class Reason(StrEnum):
@@ -228,5 +227,4 @@ def order(evaluations: list[Evaluation]) -> list[Evaluation]:
 
 def unique_keys_below(manifest: Manifest) -> int | None:
     """The offset below which the last cleaning left one visible record per key, if the manifest says."""
-    value = (manifest.last_cleaning or {}).get(UNIQUE_KEYS_BELOW)
-    return int(value) if value is not None else None
+    return manifest.last_cleaning.unique_keys_below if manifest.last_cleaning else None

@@ -5,7 +5,7 @@ so that a partition cleaned in a batch has exactly the history it would have had
 """
 
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -235,14 +235,14 @@ def table_check_record(log_store: LogStoreResource, log: str, view: LogView | No
 
 def recovered_report(handle, config, now: int) -> StepReport | None:
     """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
-    committed = sorted((m for m in handle.recent_manifests() if (m.last_cleaning or {}).get("now") == now),
+    committed = sorted((m for m in handle.recent_manifests() if m.last_cleaning and m.last_cleaning.now == now),
                        key=lambda m: m.version)
     if not committed:
         return None
     after = committed[0]
     before = handle.manifest_version(after.version - 1)
-    summary = dict(after.last_cleaning)
-    stats = CleaningStats(**{f.name: summary[f.name] for f in fields(CleaningStats) if f.name in summary})
-    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.get("reason"),
+    summary = after.last_cleaning
+    stats = CleaningStats.of(summary.figures)
+    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.reason,
                       checkpoint=after.checkpoint, stats=stats, log=handle.name,
                       before_version=before.version, after_version=after.version)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterable, NamedTuple
 
 FORMAT = 1
@@ -143,6 +143,37 @@ class Uncleanable:
 
 
 @dataclass(frozen=True)
+class LastCleaning:
+    """The last cleaning's summary: when and why it ran, the range it cleaned and its totals."""
+    now: int | None                              # the cleaning's `now` (ms), which names its run
+    reason: str | None                           # why it ran (the planner's reason, "forced"), or None
+    first_dirty_offset: int | None = None
+    first_uncleanable_offset: int | None = None
+    dirty_ratio: float | None = None             # the log's dirty ratio when it was planned
+    files_rewritten: int | None = None
+    finished_ms: int | None = None               # wall clock (ms) when it committed
+    unique_keys_below: int | None = None         # below this offset it left one visible record per key
+    figures: dict[str, int | float] = field(default_factory=dict)   # its totals (CleaningStats), by name
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as the manifest's JSON holds it: one object, the totals beside the other fields; an
+        optional field a manifest did not hold stays out (older manifests are written back as they were)."""
+        named = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "figures"}
+        kept = {k: v for k, v in named.items() if v is not None or k in ("now", "reason")}
+        return dict(sorted({**self.figures, **kept}.items()))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "LastCleaning | None":
+        """The summary from the manifest's JSON (None: the log was never cleaned)."""
+        if data is None:
+            return None
+        named = {f.name for f in fields(cls)} - {"figures"}
+        return cls(now=data.get("now"), reason=data.get("reason"),
+                   **{k: v for k, v in data.items() if k in named - {"now", "reason"}},
+                   figures={k: v for k, v in data.items() if k not in named})
+
+
+@dataclass(frozen=True)
 class Manifest:
     log: str
     version: int = 0
@@ -157,7 +188,7 @@ class Manifest:
     # incremental cleaning adds a folder of its new entries (see `side_files`)
     deleted: dict[str, Any] | None = None
     uncleanable: Uncleanable | None = None
-    last_cleaning: dict[str, Any] | None = None
+    last_cleaning: LastCleaning | None = None
     invalid_records: int = 0
     ingested: tuple[str, ...] = ()                  # landing files already appended (idempotent ingestion)
     committed_ms: int = 0
@@ -213,7 +244,8 @@ class Manifest:
             "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
             "tombstone_index": self.tombstone_index, "deleted": self.deleted,
             "uncleanable": None if self.uncleanable is None else self.uncleanable.to_json(),
-            "last_cleaning": self.last_cleaning, "invalid_records": self.invalid_records,
+            "last_cleaning": None if self.last_cleaning is None else self.last_cleaning.to_json(),
+            "invalid_records": self.invalid_records,
             "ingested": list(self.ingested), "committed_ms": self.committed_ms, "fence": self.fence,
             "extra": self.extra,
         }
@@ -229,6 +261,7 @@ class Manifest:
         d["holds"] = tuple(Hold(**h) for h in d.get("holds", []))
         d["ingested"] = tuple(d.get("ingested", []))
         d["uncleanable"] = Uncleanable.from_json(d.get("uncleanable"))
+        d["last_cleaning"] = LastCleaning.from_json(d.get("last_cleaning"))
         # manifests written before the fence had its own field keep it in `extra`
         extra = dict(d.get("extra") or {})
         d["fence"] = {**extra.pop("fence", {}), **d.get("fence", {})}

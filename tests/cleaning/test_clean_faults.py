@@ -122,7 +122,7 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
     assert "Traceback" not in lerr
     # the log went through exactly one cleaning
     m = h.manifest()
-    assert m.last_cleaning["now"] == NOW and m.uncleanable is None and h.lock_holder("clean") is None
+    assert m.last_cleaning.now == NOW and m.uncleanable is None and h.lock_holder("clean") is None
     after = check_layout(h, m)
     assert len(after) < len(before) and {r.offset for r in after} <= {r.offset for r in before}
     assert latest(h) == state
@@ -257,7 +257,7 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
     assert len(errors) == 1 and "bad-0" in errors[0] and str(path) in errors[0], err
     assert sorted(r["log"] for r in json.loads(out) if r["cleaned"]) == ["good-0", "good-1"]
     for g, state in zip(good, latest_good):
-        assert g.manifest().last_cleaning["now"] == NOW and latest(g) == state
+        assert g.manifest().last_cleaning.now == NOW and latest(g) == state
     m = bad.manifest()
     assert str(path) in m.uncleanable.error and m.segments == bad_before.segments
     stuck_bytes = evaluate(m, tf.config_for("bad"), NOW).cleanable_bytes

@@ -8,7 +8,7 @@ from pathlib import Path
 from compaction_assets import cli
 from dataclasses import replace
 
-from compaction_assets.log.manifest import Hold, Horizon, Uncleanable
+from compaction_assets.log.manifest import Hold, Horizon, LastCleaning, Uncleanable
 from compaction_assets.log.store import LogStore
 
 GOLDEN = Path(__file__).with_name("describe_golden.json")
@@ -26,7 +26,7 @@ def _store_with_every_field(tmp_path) -> str:
     for argv in (["config", "apply", str(topics)], ["append", "d-0", str(lines)], ["roll", "d-0"]):
         assert cli.main(["--store", store, "--now", "2000"] + argv) == 0, argv
     LogStore(store).log("d-0").update(lambda m: m.with_(
-        last_cleaning={"reason": "forced", "records_read": 40, "records_written": 7, "now": 1500},
+        last_cleaning=LastCleaning(now=1500, reason="forced", figures={"records_read": 40, "records_written": 7}),
         uncleanable=Uncleanable("a segment cannot be read", 1700),
         remembered={"file": "remembered.parquet", "count": 3, "min_expiry": 9000},
         holds=(Hold(offset=9, horizon=1_001_009, until=30),),

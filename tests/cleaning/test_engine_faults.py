@@ -82,7 +82,7 @@ def test_spark_that_cannot_start_marks_no_log(fleet, spark, capsys, monkeypatch,
     rc, out, err = cli_in_process(capsys, *base, "clean", "--all")
     assert rc == 0, err
     assert sorted(r["log"] for r in json.loads(out) if r["cleaned"]) == [h.name for h in logs]
-    assert all(h.manifest().last_cleaning["now"] == NOW for h in logs)
+    assert all(h.manifest().last_cleaning.now == NOW for h in logs)
 
 
 def test_data_fault_still_marks_only_its_log(fleet, spark, capsys):
@@ -210,4 +210,4 @@ def test_connect_server_stopped_mid_fleet_marks_nothing_and_next_run_cleans_all(
         again.stop()
     assert proc.returncode == 0, err[-3000:]
     assert sorted(r["log"] for r in json.loads(out) if r["cleaned"]) == sorted(set(h.name for h in logs) - set(done))
-    assert all(h.manifest().last_cleaning["now"] == NOW for h in logs) and marked(logs) == []
+    assert all(h.manifest().last_cleaning.now == NOW for h in logs) and marked(logs) == []

@@ -53,7 +53,7 @@ def test_figures_across_logs(store, spark):
     rep = engine.run(store.log("m-0"), config_for("m-0"), NOW, spark=spark)   # m-0 cleaned: ratio 0 after
     engine.mark_uncleanable(store.log("n-0"), CompactionError("segment data/x.parquet is missing"))
     states = metrics.evaluate_logs(store, config_for, NOW)
-    finished = store.log("m-0").manifest().last_cleaning["finished_ms"]
+    finished = store.log("m-0").manifest().last_cleaning.finished_ms
     figs = metrics.figures(states, now=finished + 1234).as_dict()   # by Kafka's metric names, as the CLI prints
     assert figs["logs"] == 3
     assert figs[metrics.MAX_DIRTY_PERCENT] == 100.0                     # p-0, all dirty (n-0 is uncleanable)

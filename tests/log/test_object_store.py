@@ -280,3 +280,24 @@ def test_an_uncleanable_mark_reads_as_a_dataclass_and_is_written_back_byte_for_b
     assert manifest.uncleanable == Uncleanable("OSError: a segment cannot be read", 1700)
     assert manifest.to_json() == stored
     assert Manifest.from_json(manifest.with_(uncleanable=None).to_json()).uncleanable is None
+
+
+def test_a_last_cleaning_reads_as_a_dataclass_and_is_written_back_byte_for_byte():
+    """The summary stays one flat object in the manifest's JSON: a full one (as the engine writes it) and an
+    older one without `unique_keys_below` and with a null reason load as `LastCleaning` and write back the same bytes."""
+    import json
+
+    from compaction_assets.log.manifest import LastCleaning, Manifest
+
+    full = {"now": 1500, "reason": "dirty_ratio", "first_dirty_offset": 0, "first_uncleanable_offset": 40,
+            "dirty_ratio": 0.5, "files_rewritten": 2, "finished_ms": 1600, "unique_keys_below": 40,
+            "records_read": 40, "records_written": 7, "clean_time_secs": 0.25}
+    older = {k: v for k, v in full.items() if k != "unique_keys_below"} | {"reason": None}
+    for summary in (full, older):
+        document = json.loads(Manifest("users-0").to_json())
+        document["last_cleaning"] = summary
+        stored = json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        manifest = Manifest.from_json(stored)
+        assert isinstance(manifest.last_cleaning, LastCleaning) and manifest.to_json() == stored, summary
+    assert manifest.last_cleaning.unique_keys_below is None and manifest.last_cleaning.reason is None
+    assert manifest.last_cleaning.figures == {"records_read": 40, "records_written": 7, "clean_time_secs": 0.25}

@@ -490,7 +490,7 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     assert m.log_end_offset == base.before_manifest.log_end_offset, where
     assert m.log_start_offset == base.before_manifest.log_start_offset, where
     records = check_layout(h, m)
-    committed = bool(m.last_cleaning) and m.last_cleaning.get("now") == NOW2
+    committed = bool(m.last_cleaning) and m.last_cleaning.now == NOW2
     if committed:
         assert records == base.after, where
         assert m.checkpoint == base.after_checkpoint, where
