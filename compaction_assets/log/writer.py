@@ -10,6 +10,7 @@ garbage collection removes them).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -21,6 +22,7 @@ from compaction_assets.log.batch_rules import find_rolls, validate
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
 from compaction_assets.log.records import coerce_table, sizes_array
+from compaction_assets.log.read_ahead import ReadAhead
 from compaction_assets.log.reader import dead_offsets
 from compaction_assets.log.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.log.store import LogHandle
@@ -83,8 +85,9 @@ def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None
 
 def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], Iterator[Piece]], *,
                   source: str, ingest_name: str | None = None, now: int | None = None,
-                  drop_invalid: bool = False) -> AppendResult:
-    """Append the pieces `pieces()` gives as one batch (one commit, segments as one table's); all or nothing."""
+                  drop_invalid: bool = False, read_ahead: bool = False) -> AppendResult:
+    """Append the pieces `pieces()` gives as one batch (one commit, segments as one table's); all or nothing.
+    With `read_ahead`, the next piece is read in a thread while this one is written (see read_ahead.py)."""
     with handle.lock("append", purpose=f"append from {source}"):
         for attempt in range(APPEND_ATTEMPTS):
             base = handle.manifest()
@@ -93,9 +96,11 @@ def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], I
             active = base.active
             done = _Progress(base.log_end_offset, active.size, active.min_ts if not active.empty else None)
             try:
-                for piece in pieces():   # called again on each attempt: a piece is read when it is written
-                    _write_piece(handle, config, base, piece, done, now=now, drop_invalid=drop_invalid,
-                                 source=source)
+                # pieces() is called again on each attempt: a piece is read when it is (about to be) written
+                with ReadAhead(pieces()) if read_ahead else nullcontext(pieces()) as each:
+                    for piece in each:
+                        _write_piece(handle, config, base, piece, done, now=now, drop_invalid=drop_invalid,
+                                     source=source)
             except BaseException:
                 _delete(handle, done.written)   # bad input or a fault before the commit: no file is referenced
                 raise

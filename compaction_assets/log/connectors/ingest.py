@@ -132,7 +132,7 @@ def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_inval
                 _record_schema(handle, columns.value_schema(cols))
                 yield writer.Piece(cols.table(), cols.where.__getitem__)
         return writer.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
-                                    drop_invalid=drop_invalid)
+                                    drop_invalid=drop_invalid, read_ahead=True)
     _record_schema(handle, batch.schema)
     return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
                          ingest_name=batch.name, row_name=batch.where.__getitem__)

@@ -104,6 +104,26 @@ def test_a_bad_record_in_a_later_piece_writes_nothing(tmp_path, store):
     assert handle.manifest().log_end_offset == 0 and data == []   # the first piece's files deleted too
 
 
+def test_a_later_value_file_that_is_not_parquet_writes_nothing(tmp_path, store):
+    # read while the piece before it is written (read ahead in a thread): its error still names it and the
+    # files already written for the group are deleted
+    root = tmp_path / "landing"
+    _land(root, [(1, 60), (60, 130), (130, 170)])
+    broken = root / "users" / "partition=0" / confluent_name("users", 0, 130, ext=EXT)
+    whole = broken.read_bytes()
+    broken.write_bytes(whole[:-40])   # cut short: the footer is gone
+    handle = store.log("users-0")
+    cfg = build_config(CFG)
+    src = landing_logs(root)[0]["users-0"]
+    with pytest.raises(Exception) as info:   # noqa: B017 - the message is what is checked
+        ingest(handle, cfg, src)
+    assert str(broken) in str(info.value) and "\n" not in str(info.value)
+    assert handle.manifest().log_end_offset == 0
+    assert list((tmp_path / "store" / "users-0").rglob("*.parquet")) == []
+    broken.write_bytes(whole)   # once the connector's file is whole again...
+    assert ingest(handle, cfg, src)["records_appended"] == 170   # ...the group goes in whole (offsets 0-169)
+
+
 @pytest.mark.ci_real
 def test_a_group_on_the_s3_server_is_streamed_to_the_same_log(s3_store_uri, tmp_path, store):
     local = tmp_path / "landing"
