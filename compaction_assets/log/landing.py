@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
+from compaction_assets.log.read_ahead import ReadAhead
 
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
 
@@ -357,19 +358,21 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict
     from compaction_assets.log.connectors.ingest import append_batch, batches
 
     report = {**_report(), "timestamps_from_mtime": 0, "offsets_inferred": []}
-    for n, batch in enumerate(batches(src, config.landing, handle.manifest().ingested), 1):
-        if progress:
-            progress(f"{handle.name}: ingesting {batch.name.split('|')[0]} (batch {n})")
-        res = append_batch(handle, config, batch, drop_invalid)
-        if res.already_ingested:
-            continue
-        report["files_ingested"] += len(batch.name.split("|"))
-        report["records_appended"] += res.records
-        report["invalid_records_dropped"] += res.invalid_records
-        report["files"] += batch.name.split("|")
-        report["timestamps_from_mtime"] += batch.mtime_timestamps
-        if batch.inferred_offsets:
-            report["offsets_inferred"] += [batch.name.split("|")[0]]
+    # the next batch is read and shaped while this one is appended (its error is raised after this one)
+    with ReadAhead(batches(src, config.landing, handle.manifest().ingested)) as pending:
+        for n, batch in enumerate(pending, 1):
+            if progress:
+                progress(f"{handle.name}: ingesting {batch.name.split('|')[0]} (batch {n})")
+            res = append_batch(handle, config, batch, drop_invalid)
+            if res.already_ingested:
+                continue
+            report["files_ingested"] += len(batch.name.split("|"))
+            report["records_appended"] += res.records
+            report["invalid_records_dropped"] += res.invalid_records
+            report["files"] += batch.name.split("|")
+            report["timestamps_from_mtime"] += batch.mtime_timestamps
+            if batch.inferred_offsets:
+                report["offsets_inferred"] += [batch.name.split("|")[0]]
     if report["timestamps_from_mtime"]:
         report["timestamp_source"] = ("the objects' modification time for records without a timestamp field "
                                       "(landing.timestamp.field)")

@@ -78,6 +78,21 @@ def test_aiven_file_appearing_below_the_log_end_is_refused_naming_it(tmp_path, s
     assert "users-0-3.jsonl: line 1" in str(info.value) and "below the log end offset 6" in str(info.value)
 
 
+def test_ingestion_stops_at_a_malformed_file_keeping_the_files_before_it(tmp_path, store):
+    # the second file is read ahead while the first is appended: its error still comes after the first's
+    # commit, and the third file, after it, is not ingested
+    root = tmp_path / "landing"
+    write_lines(root / "users-0-0.jsonl", [{"key": "a", "value": "1", "offset": 0, "timestamp": 1}])
+    (root / "users-0-1.jsonl").write_text('{"key": "b", "value": "2", "offset": 1, "timestamp": 2}\n{"key": \n')
+    write_lines(root / "users-0-2.jsonl", [{"key": "c", "value": "3", "offset": 2, "timestamp": 3}])
+    cfg = build_config({"landing.format": "aiven"})
+    with pytest.raises(InvalidInputError) as info:
+        ingest(store.log("users-0"), cfg, landing_logs(root)[0]["users-0"])
+    assert "users-0-1.jsonl" in str(info.value) and "line 2" in str(info.value)
+    assert records(store) == [(0, b"a", b"1", 1, [])]
+    assert store.log("users-0").manifest().ingested == ("users-0-0.jsonl",)
+
+
 def test_lenses_json_envelopes_with_byte_keys_and_null_tombstones(tmp_path, store):
     root = tmp_path / "landing"
     write_lines(root / "users" / "0" / "000000000001_1700000000000_1700000000001.json", [
