@@ -26,31 +26,9 @@ import pyarrow.fs as pafs
 
 from compaction_assets import settings
 from compaction_assets.errors import StorageError
-from compaction_assets.log.object_clients import describe_error, open_clients
+from compaction_assets.log.object_clients import RequestCounts, describe_error, open_clients
 
 OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
-
-
-@dataclass
-class RequestCounts:
-    """Object-store requests made through one Storage (HEAD counts as a GET: it is billed as one)."""
-    get: int = 0
-    put: int = 0
-    list: int = 0
-    delete: int = 0
-
-    def total(self) -> int:
-        """All requests."""
-        return self.get + self.put + self.list + self.delete
-
-    def minus(self, before: "RequestCounts") -> "RequestCounts":
-        """The requests made since `before` (a copy taken earlier)."""
-        return RequestCounts(self.get - before.get, self.put - before.put, self.list - before.list,
-                             self.delete - before.delete)
-
-    def copy(self) -> "RequestCounts":
-        """A snapshot of the counts."""
-        return RequestCounts(self.get, self.put, self.list, self.delete)
 
 
 @dataclass(frozen=True)

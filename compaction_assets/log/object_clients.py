@@ -3,6 +3,7 @@ from the settings, and what a failed request says (one line, never a credential)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pyarrow.fs as pafs
@@ -14,6 +15,28 @@ CONNECT_TIMEOUT = "5s"
 REQUEST_TIMEOUT = "60s"
 MAX_RETRIES = 3
 RETRY_TIMEOUT = timedelta(seconds=20)
+
+
+@dataclass
+class RequestCounts:
+    """Object-store requests made through one Storage (HEAD counts as a GET: it is billed as one)."""
+    get: int = 0
+    put: int = 0
+    list: int = 0
+    delete: int = 0
+
+    def total(self) -> int:
+        """All requests."""
+        return self.get + self.put + self.list + self.delete
+
+    def minus(self, before: "RequestCounts") -> "RequestCounts":
+        """The requests made since `before` (a copy taken earlier)."""
+        return RequestCounts(self.get - before.get, self.put - before.put, self.list - before.list,
+                             self.delete - before.delete)
+
+    def copy(self) -> "RequestCounts":
+        """A snapshot of the counts."""
+        return RequestCounts(self.get, self.put, self.list, self.delete)
 
 
 def open_clients(scheme: str, bucket: str, location: str):
