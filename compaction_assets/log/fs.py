@@ -5,7 +5,9 @@ The commit rule is the same everywhere: whatever must appear once (a manifest ve
 link of a fully written temporary file (atomic, fails if the target exists). On an object store it is a
 conditional PUT (`If-None-Match: *` on S3, `ifGenerationMatch=0` on GCS, `If-None-Match: *` on Azure)
 through `obstore`; a lease is renewed or taken over with a conditional replace (`If-Match: <etag>`), so
-two writers that both saw an expired lease cannot both take it.
+two writers that both saw an expired lease cannot both take it. A refused create or replace reads the
+object back: holding exactly the bytes sent, it is this writer's own write whose reply was lost (the
+client retried a PUT that had landed), not another writer's.
 
 Object metadata goes through `obstore`; Parquet data through pyarrow's filesystem for the same store.
 Every request to an object store is counted (`counts`), so the cost of an operation can be reported.
@@ -263,14 +265,14 @@ class Storage:
         """Create `path` with `data` unless it exists; its version when this call created it, else None."""
         if not self.local:
             etag = self._put(path, data, "create")
-            return None if etag is None else Version(etag)
+            return self._holds_exactly(path, data) if etag is None else Version(etag)
         tmp = self._tmp_name(path)
         self._write_local(tmp, data)
         try:
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                return None
+                return self._holds_exactly(path, data)
             return Version(data)
         finally:
             try:
@@ -282,12 +284,23 @@ class Storage:
         """Replace `path` with `data` only if it is still at version `expected`; its new version, or None."""
         if not self.local:
             result = self._put(path, data, {"e_tag": expected.token})
-            return None if result is None else Version(result)
+            return self._holds_exactly(path, data) if result is None else Version(result)
         with self._local_compare(path, expected) as unchanged:
-            if not unchanged:
-                return None
-            self.write_atomic(path, data)
-            return Version(data)
+            if unchanged:
+                self.write_atomic(path, data)
+                return Version(data)
+        return self._holds_exactly(path, data)
+
+    def _holds_exactly(self, path: str, data: bytes) -> Version | None:
+        """The version of `path` when it holds exactly `data`, else None. A refused conditional write may be
+        this writer's own: a PUT that landed but whose reply was lost is retried by the client and then
+        refused (exists / e-tag moved). Every body written so names its writer or its commit time, so the same
+        bytes are this write's (or one with the very same effect); a failed read-back is a StorageError."""
+        try:
+            found, version = self.read_versioned(path)
+        except FileNotFoundError:
+            return None
+        return version if found == data else None
 
     def delete_if_unchanged(self, path: str, expected: Version) -> bool:
         """Delete `path` if it is still at version `expected` (best effort on object stores, whose

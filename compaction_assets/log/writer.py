@@ -114,7 +114,8 @@ def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], I
                 break
             except ConflictError:
                 # A cleaning's evaluation sealed the active segment meanwhile (a deadline roll): the roll
-                # rules must be applied again to the new active segment. Our files are not referenced.
+                # rules must be applied again to the new active segment. Our files are not referenced (our own
+                # commit whose reply was lost reads back as ours in the store, never as a conflict).
                 # Any other failure of the commit keeps them: the manifest may have been written.
                 _delete(handle, done.written)
                 if attempt == APPEND_ATTEMPTS - 1:
