@@ -152,12 +152,12 @@ def test_a_cleaning_whose_commit_reply_is_lost_reports_its_cleaning(spark, proxi
     writer.append(h, CFG, rows)
     writer.roll(h)
     engine.prepare(h, CFG, NOW)   # the evaluation's own changes now, so the cleaning's commit is the next version
-    proxy.drop_reply_to = manifest_put(h.latest_version() + 1)
+    cleaned_version = h.latest_version() + 1
+    proxy.drop_reply_to = manifest_put(cleaned_version)
     report = engine.run(h, CFG, NOW, spark=spark, force=True)
-    assert len(proxy.dropped) == 1 and report.cleaned
+    assert len(proxy.dropped) == 1 and report.cleaned and report.after_version == cleaned_version
     h = direct().log("lost-0")
-    m = h.manifest()
-    assert m.last_cleaning is not None and report.after_version >= m.version - 1
+    assert h.manifest_version(cleaned_version).last_cleaning is not None
     objects_exist(h)
     assert sorted((r.key, r.value) for r in iter_records(h)) == [(f"k{k}".encode(), f"v{35 + k}".encode())
                                                                  for k in range(5)]
