@@ -29,6 +29,7 @@ ALERT_WEBHOOK_TOKEN = "COMPACTION_ALERT_WEBHOOK_TOKEN"
 BATCH_MIN_LOGS = "COMPACTION_BATCH_MIN_LOGS"
 BATCH_MAX_LOGS = "COMPACTION_BATCH_MAX_LOGS"
 BATCH_MAX_BYTES = "COMPACTION_BATCH_MAX_BYTES"
+BATCH_SQLITE_SYNC = "COMPACTION_BATCH_SQLITE_SYNC"
 # The latest state as an Iceberg table per topic (compaction_assets/table/).
 TABLES = "COMPACTION_TABLES"
 TABLE_CATALOG_TYPE = "COMPACTION_TABLE_CATALOG_TYPE"
@@ -82,6 +83,8 @@ DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight
 DEFAULT_BATCH_MIN_LOGS = 10
 DEFAULT_BATCH_MAX_LOGS = 250
 DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes: one huge log does not hold small ones
+SQLITE_SYNC_MODES = ("normal", "full")   # PRAGMA synchronous of a batch run's writes to a SQLite instance
+DEFAULT_BATCH_SQLITE_SYNC = "normal"     # docs/dagster.md, "Batch runs": why a power loss costs nothing kept
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
 DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
@@ -110,6 +113,7 @@ class BatchSettings:
     min_logs: int = DEFAULT_BATCH_MIN_LOGS    # due logs in one tick from which they go into batches
     max_logs: int = DEFAULT_BATCH_MAX_LOGS    # logs in one batch run
     max_bytes: int = DEFAULT_BATCH_MAX_BYTES  # cleanable (or pending) bytes in one batch run
+    sqlite_sync: str = DEFAULT_BATCH_SQLITE_SYNC   # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
 
 
 @dataclass(frozen=True)
@@ -232,8 +236,18 @@ def current(environ: Mapping[str, str] | None = None) -> Settings:
             min_logs=_positive_int(env, BATCH_MIN_LOGS, DEFAULT_BATCH_MIN_LOGS),
             max_logs=_positive_int(env, BATCH_MAX_LOGS, DEFAULT_BATCH_MAX_LOGS),
             max_bytes=_positive_int(env, BATCH_MAX_BYTES, DEFAULT_BATCH_MAX_BYTES),
+            sqlite_sync=_choice(env, BATCH_SQLITE_SYNC, SQLITE_SYNC_MODES, DEFAULT_BATCH_SQLITE_SYNC),
         ),
     )
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = _text(env, name)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in choices:
+        raise ConfigError(f"{name}={raw!r}: must be one of {', '.join(choices)}")
+    return raw.strip().lower()
 
 
 def _flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:

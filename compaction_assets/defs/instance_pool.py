@@ -13,7 +13,16 @@ connection open; the SQLite storages ignore it (Dagster 1.13). The settings diff
 A SQLite instance's event storage also closes its last connection to a shard after every transaction,
 and SQLite then checkpoints and deletes the shard's WAL, to create it again at the next write (four
 fsyncs a transaction). A connection of ours held open to the run's shard and the index (idle: no
-transaction, so checkpoints still run) keeps the WAL in place; commits stay as durable (synchronous FULL).
+transaction, so checkpoints still run) keeps the WAL in place.
+
+Each commit of a SQLite instance also waits for an fsync of the WAL (synchronous FULL, SQLite's default):
+a batch run's ~9 events a log then cost about 22 ms each on this machine's disk, 9 ms with synchronous
+NORMAL (`bench/sqlite_events.py`), and two batches' events serialise on the one index. A batch run sets
+NORMAL on the connections Dagster opens to the instance's files (COMPACTION_BATCH_SQLITE_SYNC, `normal` by
+default; `full` keeps SQLite's default). In WAL mode NORMAL never corrupts the database; a power loss may
+lose the last commits, which the loss of power does to the run anyway: the run dies mid-batch, and
+re-executing it records whatever history the instance lacks for what the store committed (`defs/batches.py`,
+triage), as after a kill. The store's own commits (the manifests) do not depend on it.
 """
 
 import os
@@ -21,6 +30,8 @@ import sqlite3
 import weakref
 
 import dagster as dg
+
+from compaction_assets import settings
 
 POOL_RECYCLE_S = 3600
 UNLIMITED_OVERFLOW = -1   # SQLAlchemy's QueuePool: no bound on connections beyond the pooled one
@@ -42,6 +53,8 @@ def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None
     path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)   # SQLite's sharded storage
     if path_for_shard is None:
         return
+    if settings.current().batches.sqlite_sync == "normal":
+        sync_normal_under(instance.root_directory)
     held = _HELD.setdefault(instance, {})
     for path in (path_for_shard(INDEX_SHARD), path_for_shard(run_id)):
         if path not in held and os.path.exists(path):
@@ -54,3 +67,26 @@ def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None
 def held_shards(instance: dg.DagsterInstance) -> list[str]:
     """The SQLite shards of the instance this process holds open."""
     return sorted(_HELD.get(instance, {}))
+
+
+_NORMAL_ROOTS: set[str] = set()   # the instance folders whose SQLite files this process writes with NORMAL
+
+
+def sync_normal_under(root: str) -> None:
+    """Every SQLite connection SQLAlchemy opens from now on in this process to a file under `root` (the
+    instance's folder; not, e.g., a table catalog's database elsewhere) commits with synchronous NORMAL."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    if not _NORMAL_ROOTS:
+        event.listen(Engine, "connect", _normal_if_under_roots)
+    _NORMAL_ROOTS.add(os.path.realpath(root) + os.sep)
+
+
+def _normal_if_under_roots(dbapi_connection, _record) -> None:
+    if not isinstance(dbapi_connection, sqlite3.Connection):
+        return
+    files = [row[2] for row in dbapi_connection.execute("PRAGMA database_list") if row[2]]
+    if any(os.path.realpath(f).startswith(root) for f in files for root in _NORMAL_ROOTS):
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+

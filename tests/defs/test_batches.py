@@ -13,10 +13,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
+from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool, QueuePool
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
+from compaction_assets.errors import ConfigError
 from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
@@ -166,9 +168,41 @@ def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_histo
                 shards = [instance.event_log_storage.path_for_shard(s) for s in ("index", result.run_id)]
                 assert held_shards(instance) == sorted(shards)
                 assert all(os.path.exists(f"{shard}-wal") for shard in shards)
+                assert [synchronous(shard) for shard in shards] == [NORMAL, NORMAL]   # the run's writes, too
             histories.append({log: history(instance, log) for log in logs})
     assert_same_histories(*histories)
     assert all(histories[1][log]["compacted_log"] for log in logs)
+
+
+NORMAL, FULL = 1, 2   # PRAGMA synchronous
+
+
+def synchronous(path) -> int:
+    """PRAGMA synchronous of a connection SQLAlchemy opens to `path` in this process (as Dagster's are)."""
+    engine = create_engine(f"sqlite:///{path}", poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return int(connection.execute(text("PRAGMA synchronous")).scalar())
+    finally:
+        engine.dispose()
+
+
+def test_a_batch_writes_its_sqlite_instance_with_normal_sync_unless_told_full(tmp_path, monkeypatch):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "normal").mkdir()
+    monkeypatch.setenv(settings.BATCH_SQLITE_SYNC, "full")
+    with dg.instance_for_test(temp_dir=str(tmp_path / "full")) as instance:
+        hold_instance_connections(instance, "run-full")
+        assert synchronous(instance.event_log_storage.path_for_shard("index")) == FULL
+    monkeypatch.setenv(settings.BATCH_SQLITE_SYNC, "normal")
+    with dg.instance_for_test(temp_dir=str(tmp_path / "normal")) as instance:
+        hold_instance_connections(instance, "run-normal")
+        assert synchronous(instance.event_log_storage.path_for_shard("index")) == NORMAL
+        assert synchronous(tmp_path / "full" / "history" / "runs.db") == FULL   # another instance's files
+        assert synchronous(tmp_path / "catalog.db") == FULL                     # a table catalog's, elsewhere
+    monkeypatch.setenv(settings.BATCH_SQLITE_SYNC, "off")
+    with pytest.raises(ConfigError, match="COMPACTION_BATCH_SQLITE_SYNC='off': must be one of normal, full"):
+        settings.current()
 
 
 def tick(sensor, instance, resources):
