@@ -211,7 +211,7 @@ def ingest_once(landing: str, store: str, layout: str) -> None:
     started, cpu = time.perf_counter(), time.process_time()
     report = ingest(handle, config, landing_logs(landing)[0][f"{TOPIC}-0"])
     print(json.dumps({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
-                      "records": report["records_appended"]}))
+                      "records": report.records_appended}))
 
 
 def measure(layout: str, work: Path, round_number: int) -> Result:

@@ -166,7 +166,7 @@ def cmd_ingest(ctx: Context) -> int:
         new_log = not handle.exists()
         try:
             out[name] = ingest(handle, ctx.config(name), found[name], drop_invalid=ctx.args.drop_invalid,
-                               progress=_progress)
+                               progress=_progress).as_document()
         except BaseException:
             if new_log and not handle.exists():   # a refused first ingestion leaves no empty log folder
                 handle.st.delete(handle.dir)

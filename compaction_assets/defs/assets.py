@@ -13,6 +13,7 @@ from compaction_assets.defs.history import (cleanable_range_metadata, compacted_
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
+from compaction_assets.log.ingest_report import IngestReport
 from compaction_assets.log.landing import ingest, landing_logs
 from compaction_assets.log.names import parse_log_name
 from compaction_assets.defs.clock import now_ms
@@ -73,7 +74,7 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
     if folder is None and not log_store.handle(log).exists():
         raise refuse(f"log {log!r} does not exist in the store at {log_store.store_location()} and has no "
                      f"landing folder under {log_store.landing_area()}")
-    report = {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
+    report = IngestReport()   # no landing folder: nothing to ingest, the log's size is still reported
     if folder is not None:
         try:
             report = ingest(handle, cfg, folder, progress=context.log.info)

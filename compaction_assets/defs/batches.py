@@ -345,7 +345,7 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
         report = ingest(handle, cfg, folders[log], progress=progress)
     except CompactionError as exc:
         return _failed(log, "raw_segments", f"ingestion of {log} stopped: {exc}", _transient(exc))
-    if not report["files_ingested"]:   # an earlier attempt of this batch took them
+    if not report.files_ingested:   # an earlier attempt of this batch took them
         return LogOutcome(log)
     return LogOutcome(log, [dg.AssetMaterialization(asset_key="raw_segments", partition=log,
                                                     metadata=raw_segments_metadata(report, handle))])

@@ -20,6 +20,7 @@ from compaction_assets.cleaning.latest_state import fits_in_process, latest_stat
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.table.group import TopicBatch
 from compaction_assets.log.fs import Storage
+from compaction_assets.log.ingest_report import IngestReport
 from compaction_assets.log.store import LogHandle
 from resources.log_store import LogStoreResource
 
@@ -29,14 +30,14 @@ RECORDS_PAGE = 1000   # records read at a time from Dagster's indexes
 SPECS = {spec.name: spec for spec in CHECK_SPECS}
 
 
-def raw_segments_metadata(report: dict, handle: LogHandle) -> dict:
+def raw_segments_metadata(report: IngestReport, handle: LogHandle) -> dict:
     """raw_segments' metadata: what an ingestion appended, and the log's size after it."""
     m = handle.manifest()
     return {
-        "files_ingested": report["files_ingested"], "records_appended": report["records_appended"],
-        "invalid_records_dropped": report["invalid_records_dropped"], "log_end_offset": m.log_end_offset,
+        "files_ingested": report.files_ingested, "records_appended": report.records_appended,
+        "invalid_records_dropped": report.invalid_records_dropped, "log_end_offset": m.log_end_offset,
         "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
-        "files": dg.MetadataValue.json(report["files"][-50:])}
+        "files": dg.MetadataValue.json(list(report.files[-50:]))}
 
 
 def cleanable_range_metadata(dry: DryRun, now: int) -> dict:

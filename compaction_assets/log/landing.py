@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError
+from compaction_assets.log.ingest_report import IngestReport
 from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 from compaction_assets.log.read_ahead import ReadAhead
 
@@ -301,7 +302,7 @@ def _source(folder: Any, log_name: str):
     return folder if isinstance(folder, PartitionSource) else local_source(folder, log_name)
 
 
-def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=None) -> dict:
+def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=None) -> IngestReport:
     """Append every pending file of a landing folder (a path, or a PartitionSource from `landing_logs`), in
     order, each all-or-nothing and at most once, read as the topic's `landing.format` says.
 
@@ -316,11 +317,7 @@ def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=
     return _ingest_connector(handle, config, src, drop_invalid, progress)
 
 
-def _report() -> dict:
-    return {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": []}
-
-
-def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> dict:
+def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
     """Today's record shape, one file at a time (a file on an object store is read through a local copy)."""
     import tempfile
 
@@ -329,7 +326,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> dict:
     done = recorded_names(handle.manifest().ingested)
     files = [f for f in src.files if f.name not in done and not f.name.startswith(TOMBSTONE_DIR + "/")
              and Path(f.name).suffix.lower() in FORMATS and f.name.lower().endswith(NATIVE_SUFFIXES)]
-    report = _report()
+    appended, records, dropped = [], 0, 0
     for n, f in enumerate(files, 1):
         if progress:
             progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
@@ -346,18 +343,17 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> dict:
                     raise InvalidInputError(msg, row=exc.row) from None
         if res.already_ingested:
             continue
-        report["files_ingested"] += 1
-        report["records_appended"] += res.records
-        report["invalid_records_dropped"] += res.invalid_records
-        report["files"].append(f.name)
-    return report
+        appended.append(f.name)
+        records += res.records
+        dropped += res.invalid_records
+    return IngestReport(tuple(appended), records, dropped)
 
 
-def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict:
+def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
     """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
     from compaction_assets.log.connectors.ingest import append_batch, batches
 
-    report = {**_report(), "timestamps_from_mtime": 0, "offsets_inferred": []}
+    appended, records, dropped, from_mtime, inferred = [], 0, 0, 0, []
     # the next batch is read and shaped while this one is appended (its error is raised after this one)
     with ReadAhead(batches(src, config.landing, handle.manifest().ingested)) as pending:
         for n, batch in enumerate(pending, 1):
@@ -366,14 +362,11 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> dict
             res = append_batch(handle, config, batch, drop_invalid)
             if res.already_ingested:
                 continue
-            report["files_ingested"] += len(batch.name.split("|"))
-            report["records_appended"] += res.records
-            report["invalid_records_dropped"] += res.invalid_records
-            report["files"] += batch.name.split("|")
-            report["timestamps_from_mtime"] += batch.mtime_timestamps
+            appended += batch.name.split("|")
+            records += res.records
+            dropped += res.invalid_records
+            from_mtime += batch.mtime_timestamps
             if batch.inferred_offsets:
-                report["offsets_inferred"] += [batch.name.split("|")[0]]
-    if report["timestamps_from_mtime"]:
-        report["timestamp_source"] = ("the objects' modification time for records without a timestamp field "
-                                      "(landing.timestamp.field)")
-    return report
+                inferred.append(batch.name.split("|")[0])
+    return IngestReport(tuple(appended), records, dropped, connector_layout=True, timestamps_from_mtime=from_mtime,
+                        offsets_inferred=tuple(inferred))

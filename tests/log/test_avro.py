@@ -49,7 +49,7 @@ def test_an_avro_file_from_kafka_connect_lands_whole(store, folder):
     assert [p.name for p in pending_files(folder, ())] == ["orders+0+0000000000.avro"]
     handle = store.log("orders-0")
     report = ingest(handle, build_config({}), folder)
-    assert report["records_appended"] == 20
+    assert report.records_appended == 20
     got = list(iter_records(handle))
     assert [r.offset for r in got] == list(range(20))
     assert got[1].key == b"k1" and got[1].value == bytes([0xff, 1])  # bytes, not UTF-8

@@ -114,7 +114,7 @@ def seeded(tmp_path):
     topics = tmp_path / "topics.yaml"
     topics.write_text("{}\n")
     h = LogStore(str(tmp_path / "store")).log("t-0")
-    assert ingest(h, CFG, folder)["records_appended"] == 2
+    assert ingest(h, CFG, folder).records_appended == 2
     return tmp_path, folder, h, topics
 
 
@@ -183,7 +183,7 @@ def test_a_bad_file_stops_the_ingestion_of_later_files(seeded, capsys):
         ingest(h, CFG, folder)
     assert snapshot(h) == before
     (folder / "b-bad.jsonl").write_text((CORPUS / "good-seed.jsonl").read_text())   # repaired
-    assert ingest(h, CFG, folder)["files"] == ["b-bad.jsonl", "c-good.jsonl"]
+    assert ingest(h, CFG, folder).files == ("b-bad.jsonl", "c-good.jsonl")
 
 
 # --- good files: exact round trips ------------------------------------------------------------------------
@@ -307,7 +307,8 @@ def test_topic_missing_from_the_topics_file_takes_the_defaults(tmp_path, capsys)
     rc, out, err = cli_run(capsys, "--store", store, "--topics", str(topics), "ingest", "--landing",
                            str(tmp_path / "landing"))
     assert rc == 0, err
-    assert json.loads(out)["unknown-0"]["records_appended"] == 7
+    assert json.loads(out) == {"unknown-0": {"files_ingested": 1, "records_appended": 7, "invalid_records_dropped": 0,
+                                             "files": ["good-binary.jsonl"]}}
     rc, out, _ = cli_run(capsys, "--store", store, "--topics", str(topics), "describe", "unknown-0")
     desc = json.loads(out)
     assert desc["config"] == load_topics(topics).config_for("unknown").to_kafka()

@@ -54,7 +54,7 @@ def test_avro_values_keys_headers_and_tombstones_interleave_by_offset(tmp_path, 
     report = ingest(handle, build_config(AVRO_CFG), found["users-0"])
     # the tombstones carry no timestamp field: each takes the time of the record before it, not its
     # object's mtime (years later than the values' own times here)
-    assert report["records_appended"] == 7 and report["timestamps_from_mtime"] == 0
+    assert report.records_appended == 7 and report.timestamps_from_mtime == 0
     got = list(iter_records(handle))
     assert [r.timestamp for r in got if r.value is None] == [got[1].timestamp, got[4].timestamp]
     assert [r.offset for r in got] == list(range(7))
@@ -63,7 +63,7 @@ def test_avro_values_keys_headers_and_tombstones_interleave_by_offset(tmp_path, 
     assert got[0].key == b'{"id":1}'                           # canonical JSON: equal keys, equal bytes
     assert json.loads(got[0].value) == {"id": 1, "email": "a@x"}   # the inserted fields are not the value's
     assert got[3].timestamp == 1_700_000_000_003 and got[0].headers == [("trace", b"t0")]
-    assert ingest(handle, build_config(AVRO_CFG), found["users-0"])["records_appended"] == 0   # at most once
+    assert ingest(handle, build_config(AVRO_CFG), found["users-0"]).records_appended == 0   # at most once
     assert pending_files(found["users-0"], handle.manifest().ingested) == []
 
 
@@ -80,8 +80,8 @@ def test_json_gap_free_files_take_offsets_from_their_names_and_mtime_as_timestam
     got = list(iter_records(handle))
     assert [r.offset for r in got] == [0, 1, 2, 3, 4]
     assert [r.timestamp for r in got] == [1_000_000] * 3 + [1_003_000] * 2
-    assert report["timestamps_from_mtime"] == 5 and "modification time" in report["timestamp_source"]
-    assert report["offsets_inferred"] == [confluent_name("users", 0, 3, ext="json")]  # the last: no next file
+    assert report.timestamps_from_mtime == 5 and "modification time" in report.timestamp_source
+    assert report.offsets_inferred == (confluent_name("users", 0, 3, ext="json"),)  # the last: no next file
     assert got[4].headers == [("h", b"3")]
 
 

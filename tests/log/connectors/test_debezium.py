@@ -47,7 +47,7 @@ def test_partition_order_differs_from_lsn_order_and_each_row_ends_at_its_latest_
     handle = store.log("users-0")
     cfg = build_config(CFG)
     report = ingest(handle, cfg, landing_logs(root)[0]["users-0"])
-    assert report["records_appended"] == 8
+    assert report.records_appended == 8
     state = with_value_columns(handle, latest_state_table(handle, cfg))
     assert {json.loads(k)["id"]: e for k, e in zip(state.column("key").to_pylist(), state.column("email").to_pylist())} \
         == {1: "a3@x", 3: "c@x"}

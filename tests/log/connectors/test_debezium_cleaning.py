@@ -66,7 +66,7 @@ def test_the_spark_cleaning_keeps_each_rows_latest_change_by_source_position(tmp
                         "cdc.format": "debezium", "cdc.version.fields": fields, "compaction.strategy": "header",
                         "compaction.strategy.header": "dbz.version", "segment.bytes": 400})
     handle = store.log("users-0")
-    assert ingest(handle, cfg, landing_logs(root)[0]["users-0"])["records_appended"] == 8
+    assert ingest(handle, cfg, landing_logs(root)[0]["users-0"]).records_appended == 8
     writer.roll(handle)
     report = engine.run(handle, cfg, spark=spark, force=True)
     assert report.cleaned

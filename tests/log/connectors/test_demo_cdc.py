@@ -20,7 +20,7 @@ def test_the_demo_cdc_topic_loses_its_deleted_row_and_keeps_the_latest_changes(t
     store = str(tmp_path / "store")
     handle = LogStore(store).log(demo_cdc.LOG)
     report = ingest(handle, cfg, landing_logs(tmp_path / "landing")[0][demo_cdc.LOG])
-    assert report["records_appended"] == len(demo_cdc.change_events()) and report["timestamps_from_mtime"] == 0
+    assert report.records_appended == len(demo_cdc.change_events()) and report.timestamps_from_mtime == 0
     writer.roll(handle)
     assert engine.run(handle, cfg, spark=spark, force=True).cleaned
     assert demo_cdc.deleted_row_line(store, REPO_TOPICS) == (

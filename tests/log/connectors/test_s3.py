@@ -39,11 +39,11 @@ def test_confluent_layout_on_s3(s3_store_uri):
     handle = LogStore(s3_store_uri).log("users-0")
     cfg = build_config({"landing.format": "confluent", "landing.offset.field": "o"})
     report = ingest(handle, cfg, found["users-0"])
-    assert report["records_appended"] == 3 and report["timestamps_from_mtime"] == 3
+    assert report.records_appended == 3 and report.timestamps_from_mtime == 3
     assert [(r.offset, r.key, r.value) for r in iter_records(handle)] == [
         (0, b'{"id":1}', b'{"email":"a","id":1}'), (1, b'{"id":1}', None), (2, b'{"id":2}', b'{"email":"b","id":2}')]
     assert pending_files(landing_logs(landing_uri)[0]["users-0"], handle.manifest().ingested) == []
-    assert ingest(handle, cfg, landing_logs(landing_uri)[0]["users-0"])["records_appended"] == 0
+    assert ingest(handle, cfg, landing_logs(landing_uri)[0]["users-0"]).records_appended == 0
 
 
 def landing_on_s3(store_uri: str, name: str) -> tuple[str, Storage]:
@@ -74,11 +74,11 @@ def test_aiven_flat_names_on_s3(s3_store_uri, tmp_path):
     assert list(found) == ["users-0"] and refused == [] and str(found["users-0"]).startswith("s3://")
     cfg = build_config({"landing.format": "aiven"})
     handle = LogStore(s3_store_uri).log("users-0")
-    assert ingest(handle, cfg, found["users-0"])["records_appended"] == 4
+    assert ingest(handle, cfg, found["users-0"]).records_appended == 4
     assert kept(s3_store_uri) == [(0, b"u1", b'{"email":"a"}', 1_704_067_200_000, [("h", b"1")]),
                                   (1, b"u1", None, 1_704_067_200_001, []),
                                   (2, b"u2", b'{"email":"b","n":2}', 12, [("x", b"y")]), (3, b"u1", None, 13, [])]
-    assert ingest(handle, cfg, landing_logs(landing)[0]["users-0"])["records_appended"] == 0
+    assert ingest(handle, cfg, landing_logs(landing)[0]["users-0"]).records_appended == 0
 
 
 def test_lenses_envelopes_on_s3(s3_store_uri, tmp_path):
@@ -99,7 +99,7 @@ def test_lenses_envelopes_on_s3(s3_store_uri, tmp_path):
     assert list(found) == ["users-0"] and refused == []
     cfg = build_config({"landing.format": "lenses"})
     handle = LogStore(s3_store_uri).log("users-0")
-    assert ingest(handle, cfg, found["users-0"])["records_appended"] == 3
+    assert ingest(handle, cfg, found["users-0"]).records_appended == 3
     assert kept(s3_store_uri) == [(0, b"\x00k", b'{"email":"a"}', 5, [("h", b"1")]), (1, b"\x00k", None, 6, []),
                                   (2, b"b", None, 7, [])]
     assert pending_files(landing_logs(landing)[0]["users-0"], handle.manifest().ingested) == []
@@ -133,7 +133,7 @@ def test_debezium_in_confluent_parquet_on_s3_ends_at_each_rows_latest_change(s3_
                         "compaction.strategy.header": "dbz.version"})
     handle = LogStore(s3_store_uri).log("users-0")
     report = ingest(handle, cfg, landing_logs(landing)[0]["users-0"])
-    assert report["records_appended"] == 7 and report["offsets_inferred"] == []
+    assert report.records_appended == 7 and report.offsets_inferred == ()
     assert [o for o, *_ in kept(s3_store_uri)] == list(range(7))
     state = with_value_columns(handle, latest_state_table(handle, cfg))
     assert state.column("key").to_pylist() == [b'{"id":1}'] and state.column("email").to_pylist() == ["a3"]

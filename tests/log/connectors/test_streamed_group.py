@@ -72,8 +72,8 @@ def test_a_streamed_group_leaves_the_log_a_whole_group_leaves(tmp_path, store):
     streamed = store.log("users-0")
     report = ingest(streamed, cfg, src)
 
-    assert report["records_appended"] == len(one.table) == 260
-    assert report["timestamps_from_mtime"] == one.mtime_timestamps == 1   # the lone first tombstone
+    assert report.records_appended == len(one.table) == 260
+    assert report.timestamps_from_mtime == one.mtime_timestamps == 1   # the lone first tombstone
     segments = streamed.manifest().segments
     assert len(segments) > 2 and max(len(s.files) for s in segments) > 1   # rolls inside pieces, and segments
     # that span pieces (the active segment carried from one piece to the next)
@@ -84,7 +84,7 @@ def test_a_streamed_group_leaves_the_log_a_whole_group_leaves(tmp_path, store):
         [tuple(getattr(r, f) for f in fields) for r in iter_records(whole)]
     schemas = [canonical.read_schema(h.st, h.path(canonical.SCHEMA_FILE)) for h in (streamed, whole)]
     assert schemas[0].schema.equals(schemas[1].schema)
-    assert ingest(streamed, cfg, src)["records_appended"] == 0   # recorded once, under the group's name
+    assert ingest(streamed, cfg, src).records_appended == 0   # recorded once, under the group's name
 
 
 def test_a_bad_record_in_a_later_piece_writes_nothing(tmp_path, store):
@@ -121,7 +121,7 @@ def test_a_later_value_file_that_is_not_parquet_writes_nothing(tmp_path, store):
     assert handle.manifest().log_end_offset == 0
     assert list((tmp_path / "store" / "users-0").rglob("*.parquet")) == []
     broken.write_bytes(whole)   # once the connector's file is whole again...
-    assert ingest(handle, cfg, src)["records_appended"] == 170   # ...the group goes in whole (offsets 0-169)
+    assert ingest(handle, cfg, src).records_appended == 170   # ...the group goes in whole (offsets 0-169)
 
 
 @pytest.mark.ci_real
