@@ -30,6 +30,7 @@ from compaction_assets import settings
 from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
                                       UnknownLogError)
 from compaction_assets.log.fs import Storage, Version, remove_empty_dirs
+from compaction_assets.log.lock_holder import LockHolder
 from compaction_assets.log.manifest import Attempt, Manifest, side_files
 from compaction_assets.log.names import parse_log_name
 
@@ -230,12 +231,13 @@ class LogHandle:
                 self._held.pop(kind, None)
             lease.release()
 
-    def lock_holder(self, kind: str) -> dict | None:
+    def lock_holder(self, kind: str) -> LockHolder | None:
+        """Who holds the log's lease of this kind; None when there is none, or it is torn."""
         try:
-            return json.loads(self.st.read_bytes(self.path(f"_locks/{kind}.lock")))
+            return LockHolder.from_json(self.st.read_bytes(self.path(f"_locks/{kind}.lock")))
         except StorageError:
             raise
-        except (OSError, ValueError):
+        except OSError:
             return None
 
     # --- leftovers -----------------------------------------------------------------------------
@@ -256,8 +258,8 @@ class LogHandle:
         # longer than the grace period).
         appending = self.lock_holder("append")
         in_flight_since = None
-        if appending is not None and appending.get("expires_ms", 0) > now:
-            in_flight_since = int(appending.get("acquired_ms", now)) - CLOCK_SLACK_MS
+        if appending is not None and appending.expires_ms > now:
+            in_flight_since = (now if appending.acquired_ms is None else appending.acquired_ms) - CLOCK_SLACK_MS
         keep = {self.path(n) for n in self.referenced()}  # files, and side tables that are folders
         keep_dirs = {os.path.dirname(p) for p in keep}
         removed = []
@@ -304,10 +306,9 @@ class Lease:
         self._thread: threading.Thread | None = None
 
     def _body(self) -> bytes:
-        now = wall_ms()
-        return json.dumps({"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                           "purpose": self.purpose, "acquired_ms": self.acquired_ms, "epoch": self.epoch,
-                           "expires_ms": now + self.ttl_ms}).encode()
+        return LockHolder(owner=self.owner, pid=os.getpid(), host=socket.gethostname(), purpose=self.purpose,
+                          acquired_ms=self.acquired_ms, epoch=self.epoch,
+                          expires_ms=wall_ms() + self.ttl_ms).to_json()
 
     def acquire(self) -> None:
         st = self.h.st
@@ -327,20 +328,20 @@ class Lease:
                 return
             try:
                 data, seen = st.read_versioned(self.path)
-                holder = json.loads(data)
             except FileNotFoundError:  # released between our two calls
                 continue
-            except ValueError:
-                holder, seen = {"expires_ms": 0}, None   # a torn or foreign lock object: expired
-            if holder.get("expires_ms", 0) > wall_ms():
-                left = (holder["expires_ms"] - wall_ms()) / 1000
+            holder = LockHolder.from_json(data)
+            if holder is None:
+                holder, seen = LockHolder(), None   # a torn or foreign lock object: expired
+            if holder.expires_ms > wall_ms():
+                left = (holder.expires_ms - wall_ms()) / 1000
                 raise LockedError(
-                    f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.get('owner')} "
-                    f"(pid {holder.get('pid')} on {holder.get('host')}, {holder.get('purpose') or 'no purpose given'}); "
+                    f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.owner} "
+                    f"(pid {holder.pid} on {holder.host}, {holder.purpose or 'no purpose given'}); "
                     f"the lease expires in {left:.0f}s unless its holder renews it")
             # An expired lease: its holder died or stalled. Take it over only if nobody renewed or took
             # it meanwhile (a replace of exactly the version read), with a higher epoch.
-            self.epoch = max(self.epoch, int(holder.get("epoch", 0)) + 1)
+            self.epoch = max(self.epoch, holder.epoch + 1)
             if seen is None:
                 st.delete(self.path)
                 continue
@@ -367,7 +368,7 @@ class Lease:
         """Raise LeaseLostError unless this lease still names us and no later epoch has committed."""
         if not self.lost and committed_epoch <= self.epoch:
             holder = self.h.lock_holder(self.kind)
-            if holder is not None and holder.get("owner") == self.owner:
+            if holder is not None and holder.owner == self.owner:
                 return
         self.lost = True
         raise LeaseLostError(
@@ -391,8 +392,8 @@ class Lease:
             self._thread.join(timeout=5)
         try:
             data, seen = self.h.st.read_versioned(self.path)
-            holder = json.loads(data)
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
             return
-        if holder.get("owner") == self.owner:
+        holder = LockHolder.from_json(data)
+        if holder is not None and holder.owner == self.owner:
             self.h.st.delete_if_unchanged(self.path, seen)

@@ -136,16 +136,16 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
                    env={"COMPACTION_LOCK_TTL_SECONDS": "3"})
     try:
         deadline = time.monotonic() + 120
-        while (h.lock_holder("clean") or {}).get("pid") != proc.pid:
+        while getattr(h.lock_holder("clean"), "pid", None) != proc.pid:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the cleaner never took the lock"
             time.sleep(0.02)
     finally:
         kill_group(proc)                                           # SIGKILL: the lease stays behind
     holder = h.lock_holder("clean")
-    assert holder["pid"] == proc.pid
+    assert holder.pid == proc.pid
     args = ("--store", store.location, "--topics", topics, "clean", "orders-1", "--force")
-    if holder["expires_ms"] > wall_ms() + 1500:   # room for the CLI to start on a loaded machine
+    if holder.expires_ms > wall_ms() + 1500:   # room for the CLI to start on a loaded machine
         rc, _, err = cli_in_process(capsys, *args)
         assert rc == 1
         assert f"pid {proc.pid} " in err and h.path("_locks/clean.lock") in err and "expires in" in err

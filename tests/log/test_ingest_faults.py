@@ -376,10 +376,10 @@ def test_garbage_collection_spares_the_files_of_an_append_in_flight(tmp_path):
     os.utime(leftover, (hour_ago, hour_ago))          # a leftover of a change that died long ago
     with handle.lock("append", ttl_s=0.5, purpose="a slow append"):
         pq.write_table(pa.table({"x": [1]}), in_flight)
-        first = handle.lock_holder("append")["expires_ms"]
+        first = handle.lock_holder("append").expires_ms
         while wall_ms() <= first + 100:                # past the first lease's expiry, as the store says
             time.sleep(0.05)
-        assert handle.lock_holder("append")["expires_ms"] > first   # renewed by the heartbeat: still held
+        assert handle.lock_holder("append").expires_ms > first   # renewed by the heartbeat: still held
         assert handle.collect_garbage(grace_s=0) == [str(leftover)]
         assert in_flight.exists()
     assert handle.collect_garbage(grace_s=0) == [str(in_flight)]   # the lease is gone: a leftover now

@@ -135,9 +135,9 @@ def test_a_lease_whose_renewal_reply_is_lost_stays_its_holders(proxied):
                 break
             time.sleep(0.05)
         assert proxy.dropped, "no renewal went through the proxy"
-        renewed_at = h.lock_holder("clean")["expires_ms"]
+        renewed_at = h.lock_holder("clean").expires_ms
         for _ in range(40):        # a beat after the lost reply: the lease is still renewed (or else lost)
-            if h.lock_holder("clean")["expires_ms"] > renewed_at:
+            if h.lock_holder("clean").expires_ms > renewed_at:
                 break
             time.sleep(0.1)
         committed = h.update(lambda m: m.with_(invalid_records=7))   # fenced by the lease: refused if lost

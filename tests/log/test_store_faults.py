@@ -121,7 +121,7 @@ class Helper:
 def wait_lease_expiry(handle, kind: str, slack_s: float = 0.05) -> None:
     holder = handle.lock_holder(kind)
     if holder is not None:
-        left = holder["expires_ms"] - wall_ms()
+        left = holder.expires_ms - wall_ms()
         if left > 0:
             time.sleep(left / 1000 + slack_s)
 
@@ -208,23 +208,23 @@ def log(store):
 def test_second_lock_refused_while_held(store, log):
     with log.lock("clean", purpose="cleaning at 42"):
         holder = log.lock_holder("clean")
-        assert holder["pid"] == os.getpid() and holder["expires_ms"] > wall_ms()
+        assert holder.pid == os.getpid() and holder.expires_ms > wall_ms()
         with pytest.raises(LockedError) as info:
             with log.lock("clean"):
                 pytest.fail("a second holder got the lock")
         msg = str(info.value)
         assert "faults-0" in msg and "clean" in msg and "cleaning at 42" in msg
-        assert holder["owner"] in msg and "expires" in msg
+        assert holder.owner in msg and "expires" in msg
         # another store object on the same folder (another process would see the same) is refused too
         other = LogStore(store.location).log("faults-0")
         with pytest.raises(LockedError):
             with other.lock("clean"):
                 pass
         # the lease is still the first holder's
-        assert log.lock_holder("clean")["owner"] == holder["owner"]
+        assert log.lock_holder("clean").owner == holder.owner
         # locks of another kind are independent
         with log.lock("append"):
-            assert log.lock_holder("append")["owner"] != holder["owner"]
+            assert log.lock_holder("append").owner != holder.owner
     assert log.lock_holder("clean") is None
     with log.lock("clean"):  # free again once released
         pass
@@ -265,7 +265,7 @@ def test_expired_lease_of_dead_holder_taken_over(log):
     write_lease(log, "clean", wall_ms() - 1000)
     with log.lock("clean"):
         holder = log.lock_holder("clean")
-        assert holder["owner"] != "ghost-host:4242:deadbeef" and holder["pid"] == os.getpid()
+        assert holder.owner != "ghost-host:4242:deadbeef" and holder.pid == os.getpid()
     assert log.lock_holder("clean") is None
 
 
@@ -275,7 +275,7 @@ def test_unexpired_lease_of_other_holder_refused(log):
         with log.lock("clean"):
             pass
     assert "ghost-host:4242:deadbeef" in str(info.value) and "a dead cleaning" in str(info.value)
-    assert log.lock_holder("clean")["owner"] == "ghost-host:4242:deadbeef"  # left untouched
+    assert log.lock_holder("clean").owner == "ghost-host:4242:deadbeef"  # left untouched
 
 
 def wait_renewal(log, kind: str, expires_ms: int, timeout: float = 120) -> int:
@@ -283,8 +283,8 @@ def wait_renewal(log, kind: str, expires_ms: int, timeout: float = 120) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         holder = log.lock_holder(kind)
-        if holder is not None and holder["expires_ms"] != expires_ms:
-            return holder["expires_ms"]
+        if holder is not None and holder.expires_ms != expires_ms:
+            return holder.expires_ms
         time.sleep(0.05)
     raise AssertionError(f"the live holder never renewed its {kind} lease (expiry {expires_ms})")
 
@@ -294,29 +294,29 @@ def test_killed_holder_lease_renewed_while_alive_and_taken_over_after_expiry(log
     helper = Helper(["hold-lock", log.store.location, log.name, "clean", str(ttl)], tmp_path / "helper")
     try:
         assert helper.wait_for("LOCKED", timeout=60) is not None, helper.stderr()
-        first = log.lock_holder("clean")["expires_ms"]
+        first = log.lock_holder("clean").expires_ms
         # the heartbeat renews the live holder's lease: observed in the store, twice
         renewed = wait_renewal(log, "clean", wait_renewal(log, "clean", first))
         assert renewed > first
         with pytest.raises(LockedError, match="held by a test subprocess"):
             with log.lock("clean"):
                 pass
-        assert log.lock_holder("clean")["pid"] == helper.proc.pid
+        assert log.lock_holder("clean").pid == helper.proc.pid
     finally:
         helper.kill()
     killed_ms = wall_ms()
     # dead: the lease is never renewed again, and it is refused until the expiry the store holds
-    expires = log.lock_holder("clean")["expires_ms"]
+    expires = log.lock_holder("clean").expires_ms
     assert expires <= killed_ms + ttl * 1000 + 50
     while wall_ms() < expires - 100:
         with pytest.raises(LockedError):
             with log.lock("clean"):
                 pass
-        assert log.lock_holder("clean")["expires_ms"] == expires
+        assert log.lock_holder("clean").expires_ms == expires
         time.sleep(0.2)
     wait_lease_expiry(log, "clean")
     with log.lock("clean"):
-        assert log.lock_holder("clean")["pid"] == os.getpid()
+        assert log.lock_holder("clean").pid == os.getpid()
 
 
 # =========================================================================================================
@@ -509,7 +509,7 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     # the dead cleaning's lease blocks a new cleaning until it expires, with a clear message
     holder = h.lock_holder("clean")
     # (taken directly, as engine.run takes it: a run's preparation could outlast the lease's last moments)
-    if holder is not None and holder["expires_ms"] > wall_ms() + 500:
+    if holder is not None and holder.expires_ms > wall_ms() + 500:
         with pytest.raises(LockedError) as info:
             with h.lock("clean", purpose="a second cleaning"):
                 pass
@@ -663,7 +663,7 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
     holder = h.lock_holder("append")
     # (the lease is taken directly, as writer.append takes it: the whole append's preparation could
     # outlast the dead lease's last few hundred milliseconds on a loaded machine)
-    if holder is not None and holder["expires_ms"] > wall_ms() + 500:
+    if holder is not None and holder.expires_ms > wall_ms() + 500:
         with pytest.raises(LockedError) as info:
             with h.lock("append", purpose="a late append"):
                 pass
