@@ -160,9 +160,9 @@ DEQUEUE_WORKERS = 4
 
 def instance_yaml(dequeue_interval_s: int = DEQUEUE_INTERVAL_S) -> str:
     """The dagster.yaml the demo, scripts/ui.sh and bench/fleet_daemon.py write: telemetry off, the Spark
-    pool's limit (docs/dagster.md, "Concurrency and retries": queued steps wait for a slot) and the run
-    queue's dequeue interval and its launching threads."""
-    return ("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n"
+    pool's limit, held by whole runs (docs/dagster.md, "Concurrency and retries": a run waits for a slot in
+    the queue, not started) and the run queue's dequeue interval and its launching threads."""
+    return ("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n    granularity: run\n"
             f"run_queue:\n  dequeue_interval_seconds: {dequeue_interval_s}\n"
             f"  dequeue_use_threads: true\n  dequeue_num_workers: {DEQUEUE_WORKERS}\n")
 

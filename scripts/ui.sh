@@ -13,7 +13,7 @@ mkdir -p "$DAGSTER_HOME"
 # telemetry off; the Spark pool's limit (docs/dagster.md, "Concurrency and retries"); the run queue looked
 # at every second, not Dagster's 5 (the demo's instance_yaml writes the same)
 [ -f "$DAGSTER_HOME/dagster.yaml" ] ||
-  printf 'telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\nrun_queue:\n  dequeue_interval_seconds: 1\n  dequeue_use_threads: true\n  dequeue_num_workers: 4\n' > "$DAGSTER_HOME/dagster.yaml"
+  printf 'telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n    granularity: run\nrun_queue:\n  dequeue_interval_seconds: 1\n  dequeue_use_threads: true\n  dequeue_num_workers: 4\n' > "$DAGSTER_HOME/dagster.yaml"
 if [ -z "${SPARK_REMOTE:-}" ] && [ -z "${SPARK_MASTER:-}" ] && [ "${SPARK_CONNECT:-1}" != "0" ]; then
   echo "ui.sh: starting a local Spark Connect server (stopped with the UI)" >&2
   SPARK_REMOTE="$(bash scripts/spark-connect.sh start)"
