@@ -109,22 +109,24 @@ def batch_requests(job_name: str, op: str, due: list[Due], now: int, prefix: str
     return requests
 
 
-def record_pool_limit(instance: dg.DagsterInstance) -> None:
-    """The Spark pool's default limit recorded in the instance before a run of it is requested. With
+def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -> list[dg.RunRequest]:
+    """`runs`, after the Spark pool's default limit is recorded in the instance (when there are any). With
     `granularity: run` the queue holds a run whose pool is full; Dagster 1.13 records a pool's limit when
     it first sees a queued run of it, after it has decided which runs to launch, so a fresh instance's
-    first tick of batch runs would all start at once."""
+    first tick of batch runs would all start at once. Only a tick that requests runs asks (a query of the
+    instance), not every tick of the sensors."""
     storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits or instance.global_op_concurrency_default_limit is None:
-        return
+    if not runs or not storage.supports_global_concurrency_limits:
+        return runs
+    if instance.global_op_concurrency_default_limit is None:
+        return runs
     if SPARK_POOL not in storage.get_concurrency_keys():
         storage.initialize_concurrency_limit_to_default(SPARK_POOL)
+    return runs
 
 
 def in_flight(instance: dg.DagsterInstance) -> set[str]:
-    """The logs of the batch runs queued or running (one storage query); first, the pool's limit recorded
-    (record_pool_limit), as every sensor that requests runs asks this before it does."""
-    record_pool_limit(instance)
+    """The logs of the batch runs queued or running (one storage query)."""
     runs = instance.get_runs(filters=dg.RunsFilter(job_name=None, statuses=IN_FLIGHT), limit=500)
     return {log for run in runs if run.job_name in BATCH_JOBS and LOGS_TAG in run.tags
             for log in decode_logs(run.tags[LOGS_TAG])}

@@ -16,7 +16,7 @@ import bisect
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +25,9 @@ from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.ingest_report import IngestReport
 from compaction_assets.log.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 from compaction_assets.log.read_ahead import ReadAhead
+
+if TYPE_CHECKING:
+    from compaction_assets.log.writer import AppendResult
 
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
 
@@ -232,7 +235,7 @@ class FilesAppended:
     """What one append of several files did: each file's records, and the one commit's result."""
 
     files: tuple[tuple[str, int], ...]   # (path, records read from it), in the order given
-    result: Any                          # writer.AppendResult of the single commit
+    result: AppendResult                 # the single commit's
 
 
 def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended:

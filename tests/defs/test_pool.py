@@ -10,7 +10,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from compaction_assets.defs.batch_requests import in_flight
+from compaction_assets.defs.batch_requests import in_flight, record_pool_limit
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer
@@ -94,8 +94,12 @@ def test_the_instance_the_product_writes_has_the_pool_and_a_one_second_run_queue
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 2
         # a run waits for the pool in the queue, not started (Dagster 1.13's in-run wait never sleeps)
         assert instance.get_concurrency_config().pool_config.pool_granularity.value == "run"
-        # the queue holds runs only for a pool it has recorded: the sensors record it before any request
+        # the queue holds runs only for a pool it has recorded: the sensors record it before any request,
+        # and a tick that requests nothing does not ask
         assert instance.event_log_storage.get_concurrency_keys() == set()
-        assert in_flight(instance) == set()
+        assert in_flight(instance) == set() and record_pool_limit(instance, []) == []
+        assert instance.event_log_storage.get_concurrency_keys() == set()
+        runs = [dg.RunRequest(job_name="compaction_batch_job", run_key="k")]
+        assert record_pool_limit(instance, runs) == runs
         assert instance.event_log_storage.get_concurrency_keys() == {SPARK_POOL}
         assert instance.event_log_storage.get_concurrency_info(SPARK_POOL).slot_count == 2
