@@ -317,7 +317,7 @@ def group_partitions(grouped_rows: int, session_partitions: int, tuning: Cleaner
         return parts
     # A task's hash aggregation holds its keys in the Spark driver's heap under a local master: a range
     # too large for the session's partitions is spread so that no task holds more than
-    # `group_task_max_rows` (50M distinct keys in 8 tasks ran a 1 GiB heap out of memory)
+    # `group_task_max_rows` (50M distinct keys in 8 tasks ran a 1 GiB heap out of memory; in 50 they spilled)
     bounded = -(-grouped_rows // tuning.group_task_max_rows)
     return bounded if bounded > session_partitions else 0
 

@@ -324,8 +324,8 @@ def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, ma
 def test_a_large_range_is_grouped_in_tasks_of_bounded_rows():
     """No group-by task holds more than `group_task_max_rows` rows' keys, whatever the session's partitions:
     50M records of distinct keys in the session's 8 tasks ran a 1 GiB Spark driver out of memory."""
-    assert group_partitions(50_000_000, 8) == 50
-    assert group_partitions(8_000_000, 8) == 0          # within the session's partitions: a partial aggregation
+    assert group_partitions(50_000_000, 8) == 100
+    assert group_partitions(4_000_000, 8) == 0          # within the session's partitions: a partial aggregation
     assert group_partitions(500_000, 8) == 5            # a small range: as many partitions as its size needs
     assert group_partitions(60_000, 8) == 1
     for rows in (8_000_001, 20_000_000, 123_456_789):
