@@ -109,20 +109,16 @@ def batch_requests(job_name: str, op: str, due: list[Due], now: int, prefix: str
     return requests
 
 
-def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -> list[dg.RunRequest]:
-    """`runs`, after the Spark pool's default limit is recorded in the instance (when there are any). With
-    `granularity: run` the queue holds a run whose pool is full; Dagster 1.13 records a pool's limit when
-    it first sees a queued run of it, after it has decided which runs to launch, so a fresh instance's
-    first tick of batch runs would all start at once. Only a tick that requests runs asks (a query of the
-    instance), not every tick of the sensors."""
+def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -> None:
+    """Record the Spark pool's default limit in the instance before `runs` are requested (when there are
+    any). With `granularity: run` the queue holds a run whose pool is full; Dagster 1.13 records a pool's
+    limit when it first sees a queued run of it, after it has decided which runs to launch, so a fresh
+    instance's first tick of batch runs would all start at once. Only a tick that requests runs asks (a
+    query of the instance), not every tick of the sensors."""
     storage = instance.event_log_storage
-    if not runs or not storage.supports_global_concurrency_limits:
-        return runs
-    if instance.global_op_concurrency_default_limit is None:
-        return runs
-    if SPARK_POOL not in storage.get_concurrency_keys():
+    if (runs and storage.supports_global_concurrency_limits and instance.global_op_concurrency_default_limit is not None
+            and SPARK_POOL not in storage.get_concurrency_keys()):
         storage.initialize_concurrency_limit_to_default(SPARK_POOL)
-    return runs
 
 
 def in_flight(instance: dg.DagsterInstance) -> set[str]:

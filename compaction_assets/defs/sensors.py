@@ -104,7 +104,8 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             continue
         if files:
             pending[log] = files
-    runs = batch_requests.record_pool_limit(context.instance, _ingest_requests(pending, now_ms()))
+    runs = _ingest_requests(pending, now_ms())
+    batch_requests.record_pool_limit(context.instance, runs)
     changes = ([log_partitions.build_add_request(new)] if new else []) + \
         ([log_partitions.build_delete_request(gone)] if gone else [])
     for log in gone:
@@ -149,12 +150,14 @@ def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: 
     if not batch_requests.batched(len(due)) and not always_batch:
         # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
         # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
-        return batch_requests.record_pool_limit(
-            instance, [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]])
-    items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
-    reasons = ",".join(sorted({str(ev.reason) for ev in due}))
-    return batch_requests.record_pool_limit(instance, batch_requests.batch_requests(
-        compaction_batch_job.name, "compaction_batch_op", items, now, f"{prefix}clean", {"reason": reasons}))
+        runs = [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]]
+    else:
+        items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
+        reasons = ",".join(sorted({str(ev.reason) for ev in due}))
+        runs = batch_requests.batch_requests(compaction_batch_job.name, "compaction_batch_op", items, now,
+                                             f"{prefix}clean", {"reason": reasons})
+    batch_requests.record_pool_limit(instance, runs)
+    return runs
 
 
 def _requests(instance: dg.DagsterInstance, evals: list[Evaluation], reasons: set[str],
