@@ -4,7 +4,9 @@ A narrow scan (key, offset, rank, tombstone flag, horizon) of the range picks th
 applies the delete horizons, the resurrection guard and the remembered deletes, and aggregates per
 segment (small results only reach the driver); a winner's segment is found from its offset after the
 group-by, not for every record. Only winners can be kept, so the decision is a group-by over narrow rows
-(partial aggregation keeps the shuffle to about one row per key and task).
+(partial aggregation keeps the shuffle to about one row per key and task). Where the decision is made:
+collected here (a small range), in the group-by's tasks (the offset strategy's large range:
+decide_task.py), or cached in Spark (the others').
 
 Below the offset under which the last cleaning left one record per key, a key that no newer record of
 the range touches is its own winner: under the offset strategy (a newer record always wins) only the
@@ -28,17 +30,21 @@ from typing import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.cleaning import decide_task
+from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
-                                                 Decision, ProbedDecision, arrow_figures, segment_figures,
+                                                 Decision, ProbedDecision, TaskDecision, segment_figures,
                                                  spark_figures, totals)
-from compaction_assets.cleaning.placement import COLLECTED_WINNER, fits_here, newer_winner, shuffle_partitions
+from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OFFSET, fits_here, newer_winner,
+                                                  shuffle_partitions)
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.log import segment_task
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
-from compaction_assets.log.reader import ReadPaths, bucket_labels, dead_offsets, read_segments, segment_index
+from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.store import LogHandle
@@ -66,10 +72,14 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
         # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
         # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,
         # every cleaning compiled its own (about 0.25 s of an incremental cleaning on a warm server).
-        table = offset_decision(found.select("offset", *WINNER_FIELDS).toArrow(), span.segments, now, new_horizon)
+        table = offset_decision(found.select("offset", *WINNER_FIELDS).toArrow(), _starts(span.segments), now,
+                                new_horizon)
         figures, horizons = segment_figures(arrow_figures(table), span.segments)
         return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                                  only_touched_keys=only_touched, kept=kept_offsets(table))
+    if offset_strategy and fits_here(spark, span.rows, tuning.task_decision_max_rows, TASK_KEPT_OFFSET,
+                                     tuning.driver_memory_share):
+        return _decided_in_tasks(found, span, now, new_horizon, only_touched)
     decided = decision_columns(spark, handle, manifest, config, found, span, now, new_horizon,
                                tuning)
     if _collects(spark, span, tuning.collect_decision_max_rows, tuning):
@@ -122,7 +132,7 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
             return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
         probed = probe(spark, handle, manifest, span.unique, touched, now, new_horizon, vector, tuning)
         table = newer.result()
-    table = offset_decision(table.drop_columns(["key"]), span.newer, now, new_horizon)
+    table = offset_decision(table.drop_columns(["key"]), _starts(span.newer), now, new_horizon)
     figures, horizons = segment_figures(arrow_figures(table), span.newer)
     removed = []
     for i, seg in span.unique:
@@ -187,25 +197,24 @@ def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: Topic
     })
 
 
-def offset_decision(winners: pa.Table, range_segs: list[tuple[int, Segment]], now: int, new_horizon: int) -> pa.Table:
-    """The offset strategy's decision columns of collected winners (offset, timestamp, tomb,
-    delete_horizon, size), with Arrow: as `decide`'s Spark projection (`decision_columns`) computes them
-    when nothing is remembered or held (that strategy has no resurrection guard)."""
-    tomb, horizon = winners.column("tomb"), winners.column("delete_horizon")
-    expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(pa.scalar(now, pa.int64()), horizon), False))
-    keep = pc.invert(expired)
-    kept_tomb = pc.and_(keep, tomb)
-    seg_idx = bucket_labels([(i, seg.base_offset) for i, seg in range_segs], winners.column("offset").to_numpy())
-    return winners.append_column("seg_idx", pa.array(seg_idx, pa.int32())).append_column(
-        "removed_tomb", expired).append_column("keep", keep).append_column(
-        "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
-        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, pa.scalar(new_horizon, pa.int64())),
-                                  pa.scalar(None, pa.int64())))
+def _decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, only_touched: bool) -> TaskDecision:
+    """The offset strategy's decision worked out in the tasks that group the winners (decide_task.py):
+    one job, and only the figures and the kept offsets come here."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(decide_task)
+    cloudpickle.register_pickle_by_value(segment_task)
+    runner = decide_task.decision_runner(_starts(span.segments), now, new_horizon)
+    result = found.select("offset", *WINNER_FIELDS).mapInArrow(runner, decide_task.RESULT_SCHEMA).toArrow()
+    rows, kept = decide_task.task_results(result)
+    figures, horizons = segment_figures(rows, span.segments)
+    return TaskDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
+                        only_touched_keys=only_touched, kept=kept)
 
 
-def kept_offsets(table: pa.Table) -> pa.Table:
-    """The (offset, seg_idx) of the kept winners of a collected decision table."""
-    return table.filter(table.column("keep")).select(["offset", "seg_idx"])
+def _starts(segments: list[tuple[int, Segment]]) -> list[tuple[int, int]]:
+    """(index, base offset) of each segment: what finds a winner's segment from its offset."""
+    return [(i, seg.base_offset) for i, seg in segments]
 
 
 def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners):

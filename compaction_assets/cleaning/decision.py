@@ -1,19 +1,21 @@
 """What a cleaning decides, before anything is written (Kafka's `LogToClean` and `CleanerStats`): the
 outcome's three variants and its figures (the winners themselves are found in decide.py).
 
-The outcome, in three variants by where the decision lives:
+The outcome, in four variants by where the decision lives:
   CachedDecision     every winner with its decision columns, cached in Spark (a large range);
   CollectedDecision  the kept winners' offsets here, in this process (a small range: no cache, one job);
+  TaskDecision       a collected decision made in the group-by's tasks (the offset strategy's large
+                     range): only the kept offsets and the figures came here;
   ProbedDecision     a collected decision of the newer segments plus, for the deduplicated prefix that the
                      offset strategy probes segment by segment, the offsets those segments lose.
 All carry the figures per segment and the totals; the write reads `write_offsets` and `probed_segments`.
 
 The figures (`SegmentFigures` per segment, `CleaningStats` the totals it reports) are aggregated by
 segment and kept-tombstone horizon, either by Spark (a decision cached there: `spark_figures`) or with
-Arrow (a decision collected to this process: `arrow_figures`). The two are twins on purpose, side by side
-here: Arrow saves a Spark job on small ranges; both give the same rows (tests/cleaning/
-test_small_and_large_paths.py, test_collected_and_cached_decisions_have_the_same_figures), which
-`segment_figures` merges.
+Arrow (the offset strategy's decision, here or in tasks: `arrow_figures` in decide_task.py). The two are
+twins on purpose: Arrow saves a Spark job on small ranges and a cache on large ones; both give the same
+rows (tests/cleaning/test_small_and_large_paths.py, test_collected_and_cached_decisions_have_the_same_figures),
+which `segment_figures` merges.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from compaction_assets.log.manifest import Horizon, Segment
 
@@ -73,7 +74,7 @@ class CleaningStats:
         return cls(**{f.name: figures[f.name] for f in fields(cls) if f.name in figures})
 
 
-# the figures one row of `spark_figures` / `arrow_figures` sums, by (seg_idx, hkey)
+# the figures one row of `spark_figures` / `arrow_figures` (decide_task.py) sums, by (seg_idx, hkey)
 SUMMED = ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "removed_bytes")
 
 
@@ -101,48 +102,21 @@ def spark_figures(decided) -> list:
     ).collect()
 
 
-def arrow_figures(table: pa.Table) -> list[dict]:
-    """The figures of a collected decision by segment and kept-tombstone horizon, as `spark_figures`
-    computes them, with Arrow."""
-    keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
-    kept_tomb = pc.and_(keep, tomb)
-    removed = table.column("removed_tomb")
-
-    def where(cond, values):
-        return pc.if_else(cond, values, pa.scalar(None, values.type))
-    t = pa.table({
-        "seg_idx": table.column("seg_idx"), "hkey": where(kept_tomb, table.column("new_horizon")),
-        "kept": pc.cast(keep, pa.int64()), "kept_bytes": where(keep, size), "ts": where(keep, ts),
-        "pos_ts": where(pc.and_(keep, pc.greater(ts, 0)), ts), "kept_offset": where(keep, off),
-        "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
-        "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
-        "tomb_offset": where(kept_tomb, off)})
-    out = t.group_by(["seg_idx", "hkey"]).aggregate([
-        ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
-        ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
-        ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
-    names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
-             "kept_offset_min": "first_offset", "pos_ts_min": "min_pos_ts", "tombstones_sum": "tombstones",
-             "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb", "removed_bytes_sum": "removed_bytes",
-             "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
-    out = out.rename_columns([names.get(c, c) for c in out.column_names])
-    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique), found by
-    # a hash lookup of those few offsets rather than by sorting every row
-    at = pc.index_in(out.column("first_offset"), value_set=off)
-    return out.append_column("first_ts", pc.take(ts, at)).to_pylist()
-
-
 def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
                     ) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
-    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey)."""
+    """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey); rows of one
+    (seg_idx, hkey) from several tasks (decide_task.py) add up."""
     figures = {i: SegmentFigures(s.physical_rows, s.records, s.size) for i, s in range_segs if s.records}
-    horizons: dict[int, list[Horizon]] = {}
+    by_horizon: dict[int, dict[int, Horizon]] = {}
     first: dict[int, tuple[int, int]] = {}     # per segment, (offset, timestamp) of its first kept record
     for r in rows:
         idx = r["seg_idx"]
         if r["hkey"] is not None:
-            horizons.setdefault(idx, []).append(Horizon(int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]),
-                                                        int(r["tomb_hi"])))
+            seen = by_horizon.setdefault(idx, {})
+            new = Horizon(int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]), int(r["tomb_hi"]))
+            old = seen.get(new.horizon)
+            seen[new.horizon] = new if old is None else Horizon(
+                new.horizon, old.count + new.count, min(old.lo, new.lo), max(old.hi, new.hi))
         cur = figures[idx]
         for name in SUMMED:
             setattr(cur, name, getattr(cur, name) + int(r[name] or 0))
@@ -154,7 +128,7 @@ def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
             first[idx] = pair if idx not in first else min(first[idx], pair)
     for idx, (_, first_ts) in first.items():
         figures[idx].first_ts = first_ts
-    return figures, horizons
+    return figures, {idx: list(seen.values()) for idx, seen in by_horizon.items()}
 
 
 def totals(figures: dict[int, SegmentFigures]) -> CleaningStats:
@@ -229,6 +203,12 @@ class CollectedDecision(Decision):
     def guard_rows(self):
         """The decided tombstones (the guard reads nothing else)."""
         return self.tombstones
+
+
+@dataclass(kw_only=True)
+class TaskDecision(CollectedDecision):
+    """Decided in the tasks of the group-by that found the winners (decide_task.py): their kept offsets
+    by segment and their figures came here, the winners stayed in Spark's tasks."""
 
 
 @dataclass(kw_only=True)

@@ -46,6 +46,9 @@ class RowCost:
 COLLECTED_WINNER = RowCost(held=140, shipped=40)
 # a kept offset that a write here receives: (unit, offset), 12 bytes each
 KEPT_OFFSET = RowCost(held=12, shipped=12)
+# a kept offset of a decision made in tasks (decide_task.py): packed by segment, 8 bytes in the job's
+# results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
+TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
 
 def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:

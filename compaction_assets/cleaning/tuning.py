@@ -61,6 +61,12 @@ class CleanerTuning:
     # cleaning (about 0.25 s of an incremental cleaning on a warm server). A crossover, not a memory
     # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json)
     collect_offset_decision_max_rows: int = 5_000_000
+    # a larger range of the offset strategy is decided in the tasks of its group-by (decide_task.py), only
+    # the figures and the kept offsets (8 bytes each) coming here, when at most this many rows, 0: as many
+    # as fit (placement.py), -1: none (the decision is cached in Spark). No cache of every winner and no
+    # second job for the kept offsets: warm, a forced cleaning of 20M records / 2M keys 50.9 -> 45.4 s;
+    # the decision of 50M distinct keys 267 -> 150-154 s
+    task_decision_max_rows: int = 0
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
     # rows lie above it, 0: as many as their winners fit in this process (placement.py) (a cleaning after 1%
     # new of 5M records: 1.6 s -> 0.5 s; after 10% new of 20M, past the 1M rows that bounded it before:

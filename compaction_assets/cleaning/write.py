@@ -29,8 +29,9 @@ from compaction_assets.cleaning.placement import parallelism, thread_shares, wri
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log import segment_task
 from compaction_assets.log.manifest import FileRef, Manifest, Segment, side_files
-from compaction_assets.log.reader import bucket_labels, offset_bucket
+from compaction_assets.log.reader import offset_bucket
 from compaction_assets.log.records import SEGMENT_SCHEMA
+from compaction_assets.log.segment_task import bucket_labels
 from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
 from compaction_assets.log.store import LogHandle
 

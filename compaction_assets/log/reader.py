@@ -225,15 +225,6 @@ def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
     return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
 
 
-def bucket_labels(starts: list[tuple[int, int]], offsets: np.ndarray) -> np.ndarray:
-    """Numpy: the label of the last (label, first offset) pair at or below each offset, as
-    `offset_bucket` computes it in Spark (every offset at or above the lowest first offset)."""
-    pairs = sorted(starts, key=lambda pair: pair[1])
-    firsts = np.array([first for _, first in pairs], dtype=np.int64)
-    labels = np.array([label for label, _ in pairs], dtype=np.int32)
-    return labels[np.searchsorted(firsts, offsets, side="right") - 1]
-
-
 def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None,
                   reads: ReadPaths = DEFAULT_READS):
     """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,

@@ -46,6 +46,18 @@ def in_sorted(values, sorted_set):
     return sorted_set[at] == values
 
 
+def bucket_labels(starts: list[tuple[int, int]], offsets):
+    """Numpy: the label of the last (label, first offset) pair at or below each offset (an int64
+    array), as `offset_bucket` (log/reader.py) computes it in Spark (every offset at or above the lowest
+    first offset)."""
+    import numpy as np
+
+    pairs = sorted(starts, key=lambda pair: pair[1])
+    firsts = np.array([first for _, first in pairs], dtype=np.int64)
+    labels = np.array([label for label, _ in pairs], dtype=np.int32)
+    return labels[np.searchsorted(firsts, offsets, side="right") - 1]
+
+
 def open_filesystem(spec: tuple[str, str | None, dict[str, Any]]):
     """The pyarrow filesystem a worker reads with (see `fs.Storage.filesystem_spec`)."""
     import pyarrow.fs as pafs

@@ -20,7 +20,6 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide, group_partitions, keys_mostly_distinct
-from compaction_assets.cleaning.decision import CollectedDecision
 from compaction_assets.cleaning.placement import (COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, local_cores,
                                                   shuffle_partitions,
                                                   result_limit)
@@ -74,23 +73,25 @@ def _general_paths(writes: str = "workers") -> CleanerTuning:
     # the decision cached in Spark; the writes in Python workers (one Spark job), or in the driver's
     # threads (a local master's); a map per stamped file
     return replace(IN_WORKERS, small_range_records=0, collect_decision_max_rows=-1,
-                   collect_offset_decision_max_rows=-1, local_master_writes_here=writes == "threads",
-                   reads=ReadPaths(stamp_bucket_files=1))
+                   collect_offset_decision_max_rows=-1, task_decision_max_rows=-1,
+                   local_master_writes_here=writes == "threads", reads=ReadPaths(stamp_bucket_files=1))
+
+
+# the offset strategy's decision made in the tasks of a group-by of several partitions (a large range's)
+IN_TASKS = replace(DEFAULT_TUNING, small_range_records=0, rows_per_partition=40,
+                   collect_offset_decision_max_rows=-1, incremental_max_dirty_share=-1.0)
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strategy):
     results, routes = {}, {}
-    for path in ("small", "workers", "threads", "collected_workers"):
+    for path in ("small", "workers", "threads", "collected_workers", "tasks"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
-        tuning = DEFAULT_TUNING
-        if path in ("workers", "threads"):
-            tuning = _general_paths(writes=path)
-        if path == "collected_workers":
-            # a collected decision whose write runs in Python workers (a cluster's master): its kept
-            # offsets go back to Spark
-            tuning = IN_WORKERS
+        tuning = {"workers": _general_paths("workers"), "threads": _general_paths("threads"),
+                  # a collected decision whose write runs in Python workers (a cluster's master): its
+                  # kept offsets go back to Spark
+                  "collected_workers": IN_WORKERS, "tasks": IN_TASKS}.get(path, DEFAULT_TUNING)
         report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
@@ -100,7 +101,9 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strat
     # a decision collected here (grouped or probed) whose kept offsets went to the workers
     assert routes["collected_workers"].decision in ("collected", "probed"), routes["collected_workers"]
     assert routes["collected_workers"].write_threads == routes["workers"].write_threads == 0
-    for path in ("workers", "threads", "collected_workers"):
+    # the offset strategy's large range decided in its group-by's tasks (the others have no such path)
+    assert (routes["tasks"].decision == "task") == (strategy == "offset"), routes["tasks"]
+    for path in ("workers", "threads", "collected_workers", "tasks"):
         assert results[path][0] == small[0], path
         assert results[path][1] == small[1], path
         assert results[path][2] == small[2], path
@@ -249,18 +252,23 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     m = log.manifest()
     u = m.segments[-1].base_offset
     found = {}
-    for limit in (10**9, -1):
-        # grouped, not probed
-        tuning = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0, collect_decision_max_rows=limit,
-                         collect_offset_decision_max_rows=limit)
+    # grouped, not probed; the decision collected, cached, or (the offset strategy) made in the tasks
+    # of a group-by of several partitions, each task's figures added up here
+    grouped = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
+    paths = {"collected": replace(grouped, collect_decision_max_rows=10**9, collect_offset_decision_max_rows=10**9),
+             "cached": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
+                               task_decision_max_rows=-1),
+             "task": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
+                             small_range_records=0, rows_per_partition=40)}
+    for path, tuning in paths.items():
         # late enough that the first tombstones' horizons have passed, so some are removed
         d = decide(spark, log, m, cfg, cleaning_range(m, u), NOW + 2 * DAY, tuning=tuning)
         d.release()
-        found[limit] = (d.figures, {i: sorted(h) for i, h in d.horizons.items()}, d.stats,
-                        isinstance(d, CollectedDecision))
-    collected, cached = found[10**9], found[-1]
-    assert collected[3] and not cached[3]
+        found[path] = (d.figures, {i: sorted(h) for i, h in d.horizons.items()}, d.stats, type(d).__name__)
+    collected, cached = found["collected"], found["cached"]
+    assert (collected[3], cached[3]) == ("CollectedDecision", "CachedDecision")
     assert collected[:3] == cached[:3]
+    assert found["task"] == (*cached[:3], "TaskDecision" if strategy == "offset" else "CachedDecision")
     assert collected[2].tombstones_removed > 0 and collected[2].records_superseded > 0
     assert all(p.first_ts is not None for p in collected[0].values() if p.kept)
     # the expired tombstones' bytes (the key-level dry run reads them from these figures)
