@@ -626,12 +626,11 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # How a cleaning treats segments that lose records: the product's threshold and shortcuts for small
 # logs, or every segment kept with its removed offsets in the deletion vector (so that reads through the
 # vector are compared record by record) by the paths of large logs: only the keys that newer rows touch
-# grouped, the decision cached in Spark rather than collected, the writes in Python workers (the case
-# logs are small: every size limit set below them).
+# grouped, the decision not collected but cached in Spark (the offset strategy's: made in the tasks of
+# its group-by), the writes in Python workers (the case logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": DEFAULT_TUNING,
                  "deletion_vector": replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, small_range_records=0,
                                             collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                                            task_decision_max_rows=-1,
                                             driver_rewrite_max_rows=-1, driver_mark_max_rows=-1,
                                             local_master_writes_here=False, incremental_max_dirty_share=1.0,
                                             incremental_min_rows=0)}
