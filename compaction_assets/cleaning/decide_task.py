@@ -96,9 +96,11 @@ def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
         seg_idx, offsets = kept.column("seg_idx").to_numpy(), kept.column("offset").to_numpy()
         order = np.argsort(seg_idx, kind="stable")
         seg_idx, offsets = seg_idx[order], offsets[order]
-        cuts = np.flatnonzero(np.diff(seg_idx)) + 1
-        segments = [int(part[0]) for part in np.split(seg_idx, cuts)] if len(seg_idx) else []
-        packed = [part.tobytes() for part in np.split(offsets, cuts)] if len(seg_idx) else []
+        segments, packed = [], []
+        if len(seg_idx):
+            cuts = np.flatnonzero(np.diff(seg_idx)) + 1      # where the next segment's offsets start
+            segments = seg_idx[np.r_[0, cuts]].tolist()
+            packed = [part.tobytes() for part in np.split(offsets, cuts)]
         yield pa.RecordBatch.from_arrays([
             pa.array(segments + [None], pa.int32()), pa.array(packed + [None], pa.binary()),
             pa.array([None] * len(segments) + [json.dumps(arrow_figures(table))], pa.string())],
