@@ -40,11 +40,10 @@ from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OF
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.log import segment_task
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
-from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index
+from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index, ship_by_value
 from compaction_assets.log.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.log.store import LogHandle
@@ -200,10 +199,7 @@ def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: Topic
 def _decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, only_touched: bool) -> TaskDecision:
     """The offset strategy's decision worked out in the tasks that group the winners (decide_task.py):
     one job, and only the figures and the kept offsets come here."""
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(decide_task)
-    cloudpickle.register_pickle_by_value(segment_task)
+    ship_by_value(decide_task)
     runner = decide_task.decision_runner(_starts(span.segments), now, new_horizon)
     result = found.select("offset", *WINNER_FIELDS).mapInArrow(runner, decide_task.RESULT_SCHEMA).toArrow()
     rows, kept = decide_task.task_results(result)

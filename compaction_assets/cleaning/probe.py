@@ -23,6 +23,7 @@ from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log import segment_task
 from compaction_assets.log.manifest import Horizon, Manifest, Segment
+from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
 from compaction_assets.log.store import LogHandle
 
@@ -46,8 +47,6 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
     workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
     gives the newer records' keys (threads call it once they have read their first files); `vector` is
     the log's deletion vector (`dead_offsets`)."""
-    from pyspark import cloudpickle
-
     old = vector.to_numpy() if vector is not None else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
                                   manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
@@ -58,8 +57,7 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
     tasks = [sorted(group, key=lambda spec: spec.seg_idx)
              for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
-    cloudpickle.register_pickle_by_value(probe_task)
-    cloudpickle.register_pickle_by_value(segment_task)
+    ship_by_value(probe_task)
     runner = probe_task.probe_runner(tasks, touched if threads else touched(), now, new_horizon, open_fs,
                                      tuning.probe_batch_rows)
     if threads:

@@ -179,8 +179,16 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
+def ship_by_value(*modules) -> None:
+    """Send segment_task and `modules` to Spark's Python workers with the functions that use them (by
+    value: a worker needs nothing of the project installed, only pyarrow and numpy)."""
     from pyspark import cloudpickle
+
+    for module in (segment_task, *modules):
+        cloudpickle.register_pickle_by_value(module)
+
+
+def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
     from pyspark.sql import functions as F
 
     # Files spread over tasks by their record counts (largest first onto the least loaded task).
@@ -191,7 +199,7 @@ def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
         t = loads.index(min(loads))
         tasks[t].append((handle.path(ref.name), ref.stamp))
         loads[t] += max(ref.records, 1)
-    cloudpickle.register_pickle_by_value(segment_task)
+    ship_by_value()
     runner = segment_task.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
     df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, spark_schema())
     horizon = F.when(F.col("is_tombstone"), F.col("delete_horizon"))
