@@ -136,8 +136,16 @@ def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float) -> bool
     return rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
 
 
-def available_memory() -> int:
-    """Bytes this machine has available now (/proc/meminfo's MemAvailable, or its free pages)."""
+def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """Bytes this process may still take: the machine's available memory, within its container's limit
+    when it has one (a container's /proc/meminfo shows the host's memory, and past the limit the kernel
+    kills the process instead of reclaiming)."""
+    headroom = _container_headroom(cgroup_root)
+    return _machine_available() if headroom is None else min(_machine_available(), headroom)
+
+
+def _machine_available() -> int:
+    """/proc/meminfo's MemAvailable, or the free pages where there is none."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -146,6 +154,31 @@ def available_memory() -> int:
     except OSError:  # not Linux: the free pages, which leave out the page cache
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+# the container's limit, usage and memory statistics: cgroup v2's files, then v1's
+_CGROUP_FILES = (("memory.max", "memory.current", "memory.stat", "inactive_file"),
+                 ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat",
+                  "total_inactive_file"))
+
+
+def _container_headroom(root: str) -> int | None:
+    """The memory cgroup's limit less what it holds beyond reclaimable file pages (as the kubelet counts
+    a container's working set); None without a limit."""
+    for limit_file, usage_file, stat_file, inactive in _CGROUP_FILES:
+        try:
+            with open(os.path.join(root, limit_file)) as f:
+                limit = f.read().strip()
+            with open(os.path.join(root, usage_file)) as f:
+                usage = int(f.read())
+            with open(os.path.join(root, stat_file)) as f:
+                cache = next((int(line.split()[1]) for line in f if line.split()[0] == inactive), 0)
+        except (OSError, ValueError, IndexError):
+            continue
+        if limit == "max" or int(limit) >= 1 << 60:   # v1 writes "no limit" as a page-rounded 2^63
+            return None
+        return max(0, int(limit) - max(0, usage - cache))
+    return None
 
 
 def result_limit(spark) -> float:
