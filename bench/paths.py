@@ -34,6 +34,7 @@ VARIANTS = {
                                                             "collect_decision_max_rows": -1,
                                                             "task_decision_max_rows": -1},
     "decision cached, not in tasks (task_decision_max_rows)": {"task_decision_max_rows": -1},
+    "decision in tasks, not collected (collect_offset_decision_max_rows)": {"collect_offset_decision_max_rows": -1},
     "decision collected at any size (collect_*_max_rows)": {"collect_offset_decision_max_rows": 1 << 62,
                                                             "collect_decision_max_rows": 1 << 62},
     "no probe of the prefix (probe_max_newer_rows)": {"probe_max_newer_rows": -1},
