@@ -59,7 +59,8 @@ class CleanerTuning:
     # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
     # each at the peak (5M distinct keys: 0.4 GB more than caching it in Spark); no plan compiled per
     # cleaning (about 0.25 s of an incremental cleaning on a warm server). A crossover, not a memory
-    # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json)
+    # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json);
+    # at 5M, warm, 12.03 s collected against 13.24 s in the group-by's tasks (paths-5m-collected-or-tasks-*)
     collect_offset_decision_max_rows: int = 5_000_000
     # a larger range of the offset strategy is decided in the tasks of its group-by (decide_task.py), only
     # the figures and the kept offsets (8 bytes each) coming here, when at most this many rows, 0: as many
