@@ -78,7 +78,7 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
 def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
     """True when building the latest state here (HELD_PER_VISIBLE_BYTE times the log's visible bytes)
     takes at most `share` of the memory available, as a cleaning's collected results do (placement.py)."""
-    return HELD_PER_VISIBLE_BYTE * sum(s.size for s in manifest.segments) <= share * available_memory()
+    return HELD_PER_VISIBLE_BYTE * manifest.total_size <= share * available_memory()
 
 
 def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None) -> pa.Table:
@@ -137,7 +137,9 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     returning the session, so that no JVM starts for it); `state`, its `latest_state_table` when the
     caller built it already."""
     manifest = manifest or handle.manifest()
-    if fits_in_process(manifest):
+    # a state built already is written as it is: asking the memory again, now that the state holds some
+    # of it, could send the log to Spark and build it a second time
+    if state is not None or fits_in_process(manifest):
         table = with_value_columns(handle, state if state is not None else latest_state_table(handle, config, manifest))
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)

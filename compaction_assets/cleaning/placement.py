@@ -140,8 +140,8 @@ def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
     """Bytes this process may still take: the machine's available memory, within its container's limit
     when it has one (a container's /proc/meminfo shows the host's memory, and past the limit the kernel
     kills the process instead of reclaiming)."""
-    headroom = _container_headroom(cgroup_root)
-    return _machine_available() if headroom is None else min(_machine_available(), headroom)
+    machine, headroom = _machine_available(), _container_headroom(cgroup_root)
+    return machine if headroom is None else min(machine, headroom)
 
 
 def _machine_available() -> int:

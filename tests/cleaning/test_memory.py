@@ -47,7 +47,7 @@ def test_the_latest_state_is_built_here_while_it_fits_the_memory(store, make_con
     writer.append(log, cfg, [{"key": f"k{i}", "value": "v" * 100, "timestamp": i} for i in range(200)])
     writer.roll(log)
     manifest = log.manifest()
-    visible = sum(s.size for s in manifest.segments)
+    visible = manifest.total_size
     assert visible > 200 * 100
     assert fits_in_process(manifest)                      # a small log: Arrow, no Spark
     assert not fits_in_process(manifest, share=0.0)       # no memory to spare: the Spark job
