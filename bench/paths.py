@@ -30,13 +30,18 @@ from .modes import LOG_NAME, REPO, _free_port, build, step
 VARIANTS = {
     "product": {},
     "partial aggregation kept (distinct_skips_partial)": {"distinct_skips_partial": 1.01},
+    "decision in Spark, not here (local_decision_max_rows)": {"local_decision_max_rows": -1},
     "decision cached, not collected (collect_*_max_rows)": {"collect_offset_decision_max_rows": -1,
                                                             "collect_decision_max_rows": -1,
-                                                            "task_decision_max_rows": -1},
-    "decision cached, not in tasks (task_decision_max_rows)": {"task_decision_max_rows": -1},
-    "decision in tasks, not collected (collect_offset_decision_max_rows)": {"collect_offset_decision_max_rows": -1},
+                                                            "task_decision_max_rows": -1,
+                                                            "local_decision_max_rows": -1},
+    "decision cached, not in tasks (task_decision_max_rows)": {"task_decision_max_rows": -1,
+                                                               "local_decision_max_rows": -1},
+    "decision in tasks, not collected (collect_offset_decision_max_rows)": {"collect_offset_decision_max_rows": -1,
+                                                                            "local_decision_max_rows": -1},
     "decision collected at any size (collect_*_max_rows)": {"collect_offset_decision_max_rows": 1 << 62,
-                                                            "collect_decision_max_rows": 1 << 62},
+                                                            "collect_decision_max_rows": 1 << 62,
+                                                            "local_decision_max_rows": -1},
     "no probe of the prefix (probe_max_newer_rows)": {"probe_max_newer_rows": -1},
     "probe at any size (probe_max_newer_rows, incremental_max_dirty_rows)": {"probe_max_newer_rows": 1 << 62,
                                                                            "incremental_max_dirty_rows": 1 << 62},
@@ -48,7 +53,9 @@ VARIANTS = {
 # the fleet's small logs: their own paths
 FLEET_VARIANTS = {
     "product": {},
-    "small range in the shuffle's partitions (small_range_records)": {"small_range_records": 0},
+    "decision in Spark, not here (local_decision_max_rows)": {"local_decision_max_rows": -1},
+    "small range in the shuffle's partitions (small_range_records)": {"small_range_records": 0,
+                                                                      "local_decision_max_rows": -1},
     "small writes not in the driver (driver_*_max_rows)": {"driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1},
 }
 

@@ -34,7 +34,7 @@ from compaction_assets.log.store import LogHandle
 @dataclass(frozen=True)
 class Route:
     """Which paths a cleaning took (the fast path or its general twin), for tests and diagnosis."""
-    decision: str                  # "cached" | "collected" | "task" | "probed"
+    decision: str                  # "cached" | "collected" | "task" | "local" | "probed"
     only_touched_keys: bool        # the group-by saw only the keys that newer rows touch
     write_threads: int | None      # the write ran in this many threads here, 0: in Python workers,
                                    # None: nothing to write

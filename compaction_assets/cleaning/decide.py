@@ -5,8 +5,9 @@ applies the delete horizons, the resurrection guard and the remembered deletes, 
 segment (small results only reach the driver); a winner's segment is found from its offset after the
 group-by, not for every record. Only winners can be kept, so the decision is a group-by over narrow rows
 (partial aggregation keeps the shuffle to about one row per key and task). Where the decision is made:
-collected here (a small range), in the group-by's tasks (the offset strategy's large range:
-decide_task.py), or cached in Spark (the others').
+in this process with Arrow and no group-by in Spark (the offset strategy's range under a local master,
+when it fits: decide_here.py), collected here (a small range), in the group-by's tasks (the offset
+strategy's large range: decide_task.py), or cached in Spark (the others').
 
 Below the offset under which the last cleaning left one record per key, a key that no newer record of
 the range touches is its own winner: under the offset strategy (a newer record always wins) only the
@@ -31,12 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.cleaning import decide_task
+from compaction_assets.cleaning.decide_here import decide_here
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
                                                  Decision, ProbedDecision, TaskDecision, segment_figures,
                                                  spark_figures, totals)
-from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OFFSET, fits_here, newer_winner,
-                                                  shuffle_partitions)
+from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OFFSET, decide_here_plan, fits_here,
+                                                  newer_winner, shuffle_partitions)
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -65,6 +67,9 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
         newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
                         span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS)
         return _decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
+    if offset_strategy and (here := decide_here_plan(spark, span.rows, tuning)).threads:
+        return decide_here(handle, manifest, span, now, new_horizon, vector or (lambda: dead_offsets(handle, manifest)),
+                           here.threads, here.buckets)
     found, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
     if offset_strategy and _collects(spark, span, tuning.collect_offset_decision_max_rows, tuning):
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked

@@ -212,6 +212,11 @@ class TaskDecision(CollectedDecision):
 
 
 @dataclass(kw_only=True)
+class LocalDecision(CollectedDecision):
+    """Decided in this process with Arrow from the range's narrow columns (decide_here.py): no Spark job."""
+
+
+@dataclass(kw_only=True)
 class ProbedDecision(CollectedDecision):
     """The offset strategy's incremental decision: the newer segments grouped, the prefix probed."""
     removed: pa.Table                       # OFFSETS_SCHEMA: the records the probed segments lose

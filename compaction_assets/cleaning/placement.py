@@ -18,6 +18,7 @@ gives a row limit still has it (tests: -1 sends every log down the general path)
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -50,6 +51,21 @@ KEPT_OFFSET = RowCost(held=12, shipped=12)
 # results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
+# a range decided here (decide_here.py) holds its narrow rows and kept offsets whole, about this many
+# bytes a row, and for the bucket of keys being decided its group-by, winners and figures, about
+# DECIDING_HERE_ROW_BYTES a row (50M records of distinct keys: 4.1 GB at the peak in 16 buckets, 4.5 GB
+# in 8, 5.3 GB in 4)
+DECIDED_HERE_ROW = RowCost(held=75, shipped=0)
+DECIDING_HERE_ROW_BYTES = 150
+# more buckets than this: the range is decided in Spark (each bucket is a pass of hash tables)
+MAX_HERE_BUCKETS = 64
+
+
+@dataclass(frozen=True)
+class HerePlan:
+    """How a range is decided in this process: reader threads and buckets of keys (0 threads: in Spark)."""
+    threads: int
+    buckets: int
 
 def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:
     """Threads of this process that probe a prefix of `rows` rows (0: Spark's Python workers do): a
@@ -58,6 +74,24 @@ def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:
         return cores
     return 1 if rows <= tuning.driver_mark_max_rows else 0
 
+
+
+def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
+    """Whether a range of `rows` rows is decided here (a thread a core under a local master) and in how
+    many buckets of keys: of at most the tuning's rows, and as many more as keep the narrow rows and one
+    bucket's deciding within the memory share."""
+    limit = tuning.local_decision_max_rows
+    if limit < 0 or (limit and rows > limit) or not (cores := local_cores(spark)):
+        return HerePlan(0, 0)
+    buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
+    spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW.held
+    if not limit:     # a limit the tuning gives stands for the memory, as in fits_here
+        if spare <= 0:
+            return HerePlan(0, 0)
+        buckets = max(buckets, math.ceil(rows * DECIDING_HERE_ROW_BYTES / spare))
+        if buckets > MAX_HERE_BUCKETS:
+            return HerePlan(0, 0)
+    return HerePlan(cores, buckets)
 
 def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, tuning: CleanerTuning) -> int:
     """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead)."""

@@ -68,6 +68,15 @@ class CleanerTuning:
     # second job for the kept offsets: warm, a forced cleaning of 20M records / 2M keys 50.9 -> 45.4 s;
     # the decision of 50M distinct keys 267 -> 150-154 s
     task_decision_max_rows: int = 0
+    # under a local master, the offset strategy's range is decided in this process with Arrow
+    # (decide_here.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
+    # -1: none. Spark's tasks would run on the same cores, behind a shuffle of every narrow row: the
+    # decision of 20M records over 2M keys 8 s here against 31-37 s in Spark
+    local_decision_max_rows: int = 0
+    # ... its keys in buckets of at most this many rows, each bucket's winners found apart (hash tables of
+    # cache-friendly size: 50M records of distinct keys in 16 buckets 45 s, in 4 buckets 53 s), and in
+    # more when the memory share needs it (placement.py; decided whole, those 50M peaked at 10 GB)
+    local_decision_bucket_rows: int = 4_000_000
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
     # rows lie above it, 0: as many as their winners fit in this process (placement.py) (a cleaning after 1%
     # new of 5M records: 1.6 s -> 0.5 s; after 10% new of 20M, past the 1M rows that bounded it before:

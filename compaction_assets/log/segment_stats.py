@@ -67,11 +67,14 @@ def combine_stats(first: dict, second: dict) -> dict:
                 horizons=merge_horizons(first["horizons"], second["horizons"]))
 
 
-def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
-    """One segment file as SEGMENT_SCHEMA with the file's stamp applied to tombstones without a horizon,
-    without the records of the deletion vector `dead` (ascending, as `dead_offsets` gives it)."""
+def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Array | None = None,
+              columns: tuple[str, ...] | None = None) -> pa.Table:
+    """One segment file as SEGMENT_SCHEMA (or its `columns`, with offset and is_tombstone among them) with
+    the file's stamp applied to tombstones without a horizon, without the records of the deletion vector
+    `dead` (ascending, as `dead_offsets` gives it)."""
+    schema = SEGMENT_SCHEMA if columns is None else pa.schema([SEGMENT_SCHEMA.field(c) for c in columns])
     try:
-        table = handle.st.read_parquet(handle.path(ref.name), schema=SEGMENT_SCHEMA)
+        table = handle.st.read_parquet(handle.path(ref.name), columns=list(schema.names), schema=schema)
     except (OSError, pa.ArrowException) as exc:   # named, not "unexpected ArrowInvalid"
         lines = str(exc).strip().splitlines()
         raise CorruptLogError(f"log {handle.name!r}: segment file {handle.path(ref.name)} cannot be read "
@@ -80,10 +83,9 @@ def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Arra
         table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
     if dead is not None and len(dead) and len(table):
         table = table.filter(pa.array(~in_sorted(table.column("offset").to_numpy(), dead.to_numpy())))
-    if ref.stamp is not None and len(table):
+    if ref.stamp is not None and len(table) and "delete_horizon" in schema.names:
         hz = table.column("delete_horizon")
-        fill = pc.if_else(pc.is_null(table.column("value")), pa.scalar(ref.stamp, pa.int64()),
-                          pa.scalar(None, pa.int64()))
+        fill = pc.if_else(table.column("is_tombstone"), pa.scalar(ref.stamp, pa.int64()), pa.scalar(None, pa.int64()))
         table = table.set_column(table.schema.get_field_index("delete_horizon"), "delete_horizon",
                                  pc.coalesce(hz, fill))
     return table

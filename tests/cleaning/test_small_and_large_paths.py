@@ -64,8 +64,9 @@ def _segments(log) -> list[tuple]:
              s.tombstones, s.horizons, s.dead) for s in log.manifest().segments]
 
 
-# the writes as large ones go, not in the driver's one thread
-IN_WORKERS = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1, local_master_writes_here=False)
+# the writes as large ones go, not in the driver's one thread; the decision in Spark, not here with Arrow
+IN_WORKERS = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1, local_master_writes_here=False,
+                     local_decision_max_rows=-1)
 
 
 def _general_paths(writes: str = "workers") -> CleanerTuning:
@@ -78,20 +79,22 @@ def _general_paths(writes: str = "workers") -> CleanerTuning:
 
 
 # the offset strategy's decision made in the tasks of a group-by of several partitions (a large range's)
-IN_TASKS = replace(DEFAULT_TUNING, small_range_records=0, rows_per_partition=40,
+IN_TASKS = replace(DEFAULT_TUNING, small_range_records=0, rows_per_partition=40, local_decision_max_rows=-1,
                    collect_offset_decision_max_rows=-1, incremental_max_dirty_share=-1.0)
+# the offset strategy's range decided here with Arrow (a local master's), grouped rather than probed
+HERE = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
 
 
 @pytest.mark.parametrize("strategy", ["offset", "timestamp"])
 def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strategy):
     results, routes = {}, {}
-    for path in ("small", "workers", "threads", "collected_workers", "tasks"):
+    for path in ("small", "workers", "threads", "collected_workers", "tasks", "here"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         tuning = {"workers": _general_paths("workers"), "threads": _general_paths("threads"),
                   # a collected decision whose write runs in Python workers (a cluster's master): its
                   # kept offsets go back to Spark
-                  "collected_workers": IN_WORKERS, "tasks": IN_TASKS}.get(path, DEFAULT_TUNING)
+                  "collected_workers": IN_WORKERS, "tasks": IN_TASKS, "here": HERE}.get(path, DEFAULT_TUNING)
         report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
@@ -103,7 +106,9 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strat
     assert routes["collected_workers"].write_threads == routes["workers"].write_threads == 0
     # the offset strategy's large range decided in its group-by's tasks (the others have no such path)
     assert (routes["tasks"].decision == "task") == (strategy == "offset"), routes["tasks"]
-    for path in ("workers", "threads", "collected_workers", "tasks"):
+    # ... or here with Arrow (the test session's master is local)
+    assert routes["here"].decision == ("local" if strategy == "offset" else "collected"), routes["here"]
+    for path in ("workers", "threads", "collected_workers", "tasks", "here"):
         assert results[path][0] == small[0], path
         assert results[path][1] == small[1], path
         assert results[path][2] == small[2], path
@@ -255,11 +260,13 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     # grouped, not probed; the decision collected, cached, or (the offset strategy) made in the tasks
     # of a group-by of several partitions, each task's figures added up here
     grouped = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
-    paths = {"collected": replace(grouped, collect_decision_max_rows=10**9, collect_offset_decision_max_rows=10**9),
+    paths = {"collected": replace(grouped, collect_decision_max_rows=10**9, collect_offset_decision_max_rows=10**9,
+                                  local_decision_max_rows=-1),
+             "here": grouped,
              "cached": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                               task_decision_max_rows=-1),
+                               task_decision_max_rows=-1, local_decision_max_rows=-1),
              "task": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                             small_range_records=0, rows_per_partition=40)}
+                             small_range_records=0, rows_per_partition=40, local_decision_max_rows=-1)}
     for path, tuning in paths.items():
         # late enough that the first tombstones' horizons have passed, so some are removed
         d = decide(spark, log, m, cfg, cleaning_range(m, u), NOW + 2 * DAY, tuning=tuning)
@@ -269,6 +276,7 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     assert (collected[3], cached[3]) == ("CollectedDecision", "CachedDecision")
     assert collected[:3] == cached[:3]
     assert found["task"] == (*cached[:3], "TaskDecision" if strategy == "offset" else "CachedDecision")
+    assert found["here"] == (*cached[:3], "LocalDecision" if strategy == "offset" else "CollectedDecision")
     assert collected[2].tombstones_removed > 0 and collected[2].records_superseded > 0
     assert all(p.first_ts is not None for p in collected[0].values() if p.kept)
     # the expired tombstones' bytes (the key-level dry run reads them from these figures)

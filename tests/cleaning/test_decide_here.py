@@ -1,0 +1,128 @@
+"""The offset strategy's decision made in this process with Arrow (cleaning/decide_here.py): its keys split
+into buckets by a hash, the buckets' winners and figures equal to Spark's decision, and the choice of
+that path and its buckets by the memory the range needs (cleaning/placement.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.decide import decide
+from compaction_assets.cleaning.decide_here import HASHED_EDGE, key_hash, split_by_key
+from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
+                                                  available_memory, decide_here_plan, local_cores)
+from compaction_assets.cleaning.planner import cleaning_range
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING
+from compaction_assets.log import writer
+from compaction_assets.log.reader import iter_records
+from compaction_assets.log.store import LogStore
+
+NOW = 10**12
+DAY = 86_400_000
+# grouped, not probed: every cleaning of these small logs decides its whole range
+GROUPED = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
+IN_SPARK = replace(GROUPED, local_decision_max_rows=-1)
+
+
+def test_a_key_hashes_alike_wherever_it_lies_and_keys_spread_over_buckets():
+    keys = [f"user-{i:06d}".encode() for i in range(20_000)]
+    whole = key_hash(pa.array(keys, pa.binary()))
+    # a slice, a chunked array and a key alone: the same hash (the key's bytes, not its position in a buffer)
+    assert np.array_equal(key_hash(pa.array(keys, pa.binary()).slice(5_000, 10)), whole[5_000:5_010])
+    chunked = pa.chunked_array([pa.array(keys[:7], pa.binary()), pa.array(keys[7:20], pa.binary())])
+    assert np.array_equal(key_hash(chunked), whole[:20])
+    assert key_hash(pa.array([keys[123]], pa.binary()))[0] == whole[123]
+    # keys that share a prefix spread evenly over the buckets
+    for buckets in (2, 8, 13):
+        counts = np.bincount((whole % np.uint64(buckets)).astype(np.int64), minlength=buckets)
+        assert counts.min() > 0.85 * len(keys) / buckets, (buckets, counts)
+    # keys that share the first bytes and differ at the end (longer than the hashed edge); empty keys
+    long_keys = [b"t" * (3 * HASHED_EDGE) + str(i).encode() for i in range(1_000)]
+    assert len(set(key_hash(pa.array(long_keys, pa.binary())).tolist())) == len(long_keys)
+    assert key_hash(pa.array([b"", b"", b"a"], pa.binary())).tolist()[:2] == [key_hash(pa.array([b""]))[0]] * 2
+    assert len(key_hash(pa.array([], pa.binary()))) == 0
+
+
+def test_a_split_keeps_every_row_of_a_key_in_one_bucket():
+    keys = [f"k{i % 97}".encode() for i in range(1_000)]
+    table = pa.table({"key": pa.array(keys, pa.binary()), "offset": pa.array(np.arange(1_000), pa.int64())})
+    parts = split_by_key(table, 5)
+    assert len(parts) == 5 and sum(len(p) for p in parts) == 1_000
+    seen = [set(p.column("key").to_pylist()) for p in parts]
+    assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
+    assert sorted(o for p in parts for o in p.column("offset").to_pylist()) == list(range(1_000))
+    assert split_by_key(table, 1) == [table]
+
+
+def _log(store: LogStore, make_config):
+    """Several segments, tombstones (stamped by a first cleaning), later updates and a deletion vector."""
+    cfg = make_config(segment_bytes=1500, delete_retention_ms=DAY)
+    log = store.log("here-0")
+    for r in range(3):
+        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if (k + r) % 7 == 0 else f"v{r}-{k}",
+                                  "timestamp": 1000 + r * 100 + k} for k in range(60)])
+    writer.roll(log)
+    return log, cfg
+
+
+@pytest.mark.parametrize("bucket_rows", [10**9, 7])
+def test_decided_here_in_one_or_many_buckets_cleans_as_spark_decides(spark, tmp_path, make_config, bucket_rows):
+    """Record for record, segment for segment, figure for figure: two cleanings (the second reads a
+    deletion vector and stamped tombstones) and a third after the first tombstones' horizons."""
+    results, routes = {}, {}
+    for path, tuning in (("here", replace(GROUPED, local_decision_bucket_rows=bucket_rows)), ("spark", IN_SPARK)):
+        log, cfg = _log(LogStore(str(tmp_path / path), gc_grace_s=0), make_config)
+        seen = []
+        for n, batch in enumerate(([], [1, 20, 41], [3, 5])):
+            if batch:
+                writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"new-{k}", "timestamp": 5000 + k} for k in batch])
+                writer.roll(log)
+            report = engine.run(log, cfg, (NOW, NOW + 1, NOW + 2 * DAY)[n], spark=spark, force=True, tuning=tuning)
+            routes.setdefault(path, []).append(report.route.decision)
+            stats = {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"}
+            seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
+                         [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.first_ts,
+                           s.min_pos_ts, s.tombstones, s.horizons, s.dead) for s in log.manifest().segments], stats))
+        results[path] = seen
+    assert routes == {"here": ["local"] * 3, "spark": ["collected"] * 3}
+    assert results["here"][0][0] and results["here"] == results["spark"]
+    assert results["here"][-1][2]["tombstones_removed"] >= 1
+    assert any(s[-1] for s in results["here"][1][1]), "the second cleaning marked records in the deletion vector"
+
+
+def test_a_decision_here_reads_from_the_log_start(spark, store, make_config):
+    """Records below the log start offset (deleted by retention or a delete-records request) are not
+    read: the figures match Spark's, whose reader filters them alike."""
+    log, cfg = _log(store, make_config)
+    log.update(lambda m: m.with_(log_start_offset=25))
+    m = log.manifest()
+    span = cleaning_range(m, m.segments[-1].next_offset)
+    here, in_spark = (decide(spark, log, m, cfg, span, NOW, tuning=t) for t in (GROUPED, IN_SPARK))
+    assert type(here).__name__ == "LocalDecision" and type(in_spark).__name__ == "CollectedDecision"
+    assert (here.figures, here.stats) == (in_spark.figures, in_spark.stats)
+    assert sorted(here.kept.column("offset").to_pylist()) == sorted(in_spark.kept.column("offset").to_pylist())
+    assert min(here.kept.column("offset").to_pylist()) >= 25
+
+
+def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
+    cores = local_cores(spark)
+    assert cores and decide_here_plan(spark, 1_000, DEFAULT_TUNING) == HerePlan(cores, 1)
+    assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, local_decision_max_rows=-1)).threads == 0
+    assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, driver_memory_share=0.0)).threads == 0
+    # a given row limit stands for the memory, as fits_here's does
+    assert decide_here_plan(spark, 10, replace(DEFAULT_TUNING, local_decision_max_rows=10, driver_memory_share=0.0)).threads
+    assert decide_here_plan(spark, 11, replace(DEFAULT_TUNING, local_decision_max_rows=10)).threads == 0
+    # the tuning's bucket rows; then as many more buckets as the memory share needs
+    assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets >= 3
+    rows = 50_000_000
+    # a share of the memory available that holds the narrow rows and a twentieth of the deciding
+    share = (DECIDED_HERE_ROW.held * rows + DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
+    assert 19 <= decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
+    # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
+    share = DECIDED_HERE_ROW.held * rows / available_memory()
+    assert decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
+    assert decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads == 0
