@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.cleaning import decide_task
-from compaction_assets.cleaning.decide_here import decide_here
+from compaction_assets.cleaning.decide_here import decide_here, newer_winners
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
                                                  Decision, ProbedDecision, TaskDecision, segment_figures,
@@ -64,8 +64,11 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
             spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
             tuning.driver_memory_share):
         vector = vector or (lambda: dead_offsets(handle, manifest))
-        newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
-                        span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS)
+        if (here := decide_here_plan(spark, span.newer_rows, tuning)).threads:
+            newer = functools.partial(newer_winners, handle, manifest, span.newer, vector, here.threads, here.buckets)
+        else:
+            newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
+                            span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS).toArrow
         return _decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
     if offset_strategy and (here := decide_here_plan(spark, span.rows, tuning)).threads:
         return decide_here(handle, manifest, span, now, new_horizon, vector or (lambda: dead_offsets(handle, manifest)),
@@ -124,12 +127,13 @@ def _newer_record_bytes(span: CleaningRange) -> int:
 
 def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: CleaningRange, query, now: int,
                      new_horizon: int, vector, tuning: CleanerTuning) -> ProbedDecision:
-    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query`, Spark: their
-    winners with key, offset and WINNER_FIELDS), its prefix probed (probe.py)."""
+    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query()`, their
+    winners with key, offset and WINNER_FIELDS as an Arrow table: from Spark, or found here), its prefix
+    probed (probe.py)."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
-        # the server runs the newer rows' query while this process's probe reads its first files
-        # (its threads wait for the keys only to test them)
-        newer = pool.submit(query.toArrow)
+        # the newer rows' winners are found while the probe reads its first files (its threads wait for
+        # the keys only to test them)
+        newer = pool.submit(query)
 
         @functools.cache
         def touched():

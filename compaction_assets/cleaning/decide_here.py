@@ -22,6 +22,7 @@ from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, 
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.log.records import SEGMENT_SCHEMA
 from compaction_assets.log.segment_stats import read_file
 from compaction_assets.log.store import LogHandle
 
@@ -29,6 +30,8 @@ from compaction_assets.log.store import LogHandle
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
 # ... named as the decision's columns (decide.py's WINNER_FIELDS)
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
+KEYED_WINNER_SCHEMA = pa.schema([(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type)
+                                 for name in NARROW_COLUMNS])
 
 
 def decide_here(handle: LogHandle, manifest: Manifest, span: CleaningRange, now: int, new_horizon: int,
@@ -46,10 +49,20 @@ def decide_here(handle: LogHandle, manifest: Manifest, span: CleaningRange, now:
                          kept=pa.concat_tables(kept) if kept else OFFSETS_SCHEMA.empty_table())
 
 
+def newer_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
+                  vector: Callable[[], pa.Array | None], threads: int, buckets: int) -> pa.Table:
+    """Each key's winner over the segments with its key (the probe's newer rows, decide.py): key, offset
+    and WINNER_FIELDS, one table."""
+    found = list(bucket_winners(handle, manifest, segments, vector, threads, buckets, with_key=True))
+    return pa.concat_tables(found) if found else KEYED_WINNER_SCHEMA.empty_table()
+
+
 def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
-                   vector: Callable[[], pa.Array | None], threads: int, buckets: int) -> Iterator[pa.Table]:
+                   vector: Callable[[], pa.Array | None], threads: int, buckets: int,
+                   with_key: bool = False) -> Iterator[pa.Table]:
     """Each key's winner over the segments' visible records (log start and deletion vector applied, file
-    stamps on tombstones), its offset and decide.py's WINNER_FIELDS: a table per bucket of keys.
+    stamps on tombstones), its offset and decide.py's WINNER_FIELDS (and its key `with_key`): a table per
+    bucket of keys.
 
     With several buckets the rows are split by a hash of their key as they are read, and each bucket's
     keys are found apart: what deciding holds beyond the narrow rows is one bucket's (50M records of
@@ -71,15 +84,16 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
     for pieces in by_bucket:
         table = pa.concat_tables(pieces) if pieces else None
         if table is not None and len(table):
-            yield _winners(table)
+            yield _winners(table, with_key)
 
 
-def _winners(table: pa.Table) -> pa.Table:
+def _winners(table: pa.Table, with_key: bool) -> pa.Table:
     """The rows of `table` (NARROW_COLUMNS) that are their key's winner, named as the decision reads them."""
     # offsets are unique, so a key's highest offset names its winner's row: a group-by over the key and
     # offset alone, then a hash lookup of those offsets, never a sort of the records
     best = table.select(["key", "offset"]).group_by("key").aggregate([("offset", "max")]).column("offset_max")
-    table = table.drop_columns(["key"])
+    if not with_key:
+        table = table.drop_columns(["key"])
     winners = table.filter(pc.is_in(table.column("offset"), value_set=best))
     return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
 

@@ -126,3 +126,23 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     share = DECIDED_HERE_ROW.held * rows / available_memory()
     assert decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
     assert decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads == 0
+
+
+def test_the_probes_newer_winners_found_here_or_in_spark_clean_alike(spark, tmp_path, make_config):
+    """The incremental decision (the prefix probed) with the newer rows' winners found here or grouped in
+    Spark: the same log, record for record, segment for segment, figure for figure."""
+    results = {}
+    for path, tuning in (("here", DEFAULT_TUNING), ("spark", replace(DEFAULT_TUNING, local_decision_max_rows=-1))):
+        log, cfg = _log(LogStore(str(tmp_path / path), gc_grace_s=0), make_config)
+        engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
+        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k == 9 else f"new-{k}", "timestamp": 5000 + k}
+                                 for k in (1, 9, 20, 20, 41)])
+        writer.roll(log)
+        report = engine.run(log, cfg, NOW + 1, spark=spark, force=True, tuning=tuning)
+        assert report.route.decision == "probed", (path, report.route)
+        results[path] = ([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
+                         [(s.base_offset, s.next_offset, s.records, s.size, s.first_ts, s.tombstones, s.horizons, s.dead)
+                          for s in log.manifest().segments],
+                         {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"})
+    assert results["here"][0] and results["here"] == results["spark"]
+    assert results["here"][2]["records_superseded"] >= 4
