@@ -15,6 +15,8 @@ fresh JVM), where Arrow here takes 16-18 s.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +38,7 @@ BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records h
 # winners taken from them (50M records over 5M keys: 602 MiB visible, a peak RSS of 2.8 GB)
 HELD_PER_VISIBLE_BYTE = 5
 OUTPUT_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
+READ_THREADS = 2                          # segments read at once (pyarrow releases the GIL as it decodes)
 
 
 def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None):
@@ -81,16 +84,27 @@ def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_mem
     return HELD_PER_VISIBLE_BYTE * manifest.total_size <= share * available_memory()
 
 
-def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None) -> pa.Table:
-    """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key."""
+def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
+                       ordered: bool = True) -> pa.Table:
+    """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key (in
+    the log's order when not `ordered` and the strategy is the offset's: no sort, the records filtered)."""
     manifest = manifest or handle.manifest()
     dead = dead_offsets(handle, manifest)
-    parts = [read_segment(handle, seg, manifest.log_start_offset, dead) for seg in manifest.segments if seg.files]
+    segments = [seg for seg in manifest.segments if seg.files]
+    with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="state") as pool:
+        parts = list(pool.map(lambda seg: read_segment(handle, seg, manifest.log_start_offset, dead), segments))
     table = pa.concat_tables(parts) if parts else SEGMENT_SCHEMA.empty_table()
     ranks = rank_columns(config)
     for name, column in arrow_ranks(table, config).items():
         table = table.append_column(name, column)
-    table = table.take(_winner_rows(table, ranks))
+    if ordered or ranks:
+        table = table.take(_winner_rows(table, ranks))
+    else:
+        # a key's winner is its highest offset (offsets are unique): a group-by of the keys and a hash
+        # lookup, then one pass that keeps those records in place (20M records over 2M keys after a
+        # cleaning: the sort and the random take of the values 3.6 s of 6.5)
+        best = table.select(["key", "offset"]).group_by("key").aggregate([("offset", "max")]).column("offset_max")
+        table = table.filter(pc.and_(pc.is_in(table.column("offset"), value_set=best), pc.is_valid(table.column("value"))))
     if config.strategy != Strategy.OFFSET and manifest.remembered and len(table):
         rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
         rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
@@ -140,7 +154,9 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     # a state built already is written as it is: asking the memory again, now that the state holds some
     # of it, could send the log to Spark and build it a second time
     if state is not None or fits_in_process(manifest):
-        table = with_value_columns(handle, state if state is not None else latest_state_table(handle, config, manifest))
+        # the files need no key order (Spark's writes have none): the offset strategy's state is not sorted
+        table = with_value_columns(handle, state if state is not None else
+                                   latest_state_table(handle, config, manifest, ordered=False))
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)
         st.write_parquet(f"{target.rstrip('/')}/part-00000.parquet", table, compression="snappy")
