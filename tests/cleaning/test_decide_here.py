@@ -20,6 +20,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.log.store import LogStore
+from tests.cleaning.test_small_and_large_paths import _build
 
 NOW = 10**12
 DAY = 86_400_000
@@ -60,13 +61,7 @@ def test_a_split_keeps_every_row_of_a_key_in_one_bucket():
 
 def _log(store: LogStore, make_config):
     """Several segments, tombstones (stamped by a first cleaning), later updates and a deletion vector."""
-    cfg = make_config(segment_bytes=1500, delete_retention_ms=DAY)
-    log = store.log("here-0")
-    for r in range(3):
-        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if (k + r) % 7 == 0 else f"v{r}-{k}",
-                                  "timestamp": 1000 + r * 100 + k} for k in range(60)])
-    writer.roll(log)
-    return log, cfg
+    return _build(store, make_config, "offset")
 
 
 @pytest.mark.parametrize("bucket_rows", [10**9, 7])
