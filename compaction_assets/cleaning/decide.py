@@ -60,10 +60,11 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     reads it once for the decision and the write)."""
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
     offset_strategy = config.strategy == Strategy.OFFSET
+    # read when the probe or a decision made here needs it, and once (the cleaner passes its own, cached)
+    vector = vector or functools.cache(functools.partial(dead_offsets, handle, manifest))
     if offset_strategy and _newer_are_few(span, tuning) and fits_here(
             spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
             tuning.driver_memory_share):
-        vector = vector or (lambda: dead_offsets(handle, manifest))
         if (here := decide_here_plan(spark, span.newer_rows, tuning)).threads:
             newer = functools.partial(newer_winners, handle, manifest, span.newer, vector, here.threads, here.buckets)
         else:
@@ -71,8 +72,7 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
                             span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS).toArrow
         return _decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning)
     if offset_strategy and (here := decide_here_plan(spark, span.rows, tuning)).threads:
-        return decide_here(handle, manifest, span, now, new_horizon, vector or (lambda: dead_offsets(handle, manifest)),
-                           here.threads, here.buckets)
+        return decide_here(handle, manifest, span, now, new_horizon, vector, here.threads, here.buckets)
     found, only_touched = _range_winners(spark, handle, manifest, config, span, tuning)
     if offset_strategy and _collects(spark, span, tuning.collect_offset_decision_max_rows, tuning):
         # The offset strategy's decision depends on a winner's own row, `now` and its segment only: worked

@@ -16,12 +16,12 @@ from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.records import SEGMENT_SCHEMA
 from compaction_assets.log.segment_stats import read_file
 from compaction_assets.log.store import LogHandle
@@ -89,12 +89,8 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
 
 def _winners(table: pa.Table, with_key: bool) -> pa.Table:
     """The rows of `table` (NARROW_COLUMNS) that are their key's winner, named as the decision reads them."""
-    # offsets are unique, so a key's highest offset names its winner's row: a group-by over the key and
-    # offset alone, then a hash lookup of those offsets, never a sort of the records
-    best = table.select(["key", "offset"]).group_by("key").aggregate([("offset", "max")]).column("offset_max")
-    if not with_key:
-        table = table.drop_columns(["key"])
-    winners = table.filter(pc.is_in(table.column("offset"), value_set=best))
+    won = highest_offsets(table)
+    winners = table.filter(won) if with_key else table.drop_columns(["key"]).filter(won)
     return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
 
 

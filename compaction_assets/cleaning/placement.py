@@ -52,10 +52,10 @@ KEPT_OFFSET = RowCost(held=12, shipped=12)
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
 # a range decided here (decide_here.py) holds its narrow rows and kept offsets whole, about this many
-# bytes a row, and for the bucket of keys being decided its group-by, winners and figures, about
-# DECIDING_HERE_ROW_BYTES a row (50M records of distinct keys: 4.1 GB at the peak in 16 buckets, 4.5 GB
-# in 8, 5.3 GB in 4)
-DECIDED_HERE_ROW = RowCost(held=75, shipped=0)
+# bytes a row (nothing comes through Spark's results), and for the bucket of keys being decided its
+# group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (50M records of distinct keys: 4.1
+# GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4)
+DECIDED_HERE_ROW_BYTES = 75
 DECIDING_HERE_ROW_BYTES = 150
 # more buckets than this: the range is decided in Spark (each bucket is a pass of hash tables)
 MAX_HERE_BUCKETS = 64
@@ -67,13 +67,13 @@ class HerePlan:
     threads: int
     buckets: int
 
+
 def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:
     """Threads of this process that probe a prefix of `rows` rows (0: Spark's Python workers do): a
     thread a core under a local master, as the write; elsewhere one when the rows are few."""
     if tuning.local_master_writes_here and (cores := local_cores(spark)):
         return cores
     return 1 if rows <= tuning.driver_mark_max_rows else 0
-
 
 
 def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
@@ -84,7 +84,7 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     if limit < 0 or (limit and rows > limit) or not (cores := local_cores(spark)):
         return HerePlan(0, 0)
     buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
-    spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW.held
+    spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW_BYTES
     if not limit:     # a limit the tuning gives stands for the memory, as in fits_here
         if spare <= 0:
             return HerePlan(0, 0)
@@ -92,6 +92,7 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
         if buckets > MAX_HERE_BUCKETS:
             return HerePlan(0, 0)
     return HerePlan(cores, buckets)
+
 
 def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, tuning: CleanerTuning) -> int:
     """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead)."""

@@ -61,6 +61,14 @@ def arrow_ranks(table: pa.Table, config: TopicConfig) -> dict[str, pa.Array]:
     return {}
 
 
+def highest_offsets(table: pa.Table) -> pa.Array:
+    """Per row of `table` (key and offset columns): whether it holds its key's highest offset, the
+    offset strategy's winner. Offsets are unique, so a group-by of the keys and a hash lookup of their
+    highest offsets find those rows in place, with no sort of the records."""
+    best = table.select(["key", "offset"]).group_by("key").aggregate([("offset", "max")]).column("offset_max")
+    return pc.is_in(table.column("offset"), value_set=best)
+
+
 def losers_to_tombstones(index: pa.Table, records: pa.Table, config: TopicConfig) -> list[tuple[int, int, int]]:
     """(tombstone offset, horizon, highest losing record offset) for indexed tombstones that appended
     records would lose to. `index` has key, offset, horizon and the strategy's rank columns."""

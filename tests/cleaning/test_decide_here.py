@@ -13,7 +13,7 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decide_here import HASHED_EDGE, key_hash, split_by_key
-from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
+from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW_BYTES, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
                                                   available_memory, decide_here_plan, local_cores)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
@@ -115,10 +115,10 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets >= 3
     rows = 50_000_000
     # a share of the memory available that holds the narrow rows and a twentieth of the deciding
-    share = (DECIDED_HERE_ROW.held * rows + DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
+    share = (DECIDED_HERE_ROW_BYTES * rows + DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
     assert 19 <= decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
     # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
-    share = DECIDED_HERE_ROW.held * rows / available_memory()
+    share = DECIDED_HERE_ROW_BYTES * rows / available_memory()
     assert decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
     assert decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads == 0
 
