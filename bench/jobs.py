@@ -18,6 +18,11 @@ class JobCount:
 
 
 def _store(spark):
+    from compaction_assets.lazy_session import started_session
+
+    spark = started_session(spark)   # a session not started yet has run no job
+    if spark is None:
+        return None
     try:
         return spark.sparkContext._jsc.sc().statusStore()
     except Exception:  # Spark Connect: no SparkContext on the client
@@ -48,6 +53,11 @@ class JobCounter:
         return self
 
     def __exit__(self, *exc) -> None:
+        from compaction_assets.lazy_session import started_session
+
+        if started_session(self.spark) is None:   # a session never started ran no job
+            self.result = JobCount(0)
+            return
         store = _store(self.spark)
         if store is None:
             return

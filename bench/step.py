@@ -65,10 +65,14 @@ def main() -> None:
                        max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             print(json.dumps(out))
             return
-    from compaction_assets.spark import get_spark
+    from compaction_assets.lazy_session import LazySession, master_named_by
+    from compaction_assets.spark import get_spark, spark_conf_from_env
 
     t = time.perf_counter()
-    spark = get_spark()
+    if args.op in ("clean", "fleet"):   # as the CLI: Spark starts inside the cleaning, if a path needs it
+        spark = LazySession(get_spark, master_named_by(spark_conf_from_env()))
+    else:
+        spark = get_spark()
     out["spark_start_seconds"] = time.perf_counter() - t
     t = time.perf_counter()
     with JobCounter(spark) as jobs:

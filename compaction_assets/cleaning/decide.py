@@ -64,8 +64,8 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     vector = vector or functools.cache(functools.partial(dead_offsets, handle, manifest))
     if offset_strategy and _newer_are_few(span, tuning) and fits_here(
             spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
-            tuning.driver_memory_share):
-        if (here := decide_here_plan(spark, span.newer_rows, tuning)).threads:
+            tuning.driver_memory_share, shipped=not (here := decide_here_plan(spark, span.newer_rows, tuning)).threads):
+        if here.threads:
             newer = functools.partial(newer_winners, handle, manifest, span.newer, vector, here.threads, here.buckets)
         else:
             newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),

@@ -23,6 +23,7 @@ from compaction_assets.cleaning.planner import (Evaluation, Reason, cleaning_ran
                                                 rewritten_segments, seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
+from compaction_assets.lazy_session import cleaning_session, session_of, started_session
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import LastCleaning, Manifest, Segment, Uncleanable, new_id
 from compaction_assets.log.reader import check_files, find_unreadable
@@ -171,16 +172,13 @@ def run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, spark
                 check_files(handle, m)   # names a missing or corrupt file before Spark reads it
             except CorruptLogError as exc:
                 raise _failed_cleaning(handle, m, config, u, None, exc) from exc
-            try:
-                session = _session(spark)
-            except EngineError as exc:   # a session that cannot start is the engine's fault: never marks
-                raise EngineError(f"log {handle.name!r} not cleaned and not marked: {exc}") from exc
+            session = cleaning_session(spark, handle.name)
             try:
                 out = clean(session, handle, m, config, cleaning_range(m, u), now, progress, tuning)
             except (ConflictError, EngineError):
                 raise
             except Exception as exc:
-                raise _failed_cleaning(handle, m, config, u, session, exc) from exc
+                raise _failed_cleaning(handle, m, config, u, started_session(session), exc) from exc
             m = commit_cleaning(handle, m, out, u, reason, ev)
             report.after_version = m.version
             report.cleaned = True
@@ -243,7 +241,7 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
                 if spark is None and progress is not None:
                     progress("starting Spark")
                 try:
-                    shared.append(_session(spark))
+                    shared.append(session_of(spark))
                 except EngineError as exc:
                     shared.append(exc)
             if isinstance(shared[0], EngineError):
@@ -277,15 +275,6 @@ def run_many(logs: list[tuple[LogHandle, TopicConfig]], now: int | None = None, 
         return [one(item) for item in logs]
     with ThreadPoolExecutor(max_workers=min(concurrency, len(logs)), thread_name_prefix="clean") as pool:
         return list(pool.map(one, logs))
-
-
-def _session(spark):
-    """`spark` may be a session, a function returning one (started only when a cleaning needs it), or
-    None for the process's default session."""
-    if spark is None:
-        from compaction_assets.spark import get_spark
-        return get_spark()
-    return spark() if callable(spark) else spark
 
 
 def _one_line(exc: BaseException) -> str:
@@ -363,7 +352,7 @@ def dry_run(handle: LogHandle, config: TopicConfig, now: int | None = None, *, s
         found.update(superseded=None, tombstones_expired=None, tombstones_to_stamp=None,
                      segments_to_rewrite=None, segments_to_mark=None, detail=False)
     elif reason is not None and in_range:
-        segments = _key_level(_session(spark), handle, virtual, config, ev, now, tuning, found)
+        segments = _key_level(session_of(spark), handle, virtual, config, ev, now, tuning, found)
     if config.delete:
         gone = segments[:retention_cut(segments, config, now)]
         found["retention"] = Removal(sum(s.records for s in gone), sum(s.size for s in gone))

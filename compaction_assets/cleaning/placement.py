@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.lazy_session import LazySession
 from compaction_assets.spark import local_master_cores
 
 # results up to this size skip asking the session for its limit (a request to a Connect server for
@@ -94,12 +95,16 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     return HerePlan(cores, buckets)
 
 
-def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, tuning: CleanerTuning) -> int:
-    """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead)."""
+def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, kept_here: bool,
+                  tuning: CleanerTuning) -> int:
+    """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead).
+    `kept_here`: the decision's kept offsets are in this process already (collected, or decided here)."""
     if rewrite_rows <= tuning.driver_rewrite_max_rows and mark_rows <= tuning.driver_mark_max_rows:
         return 1
-    if not tuning.local_master_writes_here or not fits_here(spark, kept, tuning.local_write_max_kept, KEPT_OFFSET,
-                                                             tuning.driver_memory_share):
+    limit = tuning.local_write_max_kept
+    # offsets already here cost no more memory and no result to ship: only a limit the tuning gives applies
+    if not tuning.local_master_writes_here or ((limit or not kept_here) and not fits_here(
+            spark, kept, limit, KEPT_OFFSET, tuning.driver_memory_share)):
         return 0
     return local_cores(spark) or 0
 
@@ -110,7 +115,7 @@ def local_cores(spark) -> int | None:
     Through Spark Connect the server's master is asked; a local server's tasks share a machine with its
     clients (scripts/spark-connect.sh starts one on 127.0.0.1)."""
     try:
-        master = spark.conf.get("spark.master") or ""
+        master = (spark.known_master if isinstance(spark, LazySession) else spark.conf.get("spark.master")) or ""
     except Exception:  # a session that does not show its master: treat it as a cluster
         return None
     return local_master_cores(master)
@@ -161,14 +166,15 @@ def newer_winner(record_bytes: int) -> RowCost:
     return RowCost(COLLECTED_WINNER.held + record_bytes, COLLECTED_WINNER.shipped + record_bytes)
 
 
-def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float) -> bool:
+def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float, shipped: bool = True) -> bool:
     """Whether `rows` rows of `cost` may come here: at most `limit` when the tuning gives one (-1: none),
-    else (0) within `share` of the available memory and within the driver's result limit."""
+    else (0) within `share` of the available memory and, when Spark ships them (`shipped`), within the
+    driver's result limit."""
     if limit:
         return rows <= limit
     if rows * cost.held > share * available_memory():
         return False
-    return rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
+    return not shipped or rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
 
 
 def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, Decision
+from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, CollectedDecision, Decision
 from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
 from compaction_assets.cleaning.tuning import CleanerTuning
@@ -88,7 +88,7 @@ def apply(spark, handle: LogHandle, manifest: Manifest, decision: Decision, rang
         if plan.mark:
             handle.st.makedirs(handle.path(vector.folder))
         threads = write_threads(spark, units.rewrite_rows(), sum(units.rows.values()) - units.rewrite_rows(),
-                                decision.stats.records_written, tuning)
+                                decision.stats.records_written, isinstance(decision, CollectedDecision), tuning)
         results = _run_job(spark, handle, decision, units, vector.folder, threads, tuning)
         written, count = _results(handle, results)
     deleted = new_vector(handle, manifest, range_segs, vector, count)
