@@ -98,12 +98,7 @@ def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifes
     ranks = rank_columns(config)
     for name, column in arrow_ranks(table, config).items():
         table = table.append_column(name, column)
-    if ordered or ranks:
-        table = table.take(_winner_rows(table, ranks))
-    else:
-        # the winners kept in place in one pass (20M records over 2M keys after a cleaning: the sort and
-        # the random take of the values were 3.6 s of 6.5)
-        table = table.filter(pc.and_(highest_offsets(table), pc.is_valid(table.column("value"))))
+    table = _state_rows(table, ranks, ordered, unique_keys_below(manifest))
     if config.strategy != Strategy.OFFSET and manifest.remembered and len(table):
         rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
         rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
@@ -122,6 +117,45 @@ def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifes
         keep[pc.filter(joined.column("_row"), pc.fill_null(loses, False)).to_numpy()] = False
         table = table.filter(pa.array(keep))
     return table.select(list(OUTPUT_COLUMNS))
+
+
+def _state_rows(table: pa.Table, ranks: tuple[str, ...], ordered: bool, below: int | None) -> pa.Table:
+    """The rows of `table` that are their key's winner and not a tombstone (in key order when `ordered`).
+
+    Below `below` (the last cleaning's `unique_keys_below`) a key has one visible record: only the tail's
+    keys are contested, so only their rows are ranked (after a cleaning of the whole log, none: 20M
+    records over 2M keys, the group-by of every key was 1.2 s of a 4 s latest state)."""
+    valid = pc.is_valid(table.column("value")).to_numpy(zero_copy_only=False)
+    contested = _contested(table, below)
+    if ordered or ranks:
+        fight = np.arange(len(table)) if contested is None else np.flatnonzero(contested)
+        won = fight[_winner_rows(table.take(fight), ranks).to_numpy()]
+        if contested is None:   # already in key order
+            return table.take(won)
+        rows = np.concatenate([np.flatnonzero(~contested & valid), won])
+        if ordered:   # a key once each now: its order is the keys'
+            rows = rows[pc.sort_indices(table.column("key").take(rows)).to_numpy()]
+        return table.take(rows)
+    # the offset strategy's winners kept in place, in the log's order (no sort and no random take of the
+    # values: 20M records over 2M keys, 3.6 s of 6.5 before)
+    if contested is None:
+        return table.filter(pc.and_(highest_offsets(table), pa.array(valid)))
+    keep = ~contested
+    fight = np.flatnonzero(contested)
+    if len(fight):
+        keep[fight] = highest_offsets(table.take(fight)).to_numpy(zero_copy_only=False)
+    return table.filter(pa.array(keep & valid))
+
+
+def _contested(table: pa.Table, below: int | None) -> np.ndarray | None:
+    """Per row, whether its key has rows at or above `below` (None: every key may have several rows)."""
+    if below is None:
+        return None
+    tail = pc.greater_equal(table.column("offset"), below)
+    if not pc.any(tail).as_py():
+        return np.zeros(len(table), dtype=bool)
+    tail_keys = pc.unique(table.column("key").filter(tail))
+    return pc.or_(tail, pc.is_in(table.column("key"), value_set=tail_keys)).to_numpy(zero_copy_only=False)
 
 
 def _winner_rows(table: pa.Table, ranks: tuple[str, ...]) -> pa.Array:

@@ -134,6 +134,15 @@ def test_latest_state_in_process_equals_spark(spark, store, make_config, strateg
     assert sorted(loose) == arrow_rows
     if strategy == "offset":
         assert [r[2] for r in loose] == sorted(r[2] for r in loose) and loose != arrow_rows
+    # the whole log cleaned: no key is contested, the clean section's records are the state as they are
+    engine.run(log, cfg, NOW + 2 * 10**6, spark=spark, force=True)
+    assert log.manifest().last_cleaning.unique_keys_below >= log.manifest().segments[-1].base_offset
+    spark_rows = sorted((r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
+                        for r in latest_state_df(spark, log, cfg).collect())
+    for ordered in (True, False):
+        rows = [(r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+                for r in latest_state_table(log, cfg, ordered=ordered).to_pylist()]
+        assert (rows if ordered else sorted(rows)) == spark_rows and len(rows) > 20
 
 
 def test_dry_run_from_metadata_starts_no_spark(store, make_config):
