@@ -66,11 +66,11 @@ def main() -> None:
             print(json.dumps(out))
             return
     from compaction_assets.lazy_session import LazySession, master_named_by
-    from compaction_assets.spark import get_spark, spark_conf_from_env
+    from compaction_assets.spark import get_spark, session_target
 
     t = time.perf_counter()
     if args.op in ("clean", "fleet"):   # as the CLI: Spark starts inside the cleaning, if a path needs it
-        spark = LazySession(get_spark, master_named_by(spark_conf_from_env()))
+        spark = LazySession(get_spark, master_named_by(session_target()))
     else:
         spark = get_spark()
     out["spark_start_seconds"] = time.perf_counter() - t

@@ -113,6 +113,6 @@ def cleaning_session(spark, log: str):
         except EngineError as exc:
             raise EngineError(f"log {log!r} not cleaned and not marked: {exc}") from exc
 
-    from compaction_assets.spark import spark_conf_from_env
+    from compaction_assets.spark import session_target
 
-    return LazySession(start, master_named_by(spark_conf_from_env()))
+    return LazySession(start, master_named_by(session_target()))

@@ -92,6 +92,14 @@ def connect_server_java_options(env: settings.Settings | None = None) -> str:
     return driver_java_options(env or settings.current(), class_archive=False)
 
 
+def session_target() -> dict:
+    """Where the settings send a session: {spark.remote} or {spark.master} (no JVM options worked out)."""
+    env = settings.current()
+    if env.spark_remote:
+        return {"spark.remote": env.spark_remote}
+    return {"spark.master": env.spark_master or settings.DEFAULT_SPARK_MASTER}
+
+
 def spark_conf_from_env(extra: dict | None = None, *, dump_archive_to: str | None = None) -> dict:
     """Spark settings: SPARK_REMOTE (sc://...) or SPARK_MASTER (local[*], spark://...), plus defaults."""
     env = settings.current()
