@@ -96,12 +96,13 @@ def read_log(handle: LogHandle, manifest: Manifest) -> LogView:
         records: tuple[Rec, ...] = ()
         if seg.files:
             table = read_segment(handle, seg, manifest.log_start_offset, dead)
-            records = tuple(Rec(int(r["offset"]), bytes(r["key"]), None if r["value"] is None else bytes(r["value"]),
-                                int(r["timestamp"]),
-                                tuple((h["name"], None if h["value"] is None else bytes(h["value"]))
-                                      for h in (r["headers"] or [])),
-                                None if r["delete_horizon"] is None else int(r["delete_horizon"]))
-                            for r in table.to_pylist())
+            # column by column (binary columns come out as bytes): a row's dict built per record cost
+            # half of a fleet's checks (5,000 records a log)
+            columns = [table.column(name).to_pylist()
+                       for name in ("offset", "key", "value", "timestamp", "headers", "delete_horizon")]
+            records = tuple(Rec(offset, key, value, timestamp,
+                                tuple((h["name"], h["value"]) for h in headers) if headers else (), horizon)
+                            for offset, key, value, timestamp, headers, horizon in zip(*columns))
         segments.append(SegmentView(seg.base_offset, seg.next_offset, records))
     return LogView(manifest.version, manifest.log_start_offset, manifest.log_end_offset, manifest.checkpoint,
                    tuple(segments))
