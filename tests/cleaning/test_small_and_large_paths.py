@@ -21,7 +21,7 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide, group_partitions, keys_mostly_distinct
 from compaction_assets.cleaning.placement import (COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, local_cores,
-                                                  shuffle_partitions,
+                                                  shuffle_partitions, write_threads,
                                                   result_limit)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
@@ -316,6 +316,14 @@ def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit
     shipped = RowCost(held=0, shipped=1 << 10)
     assert fits_here(spark, 1 << 20, 0, shipped, 1.0)
     assert not fits_here(spark, (1 << 20) + 1, 0, shipped, 1.0)
+    # rows found in this process ship nothing: the result limit does not bound them, the memory still does
+    assert fits_here(spark, (1 << 20) + 1, 0, shipped, 1.0, shipped=False)
+    assert not fits_here(spark, 1, 0, COLLECTED_WINNER, 0.0, shipped=False)
+    # a write's kept offsets already here (a collected decision) need no memory check, a given limit still holds
+    big = replace(DEFAULT_TUNING, driver_rewrite_max_rows=0, driver_mark_max_rows=0, driver_memory_share=0.0)
+    assert write_threads(spark, 10, 10, 1 << 40, True, big) == local_cores(spark)
+    assert write_threads(spark, 10, 10, 1 << 40, False, big) == 0
+    assert write_threads(spark, 10, 10, 5, True, replace(big, local_write_max_kept=4)) == 0
 
 
 def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, make_config):
