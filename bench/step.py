@@ -65,12 +65,12 @@ def main() -> None:
                        max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             print(json.dumps(out))
             return
-    from compaction_assets.lazy_session import LazySession, master_named_by
-    from compaction_assets.spark import get_spark, session_target
+    from compaction_assets.lazy_session import settings_session
+    from compaction_assets.spark import get_spark
 
     t = time.perf_counter()
     if args.op in ("clean", "fleet"):   # as the CLI: Spark starts inside the cleaning, if a path needs it
-        spark = LazySession(get_spark, master_named_by(session_target()))
+        spark = settings_session(get_spark)
     else:
         spark = get_spark()
     out["spark_start_seconds"] = time.perf_counter() - t

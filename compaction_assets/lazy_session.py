@@ -86,6 +86,13 @@ class LazySession:
         return getattr(self.session(), name)
 
 
+def settings_session(start: Callable[[], object]) -> LazySession:
+    """A LazySession of the session the settings name, `start()` starting it; its master known from them."""
+    from compaction_assets.spark import session_target
+
+    return LazySession(start, master_named_by(session_target()))
+
+
 def started_session(spark) -> object | None:
     """`spark` if it is a started session (a LazySession not yet started: None)."""
     if isinstance(spark, LazySession):
@@ -113,6 +120,4 @@ def cleaning_session(spark, log: str):
         except EngineError as exc:
             raise EngineError(f"log {log!r} not cleaned and not marked: {exc}") from exc
 
-    from compaction_assets.spark import session_target
-
-    return LazySession(start, master_named_by(session_target()))
+    return settings_session(start)

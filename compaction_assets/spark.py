@@ -104,13 +104,13 @@ def spark_conf_from_env(extra: dict | None = None, *, dump_archive_to: str | Non
     """Spark settings: SPARK_REMOTE (sc://...) or SPARK_MASTER (local[*], spark://...), plus defaults."""
     env = settings.current()
     conf = dict(DEFAULT_CONF)
-    remote = env.spark_remote
-    if remote:
+    target = session_target()
+    if "spark.remote" in target:
         # Spark Connect: the server owns the JVM settings; the SQL settings are session settings, which
         # the Connect client applies to its session (same semantics as a local or cluster session).
-        conf = {"spark.remote": remote, **{k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}}
+        conf = {**target, **{k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}}
     else:
-        conf["spark.master"] = env.spark_master or settings.DEFAULT_SPARK_MASTER
+        conf.update(target)
         conf["spark.driver.extraJavaOptions"] = driver_java_options(env, dump_archive_to=dump_archive_to)
         if conf["spark.master"].startswith("local"):
             # A local session serves this machine only: bind the driver to loopback.
