@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from compaction_assets.cleaning.placement import available_memory
 from compaction_assets.cleaning.planner import unique_keys_below
+from compaction_assets.cleaning.state_parts import write_state_parts, written_by_parts
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest
@@ -182,8 +183,15 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     """Write the latest state as Parquet into the folder `target` of storage `st` (replacing it); the
     rows written. A log that `fits_in_process` is written with Arrow and never calls `spark` (a function
     returning the session, so that no JVM starts for it); `state`, its `latest_state_table` when the
-    caller built it already."""
+    caller built it already. The offset strategy's state of a cleaned log is written file by file
+    (state_parts.py), unless its values are structured (their columns' types are worked out over the
+    whole state)."""
     manifest = manifest or handle.manifest()
+    if (state is None and written_by_parts(config, manifest) and fits_in_process(manifest)
+            and not has_value_schema(handle)):
+        st.delete(target)                      # replaced, as Spark's overwrite does
+        st.makedirs(target)
+        return write_state_parts(handle, manifest, st, target, OUTPUT_COLUMNS, READ_THREADS)
     # a state built already is written as it is: asking the memory again, now that the state holds some
     # of it, could send the log to Spark and build it a second time
     if state is not None or fits_in_process(manifest):
@@ -231,6 +239,14 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
             cols[f.name] = pa.array([v if v is None or isinstance(v, str) else
                                      json.dumps(v, sort_keys=True, separators=(",", ":")) for v in vals], pa.string())
     return pa.table(cols)
+
+
+def has_value_schema(handle: LogHandle) -> bool:
+    """Whether the log's values are structured (a value schema with fields: the state gets their columns)."""
+    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+
+    vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
+    return vs is not None and bool(len(vs.schema))
 
 
 def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -79,16 +80,26 @@ def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Arra
         lines = str(exc).strip().splitlines()
         raise CorruptLogError(f"log {handle.name!r}: segment file {handle.path(ref.name)} cannot be read "
                               f"({(lines[0] if lines else type(exc).__name__)[:300]})") from None
-    if min_offset is not None:
-        table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
-    if dead is not None and len(dead) and len(table):
-        table = table.filter(pa.array(~in_sorted(table.column("offset").to_numpy(), dead.to_numpy())))
+    table = _visible(table, min_offset, dead)
     if ref.stamp is not None and len(table) and "delete_horizon" in schema.names:
         hz = table.column("delete_horizon")
         fill = pc.if_else(table.column("is_tombstone"), pa.scalar(ref.stamp, pa.int64()), pa.scalar(None, pa.int64()))
         table = table.set_column(table.schema.get_field_index("delete_horizon"), "delete_horizon",
                                  pc.coalesce(hz, fill))
     return table
+
+
+def _visible(table: pa.Table, min_offset: int | None, dead: pa.Array | None) -> pa.Table:
+    """`table` without its records below `min_offset` or in `dead`: one filter, and none when every record
+    is visible (a filter copies each column, even when it keeps every row: the values of a latest state
+    were copied twice more than they needed to be, and first-touched memory is slow on small machines)."""
+    if not len(table) or (min_offset is None and (dead is None or not len(dead))):
+        return table
+    offsets = table.column("offset").to_numpy()
+    hidden = offsets < min_offset if min_offset is not None else np.zeros(len(offsets), dtype=bool)
+    if dead is not None and len(dead):
+        hidden |= in_sorted(offsets, dead.to_numpy())
+    return table.filter(pa.array(~hidden)) if hidden.any() else table
 
 
 def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:

@@ -162,3 +162,68 @@ def test_detailed_dry_run_still_counts_superseded_records(spark, store, make_con
     _fill(log, cfg, keys=40, rounds=3, seed=3)
     dry = engine.dry_run(log, cfg, NOW, spark=spark, force=True, detail=detail)
     assert dry.detail and dry.superseded.records >= 80  # every key was written three times
+
+
+def _written_state(log, cfg, folder) -> list[tuple]:
+    """The latest state as `write_latest_state` writes it: (rows written, rows read back in part order)."""
+    import glob
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from compaction_assets.cleaning.latest_state import write_latest_state
+    from compaction_assets.log.fs import Storage
+
+    st = Storage.open(str(folder))
+    count = write_latest_state(log, cfg, st, st.root, spark=_no_spark)
+    parts = sorted(glob.glob(f"{folder}/*.parquet"))
+    table = pa.concat_tables([pq.read_table(p) for p in parts])
+    return count, len(parts), [(r["key"], r["value"], r["offset"], r["timestamp"]) for r in table.to_pylist()]
+
+
+def test_offset_state_written_by_parts_equals_the_table(spark, store, make_config, tmp_path):
+    """The offset strategy's state of a cleaned log, written a part a file: the rows of the table build, in
+    its order, with a dirty tail (updates, tombstones, new keys), a deletion vector and a moved log start."""
+    from compaction_assets.cleaning.state_parts import written_by_parts
+
+    cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
+    log = store.log("parts-0")
+
+    def table_rows():
+        return [(r["key"], r["value"], r["offset"], r["timestamp"])
+                for r in latest_state_table(log, cfg, ordered=False).to_pylist()]
+    _fill(log, cfg, keys=60, rounds=3, seed=4)
+    assert not written_by_parts(cfg, log.manifest())    # never cleaned: every key may be contested
+    count, parts, rows = _written_state(log, cfg, tmp_path / "never")
+    assert parts == 1 and rows == table_rows() and count == len(rows) > 20
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": "u", "timestamp": 10**5 + k} for k in (3, 30)])
+    writer.roll(log)
+    engine.run(log, cfg, NOW, spark=spark, force=True)      # a few updates: their old records are marked
+    # a dirty tail: a key in four again (one in three of those deleted), and new keys
+    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k % 3 == 0 else f"t{k}", "timestamp": 10**6 + k}
+                             for k in range(0, 60, 4)])
+    writer.append(log, cfg, [{"key": f"new{k}", "value": f"n{k}", "timestamp": 10**7 + k} for k in range(5)])
+    writer.roll(log)
+    assert written_by_parts(cfg, log.manifest()) and log.manifest().deleted
+    count, parts, rows = _written_state(log, cfg, tmp_path / "tail")
+    assert parts > 2 and rows == table_rows() and count == len(rows)
+    assert {k: v for k, v, *_ in rows} == _replayed_state(log)
+    engine.run(log, cfg, NOW, spark=spark, force=True)      # the whole log clean: no tail
+    before = table_rows()
+    writer.set_log_start(log, sorted(offset for _, _, offset, _ in before)[5])   # five records fall below it
+    count, parts, rows = _written_state(log, cfg, tmp_path / "clean")
+    assert rows == table_rows() and count == len(rows) == len(before) - 5
+    assert {k: v for k, v, *_ in rows} == _replayed_state(log)
+
+
+def test_offset_state_of_deleted_keys_only_is_an_empty_part(spark, store, make_config, tmp_path):
+    cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
+    log = store.log("gone-0")
+    writer.append(log, cfg, [{"key": f"k{k}", "value": "v", "timestamp": 1000 + k} for k in range(20)])
+    writer.roll(log)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    writer.append(log, cfg, [{"key": f"k{k}", "value": None, "timestamp": 2000 + k} for k in range(20)])
+    writer.roll(log)
+    count, parts, rows = _written_state(log, cfg, tmp_path / "gone")
+    assert (count, parts, rows) == (0, 1, [])
