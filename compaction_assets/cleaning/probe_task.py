@@ -22,6 +22,7 @@ from typing import Any, Callable
 from compaction_assets.log.segment_task import in_sorted
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
+NUMERIC = ("offset", "ts", "size", "tomb", "horizon", "has_horizon")   # a batch's columns besides the key
 RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
 
 
@@ -54,45 +55,60 @@ def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, 
 
 def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
     """`probe_segments` for segments read together: one membership test covers them all (Arrow builds
-    the test's hash set on every call)."""
+    the test's hash set on every call).
+
+    Records below the log start or in the deletion vector are masked, not filtered out, and each column
+    is copied once, from its file's chunks into the batch's array: a filter copies every column, and
+    memory touched for the first time is what a probe of millions of rows spends most on."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    keys, parts, ends, rows = [], [], [], 0
+    keys, chunks, visible, ends, rows = [], {name: [] for name in NUMERIC}, [], [], 0
     for spec in specs:
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
-            offsets = table.column("offset").to_numpy()
-            keep = offsets >= spec.min_offset
+            offsets = _numpy(table.column("offset").chunks)
+            seen = offsets >= spec.min_offset
             if spec.dead is not None and len(spec.dead):
-                keep &= ~in_sorted(offsets, spec.dead)
-            table = table.filter(pa.array(keep))
+                seen &= ~in_sorted(offsets, spec.dead)
             tomb = table.column("is_tombstone")
             horizon = table.column("delete_horizon")
             if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none
                 horizon = pc.coalesce(horizon, pc.if_else(tomb, pa.scalar(stamp, pa.int64()),
                                                           pa.scalar(None, pa.int64())))
             keys.extend(table.column("key").cast(pa.binary()).chunks)
-            parts.append((table.column("offset").to_numpy(), table.column("timestamp").to_numpy(),
-                          table.column("record_size").to_numpy(), tomb.to_numpy(zero_copy_only=False),
-                          pc.fill_null(horizon, -1).to_numpy(), pc.is_valid(horizon).to_numpy(zero_copy_only=False)))
+            for name, column in (("offset", offsets), ("ts", table.column("timestamp")),
+                                 ("size", table.column("record_size")), ("tomb", tomb),
+                                 ("horizon", pc.fill_null(horizon, -1)), ("has_horizon", pc.is_valid(horizon))):
+                chunks[name].append(column)
+            visible.append(seen)
             rows += len(table)
         ends.append(rows)   # a segment's rows follow the previous one's
-    if not parts:
+    if not rows:
         return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
-    offset, ts, size, tomb, horizon, has_horizon = (np.concatenate(c) for c in zip(*parts))
+    columns = {name: _numpy([c for part in parts for c in getattr(part, "chunks", [part])])
+               for name, parts in chunks.items()}
+    columns["visible"] = np.concatenate(visible)
     touched = touched() if callable(touched) else touched
     superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
-    expired = tomb & has_horizon & (horizon <= now)
-    columns = {"offset": offset, "ts": ts, "size": size, "tomb": tomb, "horizon": horizon,
-               "has_horizon": has_horizon, "removed": superseded | expired, "expired": expired & ~superseded}
+    superseded &= columns["visible"]
+    expired = columns["visible"] & columns["tomb"] & columns["has_horizon"] & (columns["horizon"] <= now)
+    columns.update(removed=superseded | expired, expired=expired & ~superseded)
     out = []
     for spec, start, end in zip(specs, [0, *ends[:-1]], ends):
         part = {name: values[start:end] for name, values in columns.items()}
         out.append((spec.seg_idx, np.sort(part["offset"][part["removed"]]), figures_of(part, new_horizon)))
     return out
+
+
+def _numpy(chunks) -> Any:
+    """One numpy array of Arrow chunks (or numpy arrays): a copy, made once."""
+    import numpy as np
+
+    arrays = [c if isinstance(c, np.ndarray) else c.to_numpy(zero_copy_only=False) for c in chunks]
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 def figures_of(part: dict | None, new_horizon: int | None) -> dict:
@@ -102,9 +118,9 @@ def figures_of(part: dict | None, new_horizon: int | None) -> dict:
 
     empty = {"kept": 0, "kept_bytes": 0, "min_ts": None, "max_ts": None, "first_ts": None, "min_pos_ts": None,
              "tombstones": 0, "stamped": 0, "removed_tomb": 0, "removed_bytes": 0, "removed": 0, "horizons": []}
-    if part is None or not len(part["offset"]):
+    if part is None or not part["visible"].any():
         return empty
-    kept = ~part["removed"]
+    kept = part["visible"] & ~part["removed"]
     expired = part["expired"]
     figures = dict(empty, removed=int(part["removed"].sum()), removed_tomb=int(expired.sum()),
                    removed_bytes=int(part["size"][expired].sum()))
