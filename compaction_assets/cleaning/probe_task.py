@@ -22,6 +22,7 @@ from typing import Any, Callable
 from compaction_assets.log.segment_task import in_sorted
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
+INT64_MAX, INT64_MIN = 2**63 - 1, -2**63
 NUMERIC = ("offset", "ts", "size", "tomb", "horizon", "has_horizon")   # a batch's columns besides the key
 RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
 
@@ -123,23 +124,26 @@ def figures_of(part: dict | None, new_horizon: int | None) -> dict:
     kept = part["visible"] & ~part["removed"]
     expired = part["expired"]
     figures = dict(empty, removed=int(part["removed"].sum()), removed_tomb=int(expired.sum()),
-                   removed_bytes=int(part["size"][expired].sum()))
+                   removed_bytes=int(part["size"].sum(where=expired)))
     if not kept.any():
         return figures
-    offsets, ts = part["offset"][kept], part["ts"][kept]
-    positive = ts[ts > 0]
-    tombs = part["tomb"][kept]
-    bare = tombs & ~part["has_horizon"][kept]    # kept tombstones without a horizon: they get this cleaning's
-    horizons = np.where(bare, new_horizon if new_horizon is not None else -1, part["horizon"][kept])[tombs]
-    tomb_offsets = offsets[tombs]
+    # reduced under the masks, not copied out of them (each copy is memory touched for the first time)
+    ts = part["ts"]
+    positive = kept & (ts > 0)
+    tombs = kept & part["tomb"]
+    bare = tombs & ~part["has_horizon"]    # kept tombstones without a horizon: they get this cleaning's
+    horizons = np.where(bare[tombs], new_horizon if new_horizon is not None else -1, part["horizon"][tombs])
+    tomb_offsets = part["offset"][tombs]
     groups = []
     for value in np.unique(horizons):
         members = tomb_offsets[horizons == value]
         groups.append((int(value), int(len(members)), int(members.min()), int(members.max())))
-    figures.update(kept=int(kept.sum()), kept_bytes=int(part["size"][kept].sum()), min_ts=int(ts.min()),
-                   max_ts=int(ts.max()), first_ts=int(ts[int(np.argmin(offsets))]),
-                   min_pos_ts=int(positive.min()) if positive.size else None, tombstones=int(tombs.sum()),
-                   stamped=int(bare.sum()), horizons=groups)
+    first = int(np.where(kept, part["offset"], INT64_MAX).argmin())   # the kept record of the lowest offset
+    figures.update(kept=int(kept.sum()), kept_bytes=int(part["size"].sum(where=kept)),
+                   min_ts=int(ts.min(where=kept, initial=INT64_MAX)),
+                   max_ts=int(ts.max(where=kept, initial=INT64_MIN)), first_ts=int(ts[first]),
+                   min_pos_ts=int(ts.min(where=positive, initial=INT64_MAX)) if positive.any() else None,
+                   tombstones=int(tombs.sum()), stamped=int(bare.sum()), horizons=groups)
     return figures
 
 
