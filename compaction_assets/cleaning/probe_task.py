@@ -80,17 +80,17 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
                 horizon = pc.coalesce(horizon, pc.if_else(tomb, pa.scalar(stamp, pa.int64()),
                                                           pa.scalar(None, pa.int64())))
             keys.extend(table.column("key").cast(pa.binary()).chunks)
-            for name, column in (("offset", offsets), ("ts", table.column("timestamp")),
-                                 ("size", table.column("record_size")), ("tomb", tomb),
-                                 ("horizon", pc.fill_null(horizon, -1)), ("has_horizon", pc.is_valid(horizon))):
-                chunks[name].append(column)
+            chunks["offset"].append(offsets)
+            for name, column in (("ts", table.column("timestamp")), ("size", table.column("record_size")),
+                                 ("tomb", tomb), ("horizon", pc.fill_null(horizon, -1)),
+                                 ("has_horizon", pc.is_valid(horizon))):
+                chunks[name].extend(column.chunks)
             visible.append(seen)
             rows += len(table)
         ends.append(rows)   # a segment's rows follow the previous one's
     if not rows:
         return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
-    columns = {name: _numpy([c for part in parts for c in getattr(part, "chunks", [part])])
-               for name, parts in chunks.items()}
+    columns = {name: _numpy(parts) for name, parts in chunks.items()}
     columns["visible"] = np.concatenate(visible)
     touched = touched() if callable(touched) else touched
     superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
@@ -114,7 +114,7 @@ def _numpy(chunks) -> Any:
 
 def figures_of(part: dict | None, new_horizon: int | None) -> dict:
     """The figures of what a segment keeps (as the cleaner's decision reports them per segment), from
-    the numpy columns of its visible records and which of them are removed."""
+    the numpy columns of its records, which of them are visible and which of those are removed."""
     import numpy as np
 
     empty = {"kept": 0, "kept_bytes": 0, "min_ts": None, "max_ts": None, "first_ts": None, "min_pos_ts": None,
