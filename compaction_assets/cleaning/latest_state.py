@@ -86,6 +86,16 @@ def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_mem
     return HELD_PER_VISIBLE_BYTE * manifest.total_size <= share * available_memory()
 
 
+def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
+    """`fits_in_process` for a state written file by file (state_parts.py): what it holds is the tail
+    and a segment file a thread, not the whole log (50M records of distinct keys went to a Spark job of
+    150 s for want of memory to hold all of them)."""
+    below = unique_keys_below(manifest)
+    tail = sum(seg.size for seg in manifest.segments if below is None or seg.next_offset > below)
+    largest = max((seg.size for seg in manifest.segments), default=0)
+    return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= share * available_memory()
+
+
 def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
                        ordered: bool = True) -> pa.Table:
     """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key (in
@@ -187,7 +197,7 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     (state_parts.py), unless its values are structured (their columns' types are worked out over the
     whole state)."""
     manifest = manifest or handle.manifest()
-    if (state is None and written_by_parts(config, manifest) and fits_in_process(manifest)
+    if (state is None and written_by_parts(config, manifest) and parts_fit_in_process(manifest)
             and not has_value_schema(handle)):
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)

@@ -227,3 +227,24 @@ def test_offset_state_of_deleted_keys_only_is_an_empty_part(spark, store, make_c
     writer.roll(log)
     count, parts, rows = _written_state(log, cfg, tmp_path / "gone")
     assert (count, parts, rows) == (0, 1, [])
+
+
+def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, make_config, tmp_path, monkeypatch):
+    """A log whose whole state would not fit this process, but whose tail and a file a thread do, is
+    written file by file here, not sent to Spark."""
+    from compaction_assets.cleaning import latest_state
+
+    cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
+    log = store.log("big-0")
+    _fill(log, cfg, keys=400, rounds=2, seed=5)
+    engine.run(log, cfg, NOW, spark=spark, force=True)
+    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"t{k}", "timestamp": 10**6 + k} for k in range(0, 400, 40)])
+    writer.roll(log)
+    m = log.manifest()
+    whole = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size
+    monkeypatch.setattr(latest_state, "available_memory", lambda: whole * 2)   # a quarter of it: too little
+    assert not latest_state.fits_in_process(m) and latest_state.parts_fit_in_process(m)
+    count, parts, rows = _written_state(log, cfg, tmp_path / "big")   # spark=_no_spark: Spark is not asked
+    assert parts > 2 and count == len(rows) and {k: v for k, v, *_ in rows} == _replayed_state(log)
+    monkeypatch.setattr(latest_state, "available_memory", lambda: 1)
+    assert not latest_state.parts_fit_in_process(m)
