@@ -54,10 +54,10 @@ def main() -> None:
         return
     handle = store.log(LOG_NAME)
     if args.op == "latest-state":
-        from compaction_assets.cleaning.latest_state import fits_in_process, write_latest_state
+        from compaction_assets.cleaning.latest_state import write_latest_state, written_here
         from compaction_assets.log.fs import Storage
 
-        if fits_in_process(handle.manifest()):  # as the CLI does: built with Arrow, Spark never starts
+        if written_here(handle, cfg, handle.manifest()):  # as the CLI does: Arrow here, Spark never starts
             t = time.perf_counter()
             st = Storage.open(args.out)
             out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None)

@@ -96,6 +96,17 @@ def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.drive
     return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= share * available_memory()
 
 
+def written_here(handle: LogHandle, config: TopicConfig, manifest: Manifest) -> bool:
+    """Whether `write_latest_state` writes this log's state with Arrow in this process (no Spark)."""
+    return _by_parts(handle, config, manifest) or fits_in_process(manifest)
+
+
+def _by_parts(handle: LogHandle, config: TopicConfig, manifest: Manifest) -> bool:
+    """Whether the state is written file by file (state_parts.py): values without a schema, in memory."""
+    return (written_by_parts(config, manifest) and parts_fit_in_process(manifest)
+            and not has_value_schema(handle))
+
+
 def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
                        ordered: bool = True) -> pa.Table:
     """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key (in
@@ -197,8 +208,7 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     (state_parts.py), unless its values are structured (their columns' types are worked out over the
     whole state)."""
     manifest = manifest or handle.manifest()
-    if (state is None and written_by_parts(config, manifest) and parts_fit_in_process(manifest)
-            and not has_value_schema(handle)):
+    if state is None and _by_parts(handle, config, manifest):
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)
         return write_state_parts(handle, manifest, st, target, OUTPUT_COLUMNS, READ_THREADS)

@@ -244,7 +244,8 @@ def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, m
     whole = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size
     monkeypatch.setattr(latest_state, "available_memory", lambda: whole * 2)   # a quarter of it: too little
     assert not latest_state.fits_in_process(m) and latest_state.parts_fit_in_process(m)
+    assert latest_state.written_here(log, cfg, m)
     count, parts, rows = _written_state(log, cfg, tmp_path / "big")   # spark=_no_spark: Spark is not asked
     assert parts > 2 and count == len(rows) and {k: v for k, v, *_ in rows} == _replayed_state(log)
     monkeypatch.setattr(latest_state, "available_memory", lambda: 1)
-    assert not latest_state.parts_fit_in_process(m)
+    assert not latest_state.parts_fit_in_process(m) and not latest_state.written_here(log, cfg, m)
