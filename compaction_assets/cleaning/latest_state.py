@@ -96,14 +96,15 @@ def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.drive
     return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= share * available_memory()
 
 
-def written_here(handle: LogHandle, config: TopicConfig, manifest: Manifest) -> bool:
+def written_here(handle: LogHandle, config: TopicConfig, manifest: Manifest,
+                 share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
     """Whether `write_latest_state` writes this log's state with Arrow in this process (no Spark)."""
-    return _by_parts(handle, config, manifest) or fits_in_process(manifest)
+    return _by_parts(handle, config, manifest, share) or fits_in_process(manifest, share)
 
 
-def _by_parts(handle: LogHandle, config: TopicConfig, manifest: Manifest) -> bool:
+def _by_parts(handle: LogHandle, config: TopicConfig, manifest: Manifest, share: float) -> bool:
     """Whether the state is written file by file (state_parts.py): values without a schema, in memory."""
-    return (written_by_parts(config, manifest) and parts_fit_in_process(manifest)
+    return (written_by_parts(config, manifest) and parts_fit_in_process(manifest, share)
             and not has_value_schema(handle))
 
 
@@ -200,21 +201,22 @@ def _winner_rows(table: pa.Table, ranks: tuple[str, ...]) -> pa.Array:
 
 
 def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, spark,
-                       manifest: Manifest | None = None, state: pa.Table | None = None) -> int:
+                       manifest: Manifest | None = None, state: pa.Table | None = None,
+                       share: float = DEFAULT_TUNING.driver_memory_share) -> int:
     """Write the latest state as Parquet into the folder `target` of storage `st` (replacing it); the
-    rows written. A log that `fits_in_process` is written with Arrow and never calls `spark` (a function
-    returning the session, so that no JVM starts for it); `state`, its `latest_state_table` when the
-    caller built it already. The offset strategy's state of a cleaned log is written file by file
-    (state_parts.py), unless its values are structured (their columns' types are worked out over the
-    whole state)."""
+    rows written. A log `written_here` (within `share` of the memory available) is written with Arrow
+    and never calls `spark` (a function returning the session, so that no JVM starts for it); `state`,
+    its `latest_state_table` when the caller built it already. The offset strategy's state of a cleaned
+    log is written file by file (state_parts.py), unless its values are structured (their columns' types
+    are worked out over the whole state)."""
     manifest = manifest or handle.manifest()
-    if state is None and _by_parts(handle, config, manifest):
+    if state is None and _by_parts(handle, config, manifest, share):
         st.delete(target)                      # replaced, as Spark's overwrite does
         st.makedirs(target)
         return write_state_parts(handle, manifest, st, target, OUTPUT_COLUMNS, READ_THREADS)
     # a state built already is written as it is: asking the memory again, now that the state holds some
     # of it, could send the log to Spark and build it a second time
-    if state is not None or fits_in_process(manifest):
+    if state is not None or fits_in_process(manifest, share):
         # the files need no key order (Spark's writes have none): the offset strategy's state is not sorted
         table = with_value_columns(handle, state if state is not None else
                                    latest_state_table(handle, config, manifest, ordered=False))

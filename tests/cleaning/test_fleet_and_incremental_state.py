@@ -164,8 +164,8 @@ def test_detailed_dry_run_still_counts_superseded_records(spark, store, make_con
     assert dry.detail and dry.superseded.records >= 80  # every key was written three times
 
 
-def _written_state(log, cfg, folder) -> list[tuple]:
-    """The latest state as `write_latest_state` writes it: (rows written, rows read back in part order)."""
+def _written_state(log, cfg, folder, share: float | None = None) -> list[tuple]:
+    """The latest state as `write_latest_state` writes it: (rows written, parts, rows read back in part order)."""
     import glob
 
     import pyarrow as pa
@@ -175,7 +175,8 @@ def _written_state(log, cfg, folder) -> list[tuple]:
     from compaction_assets.log.fs import Storage
 
     st = Storage.open(str(folder))
-    count = write_latest_state(log, cfg, st, st.root, spark=_no_spark)
+    shared = {} if share is None else {"share": share}
+    count = write_latest_state(log, cfg, st, st.root, spark=_no_spark, **shared)
     parts = sorted(glob.glob(f"{folder}/*.parquet"))
     table = pa.concat_tables([pq.read_table(p) for p in parts])
     return count, len(parts), [(r["key"], r["value"], r["offset"], r["timestamp"]) for r in table.to_pylist()]
@@ -229,10 +230,11 @@ def test_offset_state_of_deleted_keys_only_is_an_empty_part(spark, store, make_c
     assert (count, parts, rows) == (0, 1, [])
 
 
-def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, make_config, tmp_path, monkeypatch):
+def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, make_config, tmp_path):
     """A log whose whole state would not fit this process, but whose tail and a file a thread do, is
-    written file by file here, not sent to Spark."""
+    written file by file here, not sent to Spark (the memory share between the two needs)."""
     from compaction_assets.cleaning import latest_state
+    from compaction_assets.cleaning.placement import available_memory
 
     cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
     log = store.log("big-0")
@@ -241,11 +243,9 @@ def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, m
     writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"t{k}", "timestamp": 10**6 + k} for k in range(0, 400, 40)])
     writer.roll(log)
     m = log.manifest()
-    whole = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size
-    monkeypatch.setattr(latest_state, "available_memory", lambda: whole * 2)   # a quarter of it: too little
-    assert not latest_state.fits_in_process(m) and latest_state.parts_fit_in_process(m)
-    assert latest_state.written_here(log, cfg, m)
-    count, parts, rows = _written_state(log, cfg, tmp_path / "big")   # spark=_no_spark: Spark is not asked
+    share = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size / available_memory() / 2   # half the whole's need
+    assert not latest_state.fits_in_process(m, share) and latest_state.parts_fit_in_process(m, share)
+    assert latest_state.written_here(log, cfg, m, share)
+    count, parts, rows = _written_state(log, cfg, tmp_path / "big", share)   # spark=_no_spark: Spark is not asked
     assert parts > 2 and count == len(rows) and {k: v for k, v, *_ in rows} == _replayed_state(log)
-    monkeypatch.setattr(latest_state, "available_memory", lambda: 1)
-    assert not latest_state.parts_fit_in_process(m) and not latest_state.written_here(log, cfg, m)
+    assert not latest_state.parts_fit_in_process(m, share / 100) and not latest_state.written_here(log, cfg, m, 0)
