@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from compaction_assets.log.segment_task import in_sorted
+from compaction_assets.log.segment_task import visible_mask
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
 INT64_MAX, INT64_MIN = 2**63 - 1, -2**63
@@ -71,9 +71,7 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
             offsets = _numpy(table.column("offset").chunks)
-            seen = offsets >= spec.min_offset
-            if spec.dead is not None and len(spec.dead):
-                seen &= ~in_sorted(offsets, spec.dead)
+            seen = visible_mask(offsets, spec.min_offset, spec.dead)
             tomb = table.column("is_tombstone")
             horizon = table.column("delete_horizon")
             if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
-from compaction_assets.log.segment_task import in_sorted
+from compaction_assets.log.segment_task import visible_mask
 
 
 def chunk_stats(table: pa.Table) -> dict:
@@ -95,11 +94,8 @@ def _visible(table: pa.Table, min_offset: int | None, dead: pa.Array | None) -> 
     were copied twice more than they needed to be, and first-touched memory is slow on small machines)."""
     if not len(table) or (min_offset is None and (dead is None or not len(dead))):
         return table
-    offsets = table.column("offset").to_numpy()
-    hidden = offsets < min_offset if min_offset is not None else np.zeros(len(offsets), dtype=bool)
-    if dead is not None and len(dead):
-        hidden |= in_sorted(offsets, dead.to_numpy())
-    return table.filter(pa.array(~hidden)) if hidden.any() else table
+    visible = visible_mask(table.column("offset").to_numpy(), min_offset, None if dead is None else dead.to_numpy())
+    return table if visible.all() else table.filter(pa.array(visible))
 
 
 def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:

@@ -46,6 +46,17 @@ def in_sorted(values, sorted_set):
     return sorted_set[at] == values
 
 
+def visible_mask(offsets, min_offset: int | None, dead=None):
+    """A numpy mask: whether each of `offsets` is visible, at or above the log start `min_offset` and not
+    in the deletion vector `dead` (ascending numpy array, or None)."""
+    import numpy as np
+
+    visible = offsets >= min_offset if min_offset is not None else np.ones(len(offsets), dtype=bool)
+    if dead is not None and len(dead):
+        visible &= ~in_sorted(offsets, dead)
+    return visible
+
+
 def bucket_labels(starts: list[tuple[int, int]], offsets):
     """Numpy: the label of the last (label, first offset) pair at or below each offset (an int64
     array), as `offset_bucket` (log/reader.py) computes it in Spark (every offset at or above the lowest
@@ -224,10 +235,7 @@ def dead_of(spec: MarkSpec, keep, fs):
     for path in spec.files:
         offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")
         offsets = offsets.to_numpy().astype(np.int64, copy=False)
-        mask = ~in_sorted(offsets, keep) & (offsets >= spec.min_offset)
-        if spec.known_dead is not None:
-            mask &= ~in_sorted(offsets, spec.known_dead)
-        parts.append(offsets[mask])
+        parts.append(offsets[~in_sorted(offsets, keep) & visible_mask(offsets, spec.min_offset, spec.known_dead)])
     return pa.array(np.concatenate(parts) if parts else np.zeros(0, np.int64), pa.int64())
 
 
