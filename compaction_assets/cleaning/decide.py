@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -42,6 +43,7 @@ from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OF
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.log.arrays import from_numpy
 from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
@@ -150,8 +152,8 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
         figures[i], seg_horizons = probed_figures(handle, seg, found, seg_figures)
         if seg_horizons:
             horizons[i] = seg_horizons
-        removed.append(pa.table({"offset": pa.array(found, pa.int64()),
-                                 "seg_idx": pa.array([i] * len(found), pa.int32())}))
+        removed.append(pa.table({"offset": from_numpy(found.astype(np.int64, copy=False)),
+                                 "seg_idx": from_numpy(np.full(len(found), i, np.int32))}))
     return ProbedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
                           only_touched_keys=True, kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
                           removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),

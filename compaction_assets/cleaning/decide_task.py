@@ -23,7 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
 from compaction_assets.log.segment_task import bucket_labels
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 # a task's rows: a segment's kept offsets (int64, native order) packed in one value, or (seg_idx null)
 # the task's figures by segment and kept-tombstone horizon, as JSON rows of `arrow_figures`
@@ -36,15 +39,14 @@ def offset_decision(winners: pa.Table, starts: list[tuple[int, int]], now: int, 
     (`decision_columns`) computes them when nothing is remembered or held (that strategy has no
     resurrection guard)."""
     tomb, horizon = winners.column("tomb"), winners.column("delete_horizon")
-    expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(pa.scalar(now, pa.int64()), horizon), False))
+    expired = pc.and_(tomb, pc.fill_null(pc.greater_equal(scalar(now), horizon), scalar(False, pa.bool_())))
     keep = pc.invert(expired)
     kept_tomb = pc.and_(keep, tomb)
-    seg_idx = bucket_labels(starts, winners.column("offset").to_numpy())
-    return winners.append_column("seg_idx", pa.array(seg_idx, pa.int32())).append_column(
+    seg_idx = bucket_labels(starts, to_numpy(winners.column("offset")))
+    return winners.append_column("seg_idx", from_numpy(np.asarray(seg_idx, np.int32))).append_column(
         "removed_tomb", expired).append_column("keep", keep).append_column(
         "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
-        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, pa.scalar(new_horizon, pa.int64())),
-                                  pa.scalar(None, pa.int64())))
+        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, scalar(new_horizon)), scalar(None)))
 
 
 def kept_offsets(table: pa.Table) -> pa.Table:
@@ -54,33 +56,58 @@ def kept_offsets(table: pa.Table) -> pa.Table:
 
 def arrow_figures(table: pa.Table) -> list[dict]:
     """The figures of a decision table by segment and kept-tombstone horizon, as `spark_figures`
-    (decision.py) computes them for a cached decision, with Arrow."""
-    keep, tomb, ts, off, size = (table.column(c) for c in ("keep", "tomb", "timestamp", "offset", "size"))
-    kept_tomb = pc.and_(keep, tomb)
-    removed = table.column("removed_tomb")
+    (decision.py) computes them for a cached decision: with numpy over the rows sorted by group (Arrow's
+    group-by engine imports pandas, 0.3 s of a cleaning after a few new records). A figure over no rows
+    is None, as Spark's and Arrow's aggregates give it."""
+    if not table.num_rows:
+        return []
+    keep, tomb, removed, stamped = (to_numpy(table.column(c)) for c in ("keep", "tomb", "removed_tomb", "stamped"))
+    ts, offset, size = (to_numpy(table.column(c)).astype(np.int64, copy=False) for c in ("timestamp", "offset", "size"))
+    kept_tomb = keep & tomb
+    horizon = np.where(kept_tomb, to_numpy(pc.fill_null(table.column("new_horizon"), scalar(0))), 0)
+    seg_idx = to_numpy(table.column("seg_idx")).astype(np.int64, copy=False)
+    order = np.lexsort((horizon, kept_tomb, seg_idx))
+    seg_idx, has_horizon, horizon = seg_idx[order], kept_tomb[order], horizon[order]
+    starts = np.flatnonzero(np.r_[True, (seg_idx[1:] != seg_idx[:-1]) | (has_horizon[1:] != has_horizon[:-1])
+                                  | (horizon[1:] != horizon[:-1])])
 
-    def where(cond, values):
-        return pc.if_else(cond, values, pa.scalar(None, values.type))
-    t = pa.table({
-        "seg_idx": table.column("seg_idx"), "hkey": where(kept_tomb, table.column("new_horizon")),
-        "kept": pc.cast(keep, pa.int64()), "kept_bytes": where(keep, size), "ts": where(keep, ts),
-        "pos_ts": where(pc.and_(keep, pc.greater(ts, 0)), ts), "kept_offset": where(keep, off),
-        "tombstones": pc.cast(kept_tomb, pa.int64()), "stamped": pc.cast(table.column("stamped"), pa.int64()),
-        "removed_tomb": pc.cast(removed, pa.int64()), "removed_bytes": where(removed, size),
-        "tomb_offset": where(kept_tomb, off)})
-    out = t.group_by(["seg_idx", "hkey"]).aggregate([
-        ("kept", "sum"), ("kept_bytes", "sum"), ("ts", "min"), ("ts", "max"), ("kept_offset", "min"),
-        ("pos_ts", "min"), ("tombstones", "sum"), ("stamped", "sum"), ("removed_tomb", "sum"),
-        ("removed_bytes", "sum"), ("tomb_offset", "min"), ("tomb_offset", "max")])
-    names = {"kept_sum": "kept", "kept_bytes_sum": "kept_bytes", "ts_min": "min_ts", "ts_max": "max_ts",
-             "kept_offset_min": "first_offset", "pos_ts_min": "min_pos_ts", "tombstones_sum": "tombstones",
-             "stamped_sum": "stamped", "removed_tomb_sum": "removed_tomb", "removed_bytes_sum": "removed_bytes",
-             "tomb_offset_min": "tomb_lo", "tomb_offset_max": "tomb_hi"}
-    out = out.rename_columns([names.get(c, c) for c in out.column_names])
-    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique), found by
-    # a hash lookup of those few offsets rather than by sorting every row
-    at = pc.index_in(out.column("first_offset"), value_set=off)
-    return out.append_column("first_ts", pc.take(ts, at)).to_pylist()
+    def count(mask):
+        return np.add.reduceat(mask[order].astype(np.int64), starts)
+
+    def total(mask, values):
+        return np.add.reduceat(np.where(mask, values, 0)[order], starts)
+
+    def least(mask, values):
+        return np.minimum.reduceat(np.where(mask, values, INT64_MAX)[order], starts)
+
+    def most(mask, values):
+        return np.maximum.reduceat(np.where(mask, values, INT64_MIN)[order], starts)
+
+    positive = keep & (ts > 0)
+    kept, kept_tombs, removed_count = count(keep), count(kept_tomb), count(removed)
+    first_offset = least(keep, offset)
+    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique)
+    by_offset = np.argsort(offset)
+    at_first = by_offset[np.minimum(np.searchsorted(offset, first_offset, sorter=by_offset), len(offset) - 1)]
+    columns = {
+        "kept": kept.tolist(), "kept_bytes": _or_none(total(keep, size), kept), "min_ts": _or_none(least(keep, ts), kept),
+        "max_ts": _or_none(most(keep, ts), kept), "first_offset": _or_none(first_offset, kept),
+        "min_pos_ts": _or_none(least(positive, ts), count(positive)), "tombstones": kept_tombs.tolist(),
+        "stamped": count(stamped).tolist(), "removed_tomb": removed_count.tolist(),
+        "removed_bytes": _or_none(total(removed, size), removed_count),
+        "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs), "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
+        "first_ts": _or_none(ts[at_first], kept)}
+    rows = []
+    for g, at in enumerate(starts.tolist()):
+        row = {"seg_idx": int(seg_idx[at]), "hkey": int(horizon[at]) if has_horizon[at] else None}
+        row.update((name, values[g]) for name, values in columns.items())
+        rows.append(row)
+    return rows
+
+
+def _or_none(values, counts) -> list:
+    """Per group, its figure as an int, or None where it was taken over no rows."""
+    return [int(v) if c else None for v, c in zip(values.tolist(), counts.tolist())]
 
 
 def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
@@ -93,7 +120,7 @@ def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
         winners = pa.Table.from_batches(batches)
         table = offset_decision(winners, starts, now, new_horizon)
         kept = kept_offsets(table)
-        seg_idx, offsets = kept.column("seg_idx").to_numpy(), kept.column("offset").to_numpy()
+        seg_idx, offsets = to_numpy(kept.column("seg_idx")), to_numpy(kept.column("offset"))
         order = np.argsort(seg_idx, kind="stable")
         seg_idx, offsets = seg_idx[order], offsets[order]
         segments, packed = [], []
@@ -102,8 +129,9 @@ def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
             segments = seg_idx[np.r_[0, cuts]].tolist()
             packed = [part.tobytes() for part in np.split(offsets, cuts)]
         yield pa.RecordBatch.from_arrays([
-            pa.array(segments + [None], pa.int32()), pa.array(packed + [None], pa.binary()),
-            pa.array([None] * len(segments) + [json.dumps(arrow_figures(table))], pa.string())],
+            from_numpy(np.r_[segments, 0].astype(np.int32), mask=np.r_[np.zeros(len(segments), bool), True]),
+            pa.array(packed + [None], pa.binary()),
+            from_strings([None] * len(segments) + [json.dumps(arrow_figures(table))])],
             names=["seg_idx", "offsets", "figures"])
     return run
 
@@ -120,5 +148,6 @@ def task_results(result: pa.Table) -> tuple[list[dict], pa.Table]:
         parts.append(data[bounds[0]:bounds[-1]].view(np.int64))
         lengths.append(np.diff(bounds) // 8)
     offsets = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    seg_idx = np.repeat(packed.column("seg_idx").to_numpy(), np.concatenate(lengths) if lengths else [])
-    return rows, pa.table({"offset": pa.array(offsets, pa.int64()), "seg_idx": pa.array(seg_idx.astype(np.int32))})
+    seg_idx = np.repeat(to_numpy(packed.column("seg_idx")), np.concatenate(lengths) if lengths else [])
+    return rows, pa.table({"offset": from_numpy(offsets.astype(np.int64, copy=False)),
+                           "seg_idx": from_numpy(seg_idx.astype(np.int32))})

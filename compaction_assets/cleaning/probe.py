@@ -22,6 +22,7 @@ from compaction_assets.cleaning.placement import parallelism, probe_threads, spr
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log import segment_task
+from compaction_assets.log.arrays import from_numpy, scalar, to_numpy
 from compaction_assets.log.manifest import Horizon, Manifest, Segment
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
@@ -47,7 +48,7 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
     workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
     gives the newer records' keys (threads call it once they have read their first files); `vector` is
     the log's deletion vector (`dead_offsets`)."""
-    old = vector.to_numpy() if vector is not None else None
+    old = to_numpy(vector) if vector is not None else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
                                   manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
              for i, seg in unique if seg.records]
@@ -61,7 +62,7 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
                                      tuning.probe_batch_rows)
     if threads:
         def run(task: int) -> list:
-            return list(runner(iter([pa.record_batch([pa.array([task], pa.int64())], names=["id"])])))
+            return list(runner(iter([pa.record_batch([from_numpy(np.array([task], np.int64))], names=["id"])])))
         with ThreadPoolExecutor(max_workers=n_tasks, thread_name_prefix="probe") as pool:
             result = pa.Table.from_batches([b for part in pool.map(run, range(n_tasks)) for b in part],
                                            schema=pa.schema([("seg_idx", pa.int32()), ("offset", pa.int64()),
@@ -75,11 +76,11 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
 def _removed_by_segment(result: pa.Table) -> dict[int, tuple[np.ndarray, dict]]:
     """The probe's rows (a removed offset, or a segment's figures) as, per segment, (removed offsets
     ascending, figures)."""
-    seg_idx = result.column("seg_idx").to_numpy()
+    seg_idx = to_numpy(result.column("seg_idx"))
     offsets = result.column("offset")
-    found = offsets.is_valid().to_numpy(zero_copy_only=False)
+    found = to_numpy(offsets.is_valid())
     # the removed offsets by segment, ascending in each: one sort, then a slice a segment
-    owner, removed = seg_idx[found], offsets.fill_null(0).to_numpy()[found]
+    owner, removed = seg_idx[found], to_numpy(offsets.fill_null(scalar(0)))[found]
     order = np.lexsort((removed, owner))
     owner, removed = owner[order], removed[order]
     out: dict[int, tuple[np.ndarray, dict]] = {}

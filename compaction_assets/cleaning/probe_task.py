@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
 from compaction_assets.log.segment_task import visible_mask
 
 COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
@@ -75,12 +76,11 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
             tomb = table.column("is_tombstone")
             horizon = table.column("delete_horizon")
             if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none
-                horizon = pc.coalesce(horizon, pc.if_else(tomb, pa.scalar(stamp, pa.int64()),
-                                                          pa.scalar(None, pa.int64())))
+                horizon = pc.coalesce(horizon, pc.if_else(tomb, scalar(stamp), scalar(None)))
             keys.extend(table.column("key").cast(pa.binary()).chunks)
             chunks["offset"].append(offsets)
             for name, column in (("ts", table.column("timestamp")), ("size", table.column("record_size")),
-                                 ("tomb", tomb), ("horizon", pc.fill_null(horizon, -1)),
+                                 ("tomb", tomb), ("horizon", pc.fill_null(horizon, scalar(-1))),
                                  ("has_horizon", pc.is_valid(horizon))):
                 chunks[name].extend(column.chunks)
             visible.append(seen)
@@ -91,7 +91,7 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
     columns = {name: _numpy(parts) for name, parts in chunks.items()}
     columns["visible"] = np.concatenate(visible)
     touched = touched() if callable(touched) else touched
-    superseded = pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched).to_numpy(zero_copy_only=False)
+    superseded = to_numpy(pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched))
     superseded &= columns["visible"]
     expired = columns["visible"] & columns["tomb"] & columns["has_horizon"] & (columns["horizon"] <= now)
     columns.update(removed=superseded | expired, expired=expired & ~superseded)
@@ -106,7 +106,7 @@ def _numpy(chunks) -> Any:
     """One numpy array of Arrow chunks (or numpy arrays): a copy, made once."""
     import numpy as np
 
-    arrays = [c if isinstance(c, np.ndarray) else c.to_numpy(zero_copy_only=False) for c in chunks]
+    arrays = [c if isinstance(c, np.ndarray) else to_numpy(c) for c in chunks]
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
@@ -161,8 +161,8 @@ def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: i
                 for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs, batch_rows):
                     n = len(removed)
                     yield pa.RecordBatch.from_arrays([
-                        pa.array(np.full(n + 1, seg_idx, dtype=np.int32)),
-                        pa.array(np.r_[removed, 0].astype(np.int64), mask=np.r_[np.zeros(n, bool), True]),
-                        pa.array([None] * n + [json.dumps(figures)], pa.string())],
+                        from_numpy(np.full(n + 1, seg_idx, dtype=np.int32)),
+                        from_numpy(np.r_[removed, 0].astype(np.int64), mask=np.r_[np.zeros(n, bool), True]),
+                        from_strings([None] * n + [json.dumps(figures)])],
                         names=["seg_idx", "offset", "figures"])
     return run

@@ -28,6 +28,7 @@ from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log import segment_task
+from compaction_assets.log.arrays import from_numpy, to_numpy
 from compaction_assets.log.manifest import FileRef, Manifest, Segment, side_files
 from compaction_assets.log.reader import offset_bucket, ship_by_value
 from compaction_assets.log.records import SEGMENT_SCHEMA
@@ -111,7 +112,7 @@ def vector_plan(manifest: Manifest, decision: Decision, range_segs: list[Segment
               + sum(range_segs[i].dead for i in (*mark, *carried)))
     stale = (len(old) if old is not None else 0) - useful
     add = old is not None and len(old_files) < tuning.dead_vector_max_files and stale <= useful
-    return VectorPlan(old.to_numpy() if old is not None else None, old_files, add, side_table_name("deleted"),
+    return VectorPlan(to_numpy(old) if old is not None else None, old_files, add, side_table_name("deleted"),
                       carried)
 
 
@@ -186,9 +187,9 @@ def units_of(kept: pa.Table, units: WriteUnits) -> pa.Table:
     """The collected offsets (offset, seg_idx) of the units' segments with their unit: the label of the
     last (unit, first offset) pair at or below each offset (as `offset_bucket`)."""
     seg_idx = kept.column("seg_idx")
-    rows = kept.filter(pc.is_in(seg_idx, value_set=pa.array(units.members, seg_idx.type)))
-    unit = bucket_labels(units.starts, rows.column("offset").to_numpy())
-    return pa.table({"unit": pa.array(unit, pa.int32()), "offset": rows.column("offset")})
+    rows = kept.filter(pc.is_in(seg_idx, value_set=from_numpy(np.asarray(units.members, np.int32)).cast(seg_idx.type)))
+    unit = bucket_labels(units.starts, to_numpy(rows.column("offset")))
+    return pa.table({"unit": from_numpy(np.asarray(unit, np.int32)), "offset": rows.column("offset")})
 
 
 def _results(handle: LogHandle, results: list) -> tuple[dict[int, tuple[FileRef, int]], int]:

@@ -29,6 +29,7 @@ import pyarrow.fs as pafs
 from compaction_assets import settings
 from compaction_assets.errors import StorageError
 from compaction_assets.log.object_clients import RequestCounts, describe_error, open_clients
+from compaction_assets.log.parquet_files import read_folder, read_parquet_file
 
 OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
 
@@ -211,16 +212,23 @@ class Storage:
         return out
 
     # --- Parquet -------------------------------------------------------------------------------
-    def read_parquet(self, path: str, columns: list[str] | None = None, **options: Any):
-        """A Parquet file (or a folder of them) as an Arrow table; a missing, truncated or corrupt object
-        is a StorageError."""
-        import pyarrow.parquet as pq
-
+    def read_parquet(self, path: str, columns: list[str] | None = None, schema=None):
+        """A Parquet file, or a folder of them (a side table's parts), as an Arrow table: its `columns`,
+        as `schema` types them when given. A missing, truncated or corrupt object is a StorageError."""
         if self.local:
-            return pq.read_table(path, columns=columns, **options)
+            if os.path.isdir(path):
+                return read_folder(self, path, columns, schema)
+            return read_parquet_file(path, columns, schema)
         self.counts.get += 2   # footer and data (small files: one ranged GET each)
         try:
-            return pq.read_table(path, columns=columns, filesystem=self.fs, **options)
+            try:
+                source = self.fs.open_input_file(path)
+            except (FileNotFoundError, IsADirectoryError):   # no such object: a folder of parts, or nothing
+                return read_folder(self, path, columns, schema)
+            with source:
+                return read_parquet_file(source, columns, schema)
+        except StorageError:
+            raise
         except Exception as exc:
             raise self._fail(exc, path) from None
 
@@ -382,3 +390,4 @@ def remove_empty_dirs(top: str) -> None:
                 os.rmdir(dirpath)
             except OSError:
                 pass
+

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.log.arrays import from_numpy, to_numpy
 from compaction_assets.log.config import Strategy, TopicConfig
 
 RANK_COLUMNS = {Strategy.OFFSET: (), Strategy.TIMESTAMP: ("r_ts",), Strategy.HEADER: ("r_hv", "r_v")}
@@ -63,10 +64,18 @@ def arrow_ranks(table: pa.Table, config: TopicConfig) -> dict[str, pa.Array]:
 
 def highest_offsets(table: pa.Table) -> pa.Array:
     """Per row of `table` (key and offset columns): whether it holds its key's highest offset, the
-    offset strategy's winner. Offsets are unique, so a group-by of the keys and a hash lookup of their
-    highest offsets find those rows in place, with no sort of the records."""
-    best = table.select(["key", "offset"]).group_by("key").aggregate([("offset", "max")]).column("offset_max")
-    return pc.is_in(table.column("offset"), value_set=best)
+    offset strategy's winner. Offsets are unique, so numbering the keys (one hash pass) and each number's
+    highest offset find those rows in place, with no sort of the records (and not with Arrow's group-by,
+    whose engine imports pandas: 0.3 s of a cleaning after a few new records)."""
+    if not len(table):
+        return from_numpy(np.zeros(0, bool))
+    # each chunk numbered on its own, then all on one dictionary (no copy of the keys into one chunk)
+    numbers = pa.table({"key": pc.dictionary_encode(table.column("key"))}).unify_dictionaries().column("key")
+    key_number = np.concatenate([to_numpy(chunk.indices).astype(np.int64, copy=False) for chunk in numbers.chunks])
+    offsets = to_numpy(table.column("offset"))
+    best = np.full(len(numbers.chunk(0).dictionary), np.iinfo(np.int64).min)
+    np.maximum.at(best, key_number, offsets)
+    return from_numpy(offsets == best[key_number])
 
 
 def losers_to_tombstones(index: pa.Table, records: pa.Table, config: TopicConfig) -> list[tuple[int, int, int]]:

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log import segment_task
+from compaction_assets.log import arrays, segment_task
+from compaction_assets.log.arrays import from_numpy, to_numpy
 from compaction_assets.log.manifest import Manifest, Segment, side_files
 from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.log.segment_stats import read_segment
@@ -35,7 +36,7 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
     parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
              for name in side_files(manifest.deleted)]
     offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
-    return pa.array(np.sort(offsets.to_numpy()), pa.int64())
+    return from_numpy(np.sort(to_numpy(offsets)).astype(np.int64, copy=False))
 
 
 
@@ -180,11 +181,11 @@ def _sql_string(text: str) -> str:
 
 
 def ship_by_value(*modules) -> None:
-    """Send segment_task and `modules` to Spark's Python workers with the functions that use them (by
+    """Send segment_task (with arrays, which it uses) and `modules` to Spark's Python workers with the functions that use them (by
     value: a worker needs nothing of the project installed, only pyarrow and numpy)."""
     from pyspark import cloudpickle
 
-    for module in (segment_task, *modules):
+    for module in (arrays, segment_task, *modules):
         cloudpickle.register_pickle_by_value(module)
 
 

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import CorruptLogError
+from compaction_assets.log.arrays import from_numpy, scalar, to_numpy
 from compaction_assets.log.manifest import FileRef, Segment, merge_horizons, new_id
 from compaction_assets.log.records import SEGMENT_SCHEMA, sizes_array
 from compaction_assets.log.segment_task import visible_mask
@@ -17,7 +18,7 @@ def chunk_stats(table: pa.Table) -> dict:
     if n == 0:
         return dict(records=0, size=0, min_ts=None, max_ts=None, first_ts=None, min_pos_ts=None,
                     tombstones=0, horizons=())
-    ts = table.column("timestamp").to_numpy()
+    ts = to_numpy(table.column("timestamp"))
     pos = ts[ts > 0]
     tomb_mask = pc.is_null(table.column("value"))
     tombstones = int(pc.sum(tomb_mask).as_py() or 0)
@@ -82,7 +83,7 @@ def read_file(handle, ref: FileRef, min_offset: int | None = None, dead: pa.Arra
     table = _visible(table, min_offset, dead)
     if ref.stamp is not None and len(table) and "delete_horizon" in schema.names:
         hz = table.column("delete_horizon")
-        fill = pc.if_else(table.column("is_tombstone"), pa.scalar(ref.stamp, pa.int64()), pa.scalar(None, pa.int64()))
+        fill = pc.if_else(table.column("is_tombstone"), scalar(ref.stamp), scalar(None))
         table = table.set_column(table.schema.get_field_index("delete_horizon"), "delete_horizon",
                                  pc.coalesce(hz, fill))
     return table
@@ -94,8 +95,8 @@ def _visible(table: pa.Table, min_offset: int | None, dead: pa.Array | None) -> 
     were copied twice more than they needed to be, and first-touched memory is slow on small machines)."""
     if not len(table) or (min_offset is None and (dead is None or not len(dead))):
         return table
-    visible = visible_mask(table.column("offset").to_numpy(), min_offset, None if dead is None else dead.to_numpy())
-    return table if visible.all() else table.filter(pa.array(visible))
+    visible = visible_mask(to_numpy(table.column("offset")), min_offset, None if dead is None else to_numpy(dead))
+    return table if visible.all() else table.filter(from_numpy(visible))
 
 
 def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:

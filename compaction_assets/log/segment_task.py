@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
+
 BATCH_ROWS = 65_536
 # a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
 DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
@@ -106,8 +108,7 @@ def file_reader(tasks: list[list[tuple[str, int | None]]], fs_spec, schema, min_
                             continue
                         if stamp is not None:
                             horizon = pc.if_else(table.column("is_tombstone"),
-                                                 pc.coalesce(table.column("delete_horizon"),
-                                                             pa.scalar(stamp, pa.int64())),
+                                                 pc.coalesce(table.column("delete_horizon"), scalar(stamp)),
                                                  table.column("delete_horizon"))
                             table = table.set_column(horizon_at, schema.field("delete_horizon"), horizon)
                         yield from table.to_batches()
@@ -200,15 +201,15 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
             pf = pq.ParquetFile(fs.open_input_file(path))
             for batch in pf.iter_batches(batch_size=batch_rows):
                 table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-                offsets = table.column("offset").to_numpy()
+                offsets = to_numpy(table.column("offset"))
                 listed = in_sorted(offsets, keep)
                 kept = ~listed & ~in_sorted(offsets, dead) if drop else listed
-                table = table.filter(pa.array(kept & (offsets >= spec.min_offset)))
+                table = table.filter(from_numpy(kept & (offsets >= spec.min_offset)))
                 if not len(table):
                     continue
                 fill = spec.horizon if stamp is None else stamp
                 tomb = pc.is_null(table.column("value"))
-                horizon = pc.if_else(tomb, pc.coalesce(table.column("delete_horizon"), pa.scalar(fill, pa.int64())),
+                horizon = pc.if_else(tomb, pc.coalesce(table.column("delete_horizon"), scalar(fill)),
                                      table.column("delete_horizon"))
                 table = table.set_column(schema.get_field_index("delete_horizon"), schema.field("delete_horizon"),
                                          horizon)
@@ -230,13 +231,13 @@ def dead_of(spec: MarkSpec, keep, fs):
         removed = keep if spec.known_dead is None else keep[~in_sorted(keep, spec.known_dead)]
         if spec.carry is not None:
             removed = np.union1d(removed, spec.carry)
-        return pa.array(removed.astype(np.int64, copy=False), pa.int64())
+        return from_numpy(removed.astype(np.int64, copy=False))
     parts = []
     for path in spec.files:
         offsets = pq.ParquetFile(fs.open_input_file(path)).read(columns=["offset"]).column("offset")
-        offsets = offsets.to_numpy().astype(np.int64, copy=False)
+        offsets = to_numpy(offsets).astype(np.int64, copy=False)
         parts.append(offsets[~in_sorted(offsets, keep) & visible_mask(offsets, spec.min_offset, spec.known_dead)])
-    return pa.array(np.concatenate(parts) if parts else np.zeros(0, np.int64), pa.int64())
+    return from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
 def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
@@ -262,7 +263,7 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
         out, dead = [], []
         # the offsets grouped by unit with one sort, ascending inside each unit (the membership tests
         # search them), not a pass over all rows for every unit
-        units, offsets = rows.column("unit").to_numpy(), rows.column("offset").to_numpy().astype(np.int64)
+        units, offsets = to_numpy(rows.column("unit")), to_numpy(rows.column("offset")).astype(np.int64)
         order = np.lexsort((offsets, units))
         units, offsets = units[order], offsets[order]
         firsts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
@@ -283,7 +284,9 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
                 out.append({"kind": DEAD, "unit": -1, "path": path, "records": len(offsets),
                             "bytes": int(fs.get_file_info(path).size or 0)})
         if out:
-            yield pa.RecordBatch.from_pylist(out, schema=pa.schema([
-                ("kind", pa.string()), ("unit", pa.int32()), ("path", pa.string()), ("records", pa.int64()),
-                ("bytes", pa.int64())]))
+            yield pa.RecordBatch.from_arrays([
+                from_strings([o["kind"] for o in out]), from_numpy(np.array([o["unit"] for o in out], np.int32)),
+                from_strings([o["path"] for o in out]), from_numpy(np.array([o["records"] for o in out], np.int64)),
+                from_numpy(np.array([o["bytes"] for o in out], np.int64))],
+                names=["kind", "unit", "path", "records", "bytes"])
     return run

@@ -132,6 +132,12 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
     tmp, store, topics, tf = env
     h = make_log(store, "orders-1", tf.config_for("orders"))
     before = latest(h)
+    # The cleaner is held inside its lock, whatever its speed: a segment file is a named pipe that nobody
+    # writes, so its read blocks (a cleaning of 50 records takes less than the wait's polling interval).
+    segment_file = Path(h.path(h.manifest().segments[0].files[0].name))
+    kept_aside = segment_file.with_name(segment_file.name + ".aside")
+    segment_file.rename(kept_aside)
+    os.mkfifo(segment_file)
     proc = run_cli("--store", store.location, "--topics", topics, "clean", "orders-1", "--force",
                    env={"COMPACTION_LOCK_TTL_SECONDS": "3"})
     try:
@@ -142,6 +148,8 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
             time.sleep(0.02)
     finally:
         kill_group(proc)                                           # SIGKILL: the lease stays behind
+        segment_file.unlink()
+        kept_aside.rename(segment_file)
     holder = h.lock_holder("clean")
     assert holder.pid == proc.pid
     args = ("--store", store.location, "--topics", topics, "clean", "orders-1", "--force")
