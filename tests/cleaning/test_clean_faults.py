@@ -101,13 +101,27 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
     before = check_layout(h, h.manifest())
     state = latest(h)
     args = ("--store", store.location, "--topics", topics, "--now", str(NOW), "clean", "orders-0")
-    # both take the lease before starting Spark; the winner renews its 10 s lease while its JVM starts
+    # The winner is held under its lease until the other has been refused, whatever its speed (a cleaning
+    # of 50 records ends in milliseconds): the append lease's file, which only a holder of the cleaning
+    # lease reads (its garbage collection keeps what an append in flight wrote), is a named pipe that
+    # nobody writes until then; it then reads no append lease there.
+    append_lease = Path(h.path("_locks/append.lock"))
+    append_lease.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(append_lease)
     procs = [run_cli(*args, env={"COMPACTION_LOCK_TTL_SECONDS": "10"}) for _ in range(2)]
     try:
+        deadline = time.monotonic() + 120
+        while h.lock_holder("clean") is None or all(p.poll() is None for p in procs):
+            assert time.monotonic() < deadline, ("no cleaner held the lease, or none was refused",
+                                                 [p.poll() for p in procs])
+            time.sleep(0.02)
+        with open(append_lease, "wb"):   # the held reader has it open: this returns at once, and closing
+            append_lease.unlink()        # it gives that reader an empty file (no lease)
         results = [(p, *p.communicate(timeout=300)) for p in procs]
     finally:
         for p in procs:
             kill_group(p)
+        append_lease.unlink(missing_ok=True)
     winners = [r for r in results if r[0].returncode == 0]
     losers = [r for r in results if r[0].returncode != 0]
     assert len(winners) == 1 and len(losers) == 1, [(p.returncode, e[-500:]) for p, _, e in results]
