@@ -12,7 +12,8 @@ group-by that found them (`decision_runner`, Spark's Python workers): only the f
 offsets (8 bytes each) come back, in the one job that groups, instead of a cache of every winner and a
 second job for the offsets (50M distinct keys on one server: the decision 267 s cached, 150-154 s in its
 tasks).
-This module imports only pyarrow, numpy and log/segment_task.py: it is shipped to executors by value.
+This module imports only pyarrow, numpy, log/segment_task.py and log/arrays.py: it is shipped to executors by
+value.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from the same read. The new records' own winners come from the usual Spark group
 
 Like the write (log/segment_task.py), the probe is one function run either in Python workers (a Spark job
 over tasks of segments) or in threads of this process (a local master, or little to read). It imports
-only pyarrow, numpy and `log/segment_task.py`, so it is shipped to executors by value.
+only pyarrow, numpy, `log/segment_task.py` and `log/arrays.py`, so it is shipped to executors by value.
 """
 
 from __future__ import annotations

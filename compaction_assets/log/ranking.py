@@ -69,11 +69,15 @@ def highest_offsets(table: pa.Table) -> pa.Array:
     whose engine imports pandas: 0.3 s of a cleaning after a few new records)."""
     if not len(table):
         return from_numpy(np.zeros(0, bool))
-    # each chunk numbered on its own, then all on one dictionary (no copy of the keys into one chunk)
-    numbers = pa.table({"key": pc.dictionary_encode(table.column("key"))}).unify_dictionaries().column("key")
-    key_number = np.concatenate([to_numpy(chunk.indices).astype(np.int64, copy=False) for chunk in numbers.chunks])
+    # the keys in one chunk first, then numbered once: numbering chunks apart and unifying their
+    # dictionaries afterwards took 7.4 s for 4M rows of 2M keys in 40 chunks, against 0.9 s
+    keys = table.column("key")
+    if keys.nbytes >= 2**31:   # past 32-bit value offsets: one chunk needs 64-bit ones
+        keys = keys.cast(pa.large_binary())
+    numbers = pc.dictionary_encode(keys.combine_chunks())
+    key_number = to_numpy(numbers.indices).astype(np.int64, copy=False)
     offsets = to_numpy(table.column("offset"))
-    best = np.full(len(numbers.chunk(0).dictionary), np.iinfo(np.int64).min)
+    best = np.full(len(numbers.dictionary), np.iinfo(np.int64).min)
     np.maximum.at(best, key_number, offsets)
     return from_numpy(offsets == best[key_number])
 

@@ -3,7 +3,8 @@
 Spark reads local segment files natively, but an object store needs Hadoop's connector for it (`s3a`,
 `gs`, `abfs`), which not every deployment has. These tasks read the files with pyarrow instead, each
 worker opening the store from its own environment (the same variables as the driver). This module
-imports only pyarrow: it is shipped to executors by value and needs nothing of the project there.
+imports only pyarrow and `log/arrays.py`: both are shipped to executors by value and need nothing of the
+project there.
 
 A cleaning's write (`apply_runner`, below) runs here too: what a segment keeps is the cleaning's
 decision, which arrives as offsets; these tasks only read, filter and write the log's files. The
