@@ -91,12 +91,14 @@ def arrow_figures(table: pa.Table) -> list[dict]:
     by_offset = np.argsort(offset)
     at_first = by_offset[np.minimum(np.searchsorted(offset, first_offset, sorter=by_offset), len(offset) - 1)]
     columns = {
-        "kept": kept.tolist(), "kept_bytes": _or_none(total(keep, size), kept), "min_ts": _or_none(least(keep, ts), kept),
+        "kept": kept.tolist(), "kept_bytes": _or_none(total(keep, size), kept),
+        "min_ts": _or_none(least(keep, ts), kept),
         "max_ts": _or_none(most(keep, ts), kept), "first_offset": _or_none(first_offset, kept),
         "min_pos_ts": _or_none(least(positive, ts), count(positive)), "tombstones": kept_tombs.tolist(),
         "stamped": count(stamped).tolist(), "removed_tomb": removed_count.tolist(),
         "removed_bytes": _or_none(total(removed, size), removed_count),
-        "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs), "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
+        "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs),
+        "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
         "first_ts": _or_none(ts[at_first], kept)}
     rows = []
     for g, at in enumerate(starts.tolist()):

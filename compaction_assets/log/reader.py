@@ -181,8 +181,9 @@ def _sql_string(text: str) -> str:
 
 
 def ship_by_value(*modules) -> None:
-    """Send segment_task (with arrays, which it uses) and `modules` to Spark's Python workers with the functions that use them (by
-    value: a worker needs nothing of the project installed, only pyarrow and numpy)."""
+    """Send segment_task (with arrays, which it uses) and `modules` to Spark's Python workers with the
+    functions that use them (by value: a worker needs nothing of the project installed, only pyarrow and
+    numpy)."""
     from pyspark import cloudpickle
 
     for module in (arrays, segment_task, *modules):
