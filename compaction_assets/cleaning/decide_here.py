@@ -20,6 +20,7 @@ import pyarrow as pa
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
+from compaction_assets.log.arrays import from_numpy
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.records import SEGMENT_SCHEMA
@@ -101,7 +102,7 @@ def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
     bucket = key_hash(table.column("key")) % np.uint64(buckets)
     order = np.argsort(bucket, kind="stable")
     counts = np.bincount(bucket.astype(np.int64), minlength=buckets)
-    ordered = table.take(pa.array(order))
+    ordered = table.take(from_numpy(order))
     ends = np.cumsum(counts)
     return [ordered.slice(int(end - count), int(count)) for end, count in zip(ends, counts)]
 

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.lazy_session import LazySession
+from compaction_assets.log.arrays import from_numpy, to_numpy
 from compaction_assets.spark import local_master_cores
 
 # results up to this size skip asking the session for its limit (a request to a Connect server for
@@ -127,9 +128,9 @@ def thread_shares(table: pa.Table, unit_rows: dict[int, int], threads: int) -> l
     groups = spread(list(unit_rows), list(unit_rows.values()), max(1, min(threads, len(unit_rows))))
     if len(groups) == 1:
         return [table]
-    units = table.column("unit").to_numpy()
+    units = to_numpy(table.column("unit"))
     # as in Spark, a task sees only the units that have kept offsets (a share without any is empty)
-    parts = [part for part in (table.filter(pa.array(np.isin(units, np.array(g, dtype=units.dtype))))
+    parts = [part for part in (table.filter(from_numpy(np.isin(units, np.array(g, dtype=units.dtype))))
                                for g in groups) if len(part)]
     return parts or [table]
 
