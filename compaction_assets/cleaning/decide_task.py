@@ -87,9 +87,13 @@ def arrow_figures(table: pa.Table) -> list[dict]:
     positive = keep & (ts > 0)
     kept, kept_tombs, removed_count = count(keep), count(kept_tomb), count(removed)
     first_offset = least(keep, offset)
-    # a group's first kept timestamp: the row of its lowest kept offset (offsets are unique)
-    by_offset = np.argsort(offset)
-    at_first = by_offset[np.minimum(np.searchsorted(offset, first_offset, sorter=by_offset), len(offset) - 1)]
+    # a group's first kept timestamp: its kept row at its lowest kept offset (offsets are unique), found
+    # through each row's group, with no second sort
+    group = np.empty(len(order), np.int64)
+    group[order] = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
+    first_rows = np.flatnonzero(keep & (offset == first_offset[group]))
+    first_ts = np.zeros(len(starts), np.int64)
+    first_ts[group[first_rows]] = ts[first_rows]
     columns = {
         "kept": kept.tolist(), "kept_bytes": _or_none(total(keep, size), kept),
         "min_ts": _or_none(least(keep, ts), kept),
@@ -99,7 +103,7 @@ def arrow_figures(table: pa.Table) -> list[dict]:
         "removed_bytes": _or_none(total(removed, size), removed_count),
         "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs),
         "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
-        "first_ts": _or_none(ts[at_first], kept)}
+        "first_ts": _or_none(first_ts, kept)}
     rows = []
     for g, at in enumerate(starts.tolist()):
         row = {"seg_idx": int(seg_idx[at]), "hkey": int(horizon[at]) if has_horizon[at] else None}

@@ -71,7 +71,7 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
     for spec in specs:
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
-            offsets = _numpy(table.column("offset").chunks)
+            offsets = to_numpy(table.column("offset"))
             seen = visible_mask(offsets, spec.min_offset, spec.dead)
             tomb = table.column("is_tombstone")
             horizon = table.column("delete_horizon")

@@ -390,4 +390,3 @@ def remove_empty_dirs(top: str) -> None:
                 os.rmdir(dirpath)
             except OSError:
                 pass
-

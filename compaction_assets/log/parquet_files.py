@@ -20,20 +20,15 @@ def read_parquet_file(source, columns: list[str] | None = None, schema=None) -> 
 
 
 def read_folder(storage, path: str, columns: list[str] | None, schema) -> Any:
-    """The Parquet files of a folder of `storage` (fs.Storage) as one table, in name order. Names that start
-    with "." or "_" are a writer's markers and checksums, not data. An empty or missing folder goes to
-    pyarrow's dataset reader, which says what it says about those."""
+    """The Parquet files of a folder of `storage` (fs.Storage) as one table, in name order, each read as
+    `storage.read_parquet` reads a file. Names that start with "." or "_" are a writer's markers and
+    checksums, not data. An empty or missing folder goes to pyarrow's dataset reader, which says what it
+    says about those."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     names = [n for n in storage.list_dir(path) if not n.startswith((".", "_"))]
     if not names:
         return pq.read_table(path, columns=columns, schema=schema, filesystem=None if storage.local else storage.fs)
-    if storage.local:
-        parts = [read_parquet_file(f"{path}/{n}", columns, schema) for n in names]
-    else:
-        parts = []
-        for n in names:
-            with storage.fs.open_input_file(f"{path}/{n}") as source:
-                parts.append(read_parquet_file(source, columns, schema))
+    parts = [storage.read_parquet(f"{path}/{n}", columns, schema) for n in names]
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
