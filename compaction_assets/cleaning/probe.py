@@ -59,7 +59,7 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
              for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
     runner = probe_task.probe_runner(tasks, touched if threads else touched(), now, new_horizon, open_fs,
-                                     tuning.probe_batch_rows)
+                                     tuning.probe_batch_rows, tuning.probe_key_bytes)
     if threads:
         def run(task: int) -> list:
             return list(runner(iter([pa.record_batch([from_numpy(np.array([task], np.int64))], names=["id"])])))

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
 from compaction_assets.log.segment_task import visible_mask
 
-COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "record_size", "delete_horizon")
+COLUMNS = ("offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")   # the key read apart
 INT64_MAX, INT64_MIN = 2**63 - 1, -2**63
 NUMERIC = ("offset", "ts", "size", "tomb", "horizon", "has_horizon")   # a batch's columns besides the key
 RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
@@ -39,36 +39,71 @@ class ProbeSpec:
     rows: int = 0                       # rows of its files (the vector's included): what a batch holds
 
 
-def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs,
-                   batch_rows: int) -> list[tuple[int, Any, dict]]:
+def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs, batch_rows: int,
+                   key_bytes: int) -> list[tuple[int, Any, dict]]:
     """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
     keeps). `touched` is the keys of the newer records (a pyarrow array), or a function that gives them,
-    called once the first batch is read (so the read overlaps whatever produces the keys). Segments are
-    read in batches of about `batch_rows` rows, so memory stays bounded whatever the section's size."""
-    out, batch, rows = [], [], 0
+    called once the first keys are read (so the read overlaps whatever produces the keys). The segments'
+    keys are read and tested about `key_bytes` at a time, their other columns `batch_rows` rows at a time,
+    so memory stays bounded whatever the section's size."""
+    out, group, held = [], [], 0
     for spec in specs:
-        batch.append(spec)
+        keys = _keys_of(spec, fs)
+        group.append((spec, keys))
+        held += keys.nbytes
+        if held >= key_bytes:
+            touched = touched() if callable(touched) else touched
+            out += _probe_group(group, touched, now, new_horizon, fs, batch_rows)
+            group, held = [], 0
+    if group:
+        touched = touched() if callable(touched) else touched
+        out += _probe_group(group, touched, now, new_horizon, fs, batch_rows)
+    return out
+
+
+def _keys_of(spec: ProbeSpec, fs):
+    """The keys of a segment's files, in their order (a chunked binary array)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    chunks = []
+    for path, _stamp in spec.files:
+        chunks += pq.ParquetFile(fs.open_input_file(path)).read(columns=["key"]).column("key").cast(pa.binary()).chunks
+    return pa.chunked_array(chunks, pa.binary())
+
+
+def _probe_group(group: list, touched, now: int, new_horizon: int, fs, batch_rows: int) -> list:
+    """`probe_segments` for segments whose keys were read together: one membership test covers them all
+    (Arrow builds the test's hash set on every call, 73 ms for 480k keys here, as long as it takes to
+    look up a million rows: a test a batch made its cost grow with the section times the new keys)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = pa.chunked_array([chunk for _spec, part in group for chunk in part.chunks], pa.binary())
+    superseded = to_numpy(pc.is_in(keys, value_set=touched))
+    out, batch, rows, start = [], [], 0, 0
+    for spec, part in group:
+        batch.append((spec, superseded[start:start + len(part)]))
+        start += len(part)
         rows += spec.rows
         if rows >= batch_rows:
-            out += _probe_batch(batch, touched, now, new_horizon, fs)
+            out += _probe_batch(batch, now, new_horizon, fs)
             batch, rows = [], 0
-    return out + (_probe_batch(batch, touched, now, new_horizon, fs) if batch else [])
+    return out + (_probe_batch(batch, now, new_horizon, fs) if batch else [])
 
 
-def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
-    """`probe_segments` for segments read together: one membership test covers them all (Arrow builds
-    the test's hash set on every call).
+def _probe_batch(batch: list, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
+    """`probe_segments` for segments read together, each with its rows' membership in the new keys.
 
     Records below the log start or in the deletion vector are masked, not filtered out, and each column
     is copied once, from its file's chunks into the batch's array: a filter copies every column, and
     memory touched for the first time is what a probe of millions of rows spends most on."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    keys, chunks, visible, ends, rows = [], {name: [] for name in NUMERIC}, [], [], 0
-    for spec in specs:
+    chunks, visible, superseded, ends, rows = {name: [] for name in NUMERIC}, [], [], [], 0
+    for spec, touched_rows in batch:
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
             offsets = to_numpy(table.column("offset"))
@@ -77,7 +112,6 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
             horizon = table.column("delete_horizon")
             if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none
                 horizon = pc.coalesce(horizon, pc.if_else(tomb, scalar(stamp), scalar(None)))
-            keys.extend(table.column("key").cast(pa.binary()).chunks)
             chunks["offset"].append(offsets)
             for name, column in (("ts", table.column("timestamp")), ("size", table.column("record_size")),
                                  ("tomb", tomb), ("horizon", pc.fill_null(horizon, scalar(-1))),
@@ -85,18 +119,19 @@ def _probe_batch(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs
                 chunks[name].extend(column.chunks)
             visible.append(seen)
             rows += len(table)
+        superseded.append(touched_rows)
+        if rows != sum(len(part) for part in superseded):
+            raise ValueError(f"segment {spec.seg_idx}: its files changed while it was probed")
         ends.append(rows)   # a segment's rows follow the previous one's
     if not rows:
-        return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec in specs]
+        return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec, _ in batch]
     columns = {name: _numpy(parts) for name, parts in chunks.items()}
     columns["visible"] = np.concatenate(visible)
-    touched = touched() if callable(touched) else touched
-    superseded = to_numpy(pc.is_in(pa.chunked_array(keys, pa.binary()), value_set=touched))
-    superseded &= columns["visible"]
+    superseded = np.concatenate(superseded) & columns["visible"]
     expired = columns["visible"] & columns["tomb"] & columns["has_horizon"] & (columns["horizon"] <= now)
     columns.update(removed=superseded | expired, expired=expired & ~superseded)
     out = []
-    for spec, start, end in zip(specs, [0, *ends[:-1]], ends):
+    for (spec, _), start, end in zip(batch, [0, *ends[:-1]], ends):
         part = {name: values[start:end] for name, values in columns.items()}
         out.append((spec.seg_idx, np.sort(part["offset"][part["removed"]]), figures_of(part, new_horizon)))
     return out
@@ -146,7 +181,7 @@ def figures_of(part: dict | None, new_horizon: int | None) -> dict:
 
 
 def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any],
-                 batch_rows: int):
+                 batch_rows: int, key_bytes: int):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
     tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
     figures (JSON, offset null) per segment. `touched` as `probe_segments` takes it (an array when the
@@ -158,7 +193,8 @@ def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: i
         fs = open_fs()
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs, batch_rows):
+                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs, batch_rows,
+                                                                           key_bytes):
                     n = len(removed)
                     yield pa.RecordBatch.from_arrays([
                         from_numpy(np.full(n + 1, seg_idx, dtype=np.int32)),
