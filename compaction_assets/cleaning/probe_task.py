@@ -104,6 +104,7 @@ def _probe_batch(batch: list, now: int, new_horizon: int, fs) -> list[tuple[int,
 
     chunks, visible, superseded, ends, rows = {name: [] for name in NUMERIC}, [], [], [], 0
     for spec, touched_rows in batch:
+        start = rows
         for path, stamp in spec.files:
             table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
             offsets = to_numpy(table.column("offset"))
@@ -119,9 +120,9 @@ def _probe_batch(batch: list, now: int, new_horizon: int, fs) -> list[tuple[int,
                 chunks[name].extend(column.chunks)
             visible.append(seen)
             rows += len(table)
-        superseded.append(touched_rows)
-        if rows != sum(len(part) for part in superseded):
+        if rows - start != len(touched_rows):   # its keys were read apart, from the same files
             raise ValueError(f"segment {spec.seg_idx}: its files changed while it was probed")
+        superseded.append(touched_rows)
         ends.append(rows)   # a segment's rows follow the previous one's
     if not rows:
         return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec, _ in batch]
@@ -193,8 +194,8 @@ def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: i
         fs = open_fs()
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs, batch_rows,
-                                                                           key_bytes):
+                for seg_idx, removed, figures in probe_segments(tasks[task], touched, now, new_horizon, fs,
+                                                                batch_rows, key_bytes):
                     n = len(removed)
                     yield pa.RecordBatch.from_arrays([
                         from_numpy(np.full(n + 1, seg_idx, dtype=np.int32)),

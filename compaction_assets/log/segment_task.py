@@ -194,7 +194,7 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    written, pending = 0, []
+    written, pending, pending_rows = 0, [], 0
     dead = spec.dead if spec.dead is not None else np.zeros(0, np.int64)
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, compression="snappy") as writer:
         for n, (path, stamp) in enumerate(spec.files):
@@ -215,12 +215,13 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
                 table = table.set_column(schema.get_field_index("delete_horizon"), schema.field("delete_horizon"),
                                          horizon)
                 pending.append(table)
+                pending_rows += len(table)
                 written += len(table)
                 # kept rows are gathered into row groups of at least a read batch: a batch's survivors
                 # can be a handful of rows, and a file of hundreds of tiny row groups reads 3 times slower
-                if sum(len(t) for t in pending) >= batch_rows:
+                if pending_rows >= batch_rows:
                     writer.write_table(pa.concat_tables(pending))
-                    pending = []
+                    pending, pending_rows = [], 0
         if pending:
             writer.write_table(pa.concat_tables(pending))
     size = fs.get_file_info(spec.out).size
