@@ -46,67 +46,69 @@ def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, 
     called once the first keys are read (so the read overlaps whatever produces the keys). The segments'
     keys are read and tested about `key_bytes` at a time, their other columns `batch_rows` rows at a time,
     so memory stays bounded whatever the section's size."""
-    out, group, held = [], [], 0
-    for spec in specs:
-        keys = _keys_of(spec, fs)
-        group.append((spec, keys))
-        held += keys.nbytes
-        if held >= key_bytes:
-            touched = touched() if callable(touched) else touched
-            out += _probe_group(group, touched, now, new_horizon, fs, batch_rows)
-            group, held = [], 0
-    if group:
+    out = []
+    for group in _runs((_opened(spec, fs) for spec in specs), lambda item: item[2].nbytes, key_bytes):
         touched = touched() if callable(touched) else touched
-        out += _probe_group(group, touched, now, new_horizon, fs, batch_rows)
+        out += _probe_group(group, touched, now, new_horizon, batch_rows)
     return out
 
 
-def _keys_of(spec: ProbeSpec, fs):
-    """The keys of a segment's files, in their order (a chunked binary array)."""
+def _runs(items, size: Callable[[Any], int], limit: int):
+    """`items` in consecutive runs, each closed once the sizes of its items reach `limit`."""
+    run, total = [], 0
+    for item in items:
+        run.append(item)
+        total += size(item)
+        if total >= limit:
+            yield run
+            run, total = [], 0
+    if run:
+        yield run
+
+
+def _opened(spec: ProbeSpec, fs) -> tuple:
+    """(spec, its files opened once, in order, as ParquetFile, their keys as one chunked binary array)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    chunks = []
-    for path, _stamp in spec.files:
-        chunks += pq.ParquetFile(fs.open_input_file(path)).read(columns=["key"]).column("key").cast(pa.binary()).chunks
-    return pa.chunked_array(chunks, pa.binary())
+    files = [pq.ParquetFile(fs.open_input_file(path)) for path, _stamp in spec.files]
+    chunks = [chunk for file in files for chunk in file.read(columns=["key"]).column("key").cast(pa.binary()).chunks]
+    return spec, files, pa.chunked_array(chunks, pa.binary())
 
 
-def _probe_group(group: list, touched, now: int, new_horizon: int, fs, batch_rows: int) -> list:
+def _probe_group(group: list, touched, now: int, new_horizon: int, batch_rows: int) -> list:
     """`probe_segments` for segments whose keys were read together: one membership test covers them all
     (Arrow builds the test's hash set on every call, 73 ms for 480k keys here, as long as it takes to
     look up a million rows: a test a batch made its cost grow with the section times the new keys)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    keys = pa.chunked_array([chunk for _spec, part in group for chunk in part.chunks], pa.binary())
+    keys = pa.chunked_array([chunk for _spec, _files, part in group for chunk in part.chunks], pa.binary())
     superseded = to_numpy(pc.is_in(keys, value_set=touched))
-    out, batch, rows, start = [], [], 0, 0
-    for spec, part in group:
-        batch.append((spec, superseded[start:start + len(part)]))
-        start += len(part)
-        rows += spec.rows
-        if rows >= batch_rows:
-            out += _probe_batch(batch, now, new_horizon, fs)
-            batch, rows = [], 0
-    return out + (_probe_batch(batch, now, new_horizon, fs) if batch else [])
+    ends = np.cumsum([len(part) for _spec, _files, part in group])
+    members = [(spec, files, superseded[end - len(part):end]) for (spec, files, part), end in zip(group, ends)]
+    out = []
+    for batch in _runs(members, lambda item: item[0].rows, batch_rows):
+        out += _probe_batch(batch, now, new_horizon)
+    return out
 
 
-def _probe_batch(batch: list, now: int, new_horizon: int, fs) -> list[tuple[int, Any, dict]]:
-    """`probe_segments` for segments read together, each with its rows' membership in the new keys.
+def _probe_batch(batch: list, now: int, new_horizon: int) -> list[tuple[int, Any, dict]]:
+    """`probe_segments` for segments read together: (spec, its opened files, its rows' membership in the
+    new keys) each.
 
     Records below the log start or in the deletion vector are masked, not filtered out, and each column
     is copied once, from its file's chunks into the batch's array: a filter copies every column, and
     memory touched for the first time is what a probe of millions of rows spends most on."""
     import numpy as np
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     chunks, visible, superseded, ends, rows = {name: [] for name in NUMERIC}, [], [], [], 0
-    for spec, touched_rows in batch:
+    for spec, files, touched_rows in batch:
         start = rows
-        for path, stamp in spec.files:
-            table = pq.ParquetFile(fs.open_input_file(path)).read(columns=list(COLUMNS))
+        for (_path, stamp), file in zip(spec.files, files):
+            table = file.read(columns=list(COLUMNS))
             offsets = to_numpy(table.column("offset"))
             seen = visible_mask(offsets, spec.min_offset, spec.dead)
             tomb = table.column("is_tombstone")
@@ -121,18 +123,18 @@ def _probe_batch(batch: list, now: int, new_horizon: int, fs) -> list[tuple[int,
             visible.append(seen)
             rows += len(table)
         if rows - start != len(touched_rows):   # its keys were read apart, from the same files
-            raise ValueError(f"segment {spec.seg_idx}: its files changed while it was probed")
+            raise ValueError(f"segment {spec.seg_idx}: its keys and its other columns differ in length")
         superseded.append(touched_rows)
         ends.append(rows)   # a segment's rows follow the previous one's
     if not rows:
-        return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec, _ in batch]
+        return [(spec.seg_idx, np.zeros(0, np.int64), figures_of(None, new_horizon)) for spec, _, _ in batch]
     columns = {name: _numpy(parts) for name, parts in chunks.items()}
     columns["visible"] = np.concatenate(visible)
     superseded = np.concatenate(superseded) & columns["visible"]
     expired = columns["visible"] & columns["tomb"] & columns["has_horizon"] & (columns["horizon"] <= now)
     columns.update(removed=superseded | expired, expired=expired & ~superseded)
     out = []
-    for (spec, _), start, end in zip(batch, [0, *ends[:-1]], ends):
+    for (spec, _, _), start, end in zip(batch, [0, *ends[:-1]], ends):
         part = {name: values[start:end] for name, values in columns.items()}
         out.append((spec.seg_idx, np.sort(part["offset"][part["removed"]]), figures_of(part, new_horizon)))
     return out
