@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python -m bench.sweep [--cases 5000000 20000000 50000000 50000000/50000000]
                                                  [--mode both] [--steps C A D latest_state] [--json FILE]
-                                                 [--keep --workdir DIR]
+                                                 [--keep --workdir DIR] [--repeat N]
 
 A case is RECORDS[/KEYS[/FILES]]: KEYS defaults to RECORDS / 10 (10 records a key), FILES (segment
 files of the fresh log) to one per 500,000 records and at least 20 (5M: 20 files, 20M: 40, as issue 32's
@@ -11,10 +11,13 @@ bench/modes.py measures them (every step its own process, timed from outside; wa
 server for the case), and its work folder is removed before the next case (50M records of 100 bytes is
 about 6 GB a copy), unless --keep: then each case's log stays under --workdir and a later run reuses it
 (the modes or steps of a 50M case run apart, on the same files). Each step's peak resident memory is
-recorded: the step's process (the driver's Python side), its local JVM (cold) or the Connect server (warm). Steps: C (Spark copies the files), A (forced cleaning of the fresh log), D (1% new
-records, then a forced cleaning), the latest state; E (DuckDB) with `--steps ... E`. Each step's growth is
-its time over the previous case's, beside the data's growth (records); the cleaning's route (decision
-collected, probed or cached; only the touched keys grouped; write threads) is printed with A and D.
+recorded: the step's process (the driver's Python side), its local JVM (cold) or the Connect server
+(warm). Steps: C (Spark copies the files), A (forced cleaning of the fresh log), D (1% new records, then a
+forced cleaning), the latest state; E (DuckDB) with `--steps ... E`. `--repeat N` runs a mode's steps N
+times in turn and reports each step's median run (every run's wall time kept beside it). Each step's
+growth is its time over the previous case's, beside the data's growth (records); the cleaning's route
+(decision collected, probed or cached; only the touched keys grouped; write threads) is printed with A
+and D.
 """
 
 from __future__ import annotations
@@ -60,8 +63,9 @@ def parse_case(text: str) -> Case:
 
 
 def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: int, steps: list[str],
-                 value_bytes: int) -> dict:
-    """The case's steps in one mode (warm: a Connect server started for them), as bench/modes.py runs them."""
+                 value_bytes: int, repeat: int = 1) -> dict:
+    """The case's steps in one mode (warm: a Connect server started for them), as bench/modes.py runs them,
+    `repeat` times in turn: each step's median run is its figure, every run's wall time beside it."""
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     server = None
@@ -72,6 +76,7 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
                                              env={**env, **server}, capture_output=True, text=True,
                                              check=True).stdout.strip()
     res: dict = {}
+    runs: dict[str, list[dict]] = {}
 
     def fresh(name: str) -> str:
         dst = os.path.join(work, f"{mode}-{name}")
@@ -81,7 +86,7 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
 
     def note(name: str, r: dict) -> None:
         r["load"] = os.getloadavg()
-        res[name] = r
+        runs.setdefault(name, []).append(r)
         route = f", route {r['route']}" if r.get("route") else ""
         if r.get("stats"):   # why a cleaning wrote what it wrote
             route += ", " + ", ".join(f"{k} {r['stats'][k]}" for k in ("segments_rewritten", "segments_marked",
@@ -92,24 +97,38 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
         print(f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
               f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}", file=sys.stderr)
     try:
-        if "C" in steps:
-            out = os.path.join(work, f"{mode}-copy-out")
-            note("C", step("copy", fresh("c"), env, out=out))
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.rmtree(os.path.join(work, f"{mode}-c"), ignore_errors=True)
-        if "E" in steps:
-            duck = duckdb_step(fresh("e"), os.path.join(work, f"{mode}-duck.parquet"))
-            if duck is not None:
-                note("E", duck)
-            shutil.rmtree(os.path.join(work, f"{mode}-e"), ignore_errors=True)
-        if {"A", "D", "latest_state"} & set(steps):
-            log_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
+        for _ in range(repeat):
+            run_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
+        res.update({name: median_run(rs) for name, rs in runs.items()})
     finally:
         if server:
             res["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
     res["ratios"] = ratios(res)
     return res
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median wall time (the upper one of an even count), with every run's wall time."""
+    ordered = sorted(runs, key=lambda r: r["wall_seconds"])
+    return {**ordered[len(ordered) // 2], "wall_runs": [r["wall_seconds"] for r in runs]}
+
+
+def run_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: list[str], segment_bytes: int,
+              value_bytes: int) -> None:
+    """One round of the case's steps: C, E, then A, D and the latest state on one fresh copy."""
+    if "C" in steps:
+        out = os.path.join(work, f"{mode}-copy-out")
+        note("C", step("copy", fresh("c"), env, out=out))
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(os.path.join(work, f"{mode}-c"), ignore_errors=True)
+    if "E" in steps:
+        duck = duckdb_step(fresh("e"), os.path.join(work, f"{mode}-duck.parquet"))
+        if duck is not None:
+            note("E", duck)
+        shutil.rmtree(os.path.join(work, f"{mode}-e"), ignore_errors=True)
+    if {"A", "D", "latest_state"} & set(steps):
+        log_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
 
 
 def log_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: list[str], segment_bytes: int,
@@ -181,7 +200,9 @@ def render(result: dict) -> str:
                     cells.append("")
                     continue
                 growth = "" if prev is None else f" (x{r['wall_seconds'] / prev['wall_seconds']:.1f})"
-                cells.append(f"{r['wall_seconds']:.2f} s{growth}")
+                spread = r.get("wall_runs") or []
+                spread = f" [{min(spread):.2f}-{max(spread):.2f}]" if len(spread) > 1 else ""
+                cells.append(f"{r['wall_seconds']:.2f} s{spread}{growth}")
                 prev = r
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         prev_records = None
@@ -237,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "sweep-latest.json"))
     ap.add_argument("--keep", action="store_true", help="keep each case's generated log under --workdir and "
                     "reuse one kept by an earlier run (50M records take minutes to write)")
+    ap.add_argument("--repeat", type=int, default=1, help="run each mode's steps this many times in turn and "
+                    "report each step's median (this machine's runs vary 1.2-1.7x from one to the next)")
     ap.add_argument("--render", metavar="JSON", help="print the tables of an earlier run's JSON and stop")
     args = ap.parse_args(argv)
     if args.render:
@@ -251,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         entry = {"case": asdict(case), "log_bytes": built["log_bytes"], "log_segments": built["log_segments"],
                  "log_files": built["log_files"]}
         for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
-            entry[mode] = measure_mode(mode, work, built, case, segment_bytes, args.steps, args.value_bytes)
+            entry[mode] = measure_mode(mode, work, built, case, segment_bytes, args.steps, args.value_bytes,
+                                       args.repeat)
         result["cases"].append(entry)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,16 +1,17 @@
 """The layout a cleaning leaves (SPEC §6): which segments are rewritten, marked or kept, and how they merge.
 
 Known before anything is written: a segment with at least `rewrite_dead_fraction` of its rows dead is
-rewritten, consecutive rewritten members of one merge group into one file (a run); a segment that loses
-fewer records keeps its files and its removed offsets go to the deletion vector (marked); a segment that
-only needs tombstone horizons gets them as a file-level stamp.
+rewritten (`first_mark_dead_fraction` while the deletion vector lists none of its rows), consecutive
+rewritten members of one merge group into one file (a run); a segment that loses fewer records keeps its
+files and its removed offsets go to the deletion vector (marked); a segment that only needs tombstone
+horizons gets them as a file-level stamp.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compaction_assets.cleaning.decision import Decision
+from compaction_assets.cleaning.decision import Decision, SegmentFigures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.manifest import FileRef, Segment, combine, new_id
 
@@ -31,11 +32,19 @@ def rewrite_plan(decision: Decision, tuning: CleanerTuning = DEFAULT_TUNING) -> 
         if p.kept == p.physical or p.kept == 0 or p.unchanged:
             continue  # untouched (a probed segment that loses nothing keeps its vector entries too), or
                       # left with no file at all
-        if (p.physical - p.kept) >= tuning.rewrite_dead_fraction * p.physical:
+        if (p.physical - p.kept) >= rewrite_line(p, tuning) * p.physical:
             rewrite.append(i)
         else:
             mark.append(i)
     return rewrite, mark
+
+
+def rewrite_line(figures: SegmentFigures, tuning: CleanerTuning) -> float:
+    """The dead share at which a segment is rewritten: lower for one the deletion vector does not list yet
+    (marking it would only postpone its rewrite to one of the next cleanings)."""
+    if figures.read < figures.physical:  # listed already: its marking is paid for
+        return tuning.rewrite_dead_fraction
+    return min(tuning.first_mark_dead_fraction, tuning.rewrite_dead_fraction)
 
 
 def chosen_plan(decision: Decision, tuning: CleanerTuning) -> tuple[list[int], list[int]]:

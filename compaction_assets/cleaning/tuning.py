@@ -23,6 +23,12 @@ class CleanerTuning:
     # a segment is rewritten once this share of its rows is dead; below, its removed offsets go to the
     # deletion vector (a cleaning's writes follow what changed, not the log's size)
     rewrite_dead_fraction: float = 0.5
+    # ... but a segment the deletion vector does not list yet is marked only below this share (at most
+    # `rewrite_dead_fraction`): one between the two would cross the rewrite line after little more churn
+    # (1% new records of 10 a key kill about a tenth of its live rows), so its vector entries would be
+    # written for nothing and its dead rows read by every probe and latest state until then (50M records,
+    # 5M keys: the cleaning after 1% new rewrote a segment A had marked at 49% dead, 10.1% of A's bytes)
+    first_mark_dead_fraction: float = 0.4
     # a range of at most this many rows is decided in one Spark partition (a 2,000-record log: 17 tasks -> 1)
     small_range_records: int = 60_000
     # a larger one in one partition per this many rows, up to the session's shuffle partitions

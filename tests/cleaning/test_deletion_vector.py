@@ -64,7 +64,7 @@ def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_conf
     assert len(list(iter_records(log))) == 200
 
 
-MARK_ONLY = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01)
+MARK_ONLY = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)
 REWRITE_MOST = replace(DEFAULT_TUNING, rewrite_dead_fraction=0.05)
 
 
@@ -142,7 +142,8 @@ def test_a_vector_mostly_of_rewritten_segments_is_rebuilt(spark, store, make_con
     _fill(log, cfg, keys=100, rounds=1)
     engine.run(log, cfg, NOW, spark=spark, force=True, tuning=base)
     _update(log, cfg, [*range(10), 99], "a", 10**6)
-    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=replace(base, rewrite_dead_fraction=1.01))  # mark only
+    mark_only = replace(base, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=mark_only)
     before = log.manifest().deleted
     assert before["count"] == 11 and len(before["files"]) == 1
     # the first segment is rewritten (its 10 entries go stale), the one of k0099 only marked: rebuilt
@@ -208,3 +209,42 @@ def test_a_vector_above_the_broadcast_limit_is_joined_without_a_broadcast(spark,
     rows = sorted(r["offset"] for r in small.select("offset").collect())
     assert rows == sorted(r["offset"] for r in large.select("offset").collect()) == [r.offset for r in iter_records(log)]
     assert len(rows) == 200
+
+
+
+def _update_segment(log, cfg, keys, tag: str, ts: int) -> None:
+    """Update `keys` in a segment of their own, filled with new keys to 20 records (segment.bytes 520 holds
+    20): a segment that fills segment.bytes merges with no neighbour, so each keeps its own dead share."""
+    filler = [f"{tag}{j:03d}" for j in range(20 - len(keys))]
+    writer.append(log, cfg, [{"key": k, "value": f"{tag}-{k}", "timestamp": ts + n}
+                             for n, k in enumerate([f"k{k:04d}" for k in keys] + filler)])
+    writer.roll(log)
+
+
+def test_a_segment_is_first_marked_only_well_below_the_rewrite_line(spark, store, make_config):
+    """A segment the vector does not list yet is rewritten at `first_mark_dead_fraction` (0.4), one listed
+    already at `rewrite_dead_fraction` (0.5): a first marking near the line would be undone soon after."""
+    cfg = make_config(segment_bytes=520)
+    fresh = store.log("dv-first-0")
+    _fill(fresh, cfg, keys=20, rounds=1)
+    _update_segment(fresh, cfg, range(9), "a", 10**6)      # 9 of the first segment's 20 rows dead: 45%
+    rep = engine.run(fresh, cfg, NOW, spark=spark, force=True)
+    assert rep.stats.segments_rewritten == 1 and rep.stats.segments_marked == 0
+    assert fresh.manifest().deleted is None
+
+    listed = store.log("dv-first-1")
+    _fill(listed, cfg, keys=20, rounds=1)
+    _update_segment(listed, cfg, range(3), "a", 10**6)     # 15%: marked
+    engine.run(listed, cfg, NOW, spark=spark, force=True)
+    assert listed.manifest().deleted["count"] == 3
+    _update_segment(listed, cfg, range(3, 9), "b", 10**7)  # 45%, listed already: marked again, not rewritten
+    rep = engine.run(listed, cfg, NOW, spark=spark, force=True)
+    assert rep.stats.segments_rewritten == 0 and listed.manifest().deleted["count"] == 9
+    _update_segment(listed, cfg, (9,), "c", 10**8)         # 50%: rewritten
+    rep = engine.run(listed, cfg, NOW, spark=spark, force=True)
+    assert rep.stats.segments_rewritten == 1 and rep.stats.records_rewritten == 10
+    m = listed.manifest()
+    assert m.segments[0].records == 10 and m.segments[0].dead == 0 and m.deleted is None
+    state = _state(spark, listed, cfg)
+    assert len(state) == 20 + 17 + 14 + 19
+    assert state[b"k0002"] == b"a-k0002" and state[b"k0008"] == b"b-k0008" and state[b"k0009"] == b"c-k0009"

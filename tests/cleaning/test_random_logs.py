@@ -629,7 +629,8 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # grouped, the decision not collected but cached in Spark (the offset strategy's: made in the tasks of
 # its group-by), the writes in Python workers (the case logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": DEFAULT_TUNING,
-                 "deletion_vector": replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, small_range_records=0,
+                 "deletion_vector": replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01,
+                                            small_range_records=0,
                                             collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
                                             driver_rewrite_max_rows=-1, driver_mark_max_rows=-1,
                                             local_master_writes_here=False, incremental_max_dirty_share=1.0,

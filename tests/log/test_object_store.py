@@ -238,7 +238,7 @@ def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri,
     from compaction_assets.cleaning import engine
     from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 
-    tuning = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01)   # every segment kept, never rewritten
+    tuning = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)   # every segment kept, never rewritten
     if tasks == "workers":   # the probe and the write as a cluster's master runs them
         tuning = replace(tuning, local_master_writes_here=False, driver_mark_max_rows=-1, driver_rewrite_max_rows=-1)
     probed = []
