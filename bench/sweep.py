@@ -262,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
                     "report each step's median (this machine's runs vary 1.2-1.7x from one to the next)")
     ap.add_argument("--render", metavar="JSON", help="print the tables of an earlier run's JSON and stop")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat must be at least 1, got {args.repeat}")
     if args.render:
         with open(args.render) as f:
             print(render(json.load(f)))
