@@ -211,7 +211,6 @@ def test_a_vector_above_the_broadcast_limit_is_joined_without_a_broadcast(spark,
     assert len(rows) == 200
 
 
-
 def _update_segment(log, cfg, keys, tag: str, ts: int) -> None:
     """Update `keys` in a segment of their own, filled with new keys to 20 records (segment.bytes 520 holds
     20): a segment that fills segment.bytes merges with no neighbour, so each keeps its own dead share."""

@@ -79,13 +79,16 @@ def connect(request, workdir):
     return server.start()
 
 
-def _apps(request, mode: str) -> set[str]:
-    """The ids of the applications the standalone master has seen, running or finished (none for Connect):
-    a driver that has exited can still be listed as running for a moment, until the master hears of it."""
-    if mode != "standalone":
-        return set()
+def _seen_apps(request) -> list[dict]:
+    """The applications the standalone master has seen, running or finished: a driver that has exited can
+    still be listed as running for a moment, until the master hears of it."""
     state = request.getfixturevalue("cluster").master_state()
-    return {app["id"] for app in state.get("activeapps", []) + state.get("completedapps", [])}
+    return state.get("activeapps", []) + state.get("completedapps", [])
+
+
+def _apps(request, mode: str) -> set[str]:
+    """The ids of `_seen_apps` (none for Connect)."""
+    return {app["id"] for app in _seen_apps(request)} if mode == "standalone" else set()
 
 
 def _target(request, mode: str) -> dict:
@@ -143,9 +146,7 @@ def test_engine_cleaning_matches_local_mode(request, mode, workdir, base_store, 
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     if mode == "standalone":
         assert out["info"]["master"] == target["master"]
-        state = request.getfixturevalue("cluster").master_state()
-        apps = state.get("activeapps", []) + state.get("completedapps", [])   # running: see `_apps`
-        assert any(a["name"] == "compaction-assets" for a in apps)  # it really ran on the cluster
+        assert any(a["name"] == "compaction-assets" for a in _seen_apps(request))  # it really ran on the cluster
     else:
         assert out["info"]["session"] == "pyspark.sql.connect.session"
     assert out["info"]["conf"] == {"spark.sql.session.timeZone": "UTC",
