@@ -186,34 +186,23 @@ class MarkSpec:
     carry: Any = None                  # with `drop`: vector entries it keeps writing (the vector rebuilt)
 
 
-def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -> tuple[str, int, int]:
+def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536, readers: int = 1) -> tuple[str, int, int]:
     """Rewrite one run: stream its files and keep only the offsets in `keep` (a numpy array, ascending),
-    or in the files marked in `spec.drop`, all but those and the vector's entries; (path, rows, bytes)."""
-    import numpy as np
+    or in the files marked in `spec.drop`, all but those and the vector's entries; (path, rows, bytes).
+    `readers` threads read and filter the run's files ahead, in order, while this one writes."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    def survivors(n: int):   # read ahead: a file's whole survivors; else streamed a batch at a time
+        rows = _survivors(spec, n, keep, fs, schema, batch_rows)
+        return list(rows) if readers > 1 else rows
     written, pending, pending_rows = 0, [], 0
-    dead = spec.dead if spec.dead is not None else np.zeros(0, np.int64)
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, compression="snappy") as writer:
-        for n, (path, stamp) in enumerate(spec.files):
-            drop = bool(spec.drop and spec.drop[n])
-            pf = pq.ParquetFile(fs.open_input_file(path))
-            for batch in pf.iter_batches(batch_size=batch_rows):
-                table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
-                offsets = to_numpy(table.column("offset"))
-                listed = in_sorted(offsets, keep)
-                kept = ~listed & ~in_sorted(offsets, dead) if drop else listed
-                table = table.filter(from_numpy(kept & (offsets >= spec.min_offset)))
-                if not len(table):
-                    continue
-                fill = spec.horizon if stamp is None else stamp
-                tomb = pc.is_null(table.column("value"))
-                horizon = pc.if_else(tomb, pc.coalesce(table.column("delete_horizon"), scalar(fill)),
-                                     table.column("delete_horizon"))
-                table = table.set_column(schema.get_field_index("delete_horizon"), schema.field("delete_horizon"),
-                                         horizon)
+        # the first segments of a forced cleaning are mostly dead and merge into one run (50M records: 150
+        # files, 38M rows read, for one file of 0.5M rows): read by one thread, that run was the write's
+        # whole length while the other cores had finished theirs
+        for tables in in_order(survivors, len(spec.files), readers):
+            for table in tables:
                 pending.append(table)
                 pending_rows += len(table)
                 written += len(table)
@@ -226,6 +215,56 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536) -
             writer.write_table(pa.concat_tables(pending))
     size = fs.get_file_info(spec.out).size
     return spec.out, written, int(size or 0)
+
+
+def in_order(work: Callable[[int], Any], count: int, threads: int):
+    """work(0), ..., work(count - 1) in order, computed by `threads` threads at most `threads` ahead of the
+    one being consumed (what is held: those results and the one consumed)."""
+    if threads <= 1 or count <= 1:
+        yield from map(work, range(count))
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewrite-read") as pool:
+        ahead = deque(pool.submit(work, n) for n in range(min(threads, count)))
+        following = len(ahead)
+        try:
+            while ahead:
+                result = ahead.popleft().result()
+                if following < count:
+                    ahead.append(pool.submit(work, following))
+                    following += 1
+                yield result
+        finally:   # an early stop (a failed write) leaves nothing running
+            for future in ahead:
+                future.cancel()
+
+
+def _survivors(spec: RewriteSpec, n: int, keep, fs, schema, batch_rows: int):
+    """The rows of the run's file `n` that the rewrite keeps (tombstones given their horizon), a table a
+    read batch as they are read."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    path, stamp = spec.files[n]
+    drop = bool(spec.drop and spec.drop[n])
+    dead = spec.dead if spec.dead is not None else np.zeros(0, np.int64)
+    fill = spec.horizon if stamp is None else stamp
+    for batch in pq.ParquetFile(fs.open_input_file(path)).iter_batches(batch_size=batch_rows):
+        table = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+        offsets = to_numpy(table.column("offset"))
+        listed = in_sorted(offsets, keep)
+        kept = ~listed & ~in_sorted(offsets, dead) if drop else listed
+        table = table.filter(from_numpy(kept & (offsets >= spec.min_offset)))
+        if not len(table):
+            continue
+        tomb = pc.is_null(table.column("value"))
+        horizon = pc.if_else(tomb, pc.coalesce(table.column("delete_horizon"), scalar(fill)),
+                             table.column("delete_horizon"))
+        yield table.set_column(schema.get_field_index("delete_horizon"), schema.field("delete_horizon"), horizon)
 
 
 def dead_of(spec: MarkSpec, keep, fs):
@@ -250,7 +289,7 @@ def dead_of(spec: MarkSpec, keep, fs):
 
 
 def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
-                 dead_folder: str):
+                 dead_folder: str, readers: int = 1):
     """The function for `mapInArrow` over (unit, offset) rows of kept records, shuffled by unit: each
     task rewrites its runs of `rewrites` and writes the dead offsets of its segments of `marks` as one
     part under `dead_folder`. `open_fs()` gives the task its pyarrow filesystem (the one the
@@ -279,7 +318,7 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
         for lo, hi in zip(firsts, np.r_[firsts[1:], len(units)]):
             unit, keep = int(units[lo]), offsets[lo:hi]
             if unit in rewrites:
-                path, n, size = rewrite_one(rewrites[unit], keep, fs, schema)
+                path, n, size = rewrite_one(rewrites[unit], keep, fs, schema, readers=readers)
                 out.append({"kind": REWRITTEN, "unit": unit, "path": path, "records": n, "bytes": size})
             elif unit in marks:
                 dead.append(dead_of(marks[unit], keep, fs))

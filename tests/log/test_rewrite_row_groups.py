@@ -3,13 +3,17 @@ them each source file's batch keeps: a file of hundreds of tiny row groups reads
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+import pytest
 
 from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_task import RewriteSpec, rewrite_one
+from compaction_assets.log.segment_task import RewriteSpec, in_order, rewrite_one
 
 FILES, ROWS_A_FILE, KEEP_EVERY = 30, 1000, 100
 
@@ -45,3 +49,48 @@ def test_kept_records_are_gathered_into_row_groups_of_a_read_batch(tmp_path):
     # each of the 30 files keeps 10 records; written batch by batch they made 30 row groups of 10
     assert all(rows >= 64 for rows in groups[:-1]) and sum(groups) == len(keep)
     assert len(groups) == 5, groups
+
+
+def test_a_run_read_ahead_by_threads_writes_the_same_file(tmp_path):
+    paths = [str(tmp_path / f"seg-{n}.parquet") for n in range(FILES)]
+    for n, path in enumerate(paths):
+        _segment_file(path, n * ROWS_A_FILE)
+    keep = np.arange(3, FILES * ROWS_A_FILE, 7, dtype=np.int64)
+    tables = {}
+    for readers in (1, 3):
+        out = str(tmp_path / f"clean-{readers}.parquet")
+        spec = RewriteSpec(unit=0, files=tuple((p, None) for p in paths), min_offset=5, horizon=0, out=out)
+        _, written, _ = rewrite_one(spec, keep, pafs.LocalFileSystem(), SEGMENT_SCHEMA, batch_rows=256,
+                                    readers=readers)
+        tables[readers] = pq.read_table(out)
+        assert written == len(keep) - 1      # offset 3 lies below the log start
+    assert tables[3].equals(tables[1])
+    assert np.array_equal(tables[3].column("offset").to_numpy(), keep[1:])
+
+
+def test_in_order_keeps_the_order_and_runs_at_most_its_threads_ahead():
+    started, consumed = [], []
+    lock = threading.Lock()
+
+    def work(n: int) -> int:
+        with lock:
+            started.append(n)
+            # what has started but not been consumed: the threads' results waiting, at most
+            assert n - len(consumed) <= 2, (n, consumed)
+        time.sleep(0.002 * (n % 3))
+        return n * n
+    for value in in_order(work, 20, 2):
+        consumed.append(value)
+    assert consumed == [n * n for n in range(20)] and sorted(started) == list(range(20))
+
+
+def test_in_order_stops_at_a_failure():
+    def work(n: int) -> int:
+        if n == 4:
+            raise OSError("file 4 unreadable")
+        return n
+    seen = []
+    with pytest.raises(OSError, match="file 4"):
+        for value in in_order(work, 50, 3):
+            seen.append(value)
+    assert seen == [0, 1, 2, 3]
