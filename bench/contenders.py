@@ -29,6 +29,7 @@ from compaction_assets.spark import get_spark, spark_conf_from_env
 
 from . import metrics
 from .gen import NOW
+from .modes import copy_log
 
 LOG_NAME = "bench-0"
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,15 +63,6 @@ def start_spark(conf: dict):
             "default_parallelism": spark.sparkContext.defaultParallelism,
             "conf": {k: v for k, v in sorted(conf.items()) if not k.startswith("spark.driver.extraJava")}}
     return spark, info
-
-
-def copy_log(src: str, dst: str) -> None:
-    """A fresh copy of a pristine store (the contender may write into it), flushed to disk so that no
-    write-back of the copy runs during the timed contender."""
-    if os.path.exists(dst):
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
-    os.sync()
 
 
 @dataclass

@@ -24,7 +24,7 @@ import sys
 from compaction_assets.log.store import LogStore
 
 from . import gen
-from .modes import LOG_NAME, REPO, _free_port, build, step
+from .modes import LOG_NAME, REPO, _free_port, build, copy_log, step
 
 # each fast path off: the CleanerTuning fields that send the cleaning down its general twin
 VARIANTS = {
@@ -63,8 +63,7 @@ FLEET_VARIANTS = {
 def _round(work: str, built: dict, env: dict, args, order: list[str], results: dict) -> None:
     for name in order:
         store = os.path.join(work, "run")
-        shutil.rmtree(store, ignore_errors=True)
-        shutil.copytree(built["one"], store)
+        copy_log(built["one"], store)
         tuning = VARIANTS[name]
         a = step("clean", store, env, segment_bytes=args.segment_bytes, tuning=tuning)
         gen.append_updates(LogStore(store, gc_grace_s=0).log(LOG_NAME), gen.topic_config(args.segment_bytes),
@@ -81,8 +80,7 @@ def _round(work: str, built: dict, env: dict, args, order: list[str], results: d
 def _fleet_round(work: str, built: dict, env: dict, order: list[str], results: dict) -> None:
     for name in order:
         store = os.path.join(work, "fleet")
-        shutil.rmtree(store, ignore_errors=True)
-        shutil.copytree(built["fleet"], store)
+        copy_log(built["fleet"], store)
         f = step("fleet", store, env, tuning=FLEET_VARIANTS[name])
         results.setdefault(name, []).append({"fleet": f["wall_seconds"]})
         print(f"  fleet, {name}: {f['wall_seconds']:.2f}s", file=sys.stderr)

@@ -6,18 +6,20 @@
 
 A case is RECORDS[/KEYS[/FILES]]: KEYS defaults to RECORDS / 10 (10 records a key), FILES (segment
 files of the fresh log) to one per 500,000 records and at least 20 (5M: 20 files, 20M: 40, as issue 32's
-table). Each case's log is generated once (bench/gen.py), then measured cold and warm exactly as
+table). Every case's log is generated first (bench/gen.py), then measured cold and warm exactly as
 bench/modes.py measures them (every step its own process, timed from outside; warm: one Spark Connect
-server for the case), and its work folder is removed before the next case (50M records of 100 bytes is
-about 6 GB a copy), unless --keep: then each case's log stays under --workdir and a later run reuses it
-(the modes or steps of a 50M case run apart, on the same files). Each step's peak resident memory is
+server for every case of the mode). The work folders are removed at the end (50M records of 100 bytes is
+about 6 GB a copy, and the largest case needs one copy more while it runs), unless --keep: then each
+case's log stays under --workdir and a later run reuses it. Each step's peak resident memory is
 recorded: the step's process (the driver's Python side), its local JVM (cold) or the Connect server
 (warm). Steps: C (Spark copies the files), A (forced cleaning of the fresh log), D (1% new records, then a
-forced cleaning), the latest state; E (DuckDB) with `--steps ... E`. `--repeat N` runs a mode's steps N
-times in turn and reports each step's median run (every run's wall time kept beside it). Each step's
-growth is its time over the previous case's, beside the data's growth (records); the cleaning's route
-(decision collected, probed or cached; only the touched keys grouped; write threads) is printed with A
-and D.
+forced cleaning), the latest state; E (DuckDB) with `--steps ... E`. `--repeat N` runs N rounds of a mode,
+each through every case in turn, and reports each step's median run (every run's wall time kept beside
+it); a step's growth is then also taken round by round (this machine drifts 1.2-1.7x between sweeps
+minutes apart, so two cases measured one after the other compare better than their medians). Each
+step's growth is its time over the previous case's, beside the data's growth (records); the cleaning's
+route (decision collected, probed or cached; only the touched keys grouped; write threads) is printed
+with A and D.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 from compaction_assets.log.store import LogStore
 
 from . import gen
-from .modes import LOG_NAME, REPO, _disk, _free_port, build, duckdb_step, step
+from .modes import LOG_NAME, REPO, _disk, _free_port, build, copy_log, duckdb_step, step
 
 RECORDS_PER_FILE = 500_000
 STEP_LABELS = {"C": "C: Spark copy of the files", "A": "A: forced cleaning", "D": "D: 1% new, then a cleaning",
@@ -62,28 +65,50 @@ def parse_case(text: str) -> Case:
     return Case(records, keys, files)
 
 
-def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: int, steps: list[str],
-                 value_bytes: int, repeat: int = 1) -> dict:
-    """The case's steps in one mode (warm: a Connect server started for them), as bench/modes.py runs them,
-    `repeat` times in turn: each step's median run is its figure, every run's wall time beside it."""
+@dataclass
+class Sized:
+    """A case with its work folder, its pristine log and its segment size."""
+    case: Case
+    work: str
+    built: dict
+    segment_bytes: int
+
+
+def measure_mode(mode: str, sized: list[Sized], steps: list[str], value_bytes: int, repeat: int = 1) -> list[dict]:
+    """Every case's steps in one mode (warm: one Connect server started for them all), as bench/modes.py
+    runs them, in `repeat` rounds that each go through every case (so that a growth is taken between runs
+    minutes apart, not between one case's runs and the next case's): each step's median run is its
+    figure, every run's wall time beside it; a result per case."""
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     server = None
     if mode == "warm":
         port = _free_port()
-        server = {"SPARK_CONNECT_PORT": str(port), "SPARK_CONNECT_DIR": os.path.join(work, f"connect-{port}")}
+        server = {"SPARK_CONNECT_PORT": str(port), "SPARK_CONNECT_DIR": os.path.join(sized[0].work, f"connect-{port}")}
         env["SPARK_REMOTE"] = subprocess.run(["bash", "scripts/spark-connect.sh", "start"], cwd=REPO,
                                              env={**env, **server}, capture_output=True, text=True,
                                              check=True).stdout.strip()
-    res: dict = {}
-    runs: dict[str, list[dict]] = {}
+    runs: list[dict[str, list[dict]]] = [{} for _ in sized]
+    try:
+        for _ in range(repeat):
+            for at, one in enumerate(sized):
+                run_steps(one, mode, env, _noter(one.case, mode, runs[at], server), steps, value_bytes)
+    finally:
+        if server:
+            peak = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
+            subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
+    results = []
+    for case_runs in runs:
+        res: dict = {name: median_run(rs) for name, rs in case_runs.items()}
+        if server:
+            res["server_max_rss_mib"] = peak
+        res["ratios"] = ratios(res)
+        results.append(res)
+    return results
 
-    def fresh(name: str) -> str:
-        dst = os.path.join(work, f"{mode}-{name}")
-        shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(built["one"], dst)
-        return dst
 
+def _noter(case: Case, mode: str, runs: dict[str, list[dict]], server: dict | None) -> Callable[[str, dict], None]:
+    """The function that records (and prints) one run of a step of `case`."""
     def note(name: str, r: dict) -> None:
         r["load"] = os.getloadavg()
         runs.setdefault(name, []).append(r)
@@ -96,16 +121,7 @@ def measure_mode(mode: str, work: str, built: dict, case: Case, segment_bytes: i
         rss = f", peak RSS driver {r.get('max_rss_mib') or 0:.0f} MiB, JVM {r.get('jvm_max_rss_mib') or r.get('server_max_rss_mib') or 0:.0f} MiB"
         print(f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
               f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}", file=sys.stderr)
-    try:
-        for _ in range(repeat):
-            run_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
-        res.update({name: median_run(rs) for name, rs in runs.items()})
-    finally:
-        if server:
-            res["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
-            subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=REPO, env={**env, **server})
-    res["ratios"] = ratios(res)
-    return res
+    return note
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -114,9 +130,15 @@ def median_run(runs: list[dict]) -> dict:
     return {**ordered[len(ordered) // 2], "wall_runs": [r["wall_seconds"] for r in runs]}
 
 
-def run_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: list[str], segment_bytes: int,
+def run_steps(one: Sized, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str],
               value_bytes: int) -> None:
     """One round of the case's steps: C, E, then A, D and the latest state on one fresh copy."""
+    work = one.work
+
+    def fresh(name: str) -> str:
+        dst = os.path.join(work, f"{mode}-{name}")
+        copy_log(one.built["one"], dst)
+        return dst
     if "C" in steps:
         out = os.path.join(work, f"{mode}-copy-out")
         note("C", step("copy", fresh("c"), env, out=out))
@@ -128,22 +150,21 @@ def run_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: l
             note("E", duck)
         shutil.rmtree(os.path.join(work, f"{mode}-e"), ignore_errors=True)
     if {"A", "D", "latest_state"} & set(steps):
-        log_steps(work, mode, case, env, fresh, note, steps, segment_bytes, value_bytes)
+        log_steps(one, fresh("a"), mode, env, note, steps, value_bytes)
 
 
-def log_steps(work: str, mode: str, case: Case, env: dict, fresh, note, steps: list[str], segment_bytes: int,
+def log_steps(one: Sized, st: str, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str],
               value_bytes: int) -> None:
-    """A (forced cleaning of the fresh log), D (1% new records, then a cleaning), the latest state after D."""
-    st = fresh("a")
-    seg = {"segment_bytes": segment_bytes}
+    """A (forced cleaning of the fresh log `st`), D (1% new records, then a cleaning), the latest state after D."""
+    seg = {"segment_bytes": one.segment_bytes}
     if "A" in steps:
         note("A", step("clean", st, env, **seg))
-    gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(segment_bytes),
-                       max(1, case.records // 100), case.keys, value_bytes, 3)
+    gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(one.segment_bytes),
+                       max(1, one.case.records // 100), one.case.keys, value_bytes, 3)
     if "D" in steps:   # without A, D cleans the fresh log and its new records at once
         note("D", step("clean", st, env, **seg))
     if "latest_state" in steps:
-        out = os.path.join(work, f"{mode}-latest")
+        out = os.path.join(one.work, f"{mode}-latest")
         note("latest_state", step("latest-state", st, env, out=out, **seg))
         shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(st, ignore_errors=True)
@@ -199,7 +220,7 @@ def render(result: dict) -> str:
                 if r is None:
                     cells.append("")
                     continue
-                growth = "" if prev is None else f" (x{r['wall_seconds'] / prev['wall_seconds']:.1f})"
+                growth = "" if prev is None else f" (x{r['wall_seconds'] / prev['wall_seconds']:.1f}{paired(prev, r)})"
                 spread = r.get("wall_runs") or []
                 spread = f" [{min(spread):.2f}-{max(spread):.2f}]" if len(spread) > 1 else ""
                 cells.append(f"{r['wall_seconds']:.2f} s{spread}{growth}")
@@ -220,6 +241,16 @@ def render(result: dict) -> str:
                      " | ".join(f"{c[mode]['A']['load'][0]:.1f}" if "A" in c[mode] else "" for c in rows) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def paired(smaller: dict, larger: dict) -> str:
+    """The growth of a step taken round by round (the median, and the spread of three rounds or more), as
+    text: a round's two runs are minutes apart, so the machine's drift between rounds cancels."""
+    pairs = sorted(b / a for a, b in zip(smaller.get("wall_runs") or [], larger.get("wall_runs") or []))
+    if len(pairs) < 2:
+        return ""
+    spread = f" [{pairs[0]:.1f}-{pairs[-1]:.1f}]" if len(pairs) > 2 else ""
+    return f"; by round x{pairs[len(pairs) // 2]:.1f}{spread}"
 
 
 def peaks(res: dict) -> str:
@@ -269,21 +300,22 @@ def main(argv: list[str] | None = None) -> None:
             print(render(json.load(f)))
         return
     result: dict = {"params": vars(args), "cases": [], "load_start": os.getloadavg()}
-    for case in map(parse_case, args.cases):
-        work = os.path.join(args.workdir, f"{case.records}-{case.keys}-{case.files}") if args.keep else args.workdir
+    sized = []
+    for case in map(parse_case, args.cases):   # every case's log first: the rounds go through them all
+        work = os.path.join(args.workdir, f"{case.records}-{case.keys}-{case.files}")
         segment_bytes = -(-case.records * (16 + gen.KEY_BYTES + args.value_bytes) // case.files)
-        built = case_log(work, case, args, segment_bytes)
-        entry = {"case": asdict(case), "log_bytes": built["log_bytes"], "log_segments": built["log_segments"],
-                 "log_files": built["log_files"]}
-        for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
-            entry[mode] = measure_mode(mode, work, built, case, segment_bytes, args.steps, args.value_bytes,
-                                       args.repeat)
-        result["cases"].append(entry)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+        sized.append(Sized(case, work, case_log(work, case, args, segment_bytes), segment_bytes))
+        result["cases"].append({"case": asdict(case), **{k: sized[-1].built[k] for k in
+                                                          ("log_bytes", "log_segments", "log_files")}})
+    for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
+        for entry, res in zip(result["cases"], measure_mode(mode, sized, args.steps, args.value_bytes, args.repeat)):
+            entry[mode] = res
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
-        with open(args.json, "w") as f:   # after every case: a long sweep stopped early keeps what it measured
+        with open(args.json, "w") as f:   # after every mode: a long sweep stopped early keeps what it measured
             json.dump({**result, "load_end": os.getloadavg()}, f, indent=1, default=str)
+    if not args.keep:
+        for one in sized:
+            shutil.rmtree(one.work, ignore_errors=True)
     print(render(result))
 
 

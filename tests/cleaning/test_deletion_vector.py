@@ -13,6 +13,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, iter_records, read_df, read_segments
 from compaction_assets.log.reader import dead_offsets
+from tests.tunings import mark_only
 
 NOW = 10**12
 
@@ -64,7 +65,7 @@ def test_a_few_updates_mark_records_instead_of_rewriting(spark, store, make_conf
     assert len(list(iter_records(log))) == 200
 
 
-MARK_ONLY = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)
+MARK_ONLY = mark_only()
 REWRITE_MOST = replace(DEFAULT_TUNING, rewrite_dead_fraction=0.05)
 
 
@@ -142,8 +143,7 @@ def test_a_vector_mostly_of_rewritten_segments_is_rebuilt(spark, store, make_con
     _fill(log, cfg, keys=100, rounds=1)
     engine.run(log, cfg, NOW, spark=spark, force=True, tuning=base)
     _update(log, cfg, [*range(10), 99], "a", 10**6)
-    mark_only = replace(base, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)
-    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=mark_only)
+    engine.run(log, cfg, NOW, spark=spark, force=True, tuning=mark_only(base))
     before = log.manifest().deleted
     assert before["count"] == 11 and len(before["files"]) == 1
     # the first segment is rewritten (its 10 entries go stale), the one of k0099 only marked: rebuilt

@@ -36,6 +36,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.conformance import CaseRun
 from tests.oracle import INT64_MAX, INT64_MIN
 from tests.oracle import run_case as oracle_run
+from tests.tunings import mark_only
 
 STRATEGIES = ("offset", "timestamp", "header")
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
@@ -629,7 +630,7 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # grouped, the decision not collected but cached in Spark (the offset strategy's: made in the tasks of
 # its group-by), the writes in Python workers (the case logs are small: every size limit set below them).
 REWRITE_MODES = {"threshold": DEFAULT_TUNING,
-                 "deletion_vector": replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01,
+                 "deletion_vector": replace(mark_only(),
                                             small_range_records=0,
                                             collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
                                             driver_rewrite_max_rows=-1, driver_mark_max_rows=-1,

@@ -18,6 +18,7 @@ from compaction_assets.log.config import build_config
 from compaction_assets.log.fs import Storage
 from compaction_assets.log.reader import iter_records
 from compaction_assets.log.store import LogStore
+from tests.tunings import mark_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CFG = build_config({"segment.bytes": 400})
@@ -236,9 +237,7 @@ def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri,
     give the latest value of every key. The later cleanings probe the deduplicated prefix (offset
     strategy), in the driver's threads or in Python workers, both reading the store with pyarrow."""
     from compaction_assets.cleaning import engine
-    from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-
-    tuning = replace(DEFAULT_TUNING, rewrite_dead_fraction=1.01, first_mark_dead_fraction=1.01)   # every segment kept, never rewritten
+    tuning = mark_only()   # every segment kept, never rewritten
     if tasks == "workers":   # the probe and the write as a cluster's master runs them
         tuning = replace(tuning, local_master_writes_here=False, driver_mark_max_rows=-1, driver_rewrite_max_rows=-1)
     probed = []
