@@ -149,15 +149,15 @@ def _run_job(spark, handle: LogHandle, decision: Decision, units: WriteUnits, de
     Spark's Python workers, about two tasks a core."""
     # the workers open the store as their reads do: the driver's settings travel with the task
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
+    # here, the write's threads also read each run's files ahead of its writer (a run is one thread's
+    # otherwise); a Python worker reads its runs alone, beside the other workers
+    runner = segment_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA,
+                                       handle.path(dead_folder), readers=max(threads, 1))
     here = decision.write_offsets()       # a collected decision: the kept offsets are here already
     if threads:
-        # a thread a core reads each run's files ahead of its writer: a run is one thread's otherwise
-        runner = segment_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA,
-                                           handle.path(dead_folder), readers=threads)
         table = units_of(here, units) if here is not None else _kept_in_spark(decision, units).toArrow()
         return _run_here(runner, thread_shares(table, units.rows, threads))
     ship_by_value()   # (only for Spark's workers: pyspark's import is 0.2 s of a cleaning written here)
-    runner = segment_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder))
     kept = spark.createDataFrame(units_of(here, units)) if here is not None else _kept_in_spark(decision, units)
     # about two tasks a core, so that uneven units still spread over the cores, but no more than the rows
     # to read call for: each task starts a worker's work and writes its own vector part
