@@ -21,6 +21,7 @@ from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, 
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.log.arrays import from_numpy
+from compaction_assets.log.keys import key_hash
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.records import SEGMENT_SCHEMA
@@ -99,40 +100,11 @@ def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
     """`table` in `buckets` parts by a hash of its binary `key` column: every row of a key in one part."""
     if buckets == 1:
         return [table]
-    bucket = key_hash(table.column("key")) % np.uint64(buckets)
+    # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (a file of 256k rows:
+    # 0.002 s, against 0.013 s as 64-bit numbers)
+    bucket = (key_hash(table.column("key")) % np.uint64(buckets)).astype(np.uint8 if buckets <= 256 else np.uint16)
     order = np.argsort(bucket, kind="stable")
-    counts = np.bincount(bucket.astype(np.int64), minlength=buckets)
+    counts = np.bincount(bucket, minlength=buckets)
     ordered = table.take(from_numpy(order))
     ends = np.cumsum(counts)
     return [ordered.slice(int(end - count), int(count)) for end, count in zip(ends, counts)]
-
-
-def key_hash(keys: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """A 64-bit hash of each binary key (FNV-1a over its first and last HASHED_EDGE bytes and its length,
-    then mixed), a key at a time in numpy: a byte position at a time over all keys, so its cost is a few
-    operations a key and position (500k keys of 14 bytes: 0.09 s), not a Python call a key."""
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    bounds = np.frombuffer(keys.buffers()[1], np.int32)[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
-    data = np.frombuffer(keys.buffers()[2], np.uint8) if len(keys) else np.zeros(1, np.uint8)
-    starts, lengths = bounds[:-1], np.diff(bounds)
-    longest = int(lengths.max()) if len(keys) else 0
-    h = np.full(len(keys), _FNV_BASIS, np.uint64) ^ lengths.astype(np.uint64)
-    # the first bytes, then the last ones of keys longer than that (keys of JSON objects or of a tenant and
-    # an id differ at either end); a byte of a key shorter than its position leaves the hash as it is
-    positions = [(starts + j, j) for j in range(min(longest, HASHED_EDGE))]
-    positions += [(bounds[1:] - 1 - j, HASHED_EDGE + j) for j in range(min(max(longest - HASHED_EDGE, 0), HASHED_EDGE))]
-    with np.errstate(over="ignore"):
-        for at, needs in positions:
-            present = lengths > needs
-            byte = data[np.where(present, at, 0)].astype(np.uint64)
-            h = np.where(present, (h ^ byte) * _FNV_PRIME, h)
-        h ^= h >> np.uint64(31)
-        h *= _MIX
-        h ^= h >> np.uint64(29)
-    return h
-
-
-HASHED_EDGE = 32      # bytes hashed at each end of a key
-_FNV_BASIS = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_MIX = np.uint64(0xBF58476D1CE4E5B9)

@@ -12,7 +12,7 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decide_here import HASHED_EDGE, key_hash, split_by_key
+from compaction_assets.cleaning.decide_here import split_by_key
 from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW_BYTES, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
                                                   available_memory, decide_here_plan, local_cores)
 from compaction_assets.cleaning.planner import cleaning_range
@@ -27,25 +27,6 @@ DAY = 86_400_000
 # grouped, not probed: every cleaning of these small logs decides its whole range
 GROUPED = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
 IN_SPARK = replace(GROUPED, local_decision_max_rows=-1)
-
-
-def test_a_key_hashes_alike_wherever_it_lies_and_keys_spread_over_buckets():
-    keys = [f"user-{i:06d}".encode() for i in range(20_000)]
-    whole = key_hash(pa.array(keys, pa.binary()))
-    # a slice, a chunked array and a key alone: the same hash (the key's bytes, not its position in a buffer)
-    assert np.array_equal(key_hash(pa.array(keys, pa.binary()).slice(5_000, 10)), whole[5_000:5_010])
-    chunked = pa.chunked_array([pa.array(keys[:7], pa.binary()), pa.array(keys[7:20], pa.binary())])
-    assert np.array_equal(key_hash(chunked), whole[:20])
-    assert key_hash(pa.array([keys[123]], pa.binary()))[0] == whole[123]
-    # keys that share a prefix spread evenly over the buckets
-    for buckets in (2, 8, 13):
-        counts = np.bincount((whole % np.uint64(buckets)).astype(np.int64), minlength=buckets)
-        assert counts.min() > 0.85 * len(keys) / buckets, (buckets, counts)
-    # keys that share the first bytes and differ at the end (longer than the hashed edge); empty keys
-    long_keys = [b"t" * (3 * HASHED_EDGE) + str(i).encode() for i in range(1_000)]
-    assert len(set(key_hash(pa.array(long_keys, pa.binary())).tolist())) == len(long_keys)
-    assert key_hash(pa.array([b"", b"", b"a"], pa.binary())).tolist()[:2] == [key_hash(pa.array([b""]))[0]] * 2
-    assert len(key_hash(pa.array([], pa.binary()))) == 0
 
 
 def test_a_split_keeps_every_row_of_a_key_in_one_bucket():
