@@ -67,7 +67,7 @@ class KeyBytes:
         h = _FNV_BASIS ^ self.lengths.astype(np.uint64)
         ends = self.starts + self.lengths
         # (word, whether each key has it): a key's hash mixes its own words only, whatever its neighbours'
-        words = [(self.word(j), self.lengths > _WORD * j) for j in range(min(self.words(), _EDGE_WORDS))]
+        words = [(self.word(j), self.lengths > _WORD * j) for j in range(min(self.word_count(), _EDGE_WORDS))]
         # the last words of keys longer than the first ones (keys of JSON objects or of a tenant and an id
         # differ at either end), whole words ending at the key's end
         words += [(self.words_at[np.maximum(ends - _WORD * (j + 1), 0)], self.lengths > HASHED_EDGE + _WORD * j)
@@ -82,14 +82,14 @@ class KeyBytes:
             h ^= h >> np.uint64(29)
         return h
 
-    def words(self) -> int:
+    def word_count(self) -> int:
         """Words of the longest key."""
         return -(-self.longest // _WORD)
 
     def same_as(self, rows: np.ndarray) -> np.ndarray:
         """Whether each key is byte for byte the key at row `rows[i]`."""
         same = self.lengths == self.lengths[rows]
-        for j in range(self.words()):
+        for j in range(self.word_count()):
             word = self.word(j)
             same &= word == word[rows]
         return same
@@ -104,16 +104,21 @@ def key_numbers(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
     """Each key's number (int64, 0 to count - 1, equal keys alike) and the count of distinct keys."""
     if len(keys) == 0:
         return np.zeros(0, np.int64), 0
+    if keys.null_count:    # a null key has no bytes to tell it from an empty one
+        return _arrow_numbers(keys)
     key_bytes = KeyBytes(keys)
     encoded = pc.dictionary_encode(from_numpy(key_bytes.hash()))
     numbers = to_numpy(encoded.indices).astype(np.int64, copy=False)
     count = len(encoded.dictionary)
     first = np.full(count, len(numbers), np.int64)
     np.minimum.at(first, numbers, np.arange(len(numbers), dtype=np.int64))
-    if not keys.null_count and key_bytes.same_as(first[numbers]).all():
+    if key_bytes.same_as(first[numbers]).all():
         return numbers, count
-    # two keys share a hash (or a key is null, which has no bytes to tell it from an empty one): numbered
-    # by Arrow
+    return _arrow_numbers(keys)    # two keys share a hash
+
+
+def _arrow_numbers(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
+    """Each key's number and the count of distinct keys, by Arrow's encoding (a null key is one key)."""
     encoded = pc.dictionary_encode(one_chunk(keys), null_encoding="encode")
     return to_numpy(encoded.indices).astype(np.int64, copy=False), len(encoded.dictionary)
 
@@ -122,6 +127,6 @@ def one_chunk(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     """`keys` as one array (64-bit value offsets past 2 GiB of binary keys, which 32-bit ones cannot address)."""
     if not isinstance(keys, pa.ChunkedArray):
         return keys
-    if keys.nbytes >= 2**31 and pa.types.is_binary(keys.type):
-        keys = keys.cast(pa.large_binary())
+    if keys.nbytes >= 2**31 and (pa.types.is_binary(keys.type) or pa.types.is_string(keys.type)):
+        keys = keys.cast(pa.large_string() if pa.types.is_string(keys.type) else pa.large_binary())
     return keys.combine_chunks() if keys.num_chunks else pa.array([], keys.type)
