@@ -5,13 +5,15 @@ this process lacks, and pays for a shuffle of every narrow row and a hash aggreg
 Here the range's narrow columns (about 50 bytes a row) are read a thread a core, each key's winner is
 found by one hash group-by (its highest offset: under the offset strategy a newer record always wins),
 and the decision is worked out from the winners by the functions a decision made in Spark's tasks uses
-(decide_task.py). On one machine of 2 cores, the decision of 20M records over 2M keys took 8 s here
-against 31-37 s for the group-by in Spark and its tasks; 50M over 5M keys 21 s.
+(decide_task.py), a bucket of keys a thread. On one machine of 2 cores, the decision of 20M records over
+2M keys took 8 s here against 31-37 s for the group-by in Spark and its tasks; 50M over 5M keys 21 s, and
+17-20 s with each bucket's keys numbered by the hash that split them, two buckets at once (25-27 s before).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterator
 
 import numpy as np
@@ -20,7 +22,7 @@ import pyarrow as pa
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
-from compaction_assets.log.arrays import from_numpy
+from compaction_assets.log.arrays import from_numpy, to_numpy
 from compaction_assets.log.keys import key_hash
 from compaction_assets.log.manifest import Manifest, Segment
 from compaction_assets.log.ranking import highest_offsets
@@ -32,6 +34,8 @@ from compaction_assets.log.store import LogHandle
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
 # ... named as the decision's columns (decide.py's WINNER_FIELDS)
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
+# the hash of a row's key (keys.py), worked out as the rows are split into buckets
+KEY_HASH = "_key_hash"
 KEYED_WINNER_SCHEMA = pa.schema([(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type)
                                  for name in NARROW_COLUMNS])
 
@@ -66,8 +70,8 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
     stamps on tombstones), its offset and decide.py's WINNER_FIELDS (and its key `with_key`): a table per
     bucket of keys.
 
-    With several buckets the rows are split by a hash of their key as they are read, and each bucket's
-    keys are found apart: what deciding holds beyond the narrow rows is one bucket's (50M records of
+    The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,
+    a bucket a thread: what deciding holds beyond the narrow rows is a bucket's a thread (50M records of
     distinct keys decided whole peaked at 10 GB)."""
     dead = vector() if any(seg.dead for _, seg in segments) else None
     refs = [ref for _, seg in segments for ref in seg.files]
@@ -80,29 +84,51 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
         for part in parts:
             for bucket, piece in enumerate(part.result()):
                 by_bucket[bucket].append(piece)
-    del parts
-    # (a bucket's pieces share their file's buffers with the other buckets: the narrow rows are held whole
-    # until the last bucket is decided, as placement.py counts them)
-    for pieces in by_bucket:
-        table = pa.concat_tables(pieces) if pieces else None
-        if table is not None and len(table):
-            yield _winners(table, with_key)
+        del parts
+        # (a bucket's pieces share their file's buffers with the other buckets: the narrow rows are held
+        # whole until the last bucket is decided, as placement.py counts them)
+        deciding: deque[Future] = deque()
+        for bucket in range(buckets):
+            deciding.append(pool.submit(_bucket_winners, by_bucket, bucket, with_key))
+            if len(deciding) >= max(1, threads):
+                yield from _found(deciding.popleft())
+        while deciding:
+            yield from _found(deciding.popleft())
+
+
+def _bucket_winners(by_bucket: list[list[pa.Table] | None], bucket: int, with_key: bool) -> pa.Table | None:
+    """The winners of one bucket's pieces (None: no row), its pieces let go."""
+    pieces, by_bucket[bucket] = by_bucket[bucket], None
+    table = pa.concat_tables(pieces) if pieces else None
+    return _winners(table, with_key) if table is not None and len(table) else None
+
+
+def _found(future: Future) -> Iterator[pa.Table]:
+    """A bucket's winners, when it had rows."""
+    if (table := future.result()) is not None:
+        yield table
 
 
 def _winners(table: pa.Table, with_key: bool) -> pa.Table:
-    """The rows of `table` (NARROW_COLUMNS) that are their key's winner, named as the decision reads them."""
-    won = highest_offsets(table)
-    winners = table.filter(won) if with_key else table.drop_columns(["key"]).filter(won)
+    """The rows of `table` (NARROW_COLUMNS and KEY_HASH) that are their key's winner, named as the
+    decision reads them."""
+    won = highest_offsets(table, to_numpy(table.column(KEY_HASH)))
+    winners = table.drop_columns([KEY_HASH] if with_key else [KEY_HASH, "key"]).filter(won)
     return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
 
 
 def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
-    """`table` in `buckets` parts by a hash of its binary `key` column: every row of a key in one part."""
+    """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH:
+    every row of a key in one part."""
+    # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again (a
+    # bucket of 4M rows: 0.25-0.6 s a bucket)
+    hashes = key_hash(table.column("key"))
+    table = table.append_column(KEY_HASH, from_numpy(hashes))
     if buckets == 1:
         return [table]
     # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (a file of 256k rows:
     # 0.002 s, against 0.013 s as 64-bit numbers)
-    bucket = (key_hash(table.column("key")) % np.uint64(buckets)).astype(np.uint8 if buckets <= 256 else np.uint16)
+    bucket = (hashes % np.uint64(buckets)).astype(np.uint8 if buckets <= 256 else np.uint16)
     order = np.argsort(bucket, kind="stable")
     counts = np.bincount(bucket, minlength=buckets)
     ordered = table.take(from_numpy(order))

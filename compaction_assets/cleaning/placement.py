@@ -53,11 +53,11 @@ KEPT_OFFSET = RowCost(held=12, shipped=12)
 # results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
-# a range decided here (decide_here.py) holds its narrow rows and kept offsets whole, about this many
-# bytes a row (nothing comes through Spark's results), and for the bucket of keys being decided its
-# group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (50M records of distinct keys: 4.1
-# GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4)
-DECIDED_HERE_ROW_BYTES = 75
+# a range decided here (decide_here.py) holds its narrow rows (and the hash of their key) and kept offsets
+# whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
+# of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (50M records of distinct
+# keys, a bucket at a time: 4.1 GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4)
+DECIDED_HERE_ROW_BYTES = 83
 DECIDING_HERE_ROW_BYTES = 150
 # more buckets than this: the range is decided in Spark (each bucket is a pass of hash tables)
 MAX_HERE_BUCKETS = 64
@@ -80,8 +80,8 @@ def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:
 
 def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     """Whether a range of `rows` rows is decided here (a thread a core under a local master) and in how
-    many buckets of keys: of at most the tuning's rows, and as many more as keep the narrow rows and one
-    bucket's deciding within the memory share."""
+    many buckets of keys: of at most the tuning's rows, and as many more as keep the narrow rows and a
+    bucket's deciding a thread within the memory share, in whole rounds of a bucket a thread."""
     limit = tuning.local_decision_max_rows
     if limit < 0 or (limit and rows > limit) or not (cores := local_cores(spark)):
         return HerePlan(0, 0)
@@ -90,9 +90,13 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     if not limit:     # a limit the tuning gives stands for the memory, as in fits_here
         if spare <= 0:
             return HerePlan(0, 0)
-        buckets = max(buckets, math.ceil(rows * DECIDING_HERE_ROW_BYTES / spare))
+        # a bucket a thread is decided at once
+        buckets = max(buckets, math.ceil(cores * rows * DECIDING_HERE_ROW_BYTES / spare))
         if buckets > MAX_HERE_BUCKETS:
             return HerePlan(0, 0)
+    if buckets > 1:
+        # whole rounds of a bucket a thread (20M records in 5 buckets on 2 cores: the fifth decided alone)
+        buckets = -(-buckets // cores) * cores
     return HerePlan(cores, buckets)
 
 

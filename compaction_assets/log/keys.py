@@ -100,14 +100,15 @@ def key_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return KeyBytes(keys).hash()
 
 
-def key_numbers(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """Each key's number (int64, 0 to count - 1, equal keys alike) and the count of distinct keys."""
+def key_numbers(keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Each key's number (int64, 0 to count - 1, equal keys alike) and the count of distinct keys;
+    `hashes`, when given, are the keys' `key_hash` (worked out where the keys were split by it)."""
     if len(keys) == 0:
         return np.zeros(0, np.int64), 0
     if keys.null_count:    # a null key has no bytes to tell it from an empty one
         return _arrow_numbers(keys)
     key_bytes = KeyBytes(keys)
-    encoded = pc.dictionary_encode(from_numpy(key_bytes.hash()))
+    encoded = pc.dictionary_encode(from_numpy(key_bytes.hash() if hashes is None else hashes))
     numbers = to_numpy(encoded.indices).astype(np.int64, copy=False)
     count = len(encoded.dictionary)
     first = np.full(count, len(numbers), np.int64)

@@ -63,7 +63,7 @@ def arrow_ranks(table: pa.Table, config: TopicConfig) -> dict[str, pa.Array]:
     return {}
 
 
-def highest_offsets(table: pa.Table) -> pa.Array:
+def highest_offsets(table: pa.Table, hashes: np.ndarray | None = None) -> pa.Array:
     """Per row of `table` (key and offset columns): whether it holds its key's highest offset, the
     offset strategy's winner. Offsets are unique, so numbering the keys (one hash pass) and each number's
     highest offset find those rows in place, with no sort of the records (and not with Arrow's group-by,
@@ -72,7 +72,8 @@ def highest_offsets(table: pa.Table) -> pa.Array:
         return from_numpy(np.zeros(0, bool))
     # the keys numbered once over all chunks: numbering chunks apart and unifying their dictionaries
     # afterwards took 7.4 s for 4M rows of 2M keys in 40 chunks, against 0.9 s (keys.py: by their hash)
-    key_number, count = key_numbers(table.column("key"))
+    # (`hashes`: the keys' key_hash, when the caller has it)
+    key_number, count = key_numbers(table.column("key"), hashes)
     offsets = to_numpy(table.column("offset"))
     best = np.full(count, np.iinfo(np.int64).min)
     np.maximum.at(best, key_number, offsets)

@@ -12,12 +12,13 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decide_here import split_by_key
+from compaction_assets.cleaning.decide_here import KEY_HASH, split_by_key
 from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW_BYTES, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
                                                   available_memory, decide_here_plan, local_cores)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
+from compaction_assets.log.keys import key_hash
 from compaction_assets.log.reader import iter_records
 from compaction_assets.log.store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build
@@ -37,7 +38,9 @@ def test_a_split_keeps_every_row_of_a_key_in_one_bucket():
     seen = [set(p.column("key").to_pylist()) for p in parts]
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
     assert sorted(o for p in parts for o in p.column("offset").to_pylist()) == list(range(1_000))
-    assert split_by_key(table, 1) == [table]
+    # the key's hash goes with its rows
+    assert all(p.column(KEY_HASH).to_pylist() == key_hash(p.column("key")).tolist() for p in parts)
+    assert split_by_key(table, 1) == [table.append_column(KEY_HASH, pa.array(key_hash(table.column("key"))))]
 
 
 def _log(store: LogStore, make_config):
@@ -94,9 +97,12 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     assert decide_here_plan(spark, 11, replace(DEFAULT_TUNING, local_decision_max_rows=10)).threads == 0
     # the tuning's bucket rows; then as many more buckets as the memory share needs
     assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets >= 3
+    # in whole rounds of a bucket a thread
+    assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets % cores == 0
     rows = 50_000_000
-    # a share of the memory available that holds the narrow rows and a twentieth of the deciding
-    share = (DECIDED_HERE_ROW_BYTES * rows + DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
+    # a share of the memory available that holds the narrow rows and a twentieth of the deciding, a
+    # bucket a thread at once
+    share = (DECIDED_HERE_ROW_BYTES * rows + local_cores(spark) * DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
     assert 19 <= decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
     # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
     share = DECIDED_HERE_ROW_BYTES * rows / available_memory()
