@@ -7,13 +7,13 @@ found by one hash group-by (its highest offset: under the offset strategy a newe
 and the decision is worked out from the winners by the functions a decision made in Spark's tasks uses
 (decide_task.py), a bucket of keys a thread. On one machine of 2 cores, the decision of 20M records over
 2M keys took 8 s here against 31-37 s for the group-by in Spark and its tasks; 50M over 5M keys 21 s, and
-17-20 s with each bucket's keys numbered by the hash that split them, two buckets at once (25-27 s before).
+17-20 s with each bucket's keys numbered by the hash that split them, two buckets at once (24-27 s before).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
 import numpy as np
@@ -71,8 +71,8 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
     bucket of keys.
 
     The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,
-    a bucket a thread: what deciding holds beyond the narrow rows is a bucket's a thread (50M records of
-    distinct keys decided whole peaked at 10 GB)."""
+    a bucket a thread: what deciding holds beyond the narrow rows is one bucket's a thread (50M records
+    of distinct keys decided whole peaked at 10 GB)."""
     dead = vector() if any(seg.dead for _, seg in segments) else None
     refs = [ref for _, seg in segments for ref in seg.files]
 
@@ -87,26 +87,19 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
         del parts
         # (a bucket's pieces share their file's buffers with the other buckets: the narrow rows are held
         # whole until the last bucket is decided, as placement.py counts them)
-        deciding: deque[Future] = deque()
-        for bucket in range(buckets):
-            deciding.append(pool.submit(_bucket_winners, by_bucket, bucket, with_key))
-            if len(deciding) >= max(1, threads):
-                yield from _found(deciding.popleft())
-        while deciding:
-            yield from _found(deciding.popleft())
+        # a bucket a thread; `map` hands the winners over in bucket order (and cancels the buckets not
+        # started when the caller stops early)
+        decided = pool.map(functools.partial(_bucket_winners, by_bucket, with_key=with_key), range(buckets))
+        yield from (table for table in decided if table is not None)
 
 
 def _bucket_winners(by_bucket: list[list[pa.Table] | None], bucket: int, with_key: bool) -> pa.Table | None:
     """The winners of one bucket's pieces (None: no row), its pieces let go."""
     pieces, by_bucket[bucket] = by_bucket[bucket], None
-    table = pa.concat_tables(pieces) if pieces else None
-    return _winners(table, with_key) if table is not None and len(table) else None
-
-
-def _found(future: Future) -> Iterator[pa.Table]:
-    """A bucket's winners, when it had rows."""
-    if (table := future.result()) is not None:
-        yield table
+    if not pieces:
+        return None
+    table = pa.concat_tables(pieces)
+    return _winners(table, with_key) if len(table) else None
 
 
 def _winners(table: pa.Table, with_key: bool) -> pa.Table:

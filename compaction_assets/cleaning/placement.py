@@ -56,7 +56,8 @@ TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 # a range decided here (decide_here.py) holds its narrow rows (and the hash of their key) and kept offsets
 # whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
 # of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (50M records of distinct
-# keys, a bucket at a time: 4.1 GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4)
+# keys, a bucket at a time: 4.1 GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4; two at once in
+# 14: 4.7 GiB)
 DECIDED_HERE_ROW_BYTES = 83
 DECIDING_HERE_ROW_BYTES = 150
 # more buckets than this: the range is decided in Spark (each bucket is a pass of hash tables)
@@ -92,11 +93,11 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
             return HerePlan(0, 0)
         # a bucket a thread is decided at once
         buckets = max(buckets, math.ceil(cores * rows * DECIDING_HERE_ROW_BYTES / spare))
-        if buckets > MAX_HERE_BUCKETS:
-            return HerePlan(0, 0)
     if buckets > 1:
         # whole rounds of a bucket a thread (20M records in 5 buckets on 2 cores: the fifth decided alone)
         buckets = -(-buckets // cores) * cores
+    if not limit and buckets > MAX_HERE_BUCKETS:
+        return HerePlan(0, 0)
     return HerePlan(cores, buckets)
 
 

@@ -102,7 +102,7 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     rows = 50_000_000
     # a share of the memory available that holds the narrow rows and a twentieth of the deciding, a
     # bucket a thread at once
-    share = (DECIDED_HERE_ROW_BYTES * rows + local_cores(spark) * DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
+    share = (DECIDED_HERE_ROW_BYTES * rows + cores * DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
     assert 19 <= decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
     # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
     share = DECIDED_HERE_ROW_BYTES * rows / available_memory()
