@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -21,7 +23,7 @@ from compaction_assets.cleaning.decision import SegmentFigures
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log import segment_task
+from compaction_assets.log import keys, key_set, segment_task
 from compaction_assets.log.arrays import from_numpy, scalar, to_numpy
 from compaction_assets.log.manifest import Horizon, Manifest, Segment
 from compaction_assets.log.reader import ship_by_value
@@ -46,31 +48,47 @@ def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, 
           new_horizon: int, vector, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
     """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
     workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
-    gives the newer records' keys (threads call it once they have read their first files); `vector` is
+    gives the newer records' keys (threads call it once they have read a first batch); `vector` is
     the log's deletion vector (`dead_offsets`)."""
     old = to_numpy(vector) if vector is not None else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
                                   manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
              for i, seg in unique if seg.records]
     threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
-    n_tasks = max(1, min(len(specs), threads or parallelism(spark) * 2))
-    # each task's segments in offset order (a batch of neighbours shares its reads' locality)
-    tasks = [sorted(group, key=lambda spec: spec.seg_idx)
-             for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
+    if threads:   # a segment a task, the largest first, taken by the threads as they get free
+        tasks = [[spec] for spec in sorted(specs, key=lambda spec: -spec.rows)] or [[]]
+    else:   # as many tasks as Spark runs at once (twice), each one's segments in offset order
+        n_tasks = max(1, min(len(specs), parallelism(spark) * 2))
+        tasks = [sorted(group, key=lambda spec: spec.seg_idx)
+                 for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
+    n_tasks = len(tasks)
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
-    runner = probe_task.probe_runner(tasks, touched if threads else touched(), now, new_horizon, open_fs,
-                                     tuning.probe_batch_rows, tuning.probe_key_bytes)
+    runner = probe_task.probe_runner(tasks, _built_once(touched) if threads else touched(), now, new_horizon,
+                                     open_fs, tuning.probe_batch_rows)
     if threads:
         def run(task: int) -> list:
             return list(runner(iter([pa.record_batch([from_numpy(np.array([task], np.int64))], names=["id"])])))
-        with ThreadPoolExecutor(max_workers=n_tasks, thread_name_prefix="probe") as pool:
+        with ThreadPoolExecutor(max_workers=min(threads, n_tasks), thread_name_prefix="probe") as pool:
             result = pa.Table.from_batches([b for part in pool.map(run, range(n_tasks)) for b in part],
                                            schema=pa.schema([("seg_idx", pa.int32()), ("offset", pa.int64()),
                                                              ("figures", pa.string())]))
     else:
-        ship_by_value(probe_task)   # (only for Spark's workers: its import is 0.2 s of a cleaning here)
+        ship_by_value(keys, key_set, probe_task)   # (only for Spark's workers: its import is 0.2 s of a cleaning here)
         result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
     return _removed_by_segment(result)
+
+
+def _built_once(touched) -> Callable[[], key_set.KeySet]:
+    """A function giving the set of the keys `touched()` gives, built by the first thread that asks (the
+    others wait for it: one set serves them all)."""
+    lock, built = threading.Lock(), []
+
+    def get() -> key_set.KeySet:
+        with lock:
+            if not built:
+                built.append(key_set.KeySet(touched()))
+            return built[0]
+    return get
 
 
 def _removed_by_segment(result: pa.Table) -> dict[int, tuple[np.ndarray, dict]]:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable, Mapping
 
-import yaml
-
 from compaction_assets.errors import ConfigError
 from compaction_assets.log.config import ALL_KEYS, DEFAULTS, TopicConfig, TopicsFile, build_config
 from compaction_assets.log.connectors.settings import LANDING_DEFAULTS
@@ -89,6 +87,8 @@ def parse_setting(assignment: str) -> tuple[str, Any]:
         raise ConfigError(f"{assignment!r}: expected key=value")
     if key not in DEFAULTS and key not in LANDING_DEFAULTS:
         raise ConfigError(f"{assignment!r}: unknown configuration key {key!r} (valid keys: {', '.join(ALL_KEYS)})")
+    import yaml   # (only the command line's settings need it: a cleaning does not pay for its import)
+
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError:

@@ -86,6 +86,22 @@ class KeyBytes:
         """Words of the longest key."""
         return -(-self.longest // _WORD)
 
+    def word_at(self, index: int, rows: np.ndarray) -> np.ndarray:
+        """The `index`-th word of the keys at `rows` (as `word`, without reading the other keys')."""
+        if index in self._front:
+            return self._front[index][rows]
+        starts, lengths = self.starts[rows], self.lengths[rows]
+        word = self.words_at[np.minimum(starts + _WORD * index, len(self.words_at) - 1)]
+        return word & _MASKS[np.clip(lengths - _WORD * index, 0, _WORD)]
+
+    def same_as_in(self, rows: np.ndarray, other: "KeyBytes", other_rows: np.ndarray) -> np.ndarray:
+        """Whether the key at each of `rows` is byte for byte the key of `other` at `other_rows[i]`."""
+        same = self.lengths[rows] == other.lengths[other_rows]
+        # keys of equal length have as many words, zero past their end
+        for j in range(min(self.word_count(), other.word_count())):
+            same &= self.word_at(j, rows) == other.word_at(j, other_rows)
+        return same
+
     def same_as(self, rows: np.ndarray) -> np.ndarray:
         """Whether each key is byte for byte the key at row `rows[i]`."""
         same = self.lengths == self.lengths[rows]

@@ -187,10 +187,10 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
         routes = []
         tuning = replace(_general_paths(writes), incremental_min_rows=0)
         if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
-            # (and the probe tests all keys at once but reads the other columns a segment at a time)
+            # (and the probe reads its files a row at a time: figures summed over batches)
             tuning = replace(tuning, dead_vector_max_files=0, probe_batch_rows=1)
-        elif writes == "threads":   # the probe tests the keys a segment at a time
-            tuning = replace(tuning, probe_key_bytes=1)
+        elif writes == "threads":   # the probe reads its files two rows at a time
+            tuning = replace(tuning, probe_batch_rows=2)
         if path == "all":
             tuning = replace(tuning, incremental_max_dirty_share=-1.0)
         seen = []
