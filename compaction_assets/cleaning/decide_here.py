@@ -36,6 +36,7 @@ NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon"
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
 # the hash of a row's key (keys.py), worked out as the rows are split into buckets
 KEY_HASH = "_key_hash"
+SPLIT_BLOCK_ROWS = 131_072   # a file's rows split a block at a time (split_by_key)
 KEYED_WINNER_SCHEMA = pa.schema([(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type)
                                  for name in NARROW_COLUMNS])
 
@@ -110,20 +111,26 @@ def _winners(table: pa.Table, with_key: bool) -> pa.Table:
     return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
 
 
-def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
+def split_by_key(table: pa.Table, buckets: int, block_rows: int = SPLIT_BLOCK_ROWS) -> list[pa.Table]:
     """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH:
-    every row of a key in one part."""
+    every row of a key in one part, in the table's order."""
     # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again (a
     # bucket of 4M rows: 0.25-0.6 s a bucket)
     hashes = key_hash(table.column("key"))
     table = table.append_column(KEY_HASH, from_numpy(hashes))
     if buckets == 1:
         return [table]
+    # the rows in order of their block of `block_rows`, then of their bucket: the take that gathers
+    # them reads a block's columns while they are in the cores' caches (a file of 300k rows in 14
+    # buckets: 15 ms, against 27 ms in bucket order across the file, as 6 buckets take)
+    blocks = max(1, -(-len(table) // block_rows))
+    label = (np.arange(len(table)) // block_rows) * buckets + (hashes % np.uint64(buckets)).astype(np.int64)
     # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (a file of 256k rows:
     # 0.002 s, against 0.013 s as 64-bit numbers)
-    bucket = (hashes % np.uint64(buckets)).astype(np.uint8 if buckets <= 256 else np.uint16)
-    order = np.argsort(bucket, kind="stable")
-    counts = np.bincount(bucket, minlength=buckets)
+    order = np.argsort(label.astype(np.uint16 if blocks * buckets <= 1 << 16 else np.uint32), kind="stable")
+    counts = np.bincount(label, minlength=blocks * buckets)
+    starts = (np.cumsum(counts) - counts).reshape(blocks, buckets)
+    counts = counts.reshape(blocks, buckets)
     ordered = table.take(from_numpy(order))
-    ends = np.cumsum(counts)
-    return [ordered.slice(int(end - count), int(count)) for end, count in zip(ends, counts)]
+    return [pa.concat_tables([ordered.slice(int(starts[block, bucket]), int(counts[block, bucket]))
+                              for block in range(blocks)]) for bucket in range(buckets)]
