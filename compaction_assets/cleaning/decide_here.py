@@ -122,7 +122,7 @@ def split_by_key(table: pa.Table, buckets: int, block_rows: int = SPLIT_BLOCK_RO
         return [table]
     # the rows in order of their block of `block_rows`, then of their bucket: the take that gathers
     # them reads a block's columns while they are in the cores' caches (a file of 300k rows in 14
-    # buckets: 15 ms, against 27 ms in bucket order across the file, as 6 buckets take)
+    # buckets: 15 ms, against 27 ms in bucket order across the file; in 6 buckets 11 ms, against 12 ms)
     blocks = max(1, -(-len(table) // block_rows))
     label = (np.arange(len(table)) // block_rows) * buckets + (hashes % np.uint64(buckets)).astype(np.int64)
     # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (a file of 256k rows:

@@ -16,6 +16,7 @@ by value with them.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -167,7 +168,9 @@ def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: i
         import pyarrow as pa
 
         fs = open_fs()
-        keys = touched if callable(touched) or isinstance(touched, KeySet) else (lambda: KeySet(touched))
+        keys = touched
+        if not callable(touched) and not isinstance(touched, KeySet):   # an array: one set for this worker's tasks
+            keys = functools.cache(lambda: KeySet(touched))
         for batch in batches:
             for task in batch.column(0).to_pylist():
                 for seg_idx, removed, figures in probe_segments(tasks[task], keys, now, new_horizon, fs,

@@ -54,12 +54,17 @@ class KeyBytes:
         kept: the hash and the check of equal keys both read them)."""
         if index in self._front:
             return self._front[index]
-        left = np.clip(self.lengths - _WORD * index, 0, _WORD)
-        word = self.words_at[np.minimum(self.starts + _WORD * index, len(self.words_at) - 1)]
-        if (left < _WORD).any():
-            word &= _MASKS[left]
+        word = self._words(index, self.starts, self.lengths)
         if index < _EDGE_WORDS:
             self._front[index] = word
+        return word
+
+    def _words(self, index: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The `index`-th word of the keys that start at `starts` and have `lengths`, zero past their end."""
+        left = np.clip(lengths - _WORD * index, 0, _WORD)
+        word = self.words_at[np.minimum(starts + _WORD * index, len(self.words_at) - 1)]
+        if (left < _WORD).any():
+            word &= _MASKS[left]
         return word
 
     def hash(self) -> np.ndarray:
@@ -90,9 +95,7 @@ class KeyBytes:
         """The `index`-th word of the keys at `rows` (as `word`, without reading the other keys')."""
         if index in self._front:
             return self._front[index][rows]
-        starts, lengths = self.starts[rows], self.lengths[rows]
-        word = self.words_at[np.minimum(starts + _WORD * index, len(self.words_at) - 1)]
-        return word & _MASKS[np.clip(lengths - _WORD * index, 0, _WORD)]
+        return self._words(index, self.starts[rows], self.lengths[rows])
 
     def same_as_in(self, rows: np.ndarray, other: "KeyBytes", other_rows: np.ndarray) -> np.ndarray:
         """Whether the key at each of `rows` is byte for byte the key of `other` at `other_rows[i]`."""
