@@ -94,3 +94,24 @@ def test_in_order_stops_at_a_failure():
         for value in in_order(work, 50, 3):
             seen.append(value)
     assert seen == [0, 1, 2, 3]
+
+
+def test_a_rewritten_file_holds_offsets_keys_and_timestamps_without_a_dictionary(tmp_path):
+    # a rewritten segment holds a key once: a dictionary of its unique columns cost its write and reads
+    paths = [str(tmp_path / f"seg-{n}.parquet") for n in range(2)]
+    for n, path in enumerate(paths):
+        _segment_file(path, n * ROWS_A_FILE)
+    keep = np.arange(0, 2 * ROWS_A_FILE, 3, dtype=np.int64)
+    out = str(tmp_path / "clean.parquet")
+    rewrite_one(RewriteSpec(unit=0, files=tuple((p, None) for p in paths), min_offset=0, horizon=0, out=out),
+                keep, pafs.LocalFileSystem(), SEGMENT_SCHEMA)
+
+    group = pq.ParquetFile(out).metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: set(group.column(i).encodings) for i in range(group.num_columns)}
+    assert "DELTA_BINARY_PACKED" in encodings["offset"] and "DELTA_BINARY_PACKED" in encodings["timestamp"]
+    assert not any("DICTIONARY" in e for name in ("offset", "key", "timestamp") for e in encodings[name])
+    assert "RLE_DICTIONARY" in encodings["value"] and "RLE_DICTIONARY" in encodings["record_size"]
+    table = pq.read_table(out)
+    assert np.array_equal(table.column("offset").to_numpy(), keep)
+    assert table.column("key").to_pylist() == [b"k%d" % (o % 97) for o in keep.tolist()]
+    assert np.array_equal(table.column("timestamp").to_numpy(), keep + 1000)
