@@ -41,7 +41,7 @@ from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEM
 from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OFFSET, decide_here_plan, fits_here,
                                                   newer_winner, shuffle_partitions)
 from compaction_assets.cleaning.planner import CleaningRange
-from compaction_assets.cleaning.probe import probe, probed_figures
+from compaction_assets.cleaning.probe import NewerKeys, probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.arrays import from_numpy
 from compaction_assets.log.config import Strategy, TopicConfig
@@ -133,14 +133,15 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
     winners with key, offset and WINNER_FIELDS as an Arrow table: from Spark, or found here), its prefix
     probed (probe.py)."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="newer") as pool:
-        # the newer rows' winners are found while the probe reads its first files (its threads wait for
-        # the keys only to test them)
+        # the newer rows' winners are found while the probe reads ahead (its threads wait for the keys
+        # only to test them)
         newer = pool.submit(query)
 
         @functools.cache
-        def touched():
+        def newer_keys():
             return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
-        probed = probe(spark, handle, manifest, span.unique, touched, now, new_horizon, vector, tuning)
+        probed = probe(spark, handle, manifest, span.unique, NewerKeys(newer_keys, newer.done), now, new_horizon,
+                       vector, tuning)
         table = newer.result()
     table = offset_decision(table.drop_columns(["key"]), _starts(span.newer), now, new_horizon)
     figures, horizons = segment_figures(arrow_figures(table), span.newer)

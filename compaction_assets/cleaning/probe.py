@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 import json
+import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -44,51 +46,80 @@ def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: 
             [Horizon(*h) for h in figures["horizons"]])
 
 
-def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], touched, now: int,
-          new_horizon: int, vector, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
+@dataclass(frozen=True)
+class NewerKeys:
+    """The newer records' keys, being found elsewhere: `get()` gives them (an Arrow binary array, a key
+    once), waiting if need be; `ready()` says whether it would not wait."""
+    get: Callable[[], pa.Array]
+    ready: Callable[[], bool]
+
+
+def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], newer: NewerKeys,
+          now: int, new_horizon: int, vector, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
     """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
-    workers (as the write chooses); per segment index, (removed offsets ascending, figures). `touched()`
-    gives the newer records' keys (threads call it once they have read a first batch); `vector` is
-    the log's deletion vector (`dead_offsets`)."""
+    workers (as the write chooses); per segment index, (removed offsets ascending, figures). Threads
+    read ahead until the newer records' keys are ready; `vector` is the log's deletion vector
+    (`dead_offsets`)."""
     old = to_numpy(vector) if vector is not None else None
     specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
                                   manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
              for i, seg in unique if seg.records]
-    threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
-    if threads:   # a segment a task, the largest first, taken by the threads as they get free
-        tasks = [[spec] for spec in sorted(specs, key=lambda spec: -spec.rows)] or [[]]
-    else:   # as many tasks as Spark runs at once (twice), each one's segments in offset order
-        n_tasks = max(1, min(len(specs), parallelism(spark) * 2))
-        tasks = [sorted(group, key=lambda spec: spec.seg_idx)
-                 for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
-    n_tasks = len(tasks)
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
-    runner = probe_task.probe_runner(tasks, _built_once(touched) if threads else touched(), now, new_horizon,
-                                     open_fs, tuning.probe_batch_rows)
+    threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
     if threads:
-        def run(task: int) -> list:
-            return list(runner(iter([pa.record_batch([from_numpy(np.array([task], np.int64))], names=["id"])])))
-        with ThreadPoolExecutor(max_workers=min(threads, n_tasks), thread_name_prefix="probe") as pool:
-            result = pa.Table.from_batches([b for part in pool.map(run, range(n_tasks)) for b in part],
-                                           schema=pa.schema([("seg_idx", pa.int32()), ("offset", pa.int64()),
-                                                             ("figures", pa.string())]))
-    else:
-        ship_by_value(keys, key_set, probe_task)   # (only for Spark's workers: its import is 0.2 s of a cleaning here)
-        result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
+        return _probed_here(specs, newer, now, new_horizon, open_fs, threads, tuning)
+    # as many tasks as Spark runs at once (twice), each one's segments in offset order
+    n_tasks = max(1, min(len(specs), parallelism(spark) * 2))
+    tasks = [sorted(group, key=lambda spec: spec.seg_idx)
+             for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
+    runner = probe_task.probe_runner(tasks, newer.get(), now, new_horizon, open_fs, tuning.probe_batch_rows)
+    ship_by_value(keys, key_set, probe_task)   # (only for Spark's workers: its import is 0.2 s of a cleaning here)
+    result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
     return _removed_by_segment(result)
 
 
-def _built_once(touched) -> Callable[[], key_set.KeySet]:
-    """A function giving the set of the keys `touched()` gives, built by the first thread that asks (the
-    others wait for it: one set serves them all)."""
-    lock, built = threading.Lock(), []
+def _probed_here(specs: list[probe_task.ProbeSpec], newer: NewerKeys, now: int, new_horizon: int,
+                 open_fs: Callable, threads: int, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
+    """probe_task in `threads` threads of this process: each takes the next segment (the largest first)
+    when it gets free, and all share one key set."""
+    waiting: queue.SimpleQueue = queue.SimpleQueue()
+    for spec in sorted(specs, key=lambda spec: -spec.rows):
+        waiting.put(spec)
 
-    def get() -> key_set.KeySet:
-        with lock:
-            if not built:
-                built.append(key_set.KeySet(touched()))
-            return built[0]
-    return get
+    def taken() -> Iterator[probe_task.ProbeSpec]:
+        while True:
+            try:
+                yield waiting.get_nowait()
+            except queue.Empty:
+                return
+    shared = SharedKeySet(newer)
+
+    def run(_: int) -> list:
+        return probe_task.probe_segments(taken(), shared, now, new_horizon, open_fs(), tuning.probe_batch_rows,
+                                         tuning.probe_read_ahead_rows)
+    workers = max(1, min(threads, len(specs)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe") as pool:
+        parts = list(pool.map(run, range(workers)))
+    return {seg_idx: (removed, figures) for part in parts for seg_idx, removed, figures in part}
+
+
+class SharedKeySet:
+    """The key set of the newer records' keys, for the probe's threads: built once, by the first thread
+    that finds the keys ready (the others read ahead meanwhile, then use it)."""
+
+    def __init__(self, newer: NewerKeys):
+        self.newer, self.lock, self.built = newer, threading.Lock(), []
+
+    def ready(self) -> bool:
+        """Whether `get` would not wait: the set is built, or the keys are ready and no thread builds it."""
+        return bool(self.built) or (self.newer.ready() and not self.lock.locked())
+
+    def get(self) -> key_set.KeySet:
+        """The set (built by this call if no thread has built it)."""
+        with self.lock:
+            if not self.built:
+                self.built.append(key_set.KeySet(self.newer.get()))
+            return self.built[0]
 
 
 def _removed_by_segment(result: pa.Table) -> dict[int, tuple[np.ndarray, dict]]:

@@ -16,13 +16,12 @@ by value with them.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.log.key_set import KeySet
+from compaction_assets.log.key_set import KeySet, hashed
 from compaction_assets.log.segment_task import visible_mask
 
 COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")   # what is read
@@ -41,31 +40,42 @@ class ProbeSpec:
     rows: int = 0                       # rows of its files (the vector's included)
 
 
-def probe_segments(specs: list[ProbeSpec], touched, now: int, new_horizon: int, fs,
-                   batch_rows: int) -> list[tuple[int, Any, dict]]:
-    """For each segment of `specs`: (seg_idx, removed offsets as a numpy array, figures of the records it
-    keeps). `touched` is the newer records' keys as a KeySet, or a function that gives it, called once the
-    first batch is read (so the read overlaps whatever produces the keys). The files are read and tested
-    `batch_rows` rows at a time, all columns at once, so memory stays a batch's whatever the section's
-    size (and a batch's arrays stay in the cores' caches: memory touched for the first time is what
-    a probe of millions of rows spent most on when it held its keys and columns whole)."""
+def probe_segments(specs: Iterable[ProbeSpec], keys, now: int, new_horizon: int, fs, batch_rows: int,
+                   read_ahead_rows: int = 0) -> list[tuple[int, Any, dict]]:
+    """For each segment of `specs` (a list, or an iterable that threads take segments from as they get
+    free): (seg_idx, removed offsets as a numpy array, figures of the records it keeps). `keys` gives the
+    newer records' KeySet (`get()`) and tells whether it can be had at once (`ready()`); until it can, up
+    to `read_ahead_rows` rows are read, hashed and held, so the read overlaps whatever produces the keys.
+    The files are read and tested `batch_rows` rows at a time, all columns at once, so memory stays a
+    batch's whatever the section's size (and a batch's arrays stay in the cores' caches: memory touched
+    for the first time is what a probe of millions of rows spent most on when it held its keys and columns
+    whole)."""
     import pyarrow.parquet as pq
 
-    out = []
+    tallies: list[tuple[ProbeSpec, FigureTally]] = []
+    held: list[tuple[FigureTally, dict]] = []   # batches read before the keys are tested
+    held_rows, key_set = 0, None
     for spec in specs:
         tally = FigureTally(new_horizon)
+        tallies.append((spec, tally))
         for path, stamp in spec.files:
             file = pq.ParquetFile(fs.open_input_file(path))
             for batch in file.iter_batches(batch_size=batch_rows, columns=list(COLUMNS), use_threads=False):
-                touched = touched() if callable(touched) else touched
-                tally.add(_probed(batch, spec, stamp, touched, now))
-        out.append((spec.seg_idx, tally.removed_offsets(), tally.figures()))
-    return out
+                held.append((tally, _read(batch, spec, stamp, now)))
+                held_rows += batch.num_rows
+                if key_set is None and held_rows < read_ahead_rows and not keys.ready():
+                    continue
+                key_set = key_set or keys.get()
+                _tested(held, key_set)
+                held_rows = 0
+    if held:
+        _tested(held, key_set or keys.get())
+    return [(spec.seg_idx, tally.removed_offsets(), tally.figures()) for spec, tally in tallies]
 
 
-def _probed(batch, spec: ProbeSpec, stamp: int | None, touched: KeySet, now: int) -> dict:
-    """A batch of a segment's file as numpy columns, with which of its rows are visible and removed
-    (superseded by a newer record of their key, or a tombstone whose delete horizon has passed)."""
+def _read(batch, spec: ProbeSpec, stamp: int | None, now: int) -> dict:
+    """A batch of a segment's file as numpy columns, with which of its rows are visible and which are
+    tombstones whose delete horizon has passed, and its keys hashed (all the probe needs but the keys)."""
     import pyarrow.compute as pc
 
     offsets = to_numpy(batch.column("offset"))
@@ -76,11 +86,20 @@ def _probed(batch, spec: ProbeSpec, stamp: int | None, touched: KeySet, now: int
         horizon = pc.coalesce(horizon, pc.if_else(tomb, scalar(stamp), scalar(None)))
     part = {"offset": offsets, "ts": to_numpy(batch.column("timestamp")), "size": to_numpy(batch.column("record_size")),
             "tomb": to_numpy(tomb), "horizon": to_numpy(pc.fill_null(horizon, scalar(-1))),
-            "has_horizon": to_numpy(pc.is_valid(horizon)), "visible": visible}
-    superseded = touched.contains(batch.column("key")) & visible
-    expired = visible & part["tomb"] & part["has_horizon"] & (part["horizon"] <= now)
-    part.update(removed=superseded | expired, expired=expired & ~superseded)
+            "has_horizon": to_numpy(pc.is_valid(horizon)), "visible": visible, "keys": hashed(batch.column("key"))}
+    part["expired"] = visible & part["tomb"] & part["has_horizon"] & (part["horizon"] <= now)
     return part
+
+
+def _tested(held: list[tuple[FigureTally, dict]], key_set: KeySet) -> None:
+    """Test the held batches' keys against the newer records' (a row they supersede is removed, as is
+    an expired tombstone), count each batch into its segment's tally and let the batches go."""
+    for tally, part in held:
+        superseded = key_set.contains_hashed(part["keys"]) & part["visible"]
+        expired = part["expired"]
+        part.update(removed=superseded | expired, expired=expired & ~superseded)
+        tally.add(part)
+    held.clear()
 
 
 class FigureTally:
@@ -97,7 +116,7 @@ class FigureTally:
         self.removed_parts: list = []
 
     def add(self, part: dict) -> None:
-        """Count a batch (`_probed`'s columns). Reduced over np.where's arrays, not under `where=` masks
+        """Count a batch (`_read`'s columns, tested). Reduced over np.where's arrays, not under `where=` masks
         (numpy's masked reductions: 0.7 ms for 131k rows here, twice np.where's and a reduction's)."""
         import numpy as np
 
@@ -157,23 +176,39 @@ class FigureTally:
                 "horizons": [(value, *group) for value, group in sorted(self.horizons.items())]}
 
 
-def probe_runner(tasks: list[list[ProbeSpec]], touched, now: int, new_horizon: int, open_fs: Callable[[], Any],
+class KeysWhenAsked:
+    """A Spark worker's key set: built from the newer records' keys when first asked, and ready at once
+    (a worker has nothing to read ahead for)."""
+
+    def __init__(self, keys):
+        self.keys, self.key_set = keys, None
+
+    def ready(self) -> bool:
+        """Always: the set is built when asked."""
+        return True
+
+    def get(self) -> KeySet:
+        """The set, built on the first call."""
+        if self.key_set is None:
+            self.key_set = KeySet(self.keys)
+        return self.key_set
+
+
+def probe_runner(tasks: list[list[ProbeSpec]], keys, now: int, new_horizon: int, open_fs: Callable[[], Any],
                  batch_rows: int):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
     tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
-    figures (JSON, offset null) per segment. `touched` as `probe_segments` takes it, or the keys as an
-    Arrow array (when the function is shipped to Python workers: each task builds its set)."""
+    figures (JSON, offset null) per segment. `keys`: the newer records' keys, an Arrow array (a worker
+    builds one set for the tasks it runs)."""
     def run(batches):
         import numpy as np
         import pyarrow as pa
 
         fs = open_fs()
-        keys = touched
-        if not callable(touched) and not isinstance(touched, KeySet):   # an array: one set for this worker's tasks
-            keys = functools.cache(lambda: KeySet(touched))
+        key_set = KeysWhenAsked(keys)
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for seg_idx, removed, figures in probe_segments(tasks[task], keys, now, new_horizon, fs,
+                for seg_idx, removed, figures in probe_segments(tasks[task], key_set, now, new_horizon, fs,
                                                                 batch_rows):
                     n = len(removed)
                     yield pa.RecordBatch.from_arrays([

@@ -10,12 +10,29 @@ apart. Like keys.py, it needs only numpy and pyarrow (the probe ships it to Spar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
 from compaction_assets.log.keys import KeyBytes
 
 EMPTY = np.uint64(0)   # a slot of the table that holds no key (a key hashed to 0 is stored as 1)
+
+
+@dataclass(frozen=True)
+class HashedKeys:
+    """An array of keys read as words, with their hashes as a KeySet holds them: a batch hashed before
+    the set it is tested against exists."""
+    keys: KeyBytes
+    hashes: np.ndarray
+
+
+def hashed(keys: pa.Array | pa.ChunkedArray) -> HashedKeys:
+    """`keys` (without nulls) read and hashed for `KeySet.contains_hashed`."""
+    _no_nulls(keys)
+    asked = KeyBytes(keys)
+    return HashedKeys(asked, _stored(asked.hash()))
 
 
 class KeySet:
@@ -55,9 +72,11 @@ class KeySet:
 
     def contains(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Whether each of `keys` is in the set (a numpy boolean array)."""
-        _no_nulls(keys)
-        asked = KeyBytes(keys)
-        hashes = _stored(asked.hash())
+        return self.contains_hashed(hashed(keys))
+
+    def contains_hashed(self, asked: HashedKeys) -> np.ndarray:
+        """Whether each of the keys `asked` is in the set (a numpy boolean array)."""
+        hashes = asked.hashes
         found = np.zeros(len(hashes), bool)
         if not len(self.hashes):
             return found
@@ -70,7 +89,7 @@ class KeySet:
             at = np.flatnonzero(held == hashes[open_rows])
             going = held != EMPTY   # a key's probe ends at its key or at an empty slot
             if len(at):
-                same_key = self.keys.same_as_in(self.rows[slots[at]], asked, open_rows[at])
+                same_key = self.keys.same_as_in(self.rows[slots[at]], asked.keys, open_rows[at])
                 found[open_rows[at[same_key]]] = True
                 going[at[same_key]] = False   # (another key of the same hash: the probe goes on)
             open_rows, slots = open_rows[going], (slots[going] + 1) & np.int64(self.mask)
