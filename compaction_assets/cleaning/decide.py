@@ -137,8 +137,7 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
         # only to test them)
         newer = pool.submit(query)
 
-        @functools.cache
-        def newer_keys():
+        def newer_keys():   # asked once (the probe's threads share the set built from them)
             return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
         probed = probe(spark, handle, manifest, span.unique, NewerKeys(newer_keys, newer.done), now, new_horizon,
                        vector, tuning)

@@ -47,9 +47,9 @@ def probe_segments(specs: Iterable[ProbeSpec], keys, now: int, new_horizon: int,
     newer records' KeySet (`get()`) and tells whether it can be had at once (`ready()`); until it can, up
     to `read_ahead_rows` rows are read, hashed and held, so the read overlaps whatever produces the keys.
     The files are read and tested `batch_rows` rows at a time, all columns at once, so memory stays a
-    batch's whatever the section's size (and a batch's arrays stay in the cores' caches: memory touched
-    for the first time is what a probe of millions of rows spent most on when it held its keys and columns
-    whole)."""
+    batch's (and the rows read ahead) whatever the section's size (and a batch's arrays stay in the cores'
+    caches: memory touched for the first time is what a probe of millions of rows spent most on when it
+    held its keys and columns whole)."""
     import pyarrow.parquet as pq
 
     tallies: list[tuple[ProbeSpec, FigureTally]] = []

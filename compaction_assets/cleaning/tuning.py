@@ -97,8 +97,9 @@ class CleanerTuning:
     # keys and columns held whole, 0.79 s, medians of 6 interleaved; 64k to 512k rows a batch: within the noise)
     probe_batch_rows: int = 65_536
     # ... and while the newer records' keys are being found, each probe thread reads and hashes up to this
-    # many rows ahead, then waits (about 150 bytes a row held; at 20M, 1% new: 0.81 -> 0.77 s in process,
-    # medians of 5 interleaved, faster in each pair; 1M rows a thread touched more memory than it saved)
+    # many rows ahead, then waits (about 100 bytes a row held: 25 MB a thread; at 20M, 1% new: 0.81 ->
+    # 0.77 s in process, medians of 5 interleaved, faster in each pair; 1M rows a thread touched more memory
+    # than it saved)
     probe_read_ahead_rows: int = 262_144
     # a local master's large writes (and probes) run in this process, a thread a core (a forced cleaning
     # of 5M records wrote in 2.0 s here, 4.3 s in Python workers on the same cores) ...

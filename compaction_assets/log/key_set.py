@@ -39,9 +39,8 @@ class KeySet:
     """The keys of a binary (or string) array, for membership tests of other arrays of keys."""
 
     def __init__(self, keys: pa.Array | pa.ChunkedArray):
-        _no_nulls(keys)
-        self.keys = KeyBytes(keys)
-        self.hashes = _stored(self.keys.hash())
+        stored = hashed(keys)
+        self.keys, self.hashes = stored.keys, stored.hashes
         # a filter of at least 8 bits a key (a bit a hash's top bits; 256 KB for 200k keys: it stays in a
         # core's cache) turns away about 9 in 10 of the keys not in the set before the table is read
         bits = max(6, int(8 * len(self.hashes)).bit_length())
