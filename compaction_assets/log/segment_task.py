@@ -34,15 +34,17 @@ DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
                      "column_encoding": {"offset": "DELTA_BINARY_PACKED"}}
 
 
-# a rewritten segment holds each key once, its offsets ascending: Arrow's default, a dictionary for every
-# column, held each offset, key and timestamp once in its dictionary, cost the write a hash table and every
-# read a gather (a file of 483k kept rows: written in 282 -> 152 ms, the probe's columns read in 61 -> 31
-# ms, all columns 197 -> 77 ms, 58 -> 52 MB). Values, headers and the small columns keep theirs (their
-# values repeat); the offsets and timestamps are delta-encoded (near a byte a row: the offsets are
-# ascending, the timestamps mostly are). LZ4 (Parquet's LZ4_RAW) decompresses in half snappy's time at the
-# same size and the same write (that file's probe columns 43 -> 27 ms of CPU): segments are read by this
-# product only (Spark 3.3+ and pyarrow read LZ4_RAW; the topic tables write their own files).
-REWRITE_OPTIONS = {"compression": "lz4",
+# a segment's file, appended or rewritten, holds its offsets once and its keys and timestamps nearly once:
+# Arrow's default, a dictionary for every column, held each of them once in its dictionary, cost the write
+# a hash table and every read a gather (a rewritten file of 483k rows: written in 282 -> 152 ms, the
+# probe's columns read in 61 -> 31 ms, all columns 197 -> 77 ms, 58 -> 52 MB). Values, headers and the
+# small columns keep theirs (their values repeat); the offsets and timestamps are delta-encoded (near a byte
+# a row: the offsets are ascending, the timestamps mostly are). LZ4 (Parquet's LZ4_RAW) decompresses in
+# half snappy's time at the same size and the same write (that file's probe columns 43 -> 27 ms of CPU).
+# Appended segments are written so too (log/writer.py): an incremental cleaning's probe reads every kept
+# record of them (D at 20M, 1% new: 1.43 -> 1.29 s). Segments are read by this product only (Spark 3.3+
+# and pyarrow read LZ4_RAW; the topic tables write their own files).
+SEGMENT_OPTIONS = {"compression": "lz4",
                    "use_dictionary": ["value", "headers.list.element.name", "headers.list.element.value",
                                       "delete_horizon", "record_size", "is_tombstone"],
                    "column_encoding": {"offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"}}
@@ -211,7 +213,7 @@ def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536, r
         rows = _survivors(spec, n, keep, fs, schema, batch_rows)
         return list(rows) if readers > 1 else rows
     written, pending, pending_rows = 0, [], 0
-    with pq.ParquetWriter(spec.out, schema, filesystem=fs, **REWRITE_OPTIONS) as writer:
+    with pq.ParquetWriter(spec.out, schema, filesystem=fs, **SEGMENT_OPTIONS) as writer:
         # the first segments of a forced cleaning are mostly dead and merge into one run (50M records: 150
         # files, 38M rows read, for one file of 0.5M rows): read by one thread, that run was the write's
         # whole length while the other cores had finished theirs

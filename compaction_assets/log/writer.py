@@ -23,6 +23,7 @@ from compaction_assets.log.config import Strategy, TopicConfig
 from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
 from compaction_assets.log.records import coerce_table, sizes_array
 from compaction_assets.log.read_ahead import ReadAhead
+from compaction_assets.log import segment_task
 from compaction_assets.log.reader import dead_offsets, ship_by_value
 from compaction_assets.log.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.log.store import LogHandle
@@ -44,7 +45,7 @@ class AppendResult:
 def write_file(handle: LogHandle, table: pa.Table) -> FileRef:
     """Records written as a new data file of the log (referenced once a commit names it)."""
     name = handle.new_data_name()
-    handle.st.write_parquet(handle.path(name), table)
+    handle.st.write_parquet(handle.path(name), table, **segment_task.SEGMENT_OPTIONS)
     return FileRef(name=name, records=len(table))
 
 
@@ -267,8 +268,6 @@ def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None =
         w = df.write if partition_by is None else df.write.partitionBy(partition_by)
         w.parquet(handle.spark_uri(relative))
         return
-    from compaction_assets.log import segment_task
-
     ship_by_value()
     runner = segment_task.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
     df.mapInArrow(runner, "path string, rows long").collect()

@@ -71,3 +71,19 @@ def test_a_fault_between_pieces_deletes_the_pieces_written(store):
         writer.append_pieces(handle, FULL_AT_ONE, pieces, source="group", ingest_name="group-1")
     assert (handle.manifest().to_json(), data_files(handle)) == before
     assert handle.lock_holder("append") is None
+
+
+def test_an_appended_file_is_written_as_a_rewritten_one(store):
+    # the probe of an incremental cleaning reads every kept record of the appended segments: their
+    # offsets, keys and timestamps without a dictionary, delta-encoded where ascending, in LZ4
+    import pyarrow.parquet as pq
+
+    handle = store.log("t-0")
+    writer.append(handle, FULL_AT_THREE, rows(0, 3))
+    (name,) = data_files(handle)
+    group = pq.ParquetFile(handle.path(name)).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    assert "DELTA_BINARY_PACKED" in columns["offset"].encodings and "DELTA_BINARY_PACKED" in columns["timestamp"].encodings
+    assert not any("DICTIONARY" in e for name in ("offset", "key", "timestamp") for e in columns[name].encodings)
+    assert "RLE_DICTIONARY" in columns["value"].encodings
+    assert {column.compression for column in columns.values()} == {"LZ4"}   # (pyarrow's name of LZ4_RAW)
