@@ -64,6 +64,17 @@ def newer_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[in
     return pa.concat_tables(found) if found else KEYED_WINNER_SCHEMA.empty_table()
 
 
+def newer_keys(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
+               vector: Callable[[], pa.Array | None]) -> pa.ChunkedArray:
+    """The keys of the segments' visible records (a key as often as it has records): the keys whose
+    older records a probe removes, the same as their winners' (newer_winners), had without grouping."""
+    dead = vector() if any(seg.dead for _, seg in segments) else None
+    tables = [read_file(handle, ref, manifest.log_start_offset, dead, ("offset", "key"))
+              for _, seg in segments for ref in seg.files]
+    return pa.chunked_array([chunk for table in tables for chunk in table.column("key").chunks],
+                            SEGMENT_SCHEMA.field("key").type)
+
+
 def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
                    vector: Callable[[], pa.Array | None], threads: int, buckets: int,
                    with_key: bool = False) -> Iterator[pa.Table]:

@@ -50,7 +50,7 @@ def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: 
 class NewerKeys:
     """The newer records' keys, being found elsewhere: `get()` gives them (an Arrow binary array, a key
     once), waiting if need be; `ready()` says whether it would not wait."""
-    get: Callable[[], pa.Array]
+    get: Callable[[], pa.Array | pa.ChunkedArray]
     ready: Callable[[], bool]
 
 

@@ -4,6 +4,7 @@ that path and its buckets by the memory the range needs (cleaning/placement.py).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -12,16 +13,16 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decide_here import KEY_HASH, split_by_key
+from compaction_assets.cleaning.decide_here import KEY_HASH, newer_keys, newer_winners, split_by_key
 from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW_BYTES, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
                                                   available_memory, decide_here_plan, local_cores)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.keys import key_hash
-from compaction_assets.log.reader import iter_records
+from compaction_assets.log.reader import dead_offsets, iter_records
 from compaction_assets.log.store import LogStore
-from tests.cleaning.test_small_and_large_paths import _build
+from tests.cleaning.test_small_and_large_paths import _build, _clean_more
 
 NOW = 10**12
 DAY = 86_400_000
@@ -132,3 +133,20 @@ def test_the_probes_newer_winners_found_here_or_in_spark_clean_alike(spark, tmp_
                          {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"})
     assert results["here"][0] and results["here"] == results["spark"]
     assert results["here"][2]["records_superseded"] >= 4
+
+
+def test_the_keys_a_probe_tests_are_its_newer_records_keys(spark, store, make_config):
+    """The newer records' keys that the probe's threads test while the winners are found, read apart from
+    them (decide_here.newer_keys): every visible record's key (the log start and the deletion vector
+    applied), the keys of newer_winners."""
+    log, cfg = _log(store, make_config)
+    _clean_more(spark, log, cfg)   # a second cleaning marks records in the deletion vector
+    log.update(lambda m: m.with_(log_start_offset=25))
+    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": "later", "timestamp": 6000} for k in (1, 1, 50)])
+    m = log.manifest()
+    segments = list(enumerate(m.segments))
+    assert any(seg.dead for _, seg in segments)
+    vector = functools.partial(dead_offsets, log, m)
+    keys = newer_keys(log, m, segments, vector).to_pylist()
+    assert sorted(keys) == sorted(r.key for r in iter_records(log)) and len(keys) > len(set(keys)) > 0
+    assert set(keys) == set(newer_winners(log, m, segments, vector, 2, 3).column("key").to_pylist())
