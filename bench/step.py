@@ -36,11 +36,14 @@ def main() -> None:
 
     from compaction_assets import settings
     from compaction_assets.cleaning import engine
+    from compaction_assets.cli_context import settle_imports
     from compaction_assets.log.store import LogStore
 
     from .gen import NOW, topic_config
     from .modes import LOG_NAME
     from .jobs import JobCounter
+
+    settle_imports()   # as the product's command's process does (cli.run)
 
     store = LogStore(args.store, gc_grace_s=0)
     cfg = topic_config(args.segment_bytes)

@@ -1,5 +1,5 @@
 import sys
 
-from compaction_assets.cli import main
+from compaction_assets.cli import run
 
-sys.exit(main())
+sys.exit(run())

@@ -13,7 +13,7 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
 from compaction_assets.cleaning.planner import evaluate, order
-from compaction_assets.cli_context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress
+from compaction_assets.cli_context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress, settle_imports
 from compaction_assets.cli_context import build_parser as _build_parser
 from compaction_assets.cli_records import cmd_latest_state, cmd_read
 from compaction_assets.cli_table import cmd_table_commit, cmd_table_history, cmd_table_scan, cmd_table_show  # noqa: F401
@@ -338,6 +338,12 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return 1
 
 
+def run() -> int:
+    """The `compaction` command's process: its imports settled (cli_context.settle_imports), then `main`."""
+    settle_imports()
+    return main()
+
+
 def _stdout_closed() -> int:
     """The reader of stdout went away (`read LOG | head -1`): stop quietly, as `cat` does (exit 141 = 128 +
     SIGPIPE); stdout now points at /dev/null so that Python's flush at exit finds nothing to complain about."""
@@ -348,4 +354,4 @@ def _stdout_closed() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -19,6 +19,17 @@ from compaction_assets.log.names import check_topic
 from compaction_assets.log.store import LogStore, wall_ms
 
 
+def settle_imports() -> None:
+    """Leave what this process's imports made out of every later garbage collection (`gc.freeze`)."""
+    import gc
+
+    # a command's process lives for one command, and its modules, classes and functions (numpy's,
+    # pyarrow's, the cleaner's: a few hundred thousand objects) until it exits; frozen, no collection
+    # walks them again, nor does the interpreter's last one at exit (70-95 ms of a cleaning's process
+    # after its work, 20-27 ms frozen)
+    gc.freeze()
+
+
 def _progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
