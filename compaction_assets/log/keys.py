@@ -38,13 +38,14 @@ class KeyBytes:
         bounds = bounds[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
         raw = keys.buffers()[2]
         raw = np.frombuffer(raw, np.uint8) if raw is not None else np.zeros(0, np.uint8)
-        # a word may be read past the last key's end: zero bytes, masked off as any key's tail is
-        self.data = np.zeros(len(raw) + _WORD, np.uint8)
-        self.data[:len(raw)] = raw
+        if len(raw) < _WORD:   # fewer bytes than a word: padded with zeros (a word is read whole)
+            raw = np.concatenate([raw, np.zeros(_WORD - len(raw), np.uint8)])
+        self.data = raw
         self.starts = bounds[:-1]
         self.lengths = np.diff(bounds)
         self.longest = int(self.lengths.max()) if len(keys) else 0
-        # every byte position's 8 bytes as one (unaligned) number
+        # every byte position's 8 bytes as one (unaligned) number, read in Arrow's buffer where it lies (a
+        # padded copy of the keys' bytes cost as much as their hash: its memory was new to the process)
         self.words_at = np.ndarray(shape=(len(self.data) - _WORD + 1,), dtype=np.uint64, buffer=self.data,
                                    strides=(1,))
         self._front: dict[int, np.ndarray] = {}
@@ -62,7 +63,14 @@ class KeyBytes:
     def _words(self, index: int, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The `index`-th word of the keys that start at `starts` and have `lengths`, zero past their end."""
         left = np.clip(lengths - _WORD * index, 0, _WORD)
-        word = self.words_at[np.minimum(starts + _WORD * index, len(self.words_at) - 1)]
+        at = starts + _WORD * index
+        last = len(self.words_at) - 1
+        word = self.words_at[np.minimum(at, last)]
+        # a word that would run past the buffer's end is read from its last word and shifted down to
+        # where it starts (the bytes past the end come in as zeros; only a last key's tail lies there)
+        over = np.flatnonzero(at > last)
+        if len(over):
+            word[over] >>= ((at[over] - last) * 8).astype(np.uint64)
         if (left < _WORD).any():
             word &= _MASKS[left]
         return word

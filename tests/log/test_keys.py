@@ -86,3 +86,18 @@ def test_a_null_key_is_not_an_empty_one():
     numbers, count = key_numbers(pa.array([b"", None, b"", None, b"x"], pa.binary()))
     assert count == 3 and numbers[0] == numbers[2] and numbers[1] == numbers[3]
     assert len({numbers[0], numbers[1], numbers[4]}) == 3
+
+
+def test_a_keys_words_are_its_own_bytes_wherever_it_ends():
+    # words are read in Arrow's buffer where it lies: a last key's words run past the buffer's end (read
+    # from its last word, shifted down), any other key's into its neighbour's bytes (masked off)
+    rng = np.random.default_rng(11)
+    for length in range(41):
+        keys = [bytes(rng.integers(1, 256, size=int(n), dtype=np.uint8)) for n in rng.integers(0, 30, size=5)]
+        keys.append(bytes(rng.integers(1, 256, size=length, dtype=np.uint8)))
+        key_bytes = KeyBytes(pa.array(keys, pa.binary()))
+        for j in range(key_bytes.word_count()):
+            expected = [int.from_bytes(key[8 * j:8 * j + 8].ljust(8, b"\0"), "little") for key in keys]
+            assert key_bytes.word(j).tolist() == expected, (length, j)
+            assert key_bytes.word_at(j, np.array([len(keys) - 1, 0])).tolist() == [expected[-1], expected[0]]
+        assert key_hash(pa.array(keys[-1:], pa.binary()))[0] == key_hash(pa.array(keys + [b"tail"], pa.binary()))[-2]
