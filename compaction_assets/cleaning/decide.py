@@ -138,15 +138,16 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="newer") as pool:
         # the newer rows' winners are found while the probe runs: its threads test their rows as soon as
         # the newer keys are read (20M records after 1% new: one core sat idle for the 0.2-0.3 s the
-        # winners took, the probe's threads waiting for the keys after their read-ahead)
+        # winners took, the probe's threads waiting for the keys after their read-ahead); the newer files'
+        # keys and offsets are then read twice, about 30 ms of CPU for 200k records
         newer = pool.submit(query)
         found_keys = pool.submit(keys) if keys is not None else newer
 
-        def newer_keys():   # asked once (the probe's threads share the set built from them)
+        def tested_keys():   # asked once (the probe's threads share the set built from them)
             if keys is not None:
                 return found_keys.result()
             return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
-        probed = probe(spark, handle, manifest, span.unique, NewerKeys(newer_keys, found_keys.done), now,
+        probed = probe(spark, handle, manifest, span.unique, NewerKeys(tested_keys, found_keys.done), now,
                        new_horizon, vector, tuning)
         table = newer.result()
     table = offset_decision(table.drop_columns(["key"]), _starts(span.newer), now, new_horizon)

@@ -48,8 +48,9 @@ def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: 
 
 @dataclass(frozen=True)
 class NewerKeys:
-    """The newer records' keys, being found elsewhere: `get()` gives them (an Arrow binary array, a key
-    once), waiting if need be; `ready()` says whether it would not wait."""
+    """The newer records' keys, being found elsewhere: `get()` gives them (an Arrow binary array or
+    chunked array, a key once or as often as it has records), waiting if need be; `ready()` says whether
+    it would not wait."""
     get: Callable[[], pa.Array | pa.ChunkedArray]
     ready: Callable[[], bool]
 
