@@ -26,7 +26,7 @@ def main() -> None:
     out: dict = {"success": False, "driver_memory_env": os.environ.get("SPARK_DRIVER_MEMORY")}
     try:
         from compaction_assets.cleaning import engine
-        from compaction_assets.log.store import LogStore
+        from compaction_assets.store.log_store import LogStore
 
         from . import metrics
         from .contenders import LOG_NAME, bench_spark_conf, start_spark

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.spark import get_spark, spark_conf_from_env
 
 from . import metrics

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.log import writer
-from compaction_assets.log.config import TopicConfig, build_config
+from compaction_assets.topics.config import TopicConfig, build_config
 
 TS0 = 1_700_000_000_000
 NOW = 1_800_000_000_000          # the clock every cleaning of the benchmark uses (after every record)

@@ -18,7 +18,7 @@ class JobCount:
 
 
 def _store(spark):
-    from compaction_assets.lazy_session import started_session
+    from compaction_assets.spark.lazy_session import started_session
 
     spark = started_session(spark)   # a session not started yet has run no job
     if spark is None:
@@ -53,7 +53,7 @@ class JobCounter:
         return self
 
     def __exit__(self, *exc) -> None:
-        from compaction_assets.lazy_session import started_session
+        from compaction_assets.spark.lazy_session import started_session
 
         if started_session(self.spark) is None:   # a session never started ran no job
             self.result = JobCount(0)

@@ -200,9 +200,9 @@ WRITERS = {"native": _write_native, "aiven": _write_aiven, "confluent": _write_c
 
 def ingest_once(landing: str, store: str, layout: str) -> None:
     """In this process: configure the topic and ingest its landing folder; print the seconds as JSON."""
-    from compaction_assets.log.config import build_config
-    from compaction_assets.log.landing import ingest, landing_logs
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.topics.config import build_config
+    from compaction_assets.ingest.landing import ingest, landing_logs
+    from compaction_assets.store.log_store import LogStore
 
     import pandas  # noqa: F401  pyarrow imports it at its first pa.array of a sequence: the native path's
     # imports bring it in before the timing, the connectors' shaping within it (0.3-1.5 s); import it first

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 from . import gen
 

@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import sys
 
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 from . import gen
 from .modes import LOG_NAME, REPO, _free_port, build, copy_log, step

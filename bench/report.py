@@ -335,7 +335,7 @@ def markdown(result: dict) -> str:
             "`spark.read.parquet(files).write.parquet(out)`. **D** `engine.run(force=True)` on a cleaned log plus new "
             "records. **E** B's query in DuckDB (`COPY (... QUALIFY ...) TO ... (FORMAT PARQUET)`, threads = 2) in a "
             "subprocess; its time is the query's alone, without the process's start.",
-            "- One Spark session (the project's settings, `compaction_assets/spark.py`, plus an event log) for A-D; "
+            "- One Spark session (the project's settings, `compaction_assets/spark/__init__.py`, plus an event log) for A-D; "
             + ("an untimed warm-up pass of every contender first; " if result.get("warm_up") else
                "no warm-up pass (the first contender pays the JVM's warm-up); ")
             + "`System.gc()` in the JVM before each Spark contender.",

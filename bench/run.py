@@ -93,7 +93,7 @@ class Bench:
         if case in self.pristine:
             return self.pristine[case]
         from compaction_assets.cleaning.planner import evaluate
-        from compaction_assets.log.store import LogStore
+        from compaction_assets.store.log_store import LogStore
 
         root = os.path.join(self.work, "pristine", case_dir(*case))
         shutil.rmtree(root, ignore_errors=True)
@@ -134,7 +134,7 @@ class Bench:
 
     def warm_up(self) -> None:
         """One untimed pass of every contender on a tiny log: JIT, class loading, Python workers."""
-        from compaction_assets.log.store import LogStore
+        from compaction_assets.store.log_store import LogStore
 
         root = os.path.join(self.work, "warmup")
         gen.generate(LogStore(root, gc_grace_s=0).log(LOG_NAME), self.cfg, 5_000, 500, 100, seed=SEED)
@@ -183,7 +183,7 @@ class Bench:
     def incremental(self) -> None:
         from compaction_assets.cleaning import engine
         from compaction_assets.cleaning.planner import evaluate
-        from compaction_assets.log.store import LogStore
+        from compaction_assets.store.log_store import LogStore
 
         case = tuple(self.mode["d_case"])
         records, keys, value_bytes = case

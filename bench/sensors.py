@@ -22,8 +22,8 @@ import time
 
 def land(store, handle, cfg, log: str, file: str) -> None:
     """A landing file of two records for `log`; ingested when `handle` is given."""
-    from compaction_assets.log.landing import ingest
-    from compaction_assets.log.names import parse_log_name
+    from compaction_assets.ingest.landing import ingest
+    from compaction_assets.store.names import parse_log_name
 
     topic, partition = parse_log_name(log)
     folder = os.path.join(store.landing, topic, f"partition={partition}")
@@ -54,7 +54,7 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
     from compaction_assets.definitions import defs
     from compaction_assets.defs.partitions import log_partitions
     from compaction_assets.log import writer
-    from compaction_assets.log.config import build_config
+    from compaction_assets.topics.config import build_config
     from resources.log_store import LogStoreResource
 
     own = root is None

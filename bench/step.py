@@ -36,8 +36,8 @@ def main() -> None:
 
     from compaction_assets import settings
     from compaction_assets.cleaning import engine
-    from compaction_assets.cli_context import settle_imports
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.cli.context import settle_imports
+    from compaction_assets.store.log_store import LogStore
 
     from .gen import NOW, topic_config
     from .modes import LOG_NAME
@@ -58,7 +58,7 @@ def main() -> None:
     handle = store.log(LOG_NAME)
     if args.op == "latest-state":
         from compaction_assets.cleaning.latest_state import write_latest_state, written_here
-        from compaction_assets.log.fs import Storage
+        from compaction_assets.store.fs import Storage
 
         if written_here(handle, cfg, handle.manifest()):  # as the CLI does: Arrow here, Spark never starts
             t = time.perf_counter()
@@ -68,7 +68,7 @@ def main() -> None:
                        max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             print(json.dumps(out))
             return
-    from compaction_assets.lazy_session import settings_session
+    from compaction_assets.spark.lazy_session import settings_session
     from compaction_assets.spark import get_spark
 
     t = time.perf_counter()
@@ -95,7 +95,7 @@ def main() -> None:
             out["stats"] = report.stats.as_dict() if report.stats else None
         elif args.op == "latest-state":
             from compaction_assets.cleaning.latest_state import write_latest_state
-            from compaction_assets.log.fs import Storage
+            from compaction_assets.store.fs import Storage
             st = Storage.open(args.out)
             out["rows"] = write_latest_state(handle, cfg, st, st.root, lambda: spark)
         elif args.op == "plan-detail":

@@ -34,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 from . import gen
 from .modes import LOG_NAME, REPO, _disk, _free_port, build, copy_log, duckdb_step, step

@@ -18,8 +18,8 @@ import time
 
 from bench import gen
 from compaction_assets.cleaning import engine
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.read import open_table
 

@@ -26,8 +26,8 @@ import time
 from bench import gen
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.catalog import locate, open_catalog
 from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
 from compaction_assets.table.group import TopicBatch

@@ -28,12 +28,12 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.config_store import ConfigStore
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.names import sanitize_topic
+from compaction_assets.topics.config import build_config
+from compaction_assets.topics.config_store import ConfigStore
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.names import sanitize_topic
 from compaction_assets.log.reader import segment_records
-from compaction_assets.log.store import LogStore, wall_ms
+from compaction_assets.store.log_store import LogStore, wall_ms
 
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
 

@@ -49,7 +49,7 @@ SPARK_DRIVER_MEMORY = "SPARK_DRIVER_MEMORY"
 PYSPARK_PYTHON = "PYSPARK_PYTHON"
 JAVA_HOME = "JAVA_HOME"
 # The JVM the product starts itself (a local or cluster driver; not a Connect server): C1 only and a
-# class-data archive, for commands that live seconds (see compaction_assets/spark.py).
+# class-data archive, for commands that live seconds (see compaction_assets/spark/__init__.py).
 JVM_QUICK_START = "COMPACTION_JVM_QUICK_START"
 JVM_ARCHIVE_DIR = "COMPACTION_JVM_ARCHIVE_DIR"
 # Dagster's own.
@@ -75,7 +75,7 @@ DEFAULT_SPARK_MASTER = "local[*]"
 # beside the Python environment (the virtualenv that scripts/setup.sh makes), where setup builds it
 DEFAULT_JVM_ARCHIVE_DIR = os.path.join(sys.prefix, "var", "compaction-assets")
 CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
-# Runs reaching one Spark Connect server share a server session (see compaction_assets/spark.py); 0: each
+# Runs reaching one Spark Connect server share a server session (see compaction_assets/spark/__init__.py); 0: each
 # run opens its own.
 SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
 DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session

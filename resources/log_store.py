@@ -19,10 +19,10 @@ import dagster as dg
 
 from compaction_assets import settings
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.log.config import TopicConfig, TopicsFile, load_topics
-from compaction_assets.log.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of
-from compaction_assets.log.names import parse_log_name
-from compaction_assets.log.store import LogHandle, LogStore, wall_ms
+from compaction_assets.topics.config import TopicConfig, TopicsFile, load_topics
+from compaction_assets.topics.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.store.log_store import LogHandle, LogStore, wall_ms
 
 REPO_TOPICS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topics.yaml")
 

@@ -28,8 +28,8 @@ def main() -> int:
         from compaction_assets.cleaning import engine
         from compaction_assets.cleaning.planner import evaluate
         from compaction_assets.log import writer
-        from compaction_assets.log.config import build_config
-        from compaction_assets.log.store import LogStore
+        from compaction_assets.topics.config import build_config
+        from compaction_assets.store.log_store import LogStore
         from compaction_assets.spark import get_spark, spark_conf_from_env
 
         spark = get_spark(spark_conf_from_env({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"}))

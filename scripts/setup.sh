@@ -36,6 +36,6 @@ fi
 .venv/bin/python -m compileall -q compaction_assets resources bench >/dev/null
 # The driver JVM's class-data archive (a command's Spark starts in about half the time); built again only
 # when Java or PySpark changed. Without it everything works, only starts slower.
-.venv/bin/python -m compaction_assets.jvm_archive ||
+.venv/bin/python -m compaction_assets.warm_start.jvm_archive ||
   echo "setup: the JVM class-data archive was not built; Spark commands start slower" >&2
 echo "setup: ready (.venv)" >&2

@@ -6,8 +6,8 @@
 #   bash scripts/spark-connect.sh status   # prints the SPARK_REMOTE to use; exit 1 when not running
 # SPARK_CONNECT_PORT (15002), SPARK_CONNECT_MASTER (local[*]), SPARK_CONNECT_DIR (var/spark-connect: pid,
 # logs, scratch space), SPARK_DRIVER_MEMORY (the server's memory, when set); COMPACTION_JVM_QUICK_START
-# (on by default: the server JVM runs the fast compiler only, see compaction_assets/spark.py);
-# SPARK_CONNECT_WARM_UP (1: a small workload runs once the server answers, compaction_assets/warm_up.py).
+# (on by default: the server JVM runs the fast compiler only, see compaction_assets/spark/__init__.py);
+# SPARK_CONNECT_WARM_UP (1: a small workload runs once the server answers, compaction_assets/warm_start/warm_up.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${SPARK_CONNECT_PORT:-15002}"
@@ -50,7 +50,7 @@ case "${1:-}" in
         if [ "${SPARK_CONNECT_WARM_UP:-1}" != "0" ]; then
           # the first queries of each kind compile on a fresh server: paid here, not by the first run
           # (its output to the log: this command's stdout is the address alone, `$(... start)` reads it)
-          SPARK_REMOTE="$REMOTE" "$PY" -m compaction_assets.warm_up >>"$SPARK_LOG_DIR/warm-up.log" 2>&1 ||
+          SPARK_REMOTE="$REMOTE" "$PY" -m compaction_assets.warm_start.warm_up >>"$SPARK_LOG_DIR/warm-up.log" 2>&1 ||
             echo "spark-connect: the warm-up failed (see $SPARK_LOG_DIR/warm-up.log); the server runs" >&2
         fi
         echo "$REMOTE"; exit 0

@@ -304,7 +304,7 @@ def round_now(rnd: int) -> int:
 
 
 def topic_config(topic: str):
-    from compaction_assets.log.config import build_config
+    from compaction_assets.topics.config import build_config
 
     return build_config({**COMMON_CONFIG, **TOPICS[topic]})
 
@@ -355,7 +355,7 @@ def batch(topic: str, rnd: int) -> list[dict]:
 
 def append_round(root: str, rnd: int) -> None:
     from compaction_assets.log import writer
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     for topic in TOPICS:
@@ -365,7 +365,7 @@ def append_round(root: str, rnd: int) -> None:
 def clean_round(root: str, rnd: int, spark) -> list[dict]:
     """The engine's evaluation and cleaning of every log at round_now(rnd), as the CLI runs it."""
     from compaction_assets.cleaning import engine
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     reports = []
@@ -387,7 +387,7 @@ def later_rounds(root: str, spark) -> list[dict]:
 def log_contents(root: str, logs: list[str] = LOGS) -> dict:
     """Every log as data: bounds, checkpoint, segment ranges, guard state and all visible records."""
     from compaction_assets.log.reader import iter_records
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
 
     store = LogStore(root, gc_grace_s=0)
     out = {}

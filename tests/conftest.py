@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 
 
 @pytest.fixture(scope="session")

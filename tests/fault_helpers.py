@@ -70,8 +70,8 @@ def small_spark():
 
 def cmd_clean(args) -> None:
     from compaction_assets.cleaning import engine
-    from compaction_assets.log.config import build_config
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.topics.config import build_config
+    from compaction_assets.store.log_store import LogStore
 
     config = build_config(json.loads(args.config))
     spark = small_spark()
@@ -91,9 +91,9 @@ def cmd_append(args) -> None:
     import pyarrow as pa
 
     from compaction_assets.log import writer
-    from compaction_assets.log.config import build_config
-    from compaction_assets.log.records import records_to_table
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.topics.config import build_config
+    from compaction_assets.segments.records import records_to_table
+    from compaction_assets.store.log_store import LogStore
 
     config = build_config(json.loads(args.config))
     handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log)
@@ -130,7 +130,7 @@ def cmd_materialize(args) -> None:
 
 
 def cmd_hold_lock(args) -> None:
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
 
     handle = LogStore(args.root).log(args.log)
     with handle.lock(args.kind, ttl_s=args.ttl, purpose="held by a test subprocess"):

@@ -9,8 +9,8 @@ import time
 
 from compaction_assets.errors import LockedError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 
 
 def main(argv: list[str]) -> int:

@@ -2,7 +2,7 @@
 
 - docs/configuration.md's environment table names exactly the variables `compaction_assets/settings.py`
   reads, both ways;
-- every topic key in its topic-keys table is a key of `log/config.py`, with that key's built-in default
+- every topic key in its topic-keys table is a key of `topics/config.py`, with that key's built-in default
   (checked one way: the code may know keys the table does not list yet);
 - every relative link (and image) in README.md, docs/ and bench/results/ points to a file that exists,
   and a link to a section names a heading of that file;
@@ -130,13 +130,13 @@ def _doc_value(value) -> str:
 
 
 def test_every_documented_topic_key_exists_with_its_default():
-    from compaction_assets.log import config
+    from compaction_assets.topics import config
 
     defaults = {**config.DEFAULTS, **getattr(config, "LANDING_DEFAULTS", {})}
     rows = _table_after(CONFIGURATION, "<!-- topic-keys-table -->")
     keys = [_code_names(row[0])[0] for row in rows]
     unknown = set(keys) - set(defaults)
-    assert not unknown, f"docs/configuration.md documents {sorted(unknown)}, which log/config.py does not know"
+    assert not unknown, f"docs/configuration.md documents {sorted(unknown)}, which topics/config.py does not know"
     for key, row in zip(keys, rows):
         assert _code_names(row[1])[:1] == [_doc_value(defaults[key])], f"{key}: default {row[1]!r}"
 

@@ -34,28 +34,54 @@ def _files(*folders: str) -> list[Path]:
     return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
 
 
-FORBIDDEN = {
-    "compaction_assets/log": ("compaction_assets.cleaning", "compaction_assets.checks", "compaction_assets.defs",
-                              "compaction_assets.cli", "compaction_assets.definitions", "resources", "dagster"),
-    "compaction_assets/cleaning": ("compaction_assets.checks", "compaction_assets.defs", "compaction_assets.cli",
-                                   "compaction_assets.definitions", "resources", "dagster"),
-    # the checks are an independent reading of the spec: nothing of the cleaning, nor the ranking it uses
-    "compaction_assets/checks": ("compaction_assets.cleaning", "compaction_assets.log.ranking", "compaction_assets.defs",
-                                 "compaction_assets.cli", "resources", "dagster"),
-}
+# The product's packages from the bottom up (docs/architecture.md, "The layers"): each may import only the
+# packages before it, never one after it, nor Dagster, the Dagster shell or the entry points.
+LAYERS = ("errors", "settings", "spark", "store", "segments", "topics", "log", "ingest", "cleaning", "table",
+          "checks")
+ABOVE_EVERY_LAYER = ("compaction_assets.defs", "compaction_assets.cli", "compaction_assets.demo",
+                     "compaction_assets.warm_start", "compaction_assets.conformance", "compaction_assets.definitions",
+                     "resources", "dagster")
+# the checks are an independent reading of the spec: nothing of the cleaning, nor the ranking it uses
+INDEPENDENT = {"checks": ("compaction_assets.cleaning", "compaction_assets.log.ranking")}
 
 
-@pytest.mark.parametrize("folder", sorted(FORBIDDEN))
-def test_layer_imports_only_what_it_may(folder):
+def _forbidden(layer: str) -> tuple[str, ...]:
+    above = LAYERS[LAYERS.index(layer) + 1:]
+    return (*(f"compaction_assets.{name}" for name in above), *ABOVE_EVERY_LAYER, *INDEPENDENT.get(layer, ()))
+
+
+def _layer_files(layer: str) -> list[Path]:
+    single = PACKAGE / f"{layer}.py"
+    return [single] if single.exists() else _files(f"compaction_assets/{layer}")
+
+
+def test_every_package_of_the_product_has_its_place():
+    """Every folder and module of compaction_assets/ is a layer above, the shell or an entry point."""
+    shell_and_entry_points = {"defs", "cli", "demo", "warm_start", "conformance", "definitions", "__init__",
+                              "__main__"}
+    places = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+              if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    assert places - set(LAYERS) - shell_and_entry_points == set()
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_layer_imports_only_what_it_may(layer):
+    files = _layer_files(layer)
+    assert files, f"no files for the layer {layer}"
     crossings = [f"{path.relative_to(ROOT)} imports {name}"
-                 for path in _files(folder) for name in sorted(_imports(path))
-                 if any(name == bad or name.startswith(bad + ".") or name.startswith(bad + "_")
-                        for bad in FORBIDDEN[folder])]
+                 for path in files for name in sorted(_imports(path))
+                 if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(layer))]
     assert not crossings, "\n".join(crossings)
 
 
+def test_the_layer_rule_finds_an_import_going_up():
+    assert "compaction_assets.cleaning" in _forbidden("log")
+    assert "compaction_assets.log" not in _forbidden("cleaning")
+    assert "compaction_assets.log.ranking" in _forbidden("checks")
+
+
 def test_only_the_shell_imports_dagster():
-    shell = ("compaction_assets/defs/", "compaction_assets/definitions.py", "compaction_assets/demo.py", "resources/")
+    shell = ("compaction_assets/defs/", "compaction_assets/definitions.py", "compaction_assets/demo/__init__.py", "resources/")
     users = [str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
              if any(n == "dagster" or n.startswith(("dagster.", "dagster_")) for n in _imports(p))]
     assert users, "the shell imports Dagster: the scan must find it"
@@ -135,7 +161,7 @@ def test_no_import_cycle_among_the_products_modules():
 def test_the_cycle_finder_sees_function_local_imports_and_finds_cycles():
     graph = _import_graph()
     # cli_context imports the Spark module inside a function (Spark-free commands start faster)
-    assert "compaction_assets.spark" in graph["compaction_assets.cli_context"]
+    assert "compaction_assets.spark" in graph["compaction_assets.cli.context"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compaction_assets.checks.model import LogView, Rec, rank, read_log, read_remembered
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.store import LogHandle
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.store.log_store import LogHandle
 
 SHOWN = 5   # differing keys named in a failed comparison
 

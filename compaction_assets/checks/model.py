@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import Manifest
 from compaction_assets.log.reader import dead_offsets
-from compaction_assets.log.segment_stats import read_segment
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.segment_stats import read_segment
+from compaction_assets.store.log_store import LogHandle
 
 INT64_MAX = 2**63 - 1
 OVERHEAD = 16   # SPEC §4: the fixed part of a record's logical size

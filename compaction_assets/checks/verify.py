@@ -14,9 +14,9 @@ from compaction_assets.checks import specs
 from compaction_assets.checks.model import (EXPIRED_TOMBSTONE, LOST_TO_REMEMBERED, SUPERSEDED, CleaningUnderCheck,
                                             Rec, first_dirty_offset, load)
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.store import LogHandle
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.store.log_store import LogHandle
 
 EXAMPLES = 5
 

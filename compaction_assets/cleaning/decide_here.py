@@ -22,13 +22,13 @@ import pyarrow as pa
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
-from compaction_assets.log.arrays import from_numpy, to_numpy
-from compaction_assets.log.keys import key_hash
-from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.segments.arrays import from_numpy, to_numpy
+from compaction_assets.segments.keys import key_hash
+from compaction_assets.store.manifest import Manifest, Segment
 from compaction_assets.log.ranking import highest_offsets
-from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_stats import read_file
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.segments.segment_stats import read_file
+from compaction_assets.store.log_store import LogHandle
 
 # what a row of the range is read as: the key and offset that find the winners, and the winners' fields
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")

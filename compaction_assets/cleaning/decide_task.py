@@ -12,7 +12,7 @@ group-by that found them (`decision_runner`, Spark's Python workers): only the f
 offsets (8 bytes each) come back, in the one job that groups, instead of a cache of every winner and a
 second job for the offsets (50M distinct keys on one server: the decision 267 s cached, 150-154 s in its
 tasks).
-This module imports only pyarrow, numpy, log/segment_task.py and log/arrays.py: it is shipped to executors by
+This module imports only pyarrow, numpy, segments/segment_task.py and segments/arrays.py: it is shipped to executors by
 value.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.log.segment_task import bucket_labels
+from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
+from compaction_assets.segments.segment_task import bucket_labels
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 
-from compaction_assets.log.manifest import Horizon, Segment
+from compaction_assets.store.manifest import Horizon, Segment
 
 
 @dataclass

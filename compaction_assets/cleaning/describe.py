@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.cleaning.planner import Evaluation, evaluate
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Horizon, LastCleaning, Segment, Uncleanable
-from compaction_assets.log.store import LogHandle, wall_ms
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Horizon, LastCleaning, Segment, Uncleanable
+from compaction_assets.store.log_store import LogHandle, wall_ms
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,12 @@ from compaction_assets.cleaning.planner import (Evaluation, Reason, cleaning_ran
                                                 rewritten_segments, seal_active)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
-from compaction_assets.lazy_session import cleaning_session, session_of, started_session
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import LastCleaning, Manifest, Segment, Uncleanable, new_id
+from compaction_assets.spark.lazy_session import cleaning_session, session_of, started_session
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import LastCleaning, Manifest, Segment, Uncleanable, new_id
 from compaction_assets.log.reader import check_files, find_unreadable
 from compaction_assets.log.side_tables import expire_remembered
-from compaction_assets.log.store import LogHandle, wall_ms
+from compaction_assets.store.log_store import LogHandle, wall_ms
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.cleaning.decision import Decision
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Hold, Manifest
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Hold, Manifest
 from compaction_assets.log.ranking import rank_columns, spark_order
-from compaction_assets.log.records import INT64_MAX
+from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df, write_remembered, write_tombstone_index
-from compaction_assets.log.store import LogHandle
+from compaction_assets.store.log_store import LogHandle
 
 
 @dataclass(frozen=True)

@@ -25,15 +25,15 @@ from compaction_assets.cleaning.placement import available_memory
 from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.cleaning.state_parts import write_state_parts, written_by_parts
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import Manifest
 from compaction_assets.log.ranking import (arrow_ranks, highest_offsets, rank_columns, spark_loses, spark_order,
                                           with_spark_ranks)
 from compaction_assets.log.reader import dead_offsets, read_segments
 from compaction_assets.log.side_tables import remembered_df
-from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_stats import read_segment
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.segments.segment_stats import read_segment
+from compaction_assets.store.log_store import LogHandle
 
 BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records have their keys broadcast
 # what building the state here holds at its peak, per visible logical byte: the records read and the
@@ -265,7 +265,7 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
 
 def has_value_schema(handle: LogHandle) -> bool:
     """Whether the log's values are structured (a value schema with fields: the state gets their columns)."""
-    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     return vs is not None and bool(len(vs.schema))
@@ -273,8 +273,8 @@ def has_value_schema(handle: LogHandle) -> bool:
 
 def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:
     """The latest state with each field of its structured values as a column (when the log has a value
-    schema, see log/connectors/canonical.py); values that are not JSON objects leave them null."""
-    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+    schema, see ingest/connectors/canonical.py); values that are not JSON objects leave them null."""
+    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):
@@ -297,7 +297,7 @@ def with_value_columns_df(handle: LogHandle, df):
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from compaction_assets.log.connectors.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):

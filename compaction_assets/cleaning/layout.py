@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from compaction_assets.cleaning.decision import Decision, SegmentFigures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.log.manifest import FileRef, Segment, combine, new_id
+from compaction_assets.store.manifest import FileRef, Segment, combine, new_id
 
 
 @dataclass(frozen=True)

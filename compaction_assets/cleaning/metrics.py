@@ -20,8 +20,8 @@ from typing import Callable, Iterable
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest
 
 # SPEC §8's figures across logs, by Kafka's metric names.
 MAX_DIRTY_PERCENT = "max-dirty-percent"

@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.lazy_session import LazySession
-from compaction_assets.log.arrays import from_numpy, to_numpy
+from compaction_assets.spark.lazy_session import LazySession
+from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.spark import local_master_cores
 
 # results up to this size skip asking the session for its limit (a request to a Connect server for

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest, Segment, new_id
-from compaction_assets.log.records import INT64_MAX
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest, Segment, new_id
+from compaction_assets.segments.records import INT64_MAX
 
 
 

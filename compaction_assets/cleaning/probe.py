@@ -25,12 +25,12 @@ from compaction_assets.cleaning.decision import SegmentFigures
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log import keys, key_set, segment_task
-from compaction_assets.log.arrays import from_numpy, scalar, to_numpy
-from compaction_assets.log.manifest import Horizon, Manifest, Segment
+from compaction_assets.segments import keys, key_set, segment_task
+from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
+from compaction_assets.store.manifest import Horizon, Manifest, Segment
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
-from compaction_assets.log.store import LogHandle
+from compaction_assets.store.log_store import LogHandle
 
 
 def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict

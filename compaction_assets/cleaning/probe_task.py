@@ -8,7 +8,7 @@ its records whose keys the new records touch are removed, as are tombstones whos
 passed, and the figures of what it keeps (SPEC §4 sizes, timestamps, tombstone horizons) are worked out
 from the same read. The new records' own winners come from the usual Spark group-by over their segments.
 
-Like the write (log/segment_task.py), the probe is one function run either in Python workers (a Spark job
+Like the write (segments/segment_task.py), the probe is one function run either in Python workers (a Spark job
 over tasks of segments) or in threads of this process (a local master, or little to read). It imports
 only pyarrow, numpy and log's `segment_task`, `arrays`, `key_set` and `keys`, so it is shipped to executors
 by value with them.
@@ -20,9 +20,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.log.key_set import KeySet, hashed
-from compaction_assets.log.segment_task import visible_mask
+from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
+from compaction_assets.segments.key_set import KeySet, hashed
+from compaction_assets.segments.segment_task import visible_mask
 
 COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")   # what is read
 INT64_MAX, INT64_MIN = 2**63 - 1, -2**63

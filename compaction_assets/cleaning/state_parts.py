@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.cleaning.planner import unique_keys_below
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import FileRef, Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import FileRef, Manifest
 from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.reader import dead_offsets
-from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_stats import read_file
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.segments.segment_stats import read_file
+from compaction_assets.store.log_store import LogHandle
 
 
 def written_by_parts(config: TopicConfig, manifest: Manifest) -> bool:

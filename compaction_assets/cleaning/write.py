@@ -1,5 +1,5 @@
 """The write: one job writes what a decision changed, full records never shuffled (its tasks:
-log/segment_task.py's `apply_runner`).
+segments/segment_task.py's `apply_runner`).
 
 Runs of segments are rewritten in Python workers (a file a run); the offsets that segments kept as they
 are lose become parts of the new deletion vector. Only the kept offsets of those segments travel (to the
@@ -27,14 +27,14 @@ from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, C
 from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.log import segment_task
-from compaction_assets.log.arrays import from_numpy, to_numpy
-from compaction_assets.log.manifest import FileRef, Manifest, Segment, side_files
+from compaction_assets.segments import segment_task
+from compaction_assets.segments.arrays import from_numpy, to_numpy
+from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
 from compaction_assets.log.reader import offset_bucket, ship_by_value
-from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_task import bucket_labels
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.segments.segment_task import bucket_labels
 from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
-from compaction_assets.log.store import LogHandle
+from compaction_assets.store.log_store import LogHandle
 
 
 @dataclass

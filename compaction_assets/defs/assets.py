@@ -13,9 +13,9 @@ from compaction_assets.defs.history import (cleanable_range_metadata, compacted_
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
-from compaction_assets.log.ingest_report import IngestReport
-from compaction_assets.log.landing import ingest, landing_logs
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.ingest.report import IngestReport
+from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.store.names import parse_log_name
 from compaction_assets.defs.clock import now_ms
 from resources.log_store import LogStoreResource
 

@@ -23,7 +23,7 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.defs.batches import LOGS_TAG
 from compaction_assets.defs.jobs import SPARK_POOL
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.store.names import parse_log_name
 
 SIZE_TAG = "compaction/batch_size"
 BATCH_JOBS = ("ingest_batch_job", "compaction_batch_job")

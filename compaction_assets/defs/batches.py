@@ -44,8 +44,8 @@ from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.defs.table import LATEST_STATE, TopicRows, read_topics, table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
-from compaction_assets.log.landing import ingest, landing_logs
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.group import TopicBatch, TopicOutcome
 from resources.log_store import LogStoreResource
 

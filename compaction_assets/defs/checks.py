@@ -19,7 +19,7 @@ from compaction_assets.defs.history import (COMPACTED_LOG, SEVERITY, Cleaning, c
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.errors import CompactionError, LogNameError
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from compaction_assets.log.store import wall_ms
+from compaction_assets.store.log_store import wall_ms
 
 _frozen_ms: list[int] = []   # a stack: the innermost `frozen_at` wins
 

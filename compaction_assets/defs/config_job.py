@@ -3,10 +3,10 @@
 import dagster as dg
 
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.config import load_topics
-from compaction_assets.log.config_store import ConfigStore, cleaned_logs_of
-from compaction_assets.log.names import parse_log_name
-from compaction_assets.log.store import wall_ms
+from compaction_assets.topics.config import load_topics
+from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.store.log_store import wall_ms
 from resources.log_store import LogStoreResource
 
 

@@ -19,9 +19,9 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.table.group import TopicBatch
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.ingest_report import IngestReport
-from compaction_assets.log.store import LogHandle
+from compaction_assets.store.fs import Storage
+from compaction_assets.ingest.report import IngestReport
+from compaction_assets.store.log_store import LogHandle
 from resources.log_store import LogStoreResource
 
 SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}

@@ -32,8 +32,8 @@ from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.landing import landing_logs, pending_files
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.ingest.landing import landing_logs, pending_files
+from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
 # Definitions binds the resources of a sensor's @job targets (the batch jobs) by copying the sensor, and the

@@ -15,7 +15,7 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.names import parse_log_name
+from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.commit import CommitResult, commit_log, marks_of
 from compaction_assets.table.read import open_table, scan
 from resources.log_store import LogStoreResource

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.records import with_derived_columns
+from compaction_assets.segments.records import with_derived_columns
 
 
 def assign_offsets(explicit: pa.Array, leo: int, source: str) -> np.ndarray:

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.arrays import from_numpy, to_numpy
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.keys import key_numbers
+from compaction_assets.segments.arrays import from_numpy, to_numpy
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.segments.keys import key_numbers
 
 RANK_COLUMNS = {Strategy.OFFSET: (), Strategy.TIMESTAMP: ("r_ts",), Strategy.HEADER: ("r_hv", "r_v")}
 

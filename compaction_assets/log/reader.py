@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log import arrays, segment_task
-from compaction_assets.log.arrays import from_numpy, to_numpy
-from compaction_assets.log.manifest import Manifest, Segment, side_files
-from compaction_assets.log.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
-from compaction_assets.log.segment_stats import read_segment
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments import arrays, segment_task
+from compaction_assets.segments.arrays import from_numpy, to_numpy
+from compaction_assets.store.manifest import Manifest, Segment, side_files
+from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
+from compaction_assets.segments.segment_stats import read_segment
+from compaction_assets.store.log_store import LogHandle
 
 
 def dead_offsets(handle, manifest) -> pa.Array | None:

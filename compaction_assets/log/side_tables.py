@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.manifest import Manifest, Segment
+from compaction_assets.store.manifest import Manifest, Segment
 from compaction_assets.log.reader import side_table_df
-from compaction_assets.log.segment_task import DEAD_PART_OPTIONS
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.segment_task import DEAD_PART_OPTIONS
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.log.writer import write_df
 
 

@@ -10,10 +10,10 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.batch_rules import _array, find_rolls, plan_batch
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import FileRef
-from compaction_assets.log.records import spark_record_size, spark_schema
-from compaction_assets.log.store import LogHandle
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import FileRef
+from compaction_assets.segments.records import spark_record_size, spark_schema
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.log.writer import AppendResult, commit_append, new_holds
 
 

@@ -19,14 +19,14 @@ import pyarrow.compute as pc
 
 from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError, StorageError
 from compaction_assets.log.batch_rules import find_rolls, validate
-from compaction_assets.log.config import Strategy, TopicConfig
-from compaction_assets.log.manifest import FileRef, Hold, Manifest, Segment, new_id
-from compaction_assets.log.records import coerce_table, sizes_array
+from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.store.manifest import FileRef, Hold, Manifest, Segment, new_id
+from compaction_assets.segments.records import coerce_table, sizes_array
 from compaction_assets.log.read_ahead import ReadAhead
-from compaction_assets.log import segment_task
+from compaction_assets.segments import segment_task
 from compaction_assets.log.reader import dead_offsets, ship_by_value
-from compaction_assets.log.segment_stats import add_chunk, chunk_stats, combine_stats, restat
-from compaction_assets.log.store import LogHandle
+from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats, restat
+from compaction_assets.store.log_store import LogHandle
 
 APPEND_ATTEMPTS = 5   # an append is re-planned when a concurrent evaluation sealed the active segment
 

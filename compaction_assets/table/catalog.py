@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from compaction_assets import settings
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.names import check_topic
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.names import check_topic
 
 TABLES_FOLDER = "_tables"
 LOCAL_CATALOGS_FOR_OBJECT_STORES = os.path.join("var", "tables")

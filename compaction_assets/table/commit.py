@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 
 from compaction_assets import settings
 from compaction_assets.cleaning.latest_state import latest_state_table
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.names import parse_log_name
-from compaction_assets.log.store import LogHandle
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.catalog import (TOPIC_PROPERTY, TableError, identifier, locate, open_catalog,
                                              _first_line)
 from compaction_assets.table.delta import live_rows, plan_by_partition, row_delta, write_position_deletes

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from compaction_assets.log.fs import Storage
+from compaction_assets.store.fs import Storage
 
 ORPHAN_GRACE_MS = 600_000     # a file younger than this may be a commit in flight (the store's GC grace)
 REMOVABLE = ("/data/", "/metadata/")

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from compaction_assets.errors import CompactionError
-from compaction_assets.log.config import TopicConfig
-from compaction_assets.log.manifest import Manifest
-from compaction_assets.log.names import parse_log_name
-from compaction_assets.log.store import LogHandle
+from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, state_at
 
 

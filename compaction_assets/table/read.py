@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from compaction_assets.log.fs import Storage
+from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError, identifier, locate, open_catalog
 from compaction_assets.table.commit import LOG, ROWS_ADDED, ROWS_DELETED, marks_of
 

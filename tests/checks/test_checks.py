@@ -9,7 +9,7 @@ from compaction_assets.checks.verify import verify_cleaning
 from compaction_assets.cleaning import engine
 from compaction_assets.conformance import CaseRun
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from tests.corrupt import rewrite_below
 
 NOW = 10_000

@@ -11,7 +11,7 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer
-from compaction_assets.log.store import KEEP_VERSIONS
+from compaction_assets.store.log_store import KEEP_VERSIONS
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 

@@ -32,9 +32,9 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
-from compaction_assets.log.config import load_topics
+from compaction_assets.topics.config import load_topics
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore, wall_ms
+from compaction_assets.store.log_store import LogStore, wall_ms
 from resources.log_store import LogStoreResource
 from tests.log.test_store_faults import check_layout, referenced_files_exist, wait_lease_expiry
 

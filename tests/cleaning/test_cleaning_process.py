@@ -1,6 +1,6 @@
 """A cleaning decided and written in its own process (the CLI's case) imports no pandas: pyarrow imports
 it on the first conversion that asks it anything (`pa.array`, `pa.scalar`, `to_numpy`, a group-by), 0.3 s
-of a cleaning after a few new records, and the cleaning needs nothing from it (log/arrays.py)."""
+of a cleaning after a few new records, and the cleaning needs nothing from it (segments/arrays.py)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ import sys
 
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import DAY, NOW, _build
 
 CLEAN_IN_ITS_OWN_PROCESS = """
 import json, sys
 from compaction_assets.cleaning import engine
-from compaction_assets.lazy_session import settings_session
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.spark.lazy_session import settings_session
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.spark import get_spark
 root, config, now = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 report = engine.run(LogStore(root, gc_grace_s=0).log("paths-0"), build_config(config), now,

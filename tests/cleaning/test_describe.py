@@ -8,8 +8,8 @@ from pathlib import Path
 from compaction_assets import cli
 from dataclasses import replace
 
-from compaction_assets.log.manifest import Hold, Horizon, LastCleaning, Uncleanable
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.manifest import Hold, Horizon, LastCleaning, Uncleanable
+from compaction_assets.store.log_store import LogStore
 
 GOLDEN = Path(__file__).with_name("describe_golden.json")
 

@@ -24,8 +24,8 @@ from compaction_assets import cli
 from compaction_assets.cleaning import engine, faults
 from compaction_assets.errors import CompactionError, EngineError, SparkSetupError
 from compaction_assets.log import writer
-from compaction_assets.log.config import load_topics
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import load_topics
+from compaction_assets.store.log_store import LogStore
 from tests import cluster_helpers as ch
 
 TOPICS = "defaults: {min.cleanable.dirty.ratio: 0.01, delete.retention.ms: 1000}\n"

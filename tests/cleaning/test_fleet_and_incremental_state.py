@@ -46,7 +46,7 @@ def test_fleet_cleaned_concurrently_equals_one_by_one(spark, store, make_config,
     for i, name in enumerate(names):
         _fill(store.log(name), cfg, keys=40, rounds=3, seed=i)
     # the same logs in a second store, cleaned one at a time
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
     other = LogStore(str(tmp_path / "one-by-one"), gc_grace_s=0)
     for i, name in enumerate(names):
         _fill(other.log(name), cfg, keys=40, rounds=3, seed=i)
@@ -172,7 +172,7 @@ def _written_state(log, cfg, folder, share: float | None = None) -> list[tuple]:
     import pyarrow.parquet as pq
 
     from compaction_assets.cleaning.latest_state import write_latest_state
-    from compaction_assets.log.fs import Storage
+    from compaction_assets.store.fs import Storage
 
     st = Storage.open(str(folder))
     shared = {} if share is None else {"share": share}

@@ -1,4 +1,4 @@
-"""A cleaning starts Spark only when one of its paths needs it (compaction_assets/lazy_session.py): the
+"""A cleaning starts Spark only when one of its paths needs it (compaction_assets/spark/lazy_session.py): the
 offset strategy decided and written in this process starts none, the timestamp strategy starts one; the
 master is known from the settings (a Connect server on loopback only when it answers), and a session that
 cannot start fails the cleaning as the engine's fault, tried once."""
@@ -11,7 +11,7 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.errors import EngineError
-from compaction_assets.lazy_session import LOOPBACK_CONNECT_MASTER, LazySession, master_named_by, started_session
+from compaction_assets.spark.lazy_session import LOOPBACK_CONNECT_MASTER, LazySession, master_named_by, started_session
 from compaction_assets.log import writer
 from tests.cleaning.test_small_and_large_paths import NOW, _build, _segments
 
@@ -25,7 +25,7 @@ def _counting(spark, starts: list):
 
 
 def test_a_cleaning_decided_here_starts_no_session_and_cleans_as_with_one(spark, tmp_path, make_config):
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
 
     logs = {}
     for name, given in (("lazy", None), ("eager", spark)):

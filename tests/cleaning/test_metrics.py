@@ -5,7 +5,7 @@ import pytest
 from compaction_assets.cleaning import engine, metrics
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 
 NOW = 10_000
 

@@ -12,9 +12,9 @@ import pytest
 
 from compaction_assets.cleaning import engine, planner
 from compaction_assets.log import writer
-from compaction_assets.log.config import INT64_MAX, build_config
-from compaction_assets.log.manifest import Hold
-from compaction_assets.log.records import record_size
+from compaction_assets.topics.config import INT64_MAX, build_config
+from compaction_assets.store.manifest import Hold
+from compaction_assets.segments.records import record_size
 
 REC = 30  # logical size of every record made by `recs`: 16 + 4 (key) + 10 (value)
 

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from compaction_assets.cleaning.probe_task import KeysWhenAsked, ProbeSpec, probe_segments
-from compaction_assets.log.records import SEGMENT_SCHEMA
+from compaction_assets.segments.records import SEGMENT_SCHEMA
 
 NOW = 10_000
 

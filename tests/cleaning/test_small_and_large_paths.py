@@ -28,7 +28,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 NOW = 10**12
 DAY = 86_400_000

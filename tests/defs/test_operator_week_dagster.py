@@ -15,7 +15,7 @@ import pytest
 
 from compaction_assets import demo, settings
 from compaction_assets.defs.batch_requests import decode_logs
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,13 +75,13 @@ def test_the_sensors_jobs_have_descriptions():
 
 def test_a_disagreeing_topics_file_is_a_refusal_that_is_not_retried(tmp_path):
     from compaction_assets.defs.assets import CleaningConfig, compacted_log
-    from compaction_assets.log.config_store import ConfigStore
+    from compaction_assets.topics.config_store import ConfigStore
     from resources.log_store import LogStoreResource
     from resources.spark import make_spark_resource
 
     store = LogStore(str(tmp_path / "store"))
     from compaction_assets.log import writer
-    from compaction_assets.log.config import build_config
+    from compaction_assets.topics.config import build_config
     writer.append(store.log("t-0"), build_config({}), [{"key": "a", "value": "1", "timestamp": 1}])
     ConfigStore(store.storage).set_topic("t", {"segment.ms": 60000}, "test", 1)
     topics = tmp_path / "topics.yaml"

@@ -17,8 +17,8 @@ from compaction_assets.defs.batch_requests import in_flight, record_pool_limit
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_000_000_000

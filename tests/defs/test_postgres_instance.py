@@ -20,8 +20,8 @@ import pytest
 
 from compaction_assets.definitions import defs
 from compaction_assets.log import reader, writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.settings import ALERT_WEBHOOK_URL
 from tests.defs.test_pool import SPARK_STEPS, max_overlap
 

@@ -48,7 +48,7 @@ def test_options_follow_the_settings(tmp_path):
     assert f"-XX:ArchiveClassesAtExit={tmp_path}/x.jsa" in driver_java_options(env, dump_archive_to=f"{tmp_path}/x.jsa")
 
     off = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path), settings.JVM_QUICK_START: "0"}))
-    assert driver_java_options(off).split() == [f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties"]
+    assert driver_java_options(off).split() == [f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/spark/log4j2.properties"]
     # no Java where JAVA_HOME points: no archive to name (nor to use)
     other = settings.current(_env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path), settings.JAVA_HOME: "/nonexistent"}))
     assert class_archive_path(other) is None
@@ -61,10 +61,10 @@ def test_a_connect_servers_options_follow_the_settings(tmp_path):
     Path(class_archive_path(env)).write_bytes(b"")
     options = connect_server_java_options(env).split()
     assert "-XX:TieredStopAtLevel=1" in options and not [o for o in options if "SharedArchiveFile" in o]
-    assert f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties" in options
+    assert f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/spark/log4j2.properties" in options
     off = settings.current(_env(**{settings.JVM_QUICK_START: "0"}))
     assert connect_server_java_options(off).split() == [
-        f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/log4j2.properties"]
+        f"-Dlog4j.configurationFile=file:{ROOT}/compaction_assets/spark/log4j2.properties"]
 
 
 def test_a_connect_client_sets_no_jvm_options(monkeypatch):
@@ -76,14 +76,14 @@ def test_a_connect_client_sets_no_jvm_options(monkeypatch):
 
 def test_a_built_archive_is_used_by_a_fresh_session_and_the_jvm_stays_off_stdout(tmp_path):
     env = _env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path / "jvm")})
-    built = subprocess.run([sys.executable, "-m", "compaction_assets.jvm_archive"], cwd=ROOT, env=env,
+    built = subprocess.run([sys.executable, "-m", "compaction_assets.warm_start.jvm_archive"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr
     assert built.stdout == "" and "jvm-archive: built" in built.stderr
     archives = list((tmp_path / "jvm").iterdir())
     assert len(archives) == 1 and archives[0].suffix == ".jsa" and archives[0].stat().st_size > 10 * 2**20
 
-    again = subprocess.run([sys.executable, "-m", "compaction_assets.jvm_archive"], cwd=ROOT, env=env,
+    again = subprocess.run([sys.executable, "-m", "compaction_assets.warm_start.jvm_archive"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "up to date" in again.stderr
 

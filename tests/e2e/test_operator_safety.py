@@ -14,7 +14,7 @@ import pytest
 
 from compaction_assets import cli
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONED = "user-profiles-versioned-0"
@@ -302,7 +302,7 @@ def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_pat
     import dagster as dg
 
     from compaction_assets.defs.config_job import apply_topics_config_job
-    from compaction_assets.log.config_store import ConfigStore
+    from compaction_assets.topics.config_store import ConfigStore
     from resources.log_store import LogStoreResource
 
     topics = tmp_path / "t.yaml"

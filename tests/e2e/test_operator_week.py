@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.e2e.test_operator_safety import REPO, errors, run, write_jsonl
 
 DAY_MS = 24 * 3600 * 1000

@@ -1,7 +1,7 @@
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records
 
 
@@ -20,7 +20,7 @@ def test_append_clean_read(store, spark):
 
 
 def test_append_from_spark_dataframe_matches_arrow_append(store, spark, tmp_path):
-    from compaction_assets.log.store import LogStore
+    from compaction_assets.store.log_store import LogStore
     from compaction_assets.log.spark_append import append_spark
     from compaction_assets.log.writer import append
 

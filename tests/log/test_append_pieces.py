@@ -9,9 +9,9 @@ import os
 import pytest
 
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.records import coerce_table, record_size
+from compaction_assets.segments.records import coerce_table, record_size
 
 SIZE = record_size(b"k0", b"v0", [])
 FULL_AT_ONE = build_config({"segment.bytes": SIZE + SIZE // 2})     # a second record rolls the segment

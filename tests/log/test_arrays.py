@@ -1,4 +1,4 @@
-"""numpy and Arrow arrays converted without pandas (log/arrays.py): the same values, types, nulls and
+"""numpy and Arrow arrays converted without pandas (segments/arrays.py): the same values, types, nulls and
 slices as pyarrow's own conversions give."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from compaction_assets.log.arrays import from_numpy, from_strings, scalar, to_numpy
+from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64", "float32",

@@ -7,8 +7,8 @@ import fastavro
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest, landing_logs, pending_files
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.landing import ingest, landing_logs, pending_files
 from compaction_assets.log.reader import iter_records
 
 SCHEMA = fastavro.parse_schema({

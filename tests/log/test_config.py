@@ -12,8 +12,8 @@ import re
 import pytest
 
 from compaction_assets.errors import CompactionError, ConfigError
-from compaction_assets.log.config import DEFAULTS, INT64_MAX, KEYS, build_config, load_topics, parse_topics
-from compaction_assets.log.connectors.settings import NATIVE_LANDING, LandingFormat
+from compaction_assets.topics.config import DEFAULTS, INT64_MAX, KEYS, build_config, load_topics, parse_topics
+from compaction_assets.topics.landing_settings import NATIVE_LANDING, LandingFormat
 
 TABLE_ORDER = [
     "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",

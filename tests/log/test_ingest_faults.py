@@ -29,9 +29,9 @@ import pytest
 
 from compaction_assets import cli
 from compaction_assets.cleaning import engine
-from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest
-from compaction_assets.log.store import LogStore, wall_ms
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.landing import ingest
+from compaction_assets.store.log_store import LogStore, wall_ms
 from tests.log.test_store_faults import (
     check_layout,
     latest_state,

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from compaction_assets import cli
-from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.landing import ingest, landing_logs
 from tests.log.connectors.sinks import confluent_name, write_lines
 
 MTIME_SOURCE = ("the objects' modification time for records without a timestamp field "

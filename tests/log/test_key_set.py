@@ -1,4 +1,4 @@
-"""A set of binary keys asked about batches of keys (log/key_set.py): exact, whatever the keys' hashes."""
+"""A set of binary keys asked about batches of keys (segments/key_set.py): exact, whatever the keys' hashes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from compaction_assets.log.key_set import KeySet, hashed
-from compaction_assets.log.keys import HASHED_EDGE, key_hash
+from compaction_assets.segments.key_set import KeySet, hashed
+from compaction_assets.segments.keys import HASHED_EDGE, key_hash
 
 
 def _random_keys(rng: random.Random, n: int) -> list[bytes]:

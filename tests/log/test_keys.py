@@ -1,4 +1,4 @@
-"""Binary keys as numbers (log/keys.py): a hash that is the key's bytes wherever they lie, and a numbering
+"""Binary keys as numbers (segments/keys.py): a hash that is the key's bytes wherever they lie, and a numbering
 that is exact when keys share a hash."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.keys import HASHED_EDGE, KeyBytes, key_hash, key_numbers
+from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, key_hash, key_numbers
 from compaction_assets.log.ranking import highest_offsets
 
 

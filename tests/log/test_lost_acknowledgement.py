@@ -16,10 +16,10 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.errors import StorageError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.fs import Storage
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.fs import Storage
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.fault_helpers import batch
 from tests.fault_proxy import FaultProxy
 from tests.log.test_store_faults import check_layout

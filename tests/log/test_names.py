@@ -24,9 +24,9 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import log_discovery_sensor
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from resources.log_store import LogStoreResource
 from tests.defs.test_dagster import materialize
 

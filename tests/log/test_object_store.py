@@ -14,10 +14,10 @@ import pytest
 
 from compaction_assets.errors import LeaseLostError, StorageError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.fs import Storage
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.fs import Storage
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.tunings import mark_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -260,7 +260,7 @@ def test_a_manifest_written_before_the_fence_had_its_own_field_keeps_its_fence()
     """Stored manifests of earlier versions hold the lease fence in `extra.fence`: it is read as the fence."""
     import json
 
-    from compaction_assets.log.manifest import Manifest
+    from compaction_assets.store.manifest import Manifest
 
     old = Manifest("users-0").to_json()
     document = json.loads(old)
@@ -276,7 +276,7 @@ def test_an_uncleanable_mark_reads_as_a_dataclass_and_is_written_back_byte_for_b
     and writes back the same bytes, so manifests written before and after the dataclass read alike."""
     import json
 
-    from compaction_assets.log.manifest import Manifest, Uncleanable
+    from compaction_assets.store.manifest import Manifest, Uncleanable
 
     document = json.loads(Manifest("users-0").to_json())
     document["uncleanable"] = {"error": "OSError: a segment cannot be read", "since_ms": 1700}
@@ -292,7 +292,7 @@ def test_a_last_cleaning_reads_as_a_dataclass_and_is_written_back_byte_for_byte(
     older one without `unique_keys_below` and with a null reason load as `LastCleaning` and write back the same bytes."""
     import json
 
-    from compaction_assets.log.manifest import LastCleaning, Manifest
+    from compaction_assets.store.manifest import LastCleaning, Manifest
 
     full = {"now": 1500, "reason": "dirty_ratio", "first_dirty_offset": 0, "first_uncleanable_offset": 40,
             "dirty_ratio": 0.5, "files_rewritten": 2, "finished_ms": 1600, "unique_keys_below": 40,

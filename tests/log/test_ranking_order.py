@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from compaction_assets.log.ranking import spark_order, spark_order_number
-from compaction_assets.log.records import INT64_MAX
+from compaction_assets.segments.records import INT64_MAX
 
 INT64_MIN = -INT64_MAX - 1
 

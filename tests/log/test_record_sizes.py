@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.log.records import INPUT_SCHEMA, _header_sizes, record_size, sizes_array
+from compaction_assets.segments.records import INPUT_SCHEMA, _header_sizes, record_size, sizes_array
 
 HEADERS = [None, [], [("a", b"1")], [("dbz.version", b"\x00" * 8), ("é✓", None)], [("", b"")], [("x", b"xyz" * 40)]]
 

@@ -12,8 +12,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from compaction_assets.log.records import SEGMENT_SCHEMA
-from compaction_assets.log.segment_task import RewriteSpec, in_order, rewrite_one
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.segments.segment_task import RewriteSpec, in_order, rewrite_one
 
 FILES, ROWS_A_FILE, KEEP_EVERY = 30, 1000, 100
 

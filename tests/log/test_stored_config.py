@@ -7,9 +7,9 @@ import json
 import pytest
 
 from compaction_assets.errors import ConfigError
-from compaction_assets.log.config import parse_topics
-from compaction_assets.log.config_store import ConfigSource, ConfigStore, parse_setting
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import parse_topics
+from compaction_assets.topics.config_store import ConfigSource, ConfigStore, parse_setting
+from compaction_assets.store.log_store import LogStore
 
 
 @pytest.fixture

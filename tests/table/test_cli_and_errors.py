@@ -14,7 +14,7 @@ import pytest
 from pyiceberg.types import StringType
 
 from compaction_assets.cli import main
-from compaction_assets.log.fs import Storage
+from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError, locate, table_name
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.group import TopicBatch

@@ -10,8 +10,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.table.commit import LogCommit, commit_log, commit_logs, marks_of
 from compaction_assets.table.read import history, open_table, scan
 from compaction_assets.table.rewrite import REWRITE_MAX_DATA_FILES

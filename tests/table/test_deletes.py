@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from compaction_assets.log.config import build_config
+from compaction_assets.topics.config import build_config
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.expiry import ORPHAN_GRACE_MS
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of

@@ -7,8 +7,8 @@ import time
 
 import pyarrow.parquet as pq
 
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.expiry import ORPHAN_GRACE_MS
 from compaction_assets.table.read import open_table

@@ -13,7 +13,7 @@ import signal
 import sys
 
 from compaction_assets.cleaning import engine
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.group import TopicBatch
 from tests.table.helpers import CFG, put

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.config import build_config
-from compaction_assets.log.landing import ingest, landing_logs, pending_files
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.landing import ingest, landing_logs, pending_files
 from compaction_assets.log.reader import iter_records
 from tests.log.connectors.sinks import CONFLUENT_HEADERS_AVRO, confluent_name, write_avro, write_lines, write_parquet
 

@@ -10,10 +10,10 @@ import pytest
 
 from compaction_assets.cleaning.latest_state import latest_state_table, with_value_columns
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log.config import build_config
-from compaction_assets.log.connectors.debezium import pack_version
-from compaction_assets.log.connectors.settings import parse_version_fields
-from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.connectors.debezium import pack_version
+from compaction_assets.topics.landing_settings import parse_version_fields
+from compaction_assets.ingest.landing import ingest, landing_logs
 from tests.log.connectors.sinks import confluent_name, write_lines
 
 CFG = {"landing.format": "confluent", "landing.offset.field": "kafka_offset", "cdc.format": "debezium",

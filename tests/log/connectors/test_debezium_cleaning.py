@@ -12,10 +12,10 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log import writer
-from compaction_assets.log.config import build_config
-from compaction_assets.log.connectors.debezium import pack_version
-from compaction_assets.log.connectors.settings import parse_version_fields
-from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.connectors.debezium import pack_version
+from compaction_assets.topics.landing_settings import parse_version_fields
+from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log.reader import iter_records
 from tests.log.connectors.sinks import confluent_name, write_lines
 

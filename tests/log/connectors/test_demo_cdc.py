@@ -1,15 +1,15 @@
-"""The demo's Debezium topic (compaction_assets/demo_cdc.py) as topics.yaml configures it: Confluent's layout
+"""The demo's Debezium topic (compaction_assets/demo/cdc.py) as topics.yaml configures it: Confluent's layout
 with InsertField offsets, tombstones in tombstone/, changes out of LSN order; after ingestion and the real
 Spark cleaning the deleted row is gone and every other row is at its latest change by LSN."""
 
 from __future__ import annotations
 
-from compaction_assets import demo_cdc
+from compaction_assets.demo import cdc as demo_cdc
 from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
-from compaction_assets.log.config import load_topics
-from compaction_assets.log.landing import ingest, landing_logs
-from compaction_assets.log.store import LogStore
+from compaction_assets.topics.config import load_topics
+from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.store.log_store import LogStore
 from resources.log_store import REPO_TOPICS
 
 

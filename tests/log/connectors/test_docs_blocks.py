@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction_assets.log.config import load_topics
+from compaction_assets.topics.config import load_topics
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "connectors.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)

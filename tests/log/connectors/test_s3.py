@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.cleaning.latest_state import latest_state_table, with_value_columns
-from compaction_assets.log.config import build_config
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.landing import ingest, landing_logs, pending_files
+from compaction_assets.topics.config import build_config
+from compaction_assets.store.fs import Storage
+from compaction_assets.ingest.landing import ingest, landing_logs, pending_files
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.log.connectors.sinks import b64, confluent_name, write_avro, write_parquet
 
 pytestmark = pytest.mark.ci_real

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from compaction_assets.log.config import build_config
-from compaction_assets.log.connectors import canonical
-from compaction_assets.log.connectors.ingest import append_batch, batches
-from compaction_assets.log.connectors.stream import StreamedGroup
-from compaction_assets.log.fs import Storage
-from compaction_assets.log.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.connectors import canonical
+from compaction_assets.ingest.connectors.ingest import append_batch, batches
+from compaction_assets.ingest.connectors.stream import StreamedGroup
+from compaction_assets.store.fs import Storage
+from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log.reader import iter_records
-from compaction_assets.log.store import LogStore
+from compaction_assets.store.log_store import LogStore
 from tests.log.connectors.sinks import confluent_name, write_parquet
 
 CFG = {"landing.format": "confluent", "landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts",

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from compaction_assets.log.config import build_config
-from compaction_assets.log.connectors import arrowschema, canonical, columns, readers, shapes
-from compaction_assets.log.connectors.arrowjson import encode_column, to_json
-from compaction_assets.log.connectors.settings import FileFormat
+from compaction_assets.topics.config import build_config
+from compaction_assets.ingest.connectors import arrowschema, canonical, columns, readers, shapes
+from compaction_assets.ingest.connectors.arrowjson import encode_column, to_json
+from compaction_assets.topics.landing_settings import FileFormat
 
 UTC = dt.timezone.utc
 TEXTS = ["plain", "", 'quote " and \\ backslash', "line\nbreak\ttab\x01ctl", "ünïcödé ✓ 😀", "\u2028 sep", None]
@@ -227,7 +227,7 @@ def test_confluent_values_placed_around_tombstones_are_the_taken_values(value_of
     Arrow's concat and take."""
     import numpy as np
 
-    from compaction_assets.log.connectors.offsets import values_in_order
+    from compaction_assets.ingest.connectors.offsets import values_in_order
 
     live_values = [b"a", b"", None, b'{"x":1}', "ü✓".encode(), b"last"]   # a CDC delete is a null value too
     array = pa.array([b"pad"] * value_offset + live_values, pa.binary())[value_offset:]

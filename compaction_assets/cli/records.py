@@ -1,0 +1,103 @@
+"""The operator command line's record output: `read` (JSON Lines in the format `append` reads) and
+`latest-state` (printed, or written as Parquet into a folder it marks as its own)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+from compaction_assets.cli.context import Context, _progress
+from compaction_assets.errors import CompactionError
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.log_store import wall_ms
+
+
+def _enc(b: bytes | None):
+    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8 (the header-value form)."""
+    if b is None:
+        return None
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(b).decode()}
+
+
+def _bytes_field(obj: dict, name: str, b: bytes | None) -> None:
+    """`name` as UTF-8 text, or `name_b64` when the bytes are not UTF-8: the form `append` reads."""
+    if b is None:
+        obj[name] = None
+        return
+    try:
+        obj[name] = b.decode("utf-8")
+    except UnicodeDecodeError:
+        obj[f"{name}_b64"] = base64.b64encode(b).decode()
+
+
+def record_json(r) -> dict:
+    """One record in the JSON Lines format `append` accepts (docs/cli.md, "Record format"); the delete horizon
+    is the cleaner's state, not part of the record, and is not printed."""
+    obj: dict = {"offset": r.offset}
+    _bytes_field(obj, "key", r.key)
+    _bytes_field(obj, "value", r.value)
+    obj["timestamp"] = r.timestamp
+    obj["headers"] = [[n, _enc(v)] for n, v in r.headers]
+    return obj
+
+
+def cmd_read(ctx: Context) -> int:
+    """`read LOG`: the log's visible records as JSON Lines."""
+    from compaction_assets.log.reader import iter_records
+    for flag, value in (("--from", ctx.args.from_offset), ("--limit", ctx.args.limit)):
+        if value is not None and value < 0:
+            raise CompactionError(f"{flag} {value}: must be 0 or more")
+    for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
+        if ctx.args.limit is not None and i >= ctx.args.limit:
+            break
+        print(json.dumps(record_json(rec)))
+    return 0
+
+
+def cmd_latest_state(ctx: Context) -> int:
+    """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
+    from compaction_assets.cleaning.latest_state import (fits_in_process, latest_state_df, latest_state_table,
+                                                         write_latest_state)
+    if ctx.args.as_of is not None:   # the topic's table as it was (compaction_assets/cli/table.py)
+        from compaction_assets.cli.table import latest_state_as_of
+        return latest_state_as_of(ctx)
+    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
+    output = ctx.args.output
+    m = handle.manifest()
+    if output:
+        _check_output_folder(output, ctx.args.log, ctx.args.overwrite)
+        st = Storage.open(output)
+        rows = write_latest_state(handle, cfg, st, st.root, lambda: ctx.spark, m)
+        with open(os.path.join(output, LATEST_STATE_MARKER), "w") as fh:
+            json.dump({"log": ctx.args.log, "written_ms": wall_ms()}, fh)
+        _progress(f"wrote the latest state ({rows} keys) to {output}")
+        return 0
+    # a small log needs no Spark (built here with Arrow, sorted by key)
+    rows = (latest_state_table(handle, cfg, m).to_pylist() if fits_in_process(m)
+            else latest_state_df(ctx.spark, handle, cfg, m).orderBy("key").toLocalIterator())
+    for row in rows:
+        obj: dict = {}
+        _bytes_field(obj, "key", row["key"])
+        _bytes_field(obj, "value", row["value"])
+        obj["offset"] = row["offset"]
+        print(json.dumps(obj))
+    return 0
+
+
+# Written into a `latest-state --output` folder: a later run may replace a folder that holds it.
+LATEST_STATE_MARKER = "_COMPACTION_LATEST_STATE"
+
+
+def _check_output_folder(output: str, log: str, overwrite: bool) -> None:
+    """Refuse to replace a folder this command did not write (Spark's overwrite empties it)."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise CompactionError(f"--output {output}: exists and is not a folder")
+    if not os.path.isdir(output) or not os.listdir(output) or overwrite:
+        return
+    if not os.path.exists(os.path.join(output, LATEST_STATE_MARKER)):
+        raise CompactionError(f"--output {output}: the folder is not empty and is not an earlier latest-state "
+                              "output; its files would be deleted (name an empty or new folder, or add --overwrite)")

@@ -1,0 +1,102 @@
+"""The command line's `table` commands and `latest-state --as-of` (the topics' Iceberg tables).
+
+`table show|scan|history TOPIC` read a topic's table, `table commit [LOG ...]` commits logs' latest states
+to their topics' tables (what the Dagster `latest_state` asset does), `latest-state LOG --as-of` reads
+the table as it was. Results go to stdout as JSON (JSON Lines for rows), like the other commands.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.catalog import locate
+from compaction_assets.table.commit import LogCommit, commit_logs, marks_of
+from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
+
+ROW_FIELDS = ("key", "value")
+
+
+def _jsonable(value: Any) -> Any:
+    """A table value as JSON: bytes as UTF-8 text (base64 under {"b64"} when not UTF-8), the rest as is."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _rows(snap) -> int:
+    """The snapshot's live rows: its data files' rows less the rows its position deletes mask (one each)."""
+    props = snap.summary.additional_properties if snap else {}
+    return int(props.get("total-records", 0)) - int(props.get("total-position-deletes", 0))
+
+
+def _print_rows(rows) -> None:
+    for row in rows.to_pylist():
+        print(json.dumps({k: _jsonable(v) for k, v in row.items()}, default=str))
+
+
+def cmd_table_show(ctx) -> int:
+    """`table show TOPIC`: the table's identifier, location, columns, partitioning and current snapshot."""
+    table, ident = open_table(ctx.store.storage, ctx.args.topic)
+    snap = table.current_snapshot()
+    loc = locate(ctx.store.storage)
+    print(json.dumps({
+        "table": ident, "catalog": loc.describe(), "location": table.location(),
+        "columns": [{"name": f.name, "type": str(f.field_type), "required": f.required} for f in table.schema().fields],
+        "identifier_fields": sorted(table.schema().identifier_field_names()),
+        "partitioning": [f"{f.name}: {f.transform}" for f in table.spec().fields],
+        "snapshot_id": snap.snapshot_id if snap else None, "snapshots": len(table.snapshots()),
+        "rows": _rows(snap),
+        "log_versions": {k: v.version for k, v in marks_of(snap).items()}}, indent=2))
+    return 0
+
+
+def cmd_table_scan(ctx) -> int:
+    """`table scan TOPIC`: the table's rows (or one partition's, at a snapshot) as JSON Lines."""
+    table, _ = open_table(ctx.store.storage, ctx.args.topic)
+    _print_rows(scan(table, ctx.args.snapshot_id, ctx.args.partition, ctx.args.limit))
+    return 0
+
+
+def cmd_table_history(ctx) -> int:
+    """`table history TOPIC`: every snapshot, oldest first, with the log versions it reflects."""
+    table, _ = open_table(ctx.store.storage, ctx.args.topic)
+    print(json.dumps([s.__dict__ for s in history(table)], indent=2))
+    return 0
+
+
+def cmd_table_commit(ctx) -> int:
+    """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
+    the logs of one topic in one snapshot."""
+    by_topic: dict[str, list[LogCommit]] = {}
+    for log in ctx.args.logs or ctx.store.logs():
+        by_topic.setdefault(parse_log_name(log)[0], []).append(LogCommit(ctx.handle(log), ctx.config(log)))
+    out = []
+    for logs in by_topic.values():
+        for r in commit_logs(logs, now=ctx.now):
+            out.append({"log": r.log, "table": r.identifier, "committed": r.committed, "snapshot_id": r.snapshot_id,
+                        "log_version": r.log_version, "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
+                        "files_added": r.files_added, "delete_files_added": r.delete_files_added,
+                        "files_removed": r.files_removed,
+                        "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0})
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def latest_state_as_of(ctx) -> int:
+    """`latest-state LOG --as-of VERSION|TIME`: the log's rows of its topic's table as they were then."""
+    topic, partition = parse_log_name(ctx.args.log)
+    table, _ = open_table(ctx.store.storage, topic)
+    snap = snapshot_as_of(table, ctx.args.log, ctx.args.as_of)
+    rows = scan(table, snap.snapshot_id, partition).drop_columns(["partition"])
+    _print_rows(rows)
+    return 0

@@ -1,0 +1,145 @@
+"""One partition's pending landed files to batches ready to append, as its topic's `landing.format` says.
+
+Each batch is a unit (one file, or a Confluent value file with its keys and headers; or Confluent files
+whose offsets interleave) read whole, shaped, CDC-transformed and encoded; it is appended all or nothing
+under its recorded name (the files' names joined by `|`), so that a file is ingested at most once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+
+from compaction_assets.errors import InvalidInputError
+from compaction_assets.ingest.connectors import canonical, columns, offsets, readers, shapes, stream
+from compaction_assets.ingest.connectors.debezium import apply_cdc
+from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, plan_units, recorded_names
+from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig, LandingFormat
+
+
+@dataclass
+class Batch:
+    """Records ready to append, and what the ingestion reports about them."""
+    name: str                 # recorded in the manifest's `ingested`
+    files: list[str]
+    table: pa.Table           # INPUT_SCHEMA
+    where: columns.Where      # each row's file and record, for errors
+    schema: canonical.ValueSchema | None
+    mtime_timestamps: int = 0
+    inferred_offsets: bool = False
+
+
+def pending_units(src: PartitionSource, fmt: LandingFormat, ingested) -> list[Unit]:
+    """The units not yet ingested, in order."""
+    done = recorded_names(ingested)
+    return [u for u in plan_units(src, fmt) if u.name not in done]
+
+
+def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[bytes, FileFormat]:
+    fmt = readers.format_of(f.name, cfg.file_format, json_is_array=cfg.format is LandingFormat.AIVEN)
+    try:
+        return src.storage.read_bytes(f.path), fmt
+    except FileNotFoundError:
+        raise InvalidInputError(f"{src.uri(f.path)}: vanished while being ingested; it lands at the next run") from None
+
+
+def _vectorised(src: PartitionSource, unit: Unit, cfg: LandingConfig,
+                read: list[tuple[bytes, FileFormat]]) -> columns.Columns | None:
+    """A Parquet unit without change events, column by column (None: shaped row by row)."""
+    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
+        return None
+    tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
+    label = src.uri(unit.main.path)
+    if cfg.format is LandingFormat.AIVEN:
+        return columns.aiven_parquet(tables[0], label)
+    if cfg.format is LandingFormat.LENSES:
+        return columns.lenses_parquet(tables[0], label)
+    if cfg.format is LandingFormat.CONFLUENT:
+        if unit.tombstone:
+            return columns.confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
+        return columns.confluent_parquet(tables[0], tables[1], tables[2] if len(tables) > 2 else None, label, cfg,
+                                         unit.main.mtime_ms)
+    return None
+
+
+def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:
+    """One unit's records, CDC applied, keys and values encoded."""
+    files = [unit.main] if cfg.format is not LandingFormat.CONFLUENT else unit.files
+    read = [_data(src, f, cfg) for f in files]
+    fast = _vectorised(src, unit, cfg, read)
+    if fast is not None:
+        return fast
+    rows = [readers.read_rows(data, fmt, src.uri(f.path)) for (data, fmt), f in zip(read, files)]
+    uri = src.uri(unit.main.path)
+    if cfg.format is LandingFormat.AIVEN:
+        raw = shapes.aiven(rows[0], read[0][1], uri)
+    elif cfg.format is LandingFormat.LENSES:
+        raw = shapes.lenses(rows[0], uri)
+    else:
+        names = [src.uri(f.path) for f in files]
+        fmts = [fmt for _, fmt in read]
+        if unit.tombstone:
+            raw = shapes.confluent(None, rows[0], None, names, fmts, cfg, unit.main.mtime_ms)
+        else:
+            raw = shapes.confluent(rows[0], rows[1], rows[2] if len(rows) > 2 else None, names, fmts, cfg,
+                                   unit.main.mtime_ms)
+    return columns.from_raw(apply_cdc(raw, cfg), uri)
+
+
+def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
+    """A unit's (or group's) columns as an INPUT_SCHEMA table with its value schema."""
+    return Batch(name, files, cols.table(), cols.where, columns.value_schema(cols),
+                 cols.mtime_timestamps)
+
+
+def batches(src: PartitionSource, cfg: LandingConfig, ingested,
+            whole: bool = False) -> Iterator[Batch | stream.StreamedGroup]:
+    """The partition's pending batches, in the order they must be appended; Confluent Parquet groups streamed
+    unless `whole` (each group read into one table, as other formats are)."""
+    units = plan_units(src, cfg.format)
+    done = recorded_names(ingested)
+    pending = [u for u in units if u.name not in done]
+    if cfg.format is not LandingFormat.CONFLUENT:
+        for u in pending:
+            yield encode(_shape(src, u, cfg), u.name, [src.uri(u.main.path)])
+        return
+    nexts = offsets.next_starts(units)
+    for group in offsets.groups(pending, nexts):
+        streamed = None if whole else stream.plan(src, group, cfg, nexts, lambda u: _shape(src, u, cfg))
+        if streamed is not None:
+            yield streamed
+            continue
+        parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path))
+                 for u in group]
+        merged, exact = offsets.merge(parts, cfg.offset_field is not None)
+        names = [f.name for u in group for f in u.files]
+        batch = encode(merged, "|".join(names), [p.uri for p in parts])
+        batch.inferred_offsets = not exact
+        del parts, merged   # the units' own columns, not held while the batch is appended
+        yield batch
+
+
+def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_invalid: bool):
+    """Append one batch (a streamed group piece by piece), its value schema recorded before its records;
+    a record's error names its file and record."""
+    from compaction_assets.log import writer
+
+    if isinstance(batch, stream.StreamedGroup):
+        def pieces() -> Iterator[writer.Piece]:
+            for cols in batch.pieces():
+                _record_schema(handle, columns.value_schema(cols))
+                yield writer.Piece(cols.table(), cols.where.__getitem__)
+        return writer.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
+                                    drop_invalid=drop_invalid, read_ahead=True)
+    _record_schema(handle, batch.schema)
+    return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
+                         ingest_name=batch.name, row_name=batch.where.__getitem__)
+
+
+def _record_schema(handle, schema: canonical.ValueSchema | None) -> None:
+    """Merge a batch's value schema into the log's (a superset never hurts)."""
+    if schema is not None:
+        handle.st.makedirs(handle.dir)
+        canonical.record_schema(handle.st, handle.path(canonical.SCHEMA_FILE), schema)

@@ -1,0 +1,276 @@
+"""Finding each topic-partition's landed files, whichever connector wrote them, on a disk or an object store.
+
+The four layouts are told apart by their paths, so one listing of the landing root finds them all:
+
+- `<topic>/partition=<p>/<file>`: the product's own files, or Confluent's `<topic>+<p>+<start>.<ext>`
+  (with `.keys.<ext>` / `.headers.<ext>` siblings); Confluent's tombstones are in `<topic>/tombstone/`.
+- `<topic>-<p>-<start>[.<ext>]` at the root: Aiven's default file name template.
+- `<topic>/<p>/<lastOffset>_<minTs>_<maxTs>.<ext>`: Lenses Stream Reactor.
+
+How a partition's files are grouped and read is then the topic's `landing.format` (see `plan_units`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from compaction_assets.errors import InvalidInputError, LogNameError
+from compaction_assets.topics.landing_settings import LandingFormat
+from compaction_assets.store.names import check_partition, check_topic
+
+TOMBSTONE_DIR = "tombstone"   # Confluent's tombstone.encoded.partition default
+NATIVE_SUFFIXES = (".parquet", ".jsonl", ".json", ".ndjson", ".avro")
+CONFLUENT_NAME = re.compile(r"^(?P<topic>[^+/]+)\+(?P<p>\d+)\+(?P<start>\d+)(?P<view>\.keys|\.headers)?(?P<ext>\..*)?$")
+AIVEN_NAME = re.compile(r"^(?P<topic>.+)-(?P<p>\d+)-(?P<start>\d+)(?P<ext>\..*)?$")
+LENSES_NAME = re.compile(r"^(?P<last>\d+)(?:_(?P<min>\d+)_(?P<max>\d+))?(?P<ext>\..*)?$")
+
+
+class Layout(str, Enum):
+    """Where a partition's files are."""
+    PARTITION_FOLDER = "partition-folder"   # native and Confluent
+    FLAT = "flat"                           # Aiven
+    LENSES = "lenses"
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    """One object of the landing area."""
+    path: str        # as the landing Storage names it
+    name: str        # as the log's manifest records it once ingested
+    mtime_ms: int
+
+
+@dataclass
+class PartitionSource:
+    """The landed files of one topic-partition (what `landing_logs` returns per log)."""
+    storage: Any     # compaction_assets.store.fs.Storage of the landing area
+    topic: str
+    partition: int
+    layout: Layout
+    folder: str
+    files: list[LandedFile] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The folder's last name (for messages)."""
+        return self.folder.rstrip("/").rsplit("/", 1)[-1]
+
+    def __str__(self) -> str:
+        return self.uri(self.folder)
+
+    def uri(self, path: str) -> str:
+        """A path of the landing area as messages name it (a local path, or the object's URI)."""
+        return path if self.storage.local else self.storage.uri(path)
+
+
+def open_landing(landing: Any):
+    """The Storage of a landing root: a local folder or an object-store URI (s3://...)."""
+    from compaction_assets.store.fs import Storage
+
+    return Storage.open(str(landing))
+
+
+def _walk(storage: Any, root: str) -> tuple[dict[str, list[tuple[str, int]]], set[str]]:
+    """Files per folder (relative to root, "" for the root) and every folder, to depth 3."""
+    files: dict[str, list[tuple[str, int]]] = {}
+    dirs: set[str] = set()
+    if storage.local:
+        if not os.path.isdir(root):
+            return files, dirs
+        for dirpath, dirnames, names in os.walk(root):
+            rel = os.path.relpath(dirpath, root).replace(os.sep, "/")
+            rel = "" if rel == "." else rel
+            depth = 0 if not rel else rel.count("/") + 1
+            dirnames[:] = [d for d in dirnames if depth < 2 and not os.path.islink(os.path.join(dirpath, d))]
+            if rel:
+                dirs.add(rel)
+            for n in names:
+                p = os.path.join(dirpath, n)
+                if os.path.isfile(p) and not os.path.islink(p):
+                    files.setdefault(rel, []).append((n, int(os.stat(p).st_mtime * 1000)))
+        return files, dirs
+    prefix = root.rstrip("/") + "/"
+    for path, mtime in storage.list_files_with_mtime(root):
+        rel = path[len(prefix):]
+        parent, _, name = rel.rpartition("/")
+        if parent.count("/") > 1:
+            continue
+        files.setdefault(parent, []).append((name, mtime))
+        parts = parent.split("/") if parent else []
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return files, dirs
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "_"))
+
+
+def discover(landing: Any) -> tuple[dict[str, PartitionSource], list[str]]:
+    """Every log with landed files ({log name: source}) and the folders or names refused, with reasons."""
+    storage = open_landing(landing)
+    root = storage.root
+    files, dirs = _walk(storage, root)
+    found: dict[str, PartitionSource] = {}
+    refused: list[str] = []
+
+    def source(topic: str, p: int, layout: Layout, folder: str) -> PartitionSource:
+        log = f"{topic}-{p}"
+        if log not in found:
+            found[log] = PartitionSource(storage, topic, p, layout, folder)
+        return found[log]
+
+    for rel in sorted(d for d in dirs if d.count("/") == 1):
+        topic_name, sub = rel.split("/")
+        if _hidden(topic_name) or _hidden(sub):
+            continue
+        folder = storage.join(rel)
+        try:
+            topic = check_topic(topic_name, "landing folder")
+            if sub == TOMBSTONE_DIR:
+                _add_tombstones(storage, topic, folder, files.get(rel, []), source)
+                continue
+            layout, p = _partition_folder(sub, folder)
+        except LogNameError as exc:
+            refused.append(str(exc))
+            continue
+        src = source(topic, p, layout, folder)
+        src.files += [LandedFile(storage.join(rel, n), n, m) for n, m in files.get(rel, []) if not _hidden(n)]
+    for name, mtime in files.get("", []):
+        m = AIVEN_NAME.match(name)
+        if m is None or _hidden(name):
+            continue
+        try:
+            topic = check_topic(m["topic"], "landing file")
+            p = check_partition(m["p"], f"landing file {name!r}")
+        except LogNameError as exc:
+            refused.append(str(exc))
+            continue
+        source(topic, p, Layout.FLAT, root).files.append(LandedFile(storage.join(name), name, mtime))
+    for src in found.values():
+        src.files.sort(key=lambda f: f.name)
+    return dict(sorted(found.items())), refused
+
+
+def _partition_folder(sub: str, folder: str) -> tuple[Layout, int]:
+    """partition=<p> (native, Confluent) or <p> (Lenses); LogNameError for anything else."""
+    if sub.isdigit():
+        raw, layout = sub, Layout.LENSES
+    elif sub.startswith("partition="):
+        raw, layout = sub.split("=", 1)[1], Layout.PARTITION_FOLDER
+    else:
+        raise LogNameError(f"landing folder {folder!r} is not named partition=<p> (nor <p>, Lenses' layout)")
+    p = check_partition(raw, f"landing folder {folder!r}")
+    if str(p) != raw:   # partition=01 and partition=1 would be the same log
+        raise LogNameError(f"landing folder {folder!r}: partition {raw!r} has leading zeros")
+    return layout, p
+
+
+def _add_tombstones(storage: Any, topic: str, folder: str, names: list[tuple[str, int]], source) -> None:
+    """Confluent's tombstone files, each to its partition's source (named tombstone/<file>)."""
+    for name, mtime in names:
+        m = CONFLUENT_NAME.match(name)
+        if m is None or _hidden(name) or m["topic"] != topic:
+            continue
+        p = int(m["p"])
+        parent = f"{folder.rsplit('/', 1)[0]}/partition={p}"
+        src = source(topic, p, Layout.PARTITION_FOLDER, parent)
+        src.files.append(LandedFile(f"{folder}/{name}", f"{TOMBSTONE_DIR}/{name}", mtime))
+
+
+def local_source(folder: Any, log_name: str) -> PartitionSource:
+    """A source for a folder given directly (a partition folder, or Aiven's flat root), all its files."""
+    from compaction_assets.store.names import parse_log_name
+
+    storage = open_landing(folder)
+    topic, p = parse_log_name(log_name)
+    path = storage.root
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    layout = Layout.LENSES if name.isdigit() else Layout.PARTITION_FOLDER
+    src = PartitionSource(storage, topic, p, layout, path)
+    files, _ = _walk(storage, path)
+    src.files = sorted((LandedFile(storage.join(n), n, m) for n, m in files.get("", []) if not _hidden(n)),
+                       key=lambda f: f.name)
+    if layout is Layout.PARTITION_FOLDER and name.startswith("partition="):
+        tomb = f"{path.rstrip('/').rsplit('/', 1)[0]}/{TOMBSTONE_DIR}"
+        tfiles, _ = _walk(storage, tomb)
+        def only_this(_topic: str, part: int, *_: Any) -> PartitionSource:
+            return src if part == p else PartitionSource(storage, topic, part, layout, path)
+        _add_tombstones(storage, topic, tomb, tfiles.get("", []), only_this)
+    elif not name.startswith("partition=") and not name.isdigit():
+        flat = [f for f in src.files if (m := AIVEN_NAME.match(f.name)) and m["topic"] == topic and int(m["p"]) == p]
+        if flat:
+            src.layout, src.files = Layout.FLAT, flat
+    return src
+
+
+# --- units: what is ingested at once (one file, or a Confluent value file with its keys and headers) -----
+
+@dataclass(frozen=True)
+class Unit:
+    """Files ingested together, all or nothing; `start` orders units (an offset, or -1 by name)."""
+    name: str                       # the value (or only) file's recorded name
+    files: tuple[LandedFile, ...]   # the value file first, then keys, then headers
+    start: int
+    tombstone: bool = False
+
+    @property
+    def main(self) -> LandedFile:
+        """The file the unit is named after."""
+        return self.files[0]
+
+
+def plan_units(src: PartitionSource, fmt: LandingFormat) -> list[Unit]:
+    """Every unit of a partition's files for a landing format, in ingestion order."""
+    if fmt is LandingFormat.CONFLUENT:
+        return _confluent_units(src)
+    if fmt is LandingFormat.NATIVE:
+        return [Unit(f.name, (f,), -1) for f in src.files
+                if not f.name.startswith(TOMBSTONE_DIR + "/") and f.name.lower().endswith(NATIVE_SUFFIXES)]
+    pattern = AIVEN_NAME if fmt is LandingFormat.AIVEN else LENSES_NAME
+    units = []
+    for f in src.files:
+        m = pattern.match(f.name)
+        if m is None:
+            raise InvalidInputError(f"{src.uri(f.path)}: not named as the {fmt.value} connector names "
+                                    "its files (landing.format)")
+        units.append(Unit(f.name, (f,), int(m["start"] if fmt is LandingFormat.AIVEN else m["last"])))
+    return sorted(units, key=lambda u: u.start)
+
+
+def _confluent_units(src: PartitionSource) -> list[Unit]:
+    values: dict[str, LandedFile] = {}
+    views: dict[tuple[str, str], LandedFile] = {}
+    units = []
+    for f in src.files:
+        base = f.name.rsplit("/", 1)[-1]
+        m = CONFLUENT_NAME.match(base)
+        if m is None or m["topic"] != src.topic or int(m["p"]) != src.partition:
+            raise InvalidInputError(f"{src.uri(f.path)}: not named {src.topic}+{src.partition}+<start offset>"
+                                    ".<ext> as Confluent's S3 sink names it (landing.format confluent)")
+        if f.name.startswith(TOMBSTONE_DIR + "/"):
+            if m["view"] == ".keys":
+                units.append(Unit(f.name, (f,), int(m["start"]), tombstone=True))
+        elif m["view"]:
+            views[(m["start"] + (m["ext"] or ""), m["view"])] = f
+        else:
+            values[m["start"] + (m["ext"] or "")] = f
+    for stem, f in values.items():
+        keys, headers = views.get((stem, ".keys")), views.get((stem, ".headers"))
+        if keys is None:
+            raise InvalidInputError(f"{src.uri(f.path)}: no keys file beside it (the connector needs "
+                                    "store.kafka.keys=true; a file still being uploaded lands at the next run)")
+        members = (f, keys) + ((headers,) if headers else ())
+        units.append(Unit(f.name, members, int(stem.split(".")[0])))
+    return sorted(units, key=lambda u: (u.start, u.tombstone))
+
+
+def recorded_names(ingested: Any) -> set[str]:
+    """The file names a manifest's `ingested` entries cover (a Confluent unit records its files joined)."""
+    out: set[str] = set()
+    for entry in ingested:
+        out.update(entry.split("|"))
+    return out
