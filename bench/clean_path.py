@@ -22,7 +22,7 @@ PACKAGE = "compaction_assets."
 
 
 def _short(module: str) -> str:
-    return module[len(PACKAGE):] if module.startswith(PACKAGE) else module
+    return module[len(PACKAGE) :] if module.startswith(PACKAGE) else module
 
 
 class Crossings:
@@ -58,8 +58,10 @@ def _build(root: str, records: int, strategy: str) -> None:
 
     topics = os.path.join(root, "topics.yaml")
     with open(topics, "w") as f:
-        f.write("defaults: {segment.bytes: 4096, delete.retention.ms: 1, compaction.strategy: %s}\n"
-                "topics: {t: {}}\n" % strategy)
+        f.write(
+            "defaults: {segment.bytes: 4096, delete.retention.ms: 1, compaction.strategy: %s}\n"
+            "topics: {t: {}}\n" % strategy
+        )
     lines = os.path.join(root, "records.jsonl")
     with open(lines, "w") as f:
         for i in range(records):
@@ -95,11 +97,19 @@ def main() -> None:
         "cleaning -> log": sum(1 for a, b in stops if a.startswith("cleaning") and b.startswith("log")),
         "log -> cleaning": sum(1 for a, b in stops if a.startswith("log") and b.startswith("cleaning")),
     }
-    out = {"rc": rc, "stops": len(stops), "modules": len(modules), "module_names": modules,
-           "path": [f"{a} -> {b}" for a, b in stops], "calls": sum(crossings.stops.values()),
-           "back_and_forth": back_and_forth}
-    print(f"{len(stops)} stops in {len(modules)} modules ({out['calls']} crossing calls); {back_and_forth}",
-          file=sys.stderr)
+    out = {
+        "rc": rc,
+        "stops": len(stops),
+        "modules": len(modules),
+        "module_names": modules,
+        "path": [f"{a} -> {b}" for a, b in stops],
+        "calls": sum(crossings.stops.values()),
+        "back_and_forth": back_and_forth,
+    }
+    print(
+        f"{len(stops)} stops in {len(modules)} modules ({out['calls']} crossing calls); {back_and_forth}",
+        file=sys.stderr,
+    )
     for a, b in stops:
         print(f"  {a} -> {b}", file=sys.stderr)
     if args.json:

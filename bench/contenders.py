@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
-from compaction_assets.store.log_store import LogStore
 from compaction_assets.spark import get_spark, spark_conf_from_env
+from compaction_assets.store.log_store import LogStore
 
 from . import metrics
 from .gen import NOW
@@ -57,11 +57,14 @@ def bench_spark_conf(event_dir: str, local_dir: str, driver_memory: str | None) 
 def start_spark(conf: dict):
     spark = get_spark(conf)
     jvm = spark.sparkContext._jvm
-    info = {"spark_version": spark.version, "master": spark.sparkContext.master,
-            "app_id": spark.sparkContext.applicationId,
-            "driver_max_heap": int(jvm.java.lang.Runtime.getRuntime().maxMemory()),
-            "default_parallelism": spark.sparkContext.defaultParallelism,
-            "conf": {k: v for k, v in sorted(conf.items()) if not k.startswith("spark.driver.extraJava")}}
+    info = {
+        "spark_version": spark.version,
+        "master": spark.sparkContext.master,
+        "app_id": spark.sparkContext.applicationId,
+        "driver_max_heap": int(jvm.java.lang.Runtime.getRuntime().maxMemory()),
+        "default_parallelism": spark.sparkContext.defaultParallelism,
+        "conf": {k: v for k, v in sorted(conf.items()) if not k.startswith("spark.driver.extraJava")},
+    }
     return spark, info
 
 
@@ -73,8 +76,8 @@ class Run:
     seconds: float
     t0_ms: int
     t1_ms: int
-    disk_written: int                 # every new file (data, Spark's .crc and _SUCCESS, manifests)
-    disk_written_data: int            # new .parquet and manifest files only
+    disk_written: int  # every new file (data, Spark's .crc and _SUCCESS, manifests)
+    disk_written_data: int  # new .parquet and manifest files only
     output_records: int
     mem: dict
     engine: dict | None = None
@@ -88,14 +91,29 @@ def log_info(store_dir: str) -> dict:
     handle = LogStore(store_dir, gc_grace_s=0).log(LOG_NAME)
     m = handle.manifest()
     files = [handle.path(f.name) for f in m.files()]
-    return {"records": m.total_records, "logical_bytes": m.total_size,
-            "disk_bytes": sum(os.path.getsize(p) for p in files), "segments": len(m.segments) - 1,
-            "files": len(files), "log_end_offset": m.log_end_offset, "checkpoint": m.checkpoint,
-            "log_start_offset": m.log_start_offset}
+    return {
+        "records": m.total_records,
+        "logical_bytes": m.total_size,
+        "disk_bytes": sum(os.path.getsize(p) for p in files),
+        "segments": len(m.segments) - 1,
+        "files": len(files),
+        "log_end_offset": m.log_end_offset,
+        "checkpoint": m.checkpoint,
+        "log_start_offset": m.log_start_offset,
+    }
 
 
-def run_contender(kind: str, spark, cfg, pristine: str, work: str, case: str, rep: int,
-                  sampler: metrics.ProcSampler, duck_threads: int = 2) -> Run:
+def run_contender(
+    kind: str,
+    spark,
+    cfg,
+    pristine: str,
+    work: str,
+    case: str,
+    rep: int,
+    sampler: metrics.ProcSampler,
+    duck_threads: int = 2,
+) -> Run:
     """Copy `pristine` to `work`, run contender `kind` (A, B, C, D or E) on it, measure, clean up."""
     work = os.path.abspath(work)
     store_dir = os.path.join(work, "store")
@@ -146,10 +164,22 @@ def run_contender(kind: str, spark, cfg, pristine: str, work: str, case: str, re
     else:
         output_records = sum(pq.read_metadata(p).num_rows for p in metrics.parquet_files(out_dir))
     data_written = metrics.new_bytes(before, after, data_only=True)
-    run = Run(case=case, contender=kind, rep=rep, seconds=seconds, t0_ms=t0_ms, t1_ms=t1_ms,
-              disk_written=metrics.new_bytes(before, after), disk_written_data=data_written,
-              output_records=output_records, mem=mem, engine=engine_stats, reason=reason, dirty_ratio=dirty,
-              extra=extra)
+    run = Run(
+        case=case,
+        contender=kind,
+        rep=rep,
+        seconds=seconds,
+        t0_ms=t0_ms,
+        t1_ms=t1_ms,
+        disk_written=metrics.new_bytes(before, after),
+        disk_written_data=data_written,
+        output_records=output_records,
+        mem=mem,
+        engine=engine_stats,
+        reason=reason,
+        dirty_ratio=dirty,
+        extra=extra,
+    )
     shutil.rmtree(work, ignore_errors=True)
     return run
 
@@ -159,10 +189,13 @@ def naive_window(spark, uris: list[str], out_uri: str) -> None:
     from pyspark.sql import functions as F
 
     latest_first = Window.partitionBy("key").orderBy(F.col("offset").desc())
-    (spark.read.parquet(*uris)
-     .withColumn("rn", F.row_number().over(latest_first))
-     .where(F.col("rn") == 1).drop("rn")
-     .write.parquet(out_uri))
+    (
+        spark.read.parquet(*uris)
+        .withColumn("rn", F.row_number().over(latest_first))
+        .where(F.col("rn") == 1)
+        .drop("rn")
+        .write.parquet(out_uri)
+    )
 
 
 def duckdb_dedup(paths: list[str], out_dir: str, threads: int, work: str) -> dict:

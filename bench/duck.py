@@ -17,6 +17,7 @@ def main() -> None:
     files = "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in spec["files"]) + "]"
     out = spec["out"].replace("'", "''")
     from bench.metrics import self_io
+
     io0 = self_io()
     t = time.perf_counter()
     con.execute(f"""COPY (SELECT * FROM read_parquet({files})

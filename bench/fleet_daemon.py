@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PY = str(ROOT / ".venv" / "bin" / "python")
 TOPIC = "fleet"
-TOPICS = (f"topics:\n  {TOPIC}: {{segment.ms: 60000, min.cleanable.dirty.ratio: 0.5}}\n")
+TOPICS = f"topics:\n  {TOPIC}: {{segment.ms: 60000, min.cleanable.dirty.ratio: 0.5}}\n"
 
 
 def write_landing(staging: Path, logs: int, records: int, keys: int, seed: int = 7) -> None:
@@ -41,15 +41,22 @@ def write_landing(staging: Path, logs: int, records: int, keys: int, seed: int =
     for p in range(logs):
         folder = staging / TOPIC / f"partition={p}"
         folder.mkdir(parents=True)
-        lines = [json.dumps({"key": f"k{rng.randrange(keys)}", "value": "v" * 80, "timestamp": start + i})
-                 for i in range(records)]
+        lines = [
+            json.dumps({"key": f"k{rng.randrange(keys)}", "value": "v" * 80, "timestamp": start + i})
+            for i in range(records)
+        ]
         (folder / f"{TOPIC}+{p}+0000000000.jsonl").write_text("\n".join(lines) + "\n")
 
 
 def _env(work: Path, name: str, remote: str) -> dict:
-    return {**os.environ, "SPARK_REMOTE": remote, "COMPACTION_STORE": str(work / name / "store"),
-            "COMPACTION_LANDING": str(work / "landing"), "COMPACTION_TOPICS": str(work / "topics.yaml"),
-            "COMPACTION_LATEST_STATE": str(work / name / "latest")}
+    return {
+        **os.environ,
+        "SPARK_REMOTE": remote,
+        "COMPACTION_STORE": str(work / name / "store"),
+        "COMPACTION_LANDING": str(work / "landing"),
+        "COMPACTION_TOPICS": str(work / "topics.yaml"),
+        "COMPACTION_LATEST_STATE": str(work / name / "latest"),
+    }
 
 
 def _progress(instance) -> tuple[int, int, int]:
@@ -68,12 +75,19 @@ def _phases(instance, landed: float) -> list[dict]:
     out = []
     for rec in sorted(instance.get_run_records(), key=lambda r: r.create_timestamp):
         run = rec.dagster_run
-        out.append({"job": run.job_name, "logs": int(run.tags.get("compaction/batch_size", 1)),
-                    "requested_s": round(rec.create_timestamp.timestamp() - landed, 1),
-                    "started_s": round((rec.start_time or landed) - landed, 1),
-                    "ended_s": round(rec.end_time - landed, 1) if rec.end_time else None,
-                    "steps": {s.step_key: round(s.end_time - s.start_time, 1) if s.end_time and s.start_time
-                              else None for s in instance.get_run_step_stats(run.run_id)}})   # None: unfinished
+        out.append(
+            {
+                "job": run.job_name,
+                "logs": int(run.tags.get("compaction/batch_size", 1)),
+                "requested_s": round(rec.create_timestamp.timestamp() - landed, 1),
+                "started_s": round((rec.start_time or landed) - landed, 1),
+                "ended_s": round(rec.end_time - landed, 1) if rec.end_time else None,
+                "steps": {
+                    s.step_key: round(s.end_time - s.start_time, 1) if s.end_time and s.start_time else None
+                    for s in instance.get_run_step_stats(run.run_id)
+                },
+            }
+        )  # None: unfinished
     return out
 
 
@@ -83,8 +97,14 @@ def run_cli_phases(work: Path, remote: str, name: str = "cli") -> dict:
     out = {}
     for name, command in (("ingest", ["ingest"]), ("clean", ["clean", "--all"])):
         t = time.monotonic()
-        subprocess.run([PY, "-m", "compaction_assets", *command], env=env, cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [PY, "-m", "compaction_assets", *command],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         out[name] = time.monotonic() - t
     return out
 
@@ -104,11 +124,17 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
     # processes creating a fresh schema race: "more than one head present")
     dg.DagsterInstance.get().dispose()
     log = open(work / "daemon.log", "w")
-    daemon = subprocess.Popen([str(ROOT / ".venv" / "bin" / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-                              env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    daemon = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         with dg.DagsterInstance.get() as instance:
-            time.sleep(15)   # the daemon is up and its sensors have ticked once over an empty landing area
+            time.sleep(15)  # the daemon is up and its sensors have ticked once over an empty landing area
             (work / "landing").mkdir(exist_ok=True)
             t0, landed = time.monotonic(), time.time()
             os.rename(staging / TOPIC, work / "landing" / TOPIC)
@@ -117,13 +143,21 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
                 time.sleep(0.5)
                 done, queued, runs = _progress(instance)
                 most_queued = max(most_queued, queued)
-                if not progress or time.monotonic() - t0 >= progress[-1][0] + 30:   # the pace, every 30 s
+                if not progress or time.monotonic() - t0 >= progress[-1][0] + 30:  # the pace, every 30 s
                     progress.append([round(time.monotonic() - t0, 1), done])
             wall = time.monotonic() - t0
             failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
             phases = _phases(instance, time.time() - wall)
-        return {"wall_s": wall, "landed_unix": landed, "logs_done": done, "runs": runs, "most_queued": most_queued, "failed_runs": failed,
-                "runs_detail": phases, "progress_s_done": progress + [[round(wall, 1), done]]}
+        return {
+            "wall_s": wall,
+            "landed_unix": landed,
+            "logs_done": done,
+            "runs": runs,
+            "most_queued": most_queued,
+            "failed_runs": failed,
+            "runs_detail": phases,
+            "progress_s_done": progress + [[round(wall, 1), done]],
+        }
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
         try:
@@ -146,17 +180,27 @@ def warm_up(work: Path, remote: str, logs: int, records: int, keys: int | None) 
     return sum(run_cli_phases(side, remote, "cli").values())
 
 
-def measure(logs: int, records: int, keys: int | None, workdir: str | None, timeout: float,
-            dequeue_interval_s: int = 1, warmup_logs: int = 50) -> dict:
+def measure(
+    logs: int,
+    records: int,
+    keys: int | None,
+    workdir: str | None,
+    timeout: float,
+    dequeue_interval_s: int = 1,
+    warmup_logs: int = 50,
+) -> dict:
     """Both paths on the same landed files; the figures as a dict."""
     load_before = os.getloadavg()
     work = Path(workdir or tempfile.mkdtemp(prefix="fleet-daemon-"))
     work.mkdir(parents=True, exist_ok=True)
     (work / "topics.yaml").write_text(TOPICS)
     own = not os.environ.get("SPARK_REMOTE")
-    remote = os.environ.get("SPARK_REMOTE") or subprocess.run(
-        ["bash", "scripts/spark-connect.sh", "start"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    remote = (
+        os.environ.get("SPARK_REMOTE")
+        or subprocess.run(
+            ["bash", "scripts/spark-connect.sh", "start"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
     try:
         warmup_s = warm_up(work, remote, warmup_logs, records, keys)
         staging = work / "staging"
@@ -169,10 +213,20 @@ def measure(logs: int, records: int, keys: int | None, workdir: str | None, time
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=ROOT, check=False)
         if not workdir:
             shutil.rmtree(work, ignore_errors=True)
-    return {"logs": logs, "records": records, "dequeue_interval_s": dequeue_interval_s, "warmup_logs": warmup_logs,
-            "warmup_s": warmup_s, "dagster": daemon, "cli_wall_s": cli, "cli_phases_s": cli_phases,
-            "dagster_per_log_s": daemon["wall_s"] / logs, "cli_per_log_s": cli / logs,
-            "ratio": daemon["wall_s"] / cli, "load_average": [load_before[0], os.getloadavg()[0]]}
+    return {
+        "logs": logs,
+        "records": records,
+        "dequeue_interval_s": dequeue_interval_s,
+        "warmup_logs": warmup_logs,
+        "warmup_s": warmup_s,
+        "dagster": daemon,
+        "cli_wall_s": cli,
+        "cli_phases_s": cli_phases,
+        "dagster_per_log_s": daemon["wall_s"] / logs,
+        "cli_per_log_s": cli / logs,
+        "ratio": daemon["wall_s"] / cli,
+        "load_average": [load_before[0], os.getloadavg()[0]],
+    }
 
 
 def main() -> None:
@@ -182,31 +236,59 @@ def main() -> None:
     ap.add_argument("--keys", type=int, help="distinct keys per log (default records / 10)")
     ap.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="give up on the daemon after this many seconds")
-    ap.add_argument("--dequeue-interval", type=int, default=None,
-                    help="the run queue's dequeue_interval_seconds (default: the product's, as ui.sh writes it)")
-    ap.add_argument("--warmup-logs", type=int, default=50,
-                    help="logs cleaned through the CLI on the server before anything is timed (0: none)")
+    ap.add_argument(
+        "--dequeue-interval",
+        type=int,
+        default=None,
+        help="the run queue's dequeue_interval_seconds (default: the product's, as ui.sh writes it)",
+    )
+    ap.add_argument(
+        "--warmup-logs",
+        type=int,
+        default=50,
+        help="logs cleaned through the CLI on the server before anything is timed (0: none)",
+    )
     ap.add_argument("--json", help="also write the figures as JSON to this file")
     args = ap.parse_args()
     from compaction_assets.demo import DEQUEUE_INTERVAL_S
-    out = measure(args.logs, args.records, args.keys, args.workdir, args.timeout,
-                  args.dequeue_interval or DEQUEUE_INTERVAL_S, args.warmup_logs)
+
+    out = measure(
+        args.logs,
+        args.records,
+        args.keys,
+        args.workdir,
+        args.timeout,
+        args.dequeue_interval or DEQUEUE_INTERVAL_S,
+        args.warmup_logs,
+    )
     d = out["dagster"]
-    print(f"{out['logs']} logs x {out['records']} records (the server warmed by {out['warmup_logs']} logs through "
-          f"the CLI first, {out['warmup_s']:.1f} s)")
-    print(f"dagster daemon: {d['wall_s']:.1f} s ({out['dagster_per_log_s']:.3f} s a log), {d['runs']} runs, "
-          f"at most {d['most_queued']} queued, {d['failed_runs']} failed, {d['logs_done']} logs done")
+    print(
+        f"{out['logs']} logs x {out['records']} records (the server warmed by {out['warmup_logs']} logs through "
+        f"the CLI first, {out['warmup_s']:.1f} s)"
+    )
+    print(
+        f"dagster daemon: {d['wall_s']:.1f} s ({out['dagster_per_log_s']:.3f} s a log), {d['runs']} runs, "
+        f"at most {d['most_queued']} queued, {d['failed_runs']} failed, {d['logs_done']} logs done"
+    )
     for run in d["runs_detail"]:
-        print(f"  {run['job']} ({run['logs']} logs): requested at {run['requested_s']} s, started at "
-              f"{run['started_s']} s, ended at {run['ended_s']} s; steps {run['steps']}")
+        print(
+            f"  {run['job']} ({run['logs']} logs): requested at {run['requested_s']} s, started at "
+            f"{run['started_s']} s, ended at {run['ended_s']} s; steps {run['steps']}"
+        )
     c = out["cli_phases_s"]
-    print(f"cli ingest + clean --all: {out['cli_wall_s']:.1f} s ({out['cli_per_log_s']:.3f} s a log; "
-          f"ingest {c['ingest']:.1f} s, clean {c['clean']:.1f} s)")
-    if d["logs_done"] < out["logs"]:   # the wall is the timeout's: compare what was done, per log
-        print(f"not finished: {d['logs_done']} logs in {d['wall_s']:.1f} s, "
-              f"{d['wall_s'] / max(1, d['logs_done']) / out['cli_per_log_s']:.1f} x the CLI per log done")
-    print(f"ratio dagster / cli: {out['ratio']:.2f} (load average {out['load_average'][0]:.1f} at the start, "
-          f"{out['load_average'][1]:.1f} at the end)")
+    print(
+        f"cli ingest + clean --all: {out['cli_wall_s']:.1f} s ({out['cli_per_log_s']:.3f} s a log; "
+        f"ingest {c['ingest']:.1f} s, clean {c['clean']:.1f} s)"
+    )
+    if d["logs_done"] < out["logs"]:  # the wall is the timeout's: compare what was done, per log
+        print(
+            f"not finished: {d['logs_done']} logs in {d['wall_s']:.1f} s, "
+            f"{d['wall_s'] / max(1, d['logs_done']) / out['cli_per_log_s']:.1f} x the CLI per log done"
+        )
+    print(
+        f"ratio dagster / cli: {out['ratio']:.2f} (load average {out['load_average'][0]:.1f} at the start, "
+        f"{out['load_average'][1]:.1f} at the end)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
     if d["logs_done"] < out["logs"]:

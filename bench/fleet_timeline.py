@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 RUN_EVENTS = ("PIPELINE_ENQUEUED", "PIPELINE_STARTING", "PIPELINE_START", "PIPELINE_SUCCESS", "PIPELINE_FAILURE")
-GAP_S = 2.0   # a pause in a step's event writes longer than this is listed
+GAP_S = 2.0  # a pause in a step's event writes longer than this is listed
 
 
 @dataclass
 class Tick:
     """One sensor tick: when it started, how long it took, how many runs it requested."""
+
     sensor: str
     at_s: float
     took_s: float
@@ -34,6 +35,7 @@ class Tick:
 @dataclass
 class Kind:
     """The events of one kind a step wrote: how many, the first and last one's time."""
+
     count: int
     first_s: float
     last_s: float
@@ -42,6 +44,7 @@ class Kind:
 @dataclass
 class Step:
     """One step of a run: its start and end, its events by kind, the pauses between its writes."""
+
     key: str
     start_s: float | None = None
     end_s: float | None = None
@@ -52,6 +55,7 @@ class Step:
 @dataclass
 class RunTimeline:
     """One run: its job, size, the queue's and the run worker's milestones, its steps."""
+
     job: str
     logs: int
     milestones: dict[str, float]
@@ -85,8 +89,9 @@ def steps_of(entries: list, landed: float) -> list[Step]:
         elif kind in ("STEP_SUCCESS", "STEP_FAILURE"):
             step.end_s = round(at, 2)
         seen = step.kinds.get(kind)
-        step.kinds[kind] = Kind(1, round(at, 2), round(at, 2)) if seen is None else \
-            Kind(seen.count + 1, seen.first_s, round(at, 2))
+        step.kinds[kind] = (
+            Kind(1, round(at, 2), round(at, 2)) if seen is None else Kind(seen.count + 1, seen.first_s, round(at, 2))
+        )
         if key in last and at - last[key] > GAP_S:
             step.gaps.append((round(last[key], 2), round(at, 2)))
         last[key] = at
@@ -104,8 +109,11 @@ def run_timelines(instance, landed: float) -> list[RunTimeline]:
             kind = event_kind(entry)
             if kind in RUN_EVENTS:
                 milestones[kind.replace("PIPELINE_", "run_").lower()] = round(entry.timestamp - landed, 2)
-        out.append(RunTimeline(run.job_name, int(run.tags.get("compaction/batch_size", 1)), milestones,
-                               steps_of(entries, landed)))
+        out.append(
+            RunTimeline(
+                run.job_name, int(run.tags.get("compaction/batch_size", 1)), milestones, steps_of(entries, landed)
+            )
+        )
     return out
 
 
@@ -113,14 +121,21 @@ def sensor_ticks(instance, landed: float, since_s: float = -30.0) -> list[Tick]:
     """The sensors' ticks from `since_s` seconds before the landing, in time order."""
     ticks = []
     for state in instance.all_instigator_state():
-        if state.instigator_type.value != "SENSOR":   # schedules
+        if state.instigator_type.value != "SENSOR":  # schedules
             continue
         for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=10_000):
             if tick.timestamp - landed < since_s:
                 continue
             took = (tick.end_timestamp - tick.timestamp) if tick.end_timestamp else -1.0
-            ticks.append(Tick(state.instigator_name, round(tick.timestamp - landed, 2), round(took, 2),
-                              len(tick.run_ids), tick.status.value))
+            ticks.append(
+                Tick(
+                    state.instigator_name,
+                    round(tick.timestamp - landed, 2),
+                    round(took, 2),
+                    len(tick.run_ids),
+                    tick.status.value,
+                )
+            )
     return sorted(ticks, key=lambda t: t.at_s)
 
 
@@ -159,8 +174,9 @@ def main() -> None:
         ticks, runs = sensor_ticks(instance, landed), run_timelines(instance, landed)
     print_timeline(ticks, runs)
     if args.json:
-        Path(args.json).write_text(json.dumps({"ticks": [asdict(t) for t in ticks],
-                                               "runs": [asdict(r) for r in runs]}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"ticks": [asdict(t) for t in ticks], "runs": [asdict(r) for r in runs]}, indent=1)
+        )
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from compaction_assets.log import writer
 from compaction_assets.topics.config import TopicConfig, build_config
 
 TS0 = 1_700_000_000_000
-NOW = 1_800_000_000_000          # the clock every cleaning of the benchmark uses (after every record)
+NOW = 1_800_000_000_000  # the clock every cleaning of the benchmark uses (after every record)
 KEY_BYTES = 14
 TOMBSTONE_FRACTION = 0.05
 
@@ -42,16 +42,25 @@ def value_array(rng: np.random.Generator, tomb: np.ndarray, value_bytes: int) ->
     np.cumsum(lengths, out=offsets[1:])
     data = rng.bytes(int(offsets[-1]))
     validity = np.packbits(~tomb, bitorder="little")
-    arr = pa.Array.from_buffers(pa.large_binary(), n, [pa.py_buffer(validity), pa.py_buffer(offsets),
-                                                         pa.py_buffer(data)], null_count=int(tomb.sum()))
+    arr = pa.Array.from_buffers(
+        pa.large_binary(),
+        n,
+        [pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=int(tomb.sum()),
+    )
     return arr.cast(pa.binary())
 
 
 def batch(rng: np.random.Generator, key_ids: np.ndarray, value_bytes: int, ts_start: int) -> pa.Table:
     n = len(key_ids)
     tomb = rng.random(n) < TOMBSTONE_FRACTION
-    return pa.table({"key": key_array(key_ids), "value": value_array(rng, tomb, value_bytes),
-                     "timestamp": pa.array(ts_start + np.arange(n, dtype=np.int64), pa.int64())})
+    return pa.table(
+        {
+            "key": key_array(key_ids),
+            "value": value_array(rng, tomb, value_bytes),
+            "timestamp": pa.array(ts_start + np.arange(n, dtype=np.int64), pa.int64()),
+        }
+    )
 
 
 def chunk_records(value_bytes: int, segment_bytes: int) -> int:
@@ -69,8 +78,9 @@ def generate(handle, cfg: TopicConfig, records: int, keys: int, value_bytes: int
     writer.roll(handle)
 
 
-def append_updates(handle, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int,
-                   new_key_fraction: float = 0.1) -> None:
+def append_updates(
+    handle, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int, new_key_fraction: float = 0.1
+) -> None:
     """Append `new_records` records to a log: 90% update random existing keys ([0, keys)), 10% add keys
     never seen ([keys, ...)); 5% tombstones; then seal them (the active segment is empty again)."""
     rng = np.random.default_rng([seed, 7, new_records, keys, value_bytes])

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 @dataclass
 class JobCount:
     """The Spark jobs started between `start()` and `stop()`, with the call site of each."""
+
     jobs: int | None = None
     call_sites: list[str] = field(default_factory=list)
 
@@ -20,7 +21,7 @@ class JobCount:
 def _store(spark):
     from compaction_assets.spark.lazy_session import started_session
 
-    spark = started_session(spark)   # a session not started yet has run no job
+    spark = started_session(spark)  # a session not started yet has run no job
     if spark is None:
         return None
     try:
@@ -47,7 +48,7 @@ class JobCounter:
         self.result = JobCount()
         self._before: set[int] = set()
 
-    def __enter__(self) -> "JobCounter":
+    def __enter__(self) -> JobCounter:
         store = _store(self.spark)
         self._before = set(_job_ids(store)) if store is not None else set()
         return self
@@ -55,7 +56,7 @@ class JobCounter:
     def __exit__(self, *exc) -> None:
         from compaction_assets.spark.lazy_session import started_session
 
-        if started_session(self.spark) is None:   # a session never started ran no job
+        if started_session(self.spark) is None:  # a session never started ran no job
             self.result = JobCount(0)
             return
         store = _store(self.spark)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 TOPIC = "users"
 TS0 = 1_700_000_000_000
-TOMBSTONE_EVERY = 20          # 5% of records delete their key
+TOMBSTONE_EVERY = 20  # 5% of records delete their key
 FORMATS = ("jsonl", "avro", "parquet")
 LAYOUTS = tuple(f"{connector}-{fmt}" for connector in ("native", "aiven", "confluent", "lenses") for fmt in FORMATS)
 INSERT_FIELDS = {"landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts"}
@@ -52,22 +52,24 @@ CONFIGS = {
 @dataclass(frozen=True)
 class Result:
     """One layout's ingestion in one round, timed as a whole process and inside it."""
+
     layout: str
     round: int
     records: int
     process_seconds: float
     ingest_seconds: float
     records_per_second: float
-    load_before: float            # the 1-minute load average as the process started and as it ended
+    load_before: float  # the 1-minute load average as the process started and as it ended
     load_after: float
-    cpu_seconds: float = 0.0      # the ingestion's CPU time, every thread: less swayed by others' load
-    ratio_to_native: float | None = None   # to the native layout of the same file format, same round
+    cpu_seconds: float = 0.0  # the ingestion's CPU time, every thread: less swayed by others' load
+    ratio_to_native: float | None = None  # to the native layout of the same file format, same round
     cpu_ratio_to_native: float | None = None
 
 
 @dataclass(frozen=True)
 class Summary:
     """A layout over the rounds: median seconds and the median of its rounds' ratios to native."""
+
     layout: str
     rounds: int
     median_seconds: float
@@ -82,8 +84,11 @@ def rows(first: int, count: int, keys: int):
     """The records first..first+count-1: (offset, key, value dict or None, timestamp)."""
     for offset in range(first, first + count):
         key_id = (offset * 7919) % keys
-        value = None if offset % TOMBSTONE_EVERY == 7 else {
-            "email": f"user{key_id}@example.com", "plan": ("free", "pro", "team")[offset % 3], "n": offset}
+        value = (
+            None
+            if offset % TOMBSTONE_EVERY == 7
+            else {"email": f"user{key_id}@example.com", "plan": ("free", "pro", "team")[offset % 3], "n": offset}
+        )
         yield offset, f"user-{key_id}", value, TS0 + offset
 
 
@@ -92,8 +97,11 @@ def canonical(value: dict | None) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-VALUE_AVRO = {"type": "record", "name": "User", "fields": [
-    {"name": "email", "type": "string"}, {"name": "n", "type": "long"}, {"name": "plan", "type": "string"}]}
+VALUE_AVRO = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "email", "type": "string"}, {"name": "n", "type": "long"}, {"name": "plan", "type": "string"}],
+}
 
 
 def _value_struct():
@@ -121,10 +129,19 @@ def _write_file(path: Path, fmt: str, records: list, schema=None) -> None:
 def _write_native(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
     import pyarrow as pa
 
-    records = [{"offset": o, "key": k, "value": canonical(v), "timestamp": t} for o, k, v, t in rows(first, count, keys)]
-    avro = {"type": "record", "name": "Rec", "fields": [
-        {"name": "offset", "type": "long"}, {"name": "key", "type": "string"},
-        {"name": "value", "type": ["null", "string"]}, {"name": "timestamp", "type": "long"}]}
+    records = [
+        {"offset": o, "key": k, "value": canonical(v), "timestamp": t} for o, k, v, t in rows(first, count, keys)
+    ]
+    avro = {
+        "type": "record",
+        "name": "Rec",
+        "fields": [
+            {"name": "offset", "type": "long"},
+            {"name": "key", "type": "string"},
+            {"name": "value", "type": ["null", "string"]},
+            {"name": "timestamp", "type": "long"},
+        ],
+    }
     arrow = pa.schema([("offset", pa.int64()), ("key", pa.string()), ("value", pa.string()), ("timestamp", pa.int64())])
     _write_file(folder / TOPIC / "partition=0" / f"{first:012d}.{fmt}", fmt, records, avro if fmt == "avro" else arrow)
 
@@ -135,12 +152,26 @@ def _write_aiven(fmt: str, folder: Path, first: int, count: int, keys: int) -> N
     records = [{"key": k, "value": v, "offset": o, "timestamp": t} for o, k, v, t in rows(first, count, keys)]
     if fmt != "jsonl":
         records = [{**r, "headers": {} if fmt == "avro" else []} for r in records]
-    avro = {"type": "record", "name": "connector_records", "fields": [
-        {"name": "key", "type": "string"}, {"name": "value", "type": ["null", VALUE_AVRO]},
-        {"name": "offset", "type": "long"}, {"name": "timestamp", "type": "long"},
-        {"name": "headers", "type": ["null", {"type": "map", "values": ["null", "bytes"]}]}]}
-    arrow = pa.schema([("key", pa.string()), ("value", _value_struct()), ("offset", pa.int64()),
-                       ("timestamp", pa.int64()), ("headers", pa.map_(pa.string(), pa.string()))])
+    avro = {
+        "type": "record",
+        "name": "connector_records",
+        "fields": [
+            {"name": "key", "type": "string"},
+            {"name": "value", "type": ["null", VALUE_AVRO]},
+            {"name": "offset", "type": "long"},
+            {"name": "timestamp", "type": "long"},
+            {"name": "headers", "type": ["null", {"type": "map", "values": ["null", "bytes"]}]},
+        ],
+    }
+    arrow = pa.schema(
+        [
+            ("key", pa.string()),
+            ("value", _value_struct()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.int64()),
+            ("headers", pa.map_(pa.string(), pa.string())),
+        ]
+    )
     _write_file(folder / f"{TOPIC}-0-{first}.{fmt}", fmt, records, avro if fmt == "avro" else arrow)
 
 
@@ -153,37 +184,81 @@ def _write_confluent(fmt: str, folder: Path, first: int, count: int, keys: int) 
     # the chunk's tombstones in one keys file under tombstone/ (rotated as the values are, in the sink's
     # format): their offsets are the ones the value files leave free
     dead = [(o, k) for o, k, v, _ in rows(first, count, keys) if v is None]
-    _write_file(folder / TOPIC / "tombstone" / f"{TOPIC}+0+{dead[0][0]:010d}.keys.{ext}", fmt,
-                key_records(k for _, k in dead), key_schema)
+    _write_file(
+        folder / TOPIC / "tombstone" / f"{TOPIC}+0+{dead[0][0]:010d}.keys.{ext}",
+        fmt,
+        key_records(k for _, k in dead),
+        key_schema,
+    )
     live = [(o, k, v, t) for o, k, v, t in rows(first, count, keys) if v is not None]
     base = folder / TOPIC / "partition=0" / f"{TOPIC}+0+{live[0][0]:010d}"
-    avro = {**VALUE_AVRO, "fields": VALUE_AVRO["fields"] + [
-        {"name": "kafka_offset", "type": "long"}, {"name": "kafka_ts", "type": "long"}]}
+    avro = {
+        **VALUE_AVRO,
+        "fields": VALUE_AVRO["fields"]
+        + [{"name": "kafka_offset", "type": "long"}, {"name": "kafka_ts", "type": "long"}],
+    }
     arrow = pa.schema(list(_value_struct()) + [("kafka_offset", pa.int64()), ("kafka_ts", pa.int64())])
-    _write_file(base.with_name(f"{base.name}.{ext}"), fmt, [{**v, "kafka_offset": o, "kafka_ts": t} for o, _, v, t in live],
-                avro if fmt == "avro" else arrow)
+    _write_file(
+        base.with_name(f"{base.name}.{ext}"),
+        fmt,
+        [{**v, "kafka_offset": o, "kafka_ts": t} for o, _, v, t in live],
+        avro if fmt == "avro" else arrow,
+    )
     _write_file(base.with_name(f"{base.name}.keys.{ext}"), fmt, key_records(k for _, k, _, _ in live), key_schema)
 
 
 def _write_lenses(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
     import pyarrow as pa
 
-    records = [{"key": k, "value": v, "headers": {} if fmt != "parquet" else [],
-                "metadata": {"timestamp": t, "topic": TOPIC, "partition": 0, "offset": o}}
-               for o, k, v, t in rows(first, count, keys)]
+    records = [
+        {
+            "key": k,
+            "value": v,
+            "headers": {} if fmt != "parquet" else [],
+            "metadata": {"timestamp": t, "topic": TOPIC, "partition": 0, "offset": o},
+        }
+        for o, k, v, t in rows(first, count, keys)
+    ]
     meta = [("timestamp", "long"), ("topic", "string"), ("partition", "int"), ("offset", "long")]
-    avro = {"type": "record", "name": "Envelope", "fields": [
-        {"name": "key", "type": "string"}, {"name": "value", "type": ["null", VALUE_AVRO], "default": None},
-        {"name": "headers", "type": {"type": "map", "values": "string"}},
-        {"name": "metadata", "type": {"type": "record", "name": "Meta",
-                                      "fields": [{"name": n, "type": t} for n, t in meta]}}]}
-    arrow = pa.schema([("key", pa.string()), ("value", _value_struct()), ("headers", pa.map_(pa.string(), pa.string())),
-                       ("metadata", pa.struct([("timestamp", pa.int64()), ("topic", pa.string()),
-                                               ("partition", pa.int32()), ("offset", pa.int64())]))])
+    avro = {
+        "type": "record",
+        "name": "Envelope",
+        "fields": [
+            {"name": "key", "type": "string"},
+            {"name": "value", "type": ["null", VALUE_AVRO], "default": None},
+            {"name": "headers", "type": {"type": "map", "values": "string"}},
+            {
+                "name": "metadata",
+                "type": {"type": "record", "name": "Meta", "fields": [{"name": n, "type": t} for n, t in meta]},
+            },
+        ],
+    }
+    arrow = pa.schema(
+        [
+            ("key", pa.string()),
+            ("value", _value_struct()),
+            ("headers", pa.map_(pa.string(), pa.string())),
+            (
+                "metadata",
+                pa.struct(
+                    [
+                        ("timestamp", pa.int64()),
+                        ("topic", pa.string()),
+                        ("partition", pa.int32()),
+                        ("offset", pa.int64()),
+                    ]
+                ),
+            ),
+        ]
+    )
     last = first + count - 1
     ext = {"jsonl": "json", "avro": "avro", "parquet": "parquet"}[fmt]
-    _write_file(folder / TOPIC / "0" / f"{last:012d}_{TS0 + first}_{TS0 + last}.{ext}", fmt, records,
-                avro if fmt == "avro" else arrow)
+    _write_file(
+        folder / TOPIC / "0" / f"{last:012d}_{TS0 + first}_{TS0 + last}.{ext}",
+        fmt,
+        records,
+        avro if fmt == "avro" else arrow,
+    )
 
 
 def write_layout(layout: str, folder: Path, records: int, files: int) -> None:
@@ -200,18 +275,26 @@ WRITERS = {"native": _write_native, "aiven": _write_aiven, "confluent": _write_c
 
 def ingest_once(landing: str, store: str, layout: str) -> None:
     """In this process: configure the topic and ingest its landing folder; print the seconds as JSON."""
-    from compaction_assets.topics.config import build_config
+    import pandas  # noqa: F401  pyarrow imports it at its first pa.array of a sequence: the native path's
+
     from compaction_assets.ingest.landing import ingest, landing_logs
     from compaction_assets.store.log_store import LogStore
+    from compaction_assets.topics.config import build_config
 
-    import pandas  # noqa: F401  pyarrow imports it at its first pa.array of a sequence: the native path's
     # imports bring it in before the timing, the connectors' shaping within it (0.3-1.5 s); import it first
     config = build_config(CONFIGS.get(layout, {}))
     handle = LogStore(store, gc_grace_s=0).log(f"{TOPIC}-0")
     started, cpu = time.perf_counter(), time.process_time()
     report = ingest(handle, config, landing_logs(landing)[0][f"{TOPIC}-0"])
-    print(json.dumps({"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
-                      "records": report.records_appended}))
+    print(
+        json.dumps(
+            {
+                "seconds": time.perf_counter() - started,
+                "cpu_seconds": time.process_time() - cpu,
+                "records": report.records_appended,
+            }
+        )
+    )
 
 
 def measure(layout: str, work: Path, round_number: int) -> Result:
@@ -220,23 +303,37 @@ def measure(layout: str, work: Path, round_number: int) -> Result:
     shutil.rmtree(store, ignore_errors=True)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "bench.landing", "--ingest", str(landing), "--store",
-                           str(store), "--layouts", layout], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.landing", "--ingest", str(landing), "--store", str(store), "--layouts", layout],
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"{layout}: ingestion failed: {proc.stderr.strip().splitlines()[-1:]}")
     inside = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Result(layout, round_number, inside["records"], round(wall, 2), round(inside["seconds"], 2),
-                  round(inside["records"] / inside["seconds"]), round(load_before, 1), round(os.getloadavg()[0], 1),
-                  round(inside["cpu_seconds"], 2))
+    return Result(
+        layout,
+        round_number,
+        inside["records"],
+        round(wall, 2),
+        round(inside["seconds"], 2),
+        round(inside["records"] / inside["seconds"]),
+        round(load_before, 1),
+        round(os.getloadavg()[0], 1),
+        round(inside["cpu_seconds"], 2),
+    )
 
 
 def with_ratio(result: Result, native: Result | None) -> Result:
     """The result with its ratio to the same round's native layout of its file format."""
     if native is None or result.layout.startswith("native"):
         return result
-    return replace(result, ratio_to_native=round(result.ingest_seconds / native.ingest_seconds, 2),
-                   cpu_ratio_to_native=round(result.cpu_seconds / native.cpu_seconds, 2))
+    return replace(
+        result,
+        ratio_to_native=round(result.ingest_seconds / native.ingest_seconds, 2),
+        cpu_ratio_to_native=round(result.cpu_seconds / native.cpu_seconds, 2),
+    )
 
 
 def summarise(layout: str, results: list[Result]) -> Summary:
@@ -245,9 +342,16 @@ def summarise(layout: str, results: list[Result]) -> Summary:
     ratios = [r.ratio_to_native for r in mine if r.ratio_to_native is not None]
     cpu_ratios = [r.cpu_ratio_to_native for r in mine if r.cpu_ratio_to_native is not None]
     loads = [load for r in mine for load in (r.load_before, r.load_after)]
-    return Summary(layout, len(mine), round(statistics.median(r.ingest_seconds for r in mine), 2),
-                   min(r.ingest_seconds for r in mine), round(statistics.median(ratios), 2) if ratios else None,
-                   round(statistics.median(cpu_ratios), 2) if cpu_ratios else None, min(loads), max(loads))
+    return Summary(
+        layout,
+        len(mine),
+        round(statistics.median(r.ingest_seconds for r in mine), 2),
+        min(r.ingest_seconds for r in mine),
+        round(statistics.median(ratios), 2) if ratios else None,
+        round(statistics.median(cpu_ratios), 2) if cpu_ratios else None,
+        min(loads),
+        max(loads),
+    )
 
 
 def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
@@ -260,11 +364,17 @@ def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
             result = with_ratio(measure(layout, work, round_number), done.get(f"native-{fmt}"))
             done[layout] = result
             results.append(result)
-            print(f"round {round_number} {layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
-                  f"process ({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s  load "
-                  f"{result.load_before:.1f}-{result.load_after:.1f}  cpu {result.cpu_seconds:.2f} s"
-                  + (f"  {result.ratio_to_native:.2f} x native {fmt} (cpu {result.cpu_ratio_to_native:.2f} x)"
-                     if result.ratio_to_native else ""), flush=True)
+            print(
+                f"round {round_number} {layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
+                f"process ({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s  load "
+                f"{result.load_before:.1f}-{result.load_after:.1f}  cpu {result.cpu_seconds:.2f} s"
+                + (
+                    f"  {result.ratio_to_native:.2f} x native {fmt} (cpu {result.cpu_ratio_to_native:.2f} x)"
+                    if result.ratio_to_native
+                    else ""
+                ),
+                flush=True,
+            )
     return results
 
 
@@ -272,13 +382,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--files", type=int, default=20)
-    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="comma-separated; each connector's layout "
-                    "after the native one of its file format, for its ratio")
+    ap.add_argument(
+        "--layouts",
+        default=",".join(LAYOUTS),
+        help="comma-separated; each connector's layout after the native one of its file format, for its ratio",
+    )
     ap.add_argument("--repeats", type=int, default=1, help="rounds of every layout, interleaved")
     ap.add_argument("--work", help="where the files and stores go (default: a temporary folder)")
     ap.add_argument("--json", help="write the results here")
-    ap.add_argument("--reuse-files", action="store_true", help="ingest the files an earlier run wrote under "
-                    "--work (same --records and --files) instead of writing them again")
+    ap.add_argument(
+        "--reuse-files",
+        action="store_true",
+        help="ingest the files an earlier run wrote under "
+        "--work (same --records and --files) instead of writing them again",
+    )
     ap.add_argument("--ingest", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -294,12 +411,16 @@ def main() -> None:
     summaries = [summarise(layout, results) for layout in layouts]
     print("layout              rounds  median s  fastest s  median ratio  cpu ratio  load")
     for s in summaries:
-        print(f"{s.layout:18s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
-              + (f"{s.median_ratio:10.2f} x  {s.median_cpu_ratio:7.2f} x" if s.median_ratio is not None else " " * 23)
-              + f"  {s.load_low:.1f}-{s.load_high:.1f}")
+        print(
+            f"{s.layout:18s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
+            + (f"{s.median_ratio:10.2f} x  {s.median_cpu_ratio:7.2f} x" if s.median_ratio is not None else " " * 23)
+            + f"  {s.load_low:.1f}-{s.load_high:.1f}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": [asdict(r) for r in results],
-                                               "summary": [asdict(s) for s in summaries]}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"runs": [asdict(r) for r in results], "summary": [asdict(s) for s in summaries]}, indent=2)
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ MB = 1024 * 1024
 
 # --- memory ------------------------------------------------------------------------------------
 
+
 def tree_roles(root: psutil.Process) -> list[tuple[psutil.Process, str]]:
     """The processes of a tree with their role: `root` (the Python process), `jvm`, `py_workers`
     (Python processes below a JVM: PySpark's daemon and workers) and `other` (e.g. a DuckDB or
@@ -70,7 +71,7 @@ class ProcSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="proc-sampler", daemon=True)
 
-    def start(self) -> "ProcSampler":
+    def start(self) -> ProcSampler:
         self._thread.start()
         return self
 
@@ -136,16 +137,22 @@ class ProcSampler:
 def self_io() -> dict:
     p = psutil.Process()
     c, t = p.io_counters(), p.cpu_times()
-    return {"read_chars": c.read_chars, "write_chars": c.write_chars, "cpu": t.user + t.system,
-            "peak_rss": _peak_rss_self()}
+    return {
+        "read_chars": c.read_chars,
+        "write_chars": c.write_chars,
+        "cpu": t.user + t.system,
+        "peak_rss": _peak_rss_self(),
+    }
 
 
 def _peak_rss_self() -> int:
     import resource
+
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # --- disk --------------------------------------------------------------------------------------
+
 
 def files_under(top: str) -> dict[str, int]:
     out = {}
@@ -173,10 +180,13 @@ def new_bytes(before: dict[str, int], after: dict[str, int], data_only: bool = F
 
 
 def parquet_files(top: str) -> list[str]:
-    return sorted(p for p in files_under(top) if p.endswith(".parquet") and not os.path.basename(p).startswith((".", "_")))
+    return sorted(
+        p for p in files_under(top) if p.endswith(".parquet") and not os.path.basename(p).startswith((".", "_"))
+    )
 
 
 # --- Spark's event log -------------------------------------------------------------------------
+
 
 @dataclass
 class SparkFigures:
@@ -191,16 +201,24 @@ class SparkFigures:
     shuffle_bytes_read: int = 0
     spilled_memory: int = 0
     spilled_disk: int = 0
-    peak_execution_memory: int = 0        # max over tasks of Spark's "Peak Execution Memory"
-    executor_peaks: dict = field(default_factory=dict)   # executor id -> metric -> max (JVMHeapMemory, ...)
+    peak_execution_memory: int = 0  # max over tasks of Spark's "Peak Execution Memory"
+    executor_peaks: dict = field(default_factory=dict)  # executor id -> metric -> max (JVMHeapMemory, ...)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-PEAK_KEYS = ("JVMHeapMemory", "JVMOffHeapMemory", "OnHeapExecutionMemory", "OffHeapExecutionMemory",
-             "OnHeapStorageMemory", "OffHeapStorageMemory", "ProcessTreeJVMRSSMemory",
-             "ProcessTreePythonRSSMemory", "ProcessTreeOtherRSSMemory")
+PEAK_KEYS = (
+    "JVMHeapMemory",
+    "JVMOffHeapMemory",
+    "OnHeapExecutionMemory",
+    "OffHeapExecutionMemory",
+    "OnHeapStorageMemory",
+    "OffHeapStorageMemory",
+    "ProcessTreeJVMRSSMemory",
+    "ProcessTreePythonRSSMemory",
+    "ProcessTreeOtherRSSMemory",
+)
 
 
 def event_log_files(event_dir: str, app_id: str) -> list[str]:
@@ -211,11 +229,13 @@ def event_log_files(event_dir: str, app_id: str) -> list[str]:
             return [p]
     rolling = os.path.join(event_dir, f"eventlog_v2_{app_id}")
     if os.path.isdir(rolling):
+
         def index(n: str) -> int:
             try:
                 return int(n.split("_")[1])
             except (IndexError, ValueError):
                 return 0
+
         return [os.path.join(rolling, n) for n in sorted(os.listdir(rolling), key=index) if n.startswith("events_")]
     return []
 
@@ -261,8 +281,10 @@ def figures_between(events: list[dict], t0_ms: int, t1_ms: int) -> SparkFigures:
         fig.peak_execution_memory = max(fig.peak_execution_memory, tm.get("Peak Execution Memory", 0))
         _peaks(fig, info.get("Executor ID", "?"), ev.get("Task Executor Metrics") or {})
     for ev in events:
-        if ev["Event"] == "SparkListenerStageExecutorMetrics" and \
-                (ev.get("Stage ID"), ev.get("Stage Attempt ID", 0)) in stages:
+        if (
+            ev["Event"] == "SparkListenerStageExecutorMetrics"
+            and (ev.get("Stage ID"), ev.get("Stage Attempt ID", 0)) in stages
+        ):
             _peaks(fig, ev.get("Executor ID", "?"), ev.get("Executor Metrics") or {})
     fig.stages = len(stages)
     return fig

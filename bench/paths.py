@@ -31,20 +31,30 @@ VARIANTS = {
     "product": {},
     "partial aggregation kept (distinct_skips_partial)": {"distinct_skips_partial": 1.01},
     "decision in Spark, not here (local_decision_max_rows)": {"local_decision_max_rows": -1},
-    "decision cached, not collected (collect_*_max_rows)": {"collect_offset_decision_max_rows": -1,
-                                                            "collect_decision_max_rows": -1,
-                                                            "task_decision_max_rows": -1,
-                                                            "local_decision_max_rows": -1},
-    "decision cached, not in tasks (task_decision_max_rows)": {"task_decision_max_rows": -1,
-                                                               "local_decision_max_rows": -1},
-    "decision in tasks, not collected (collect_offset_decision_max_rows)": {"collect_offset_decision_max_rows": -1,
-                                                                            "local_decision_max_rows": -1},
-    "decision collected at any size (collect_*_max_rows)": {"collect_offset_decision_max_rows": 1 << 62,
-                                                            "collect_decision_max_rows": 1 << 62,
-                                                            "local_decision_max_rows": -1},
+    "decision cached, not collected (collect_*_max_rows)": {
+        "collect_offset_decision_max_rows": -1,
+        "collect_decision_max_rows": -1,
+        "task_decision_max_rows": -1,
+        "local_decision_max_rows": -1,
+    },
+    "decision cached, not in tasks (task_decision_max_rows)": {
+        "task_decision_max_rows": -1,
+        "local_decision_max_rows": -1,
+    },
+    "decision in tasks, not collected (collect_offset_decision_max_rows)": {
+        "collect_offset_decision_max_rows": -1,
+        "local_decision_max_rows": -1,
+    },
+    "decision collected at any size (collect_*_max_rows)": {
+        "collect_offset_decision_max_rows": 1 << 62,
+        "collect_decision_max_rows": 1 << 62,
+        "local_decision_max_rows": -1,
+    },
     "no probe of the prefix (probe_max_newer_rows)": {"probe_max_newer_rows": -1},
-    "probe at any size (probe_max_newer_rows, incremental_max_dirty_rows)": {"probe_max_newer_rows": 1 << 62,
-                                                                           "incremental_max_dirty_rows": 1 << 62},
+    "probe at any size (probe_max_newer_rows, incremental_max_dirty_rows)": {
+        "probe_max_newer_rows": 1 << 62,
+        "incremental_max_dirty_rows": 1 << 62,
+    },
     "writes in Python workers (local_master_writes_here)": {"local_master_writes_here": False},
     "small writes not in the driver (driver_*_max_rows)": {"driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1},
     "vector rebuilt whole (dead_vector_max_files)": {"dead_vector_max_files": 0},
@@ -54,8 +64,10 @@ VARIANTS = {
 FLEET_VARIANTS = {
     "product": {},
     "decision in Spark, not here (local_decision_max_rows)": {"local_decision_max_rows": -1},
-    "small range in the shuffle's partitions (small_range_records)": {"small_range_records": 0,
-                                                                      "local_decision_max_rows": -1},
+    "small range in the shuffle's partitions (small_range_records)": {
+        "small_range_records": 0,
+        "local_decision_max_rows": -1,
+    },
     "small writes not in the driver (driver_*_max_rows)": {"driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1},
 }
 
@@ -66,15 +78,31 @@ def _round(work: str, built: dict, env: dict, args, order: list[str], results: d
         copy_log(built["one"], store)
         tuning = VARIANTS[name]
         a = step("clean", store, env, segment_bytes=args.segment_bytes, tuning=tuning)
-        gen.append_updates(LogStore(store, gc_grace_s=0).log(LOG_NAME), gen.topic_config(args.segment_bytes),
-                           max(1, int(args.records * args.new_share)), args.keys, args.value_bytes, 3)
+        gen.append_updates(
+            LogStore(store, gc_grace_s=0).log(LOG_NAME),
+            gen.topic_config(args.segment_bytes),
+            max(1, int(args.records * args.new_share)),
+            args.keys,
+            args.value_bytes,
+            3,
+        )
         d = step("clean", store, env, segment_bytes=args.segment_bytes, tuning=tuning)
-        results.setdefault(name, []).append({"A": a["wall_seconds"], "D": d["wall_seconds"],
-                                             "A_route": a.get("route"), "D_route": d.get("route"),
-                                             "A_bytes": a["bytes_written"], "D_bytes": d["bytes_written"],
-                                             "load": os.getloadavg()})
-        print(f"  {name}: A {a['wall_seconds']:.2f}s {a.get('route')}, D {d['wall_seconds']:.2f}s "
-              f"{d.get('route')}, {d['bytes_written'] / 2**20:.1f} MiB, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+        results.setdefault(name, []).append(
+            {
+                "A": a["wall_seconds"],
+                "D": d["wall_seconds"],
+                "A_route": a.get("route"),
+                "D_route": d.get("route"),
+                "A_bytes": a["bytes_written"],
+                "D_bytes": d["bytes_written"],
+                "load": os.getloadavg(),
+            }
+        )
+        print(
+            f"  {name}: A {a['wall_seconds']:.2f}s {a.get('route')}, D {d['wall_seconds']:.2f}s "
+            f"{d.get('route')}, {d['bytes_written'] / 2**20:.1f} MiB, load {os.getloadavg()[0]:.1f}",
+            file=sys.stderr,
+        )
 
 
 def _fleet_round(work: str, built: dict, env: dict, order: list[str], results: dict) -> None:
@@ -93,8 +121,9 @@ def _table(results: dict, fleet: dict) -> str:
     base = {k: statistics.median(r[k] for r in results["product"]) for k in ("A", "D")}
     for name, runs in results.items():
         med = {k: statistics.median(r[k] for r in runs) for k in ("A", "D")}
-        lines.append(f"| {name} | {med['A']:.2f} | {med['A'] / base['A']:.2f} | {med['D']:.2f} | "
-                     f"{med['D'] / base['D']:.2f} |")
+        lines.append(
+            f"| {name} | {med['A']:.2f} | {med['A'] / base['A']:.2f} | {med['D']:.2f} | {med['D'] / base['D']:.2f} |"
+        )
     if fleet:
         lines += ["", "| fleet: fast path turned off | fleet s | off/on |", "|---|---|---|"]
         base_f = statistics.median(r["fleet"] for r in fleet["product"])
@@ -121,14 +150,21 @@ def main() -> None:
     args.segment_bytes = -(-args.records * (16 + gen.KEY_BYTES + args.value_bytes) // args.segment_files)
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    built = build(args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records, 10,
-                  args.segment_bytes)
+    built = build(
+        args.workdir, args.records, args.keys, args.value_bytes, args.fleet, args.fleet_records, 10, args.segment_bytes
+    )
     env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
     port = _free_port()
     server = {"SPARK_CONNECT_PORT": str(port), "SPARK_CONNECT_DIR": os.path.join(args.workdir, f"connect-{port}")}
-    env["SPARK_REMOTE"] = subprocess.run(["bash", "scripts/spark-connect.sh", "start"], cwd=REPO, env={**env, **server},
-                                         capture_output=True, text=True, check=True).stdout.strip()
+    env["SPARK_REMOTE"] = subprocess.run(
+        ["bash", "scripts/spark-connect.sh", "start"],
+        cwd=REPO,
+        env={**env, **server},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     names = [n for n in VARIANTS if n == "product" or not args.only or n in args.only]
     fleet_names = [n for n in FLEET_VARIANTS if n == "product" or not args.only or n in args.only]
     results: dict = {}

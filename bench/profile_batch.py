@@ -25,8 +25,7 @@ from pathlib import Path
 
 from bench.fleet_daemon import TOPIC, TOPICS, write_landing
 
-
-WAITS = ("acquire", "SimpleQueue", "sleep", "poll", "recv_into")   # built-ins a thread waits in
+WAITS = ("acquire", "SimpleQueue", "sleep", "poll", "recv_into")  # built-ins a thread waits in
 WRAPPERS = {"wait", "_worker", "run", "_bootstrap", "_bootstrap_inner", "forward", "readinto", "result"}
 
 
@@ -41,7 +40,7 @@ class AllThreads:
         profile = cProfile.Profile()
         with self._lock:
             self.profiles.append(profile)
-        profile.enable()   # replaces this hook in the new thread with cProfile's own
+        profile.enable()  # replaces this hook in the new thread with cProfile's own
 
     def __enter__(self):
         threading.setprofile(self._start)
@@ -66,11 +65,18 @@ def prepare(work: Path, logs: int, records: int, postgres_url: str | None = None
     home = work / "dagster_home"
     home.mkdir()
     from compaction_assets.demo import instance_yaml
+
     storage = f"storage:\n  postgres:\n    postgres_url: {postgres_url}\n" if postgres_url else ""
     (home / "dagster.yaml").write_text(instance_yaml() + storage)
-    os.environ.update({"COMPACTION_STORE": str(work / "store"), "COMPACTION_LANDING": str(work / "landing"),
-                       "COMPACTION_TOPICS": str(work / "topics.yaml"),
-                       "COMPACTION_LATEST_STATE": str(work / "latest"), "DAGSTER_HOME": str(home)})
+    os.environ.update(
+        {
+            "COMPACTION_STORE": str(work / "store"),
+            "COMPACTION_LANDING": str(work / "landing"),
+            "COMPACTION_TOPICS": str(work / "topics.yaml"),
+            "COMPACTION_LATEST_STATE": str(work / "latest"),
+            "DAGSTER_HOME": str(home),
+        }
+    )
     return [f"{TOPIC}-{p}" for p in range(logs)]
 
 
@@ -84,14 +90,19 @@ def run_batch(logs: list[str]) -> tuple[float, dict[str, float], AllThreads]:
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(log_partitions.name, logs)
     job = defs.get_job_def("ingest_batch_job")
-    run_config = {"ops": {"ingest_batch_op": {"config": {"logs": logs}}},
-                  "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    run_config = {
+        "ops": {"ingest_batch_op": {"config": {"logs": logs}}},
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
     t = time.monotonic()
     with AllThreads() as profiler:
         result = job.execute_in_process(run_config=run_config, instance=instance, raise_on_error=False)
     wall = time.monotonic() - t
-    steps = {s.step_key: s.end_time - s.start_time for s in instance.get_run_step_stats(result.run_id)
-             if s.end_time and s.start_time}
+    steps = {
+        s.step_key: s.end_time - s.start_time
+        for s in instance.get_run_step_stats(result.run_id)
+        if s.end_time and s.start_time
+    }
     return wall, steps, profiler
 
 
@@ -123,6 +134,7 @@ def main() -> None:
     server = None
     if args.postgres:
         from tests.pg_server import start_postgres
+
         server = start_postgres()
     try:
         logs = prepare(work, args.logs, args.records, server.url if server else None)

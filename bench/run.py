@@ -34,12 +34,33 @@ DEFAULT_MATRIX = [(M, 100 * K, 100), (M, 100 * K, 1024), (M, M, 100), (M, M, 102
 FULL_EXTRA = [(10 * M, 100 * K, 100), (10 * M, 100 * K, 1024), (10 * M, M, 100), (10 * M, M, 1024)]
 MODES = {
     # a ~2-minute smoke run of every part, at tiny sizes, no warm-up (its numbers mean nothing)
-    "quick": dict(matrix=[(20 * K, 2 * K, 100)], d_case=(20 * K, 2 * K, 100), oneg=(20 * K, 2 * K, 100),
-                  reps=1, sensor_logs=100, segment_mib=1, warm_up=False),
-    "default": dict(matrix=DEFAULT_MATRIX, d_case=(M, 100 * K, 100), oneg=(10 * M, 100 * K, 100),
-                    reps=3, sensor_logs=1000, segment_mib=32, warm_up=True),
-    "full": dict(matrix=DEFAULT_MATRIX + FULL_EXTRA, d_case=(M, 100 * K, 100), oneg=(10 * M, 100 * K, 100),
-                 reps=3, sensor_logs=1000, segment_mib=32, warm_up=True),
+    "quick": dict(
+        matrix=[(20 * K, 2 * K, 100)],
+        d_case=(20 * K, 2 * K, 100),
+        oneg=(20 * K, 2 * K, 100),
+        reps=1,
+        sensor_logs=100,
+        segment_mib=1,
+        warm_up=False,
+    ),
+    "default": dict(
+        matrix=DEFAULT_MATRIX,
+        d_case=(M, 100 * K, 100),
+        oneg=(10 * M, 100 * K, 100),
+        reps=3,
+        sensor_logs=1000,
+        segment_mib=32,
+        warm_up=True,
+    ),
+    "full": dict(
+        matrix=DEFAULT_MATRIX + FULL_EXTRA,
+        d_case=(M, 100 * K, 100),
+        oneg=(10 * M, 100 * K, 100),
+        reps=3,
+        sensor_logs=1000,
+        segment_mib=32,
+        warm_up=True,
+    ),
 }
 FRACTIONS = (0.01, 0.10, 0.50)
 SEED = 20240601
@@ -47,10 +68,12 @@ SEED = 20240601
 
 def parse_case(text: str) -> tuple[int, int, int]:
     """RECORDSxKEYSxVALUE_BYTES, with k / M suffixes: 1Mx100kx100, 200000x20000x1024."""
+
     def num(t: str) -> int:
         t = t.strip()
         mult = {"k": K, "K": K, "M": M}.get(t[-1:], 1)
         return int(float(t[:-1] if mult != 1 else t) * mult)
+
     parts = text.lower().replace("m", "M").split("x")
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"{text!r}: expected RECORDSxKEYSxVALUE_BYTES, e.g. 1Mx100kx100")
@@ -60,6 +83,7 @@ def parse_case(text: str) -> tuple[int, int, int]:
 def case_name(records: int, keys: int, value_bytes: int) -> str:
     def n(x: int) -> str:
         return f"{x // M}M" if x % M == 0 else f"{x // K}k" if x % K == 0 else str(x)
+
     v = f"{value_bytes // 1024} KiB" if value_bytes % 1024 == 0 else f"{value_bytes} B"
     return f"{n(records)} x {n(keys)} keys x {v}"
 
@@ -80,9 +104,9 @@ class Bench:
         self.seg_bytes = int(mode["segment_mib"] * 1024 * 1024)
         self.cfg = gen.topic_config(self.seg_bytes)
         self.runs: list[contenders.Run] = []
-        self.failures: list[dict] = []           # contender runs that raised
-        self.logs: dict[str, dict] = {}          # case -> log description (+ generation time)
-        self.d_logs: list[dict] = []             # the incremental logs
+        self.failures: list[dict] = []  # contender runs that raised
+        self.logs: dict[str, dict] = {}  # case -> log description (+ generation time)
+        self.d_logs: list[dict] = []  # the incremental logs
         self.pristine: dict[tuple, str] = {}
         self.sampler = metrics.ProcSampler().start()
         self.spark = None
@@ -110,8 +134,10 @@ class Bench:
         info["planner_ms"] = (time.perf_counter() - t) * 10
         info["dirty_ratio"] = evaluate(m, self.cfg, gen.NOW).dirty_ratio
         self.logs[case_name(*case)] = {"case": list(case), **info}
-        say(f"  {info['records']} records, {info['disk_bytes'] / 2**20:.1f} MiB in {info['files']} files, "
-            f"{info['segments']} segments, in {info['generate_seconds']:.1f}s")
+        say(
+            f"  {info['records']} records, {info['disk_bytes'] / 2**20:.1f} MiB in {info['files']} files, "
+            f"{info['segments']} segments, in {info['generate_seconds']:.1f}s"
+        )
         self.pristine[case] = root
         return root
 
@@ -124,13 +150,16 @@ class Bench:
     def start_spark(self) -> None:
         self.event_dir = os.path.join(self.work, "events")
         os.makedirs(self.event_dir, exist_ok=True)
-        conf = contenders.bench_spark_conf(self.event_dir, os.path.join(self.work, "spark-local"),
-                                           self.args.driver_memory)
+        conf = contenders.bench_spark_conf(
+            self.event_dir, os.path.join(self.work, "spark-local"), self.args.driver_memory
+        )
         t = time.perf_counter()
         self.spark, self.spark_info = contenders.start_spark(conf)
         self.spark_info["start_seconds"] = time.perf_counter() - t
-        say(f"Spark {self.spark.version} up in {self.spark_info['start_seconds']:.1f}s "
-            f"({self.spark_info['master']}, driver heap {self.spark_info['driver_max_heap'] / 2**20:.0f} MiB)")
+        say(
+            f"Spark {self.spark.version} up in {self.spark_info['start_seconds']:.1f}s "
+            f"({self.spark_info['master']}, driver heap {self.spark_info['driver_max_heap'] / 2**20:.0f} MiB)"
+        )
 
     def warm_up(self) -> None:
         """One untimed pass of every contender on a tiny log: JIT, class loading, Python workers."""
@@ -140,8 +169,9 @@ class Bench:
         gen.generate(LogStore(root, gc_grace_s=0).log(LOG_NAME), self.cfg, 5_000, 500, 100, seed=SEED)
         t = time.perf_counter()
         for kind in self.contender_list("ABCE"):
-            contenders.run_contender(kind, self.spark, self.cfg, root, os.path.join(self.work, "run"),
-                                     "warm-up", 0, self.sampler)
+            contenders.run_contender(
+                kind, self.spark, self.cfg, root, os.path.join(self.work, "run"), "warm-up", 0, self.sampler
+            )
         shutil.rmtree(root, ignore_errors=True)
         say(f"warm-up done in {time.perf_counter() - t:.1f}s")
 
@@ -153,8 +183,17 @@ class Bench:
         for rep in range(self.mode["reps"]):
             for kind in kinds:  # interleaved: A, B, C, ..., A, B, C, ...
                 try:
-                    r = contenders.run_contender(kind, self.spark, self.cfg, pristine, os.path.join(self.work, "run"),
-                                                 case, rep, self.sampler, self.args.duckdb_threads)
+                    r = contenders.run_contender(
+                        kind,
+                        self.spark,
+                        self.cfg,
+                        pristine,
+                        os.path.join(self.work, "run"),
+                        case,
+                        rep,
+                        self.sampler,
+                        self.args.duckdb_threads,
+                    )
                 except Exception as exc:  # a failed contender is a result too; the others go on
                     self.sampler.end()
                     shutil.rmtree(os.path.join(self.work, "run"), ignore_errors=True)
@@ -164,12 +203,17 @@ class Bench:
                     continue
                 r.extra.update(group=group, **extra)
                 out.append(r)
-                say(f"  {case} {kind} run {rep + 1}/{self.mode['reps']}: {r.seconds:.2f}s, "
-                    f"{r.output_records} records out, {r.disk_written_data / 2**20:.1f} MiB written")
-        med = {k: statistics.median([r.seconds for r in out if r.contender == k]) for k in kinds
-               if any(r.contender == k for r in out)}
+                say(
+                    f"  {case} {kind} run {rep + 1}/{self.mode['reps']}: {r.seconds:.2f}s, "
+                    f"{r.output_records} records out, {r.disk_written_data / 2**20:.1f} MiB written"
+                )
+        med = {
+            k: statistics.median([r.seconds for r in out if r.contender == k])
+            for k in kinds
+            if any(r.contender == k for r in out)
+        }
         if "C" in med:
-            say(f"  medians: " + ", ".join(f"{k} {v:.2f}s ({v / med['C']:.2f} x C)" for k, v in med.items()))
+            say("  medians: " + ", ".join(f"{k} {v:.2f}s ({v / med['C']:.2f} x C)" for k, v in med.items()))
         self.runs.extend(out)
         return out
 
@@ -204,12 +248,18 @@ class Bench:
             gen.append_updates(h, self.cfg, new, keys, value_bytes, seed=SEED + int(frac * 1000))
             info = contenders.log_info(root)
             ev = evaluate(h.manifest(), self.cfg, gen.NOW)
-            d = {"name": name, "fraction": frac, "base_case": case_name(*case), "base_records": cleaned,
-                 "new_records": new, "dirty_ratio": ev.dirty_ratio, **info}
+            d = {
+                "name": name,
+                "fraction": frac,
+                "base_case": case_name(*case),
+                "base_records": cleaned,
+                "new_records": new,
+                "dirty_ratio": ev.dirty_ratio,
+                **info,
+            }
             self.d_logs.append(d)
             say(f"{name}: {new} new records, {info['records']} records, dirty ratio {ev.dirty_ratio:.4f}")
-            self.measure(name, root, ["A", "B", "C", "D"], "incremental", fraction=frac,
-                         dirty_ratio=ev.dirty_ratio)
+            self.measure(name, root, ["A", "B", "C", "D"], "incremental", fraction=frac, dirty_ratio=ev.dirty_ratio)
             if not self.args.keep:
                 shutil.rmtree(root, ignore_errors=True)
         if not self.args.keep:
@@ -237,10 +287,27 @@ class Bench:
         env = {**os.environ, "SPARK_DRIVER_MEMORY": "1g"}
         say(f"1g driver: cleaning {case_name(*case)} in a subprocess with SPARK_DRIVER_MEMORY=1g")
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.clean_one", "--store", store, "--work", work,
-                                 "--json", out_json, "--segment-bytes", str(self.seg_bytes)],
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.clean_one",
+                "--store",
+                store,
+                "--work",
+                work,
+                "--json",
+                out_json,
+                "--segment-bytes",
+                str(self.seg_bytes),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         sampler = metrics.ProcSampler(proc.pid, interval=0.2).start()
         sampler.begin()
         timed_out = False
@@ -252,8 +319,13 @@ class Bench:
             output, _ = proc.communicate()
         mem = sampler.end()
         sampler.stop()
-        res: dict = {"case": case_name(*case), "records": case[0], "exit_code": proc.returncode,
-                     "wall_seconds_with_startup": time.perf_counter() - t, "mem": mem}
+        res: dict = {
+            "case": case_name(*case),
+            "records": case[0],
+            "exit_code": proc.returncode,
+            "wall_seconds_with_startup": time.perf_counter() - t,
+            "mem": mem,
+        }
         if timed_out:
             res.update(success=False, error=f"timed out after {self.args.oneg_timeout:.0f}s (killed)")
             out_json = os.path.join(work, "no-result")
@@ -262,8 +334,10 @@ class Bench:
         except (OSError, ValueError):
             res["success"] = False
             res.setdefault("error", "no result file; output: " + output[-2000:])
-        say(f"  success={res.get('success')} in {res.get('seconds', float('nan')):.1f}s, peak RSS of its "
-            f"process tree {mem.get('rss_total', 0) / 2**20:.0f} MiB (JVM {mem.get('rss_jvm', 0) / 2**20:.0f} MiB)")
+        say(
+            f"  success={res.get('success')} in {res.get('seconds', float('nan')):.1f}s, peak RSS of its "
+            f"process tree {mem.get('rss_total', 0) / 2**20:.0f} MiB (JVM {mem.get('rss_jvm', 0) / 2**20:.0f} MiB)"
+        )
         if not res.get("success"):
             say("  " + (res.get("error") or output[-1000:]))
         if not self.args.keep:
@@ -274,8 +348,12 @@ class Bench:
     def sensors(self) -> dict:
         out_json = os.path.join(self.work, "sensors.json")
         say(f"planner and sensor ticks over {self.mode['sensor_logs']} logs (subprocess)")
-        proc = subprocess.run([sys.executable, "-m", "bench.sensors", "--logs", str(self.mode["sensor_logs"]),
-                               "--json", out_json], cwd=REPO, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.sensors", "--logs", str(self.mode["sensor_logs"]), "--json", out_json],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             say("  sensor benchmark failed: " + proc.stderr.strip()[-1500:])
             return {"error": proc.stderr.strip()[-1500:]}
@@ -290,18 +368,27 @@ def main(argv: list[str] | None = None) -> None:
     size.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a ~2-minute smoke run")
     size.add_argument("--full", action="store_true", help="the default matrix plus its 10M-record rows")
     ap.add_argument("--reps", type=int, help="repetitions per contender (default 3; 1 with --quick)")
-    ap.add_argument("--matrix", type=lambda t: [parse_case(c) for c in t.split(",")],
-                    help="cases of A/B/C/E instead of the mode's: comma-separated RECORDSxKEYSxVALUE_BYTES "
-                         "(k, M suffixes), e.g. 1Mx100kx100,1Mx1Mx1024")
+    ap.add_argument(
+        "--matrix",
+        type=lambda t: [parse_case(c) for c in t.split(",")],
+        help="cases of A/B/C/E instead of the mode's: comma-separated RECORDSxKEYSxVALUE_BYTES "
+        "(k, M suffixes), e.g. 1Mx100kx100,1Mx1Mx1024",
+    )
     ap.add_argument("--d-case", type=parse_case, help="the log D starts from (default 1Mx100kx100)")
     ap.add_argument("--oneg-case", type=parse_case, help="the log cleaned with a 1g driver (default 10Mx100kx100)")
     ap.add_argument("--segment-mib", type=float, help="segment.bytes in MiB (default 32; 1 with --quick)")
-    ap.add_argument("--driver-memory", default=os.environ.get("SPARK_DRIVER_MEMORY", "2g"),
-                    help="spark.driver.memory of the benchmark's session (default: $SPARK_DRIVER_MEMORY or 2g)")
+    ap.add_argument(
+        "--driver-memory",
+        default=os.environ.get("SPARK_DRIVER_MEMORY", "2g"),
+        help="spark.driver.memory of the benchmark's session (default: $SPARK_DRIVER_MEMORY or 2g)",
+    )
     ap.add_argument("--duckdb-threads", type=int, default=2, help="DuckDB threads for E (default 2)")
     ap.add_argument("--workdir", help="where logs are generated and copied (default bench-out/work-<timestamp>)")
-    ap.add_argument("--results", default=os.path.join(REPO, "bench", "results"),
-                    help="results folder (a <timestamp> folder in it, plus latest.*)")
+    ap.add_argument(
+        "--results",
+        default=os.path.join(REPO, "bench", "results"),
+        help="results folder (a <timestamp> folder in it, plus latest.*)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the generated logs and copies")
     ap.add_argument("--skip-duckdb", action="store_true", help="skip E")
     ap.add_argument("--skip-incremental", action="store_true", help="skip D")
@@ -311,8 +398,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     mode_name = "quick" if args.quick else "full" if args.full else "default"
     mode = dict(MODES[mode_name])
-    for opt, key in (("reps", "reps"), ("matrix", "matrix"), ("d_case", "d_case"), ("oneg_case", "oneg"),
-                     ("segment_mib", "segment_mib")):
+    for opt, key in (
+        ("reps", "reps"),
+        ("matrix", "matrix"),
+        ("d_case", "d_case"),
+        ("oneg_case", "oneg"),
+        ("segment_mib", "segment_mib"),
+    ):
         if getattr(args, opt):
             mode[key] = getattr(args, opt)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -322,8 +414,10 @@ def main(argv: list[str] | None = None) -> None:
     os.environ["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 
     started = time.time()
-    say(f"benchmark, mode {mode_name}: matrix {[case_name(*c) for c in mode['matrix']]}, "
-        f"{mode['reps']} repetition(s), work folder {args.workdir}")
+    say(
+        f"benchmark, mode {mode_name}: matrix {[case_name(*c) for c in mode['matrix']]}, "
+        f"{mode['reps']} repetition(s), work folder {args.workdir}"
+    )
     machine = report.machine(load_at="start")
     b = Bench(args, mode)
     sensors = None if args.skip_sensors else b.sensors()
@@ -341,12 +435,24 @@ def main(argv: list[str] | None = None) -> None:
     b.sampler.stop()
     machine["load_average_end"] = list(os.getloadavg())
     result = {
-        "mode": mode_name, "command": "bash bench/run.sh " + " ".join(sys.argv[1:] if argv is None else argv),
+        "mode": mode_name,
+        "command": "bash bench/run.sh " + " ".join(sys.argv[1:] if argv is None else argv),
         "started": dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
-        "total_seconds": time.time() - started, "seed": SEED, "reps": mode["reps"],
-        "segment_bytes": b.seg_bytes, "warm_up": mode["warm_up"], "topic_config": b.cfg.to_kafka(), "now": gen.NOW,
-        "machine": machine, "spark": b.spark_info, "logs": b.logs, "incremental_logs": b.d_logs,
-        "runs": [asdict(r) for r in b.runs], "failures": b.failures, "oneg": oneg, "sensors": sensors,
+        "total_seconds": time.time() - started,
+        "seed": SEED,
+        "reps": mode["reps"],
+        "segment_bytes": b.seg_bytes,
+        "warm_up": mode["warm_up"],
+        "topic_config": b.cfg.to_kafka(),
+        "now": gen.NOW,
+        "machine": machine,
+        "spark": b.spark_info,
+        "logs": b.logs,
+        "incremental_logs": b.d_logs,
+        "runs": [asdict(r) for r in b.runs],
+        "failures": b.failures,
+        "oneg": oneg,
+        "sensors": sensors,
     }
     result["summary"] = report.summarize(result)
     result["targets"] = report.targets(result)

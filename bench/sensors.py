@@ -43,8 +43,11 @@ def tick(defs, instance, resources: dict, sensor_name: str) -> dict:
     with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx:
         t = time.monotonic()
         result = sensor.evaluate_tick(ctx)
-    return {"seconds": time.monotonic() - t, "run_requests": len(result.run_requests),
-            "observations": len(result.asset_events)}
+    return {
+        "seconds": time.monotonic() - t,
+        "run_requests": len(result.run_requests),
+        "observations": len(result.asset_events),
+    }
 
 
 def measure(logs: int = 1000, root: str | None = None) -> dict:
@@ -60,15 +63,17 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
     own = root is None
     root = root or tempfile.mkdtemp(prefix="sensor-bench-")
     try:
-        store = LogStoreResource(root=os.path.join(root, "store"), landing=os.path.join(root, "landing"),
-                                 topics_file=None)
+        store = LogStoreResource(
+            root=os.path.join(root, "store"), landing=os.path.join(root, "landing"), topics_file=None
+        )
         cfg = build_config({})
         names = [f"topic{i % 50}-{i // 50}" for i in range(logs)]
         t = time.monotonic()
         for i, name in enumerate(names):
             handle = store.handle(name)
-            writer.append(handle, cfg, [{"key": f"k{j % 7}", "value": "v" * 50, "timestamp": 1000 + j}
-                                         for j in range(20)])
+            writer.append(
+                handle, cfg, [{"key": f"k{j % 7}", "value": "v" * 50, "timestamp": 1000 + j} for j in range(20)]
+            )
             if i % 3:
                 writer.roll(handle)
                 writer.append(handle, cfg, [{"key": "k1", "value": "w", "timestamp": 5000}])
@@ -91,10 +96,11 @@ def measure(logs: int = 1000, root: str | None = None) -> dict:
             resources = {**defs.resources, "log_store": store}
             for sensor_name in ("dirty_ratio_sensor", "max_compaction_lag_sensor", "log_discovery_sensor"):
                 out["sensors"][sensor_name] = tick(defs, instance, resources, sensor_name)
-            for name in names:   # a new file in every landing folder: the tick requests batch runs
+            for name in names:  # a new file in every landing folder: the tick requests batch runs
                 land(store, None, cfg, name, "1.jsonl")
             out["sensors"]["log_discovery_sensor, new files everywhere"] = tick(
-                defs, instance, resources, "log_discovery_sensor")
+                defs, instance, resources, "log_discovery_sensor"
+            )
         return out
     finally:
         if own:
@@ -108,11 +114,15 @@ def main() -> None:
     args = ap.parse_args()
     out = measure(args.logs)
     print(f"built {out['logs']} logs in {out['build_seconds']:.1f}s")
-    print(f"planner: {out['planner_ms_per_log_in_memory']:.3f} ms per log from a manifest in memory; "
-          f"{out['planner_ms_per_log_with_read']:.3f} ms including reading it")
+    print(
+        f"planner: {out['planner_ms_per_log_in_memory']:.3f} ms per log from a manifest in memory; "
+        f"{out['planner_ms_per_log_with_read']:.3f} ms including reading it"
+    )
     for name, s in out["sensors"].items():
-        print(f"{name}: {s['seconds']:.2f}s over {out['logs']} logs, {s['run_requests']} run requests, "
-              f"{s['observations']} observations")
+        print(
+            f"{name}: {s['seconds']:.2f}s over {out['logs']} logs, {s['run_requests']} run requests, "
+            f"{s['observations']} observations"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

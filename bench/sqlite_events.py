@@ -49,15 +49,17 @@ def main() -> None:
         sync_normal_on_connect()
     home = tempfile.mkdtemp(prefix="sqlite-events-")
     instance = dg.DagsterInstance.from_config(home)
-    for i in range(5):   # the shards and tables exist before the timing
+    for i in range(5):  # the shards and tables exist before the timing
         instance.report_runless_asset_event(dg.AssetMaterialization("warm", metadata={"i": i}))
     held = hold_shards(home) if args.mode != "default" else []
     start = time.perf_counter()
     for i in range(args.events):
         instance.report_runless_asset_event(dg.AssetMaterialization("x", metadata={"i": i, "a": "b" * 100}))
     seconds = (time.perf_counter() - start) / args.events
-    print(f"{args.mode}: {seconds * 1000:.1f} ms an event ({args.events} events, {len(held)} shards held), "
-          f"load {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.mode}: {seconds * 1000:.1f} ms an event ({args.events} events, {len(held)} shards held), "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

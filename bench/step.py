@@ -30,8 +30,12 @@ def main() -> None:
     ap.add_argument("--json")
     ap.add_argument("--concurrency", type=int, default=None, help="fleet: cleanings at once (the product's default)")
     ap.add_argument("--segment-bytes", type=int, default=1 << 20, help="segment.bytes of the measured log")
-    ap.add_argument("--tuning", default="{}", help="clean, fleet: CleanerTuning fields as JSON (bench/paths.py "
-                    "turns a fast path off this way); the product's tuning otherwise")
+    ap.add_argument(
+        "--tuning",
+        default="{}",
+        help="clean, fleet: CleanerTuning fields as JSON (bench/paths.py "
+        "turns a fast path off this way); the product's tuning otherwise",
+    )
     args = ap.parse_args()
 
     from compaction_assets import settings
@@ -40,10 +44,10 @@ def main() -> None:
     from compaction_assets.store.log_store import LogStore
 
     from .gen import NOW, topic_config
-    from .modes import LOG_NAME
     from .jobs import JobCounter
+    from .modes import LOG_NAME
 
-    settle_imports()   # as the product's command's process does (cli.run)
+    settle_imports()  # as the product's command's process does (cli.run)
 
     store = LogStore(args.store, gc_grace_s=0)
     cfg = topic_config(args.segment_bytes)
@@ -64,15 +68,19 @@ def main() -> None:
             t = time.perf_counter()
             st = Storage.open(args.out)
             out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None)
-            out.update(seconds=time.perf_counter() - t, spark_start_seconds=0.0, jobs=0,
-                       max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+            out.update(
+                seconds=time.perf_counter() - t,
+                spark_start_seconds=0.0,
+                jobs=0,
+                max_rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            )
             print(json.dumps(out))
             return
-    from compaction_assets.spark.lazy_session import settings_session
     from compaction_assets.spark import get_spark
+    from compaction_assets.spark.lazy_session import settings_session
 
     t = time.perf_counter()
-    if args.op in ("clean", "fleet"):   # as the CLI: Spark starts inside the cleaning, if a path needs it
+    if args.op in ("clean", "fleet"):  # as the CLI: Spark starts inside the cleaning, if a path needs it
         spark = settings_session(get_spark)
     else:
         spark = get_spark()
@@ -85,8 +93,9 @@ def main() -> None:
             handle = store.log(LOG_NAME)
             uris = [handle.spark_uri(f.name) for f in handle.manifest().files()]
             spark.read.parquet(*uris).write.parquet(args.out)
-        elif args.op == "window":   # B: the naive dedup a user would write (no Kafka semantics)
+        elif args.op == "window":  # B: the naive dedup a user would write (no Kafka semantics)
             from .contenders import naive_window
+
             handle = store.log(LOG_NAME)
             naive_window(spark, [handle.spark_uri(f.name) for f in handle.manifest().files()], args.out)
         elif args.op == "clean":
@@ -96,13 +105,14 @@ def main() -> None:
         elif args.op == "latest-state":
             from compaction_assets.cleaning.latest_state import write_latest_state
             from compaction_assets.store.fs import Storage
+
             st = Storage.open(args.out)
             out["rows"] = write_latest_state(handle, cfg, st, st.root, lambda: spark)
         elif args.op == "plan-detail":
             dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, detail=True)
             out["superseded"] = dry.superseded.records if dry.superseded else None
         elif args.op == "fleet":
-            items = [(store.log(name), topic_config(1 << 20)) for name in store.logs()]   # the fleet's size
+            items = [(store.log(name), topic_config(1 << 20)) for name in store.logs()]  # the fleet's size
             concurrency = args.concurrency or settings.current().clean_concurrency
             results = engine.run_many(items, NOW, spark=spark, force=True, concurrency=concurrency, tuning=tuning)
             out["logs"] = len(results)
@@ -134,6 +144,7 @@ def children_peak_rss_mib() -> float | None:
         grew = bool(found)
         mine |= found
     from .sweep import peak_rss_mib
+
     peaks = [p for p in (peak_rss_mib(pid) for pid in mine - {os.getpid()}) if p is not None]
     return max(peaks) if peaks else None
 

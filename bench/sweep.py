@@ -31,8 +31,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from compaction_assets.store.log_store import LogStore
 
@@ -40,13 +40,19 @@ from . import gen
 from .modes import LOG_NAME, REPO, _disk, _free_port, build, copy_log, duckdb_step, step
 
 RECORDS_PER_FILE = 500_000
-STEP_LABELS = {"C": "C: Spark copy of the files", "A": "A: forced cleaning", "D": "D: 1% new, then a cleaning",
-               "latest_state": "latest state", "E": "E: DuckDB dedup"}
+STEP_LABELS = {
+    "C": "C: Spark copy of the files",
+    "A": "A: forced cleaning",
+    "D": "D: 1% new, then a cleaning",
+    "latest_state": "latest state",
+    "E": "E: DuckDB dedup",
+}
 
 
 @dataclass(frozen=True)
 class Case:
     """One size of the sweep: records, keys and the fresh log's segment files."""
+
     records: int
     keys: int
     files: int
@@ -68,6 +74,7 @@ def parse_case(text: str) -> Case:
 @dataclass
 class Sized:
     """A case with its work folder, its pristine log and its segment size."""
+
     case: Case
     work: str
     built: dict
@@ -85,9 +92,14 @@ def measure_mode(mode: str, sized: list[Sized], steps: list[str], value_bytes: i
     if mode == "warm":
         port = _free_port()
         server = {"SPARK_CONNECT_PORT": str(port), "SPARK_CONNECT_DIR": os.path.join(sized[0].work, f"connect-{port}")}
-        env["SPARK_REMOTE"] = subprocess.run(["bash", "scripts/spark-connect.sh", "start"], cwd=REPO,
-                                             env={**env, **server}, capture_output=True, text=True,
-                                             check=True).stdout.strip()
+        env["SPARK_REMOTE"] = subprocess.run(
+            ["bash", "scripts/spark-connect.sh", "start"],
+            cwd=REPO,
+            env={**env, **server},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     runs: list[dict[str, list[dict]]] = [{} for _ in sized]
     try:
         for _ in range(repeat):
@@ -109,18 +121,25 @@ def measure_mode(mode: str, sized: list[Sized], steps: list[str], value_bytes: i
 
 def _noter(case: Case, mode: str, runs: dict[str, list[dict]], server: dict | None) -> Callable[[str, dict], None]:
     """The function that records (and prints) one run of a step of `case`."""
+
     def note(name: str, r: dict) -> None:
         r["load"] = os.getloadavg()
         runs.setdefault(name, []).append(r)
         route = f", route {r['route']}" if r.get("route") else ""
-        if r.get("stats"):   # why a cleaning wrote what it wrote
-            route += ", " + ", ".join(f"{k} {r['stats'][k]}" for k in ("segments_rewritten", "segments_marked",
-                                                                         "records_rewritten", "deletion_vector_records"))
-        if server:   # the server's peak so far: it only grows, so the step that raised it shows
+        if r.get("stats"):  # why a cleaning wrote what it wrote
+            route += ", " + ", ".join(
+                f"{k} {r['stats'][k]}"
+                for k in ("segments_rewritten", "segments_marked", "records_rewritten", "deletion_vector_records")
+            )
+        if server:  # the server's peak so far: it only grows, so the step that raised it shows
             r["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
         rss = f", peak RSS driver {r.get('max_rss_mib') or 0:.0f} MiB, JVM {r.get('jvm_max_rss_mib') or r.get('server_max_rss_mib') or 0:.0f} MiB"
-        print(f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
-              f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}", file=sys.stderr)
+        print(
+            f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
+            f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}",
+            file=sys.stderr,
+        )
+
     return note
 
 
@@ -130,8 +149,9 @@ def median_run(runs: list[dict]) -> dict:
     return {**ordered[len(ordered) // 2], "wall_runs": [r["wall_seconds"] for r in runs]}
 
 
-def run_steps(one: Sized, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str],
-              value_bytes: int) -> None:
+def run_steps(
+    one: Sized, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str], value_bytes: int
+) -> None:
     """One round of the case's steps: C, E, then A, D and the latest state on one fresh copy."""
     work = one.work
 
@@ -139,6 +159,7 @@ def run_steps(one: Sized, mode: str, env: dict, note: Callable[[str, dict], None
         dst = os.path.join(work, f"{mode}-{name}")
         copy_log(one.built["one"], dst)
         return dst
+
     if "C" in steps:
         out = os.path.join(work, f"{mode}-copy-out")
         note("C", step("copy", fresh("c"), env, out=out))
@@ -153,15 +174,22 @@ def run_steps(one: Sized, mode: str, env: dict, note: Callable[[str, dict], None
         log_steps(one, fresh("a"), mode, env, note, steps, value_bytes)
 
 
-def log_steps(one: Sized, st: str, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str],
-              value_bytes: int) -> None:
+def log_steps(
+    one: Sized, st: str, mode: str, env: dict, note: Callable[[str, dict], None], steps: list[str], value_bytes: int
+) -> None:
     """A (forced cleaning of the fresh log `st`), D (1% new records, then a cleaning), the latest state after D."""
     seg = {"segment_bytes": one.segment_bytes}
     if "A" in steps:
         note("A", step("clean", st, env, **seg))
-    gen.append_updates(LogStore(st, gc_grace_s=0).log(LOG_NAME), gen.topic_config(one.segment_bytes),
-                       max(1, one.case.records // 100), one.case.keys, value_bytes, 3)
-    if "D" in steps:   # without A, D cleans the fresh log and its new records at once
+    gen.append_updates(
+        LogStore(st, gc_grace_s=0).log(LOG_NAME),
+        gen.topic_config(one.segment_bytes),
+        max(1, one.case.records // 100),
+        one.case.keys,
+        value_bytes,
+        3,
+    )
+    if "D" in steps:  # without A, D cleans the fresh log and its new records at once
         note("D", step("clean", st, env, **seg))
     if "latest_state" in steps:
         out = os.path.join(one.work, f"{mode}-latest")
@@ -172,12 +200,18 @@ def log_steps(one: Sized, st: str, mode: str, env: dict, note: Callable[[str, di
 
 def ratios(res: dict) -> dict:
     """A / C, D / A, D's bytes over A's and the latest state over A, None where a step did not run."""
+
     def over(top: str, bottom: str, key: str = "wall_seconds") -> float | None:
         if top not in res or bottom not in res:
             return None
         return res[top][key] / max(1, res[bottom][key]) if key == "bytes_written" else res[top][key] / res[bottom][key]
-    return {"A_over_C": over("A", "C"), "D_over_A": over("D", "A"),
-            "D_bytes_over_A_bytes": over("D", "A", "bytes_written"), "latest_state_over_A": over("latest_state", "A")}
+
+    return {
+        "A_over_C": over("A", "C"),
+        "D_over_A": over("D", "A"),
+        "D_bytes_over_A_bytes": over("D", "A", "bytes_written"),
+        "latest_state_over_A": over("latest_state", "A"),
+    }
 
 
 def server_peak_rss_mib(connect_dir: str) -> float | None:
@@ -234,11 +268,17 @@ def render(result: dict) -> str:
         lines.append("| growth of the data | " + " | ".join(data) + " |")
         for key in ("A_over_C", "D_over_A", "D_bytes_over_A_bytes", "latest_state_over_A"):
             vals = [c[mode]["ratios"].get(key) for c in rows]
-            lines.append(f"| {key.replace('_over_', ' / ').replace('_', ' ')} | " +
-                         " | ".join("" if v is None else f"{v:.3f}" for v in vals) + " |")
+            lines.append(
+                f"| {key.replace('_over_', ' / ').replace('_', ' ')} | "
+                + " | ".join("" if v is None else f"{v:.3f}" for v in vals)
+                + " |"
+            )
         lines.append("| peak RSS of a step, driver / JVM (MiB) | " + " | ".join(peaks(c[mode]) for c in rows) + " |")
-        lines.append("| load average (1 min) after A | " +
-                     " | ".join(f"{c[mode]['A']['load'][0]:.1f}" if "A" in c[mode] else "" for c in rows) + " |")
+        lines.append(
+            "| load average (1 min) after A | "
+            + " | ".join(f"{c[mode]['A']['load'][0]:.1f}" if "A" in c[mode] else "" for c in rows)
+            + " |"
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -267,14 +307,21 @@ def case_log(work: str, case: Case, args, segment_bytes: int) -> dict:
     if args.keep and os.path.isdir(pristine):
         manifest = LogStore(pristine, gc_grace_s=0).log(LOG_NAME).manifest()
         print(f"{case.name}: reusing {pristine}", file=sys.stderr)
-        return {"one": pristine, "log_bytes": sum(_disk(pristine).values()), "log_segments": len(manifest.segments),
-                "log_files": sum(len(s.files) for s in manifest.segments)}
+        return {
+            "one": pristine,
+            "log_bytes": sum(_disk(pristine).values()),
+            "log_segments": len(manifest.segments),
+            "log_files": sum(len(s.files) for s in manifest.segments),
+        }
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     t = time.perf_counter()
     built = build(work, case.records, case.keys, args.value_bytes, 0, 0, 10, segment_bytes)
-    print(f"{case.name}: generated in {time.perf_counter() - t:.1f}s ({built['log_bytes'] / 2**20:.1f} MiB in "
-          f"{built['log_segments']} segments, {built['log_files']} files)", file=sys.stderr)
+    print(
+        f"{case.name}: generated in {time.perf_counter() - t:.1f}s ({built['log_bytes'] / 2**20:.1f} MiB in "
+        f"{built['log_segments']} segments, {built['log_files']} files)",
+        file=sys.stderr,
+    )
     return built
 
 
@@ -283,14 +330,27 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cases", nargs="+", default=["5000000", "20000000", "50000000", "50000000/50000000"])
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
-    ap.add_argument("--steps", nargs="+", default=["C", "A", "D", "latest_state"],
-                    help="of C, E, A, D, latest_state (D and the latest state follow 1%% new records)")
+    ap.add_argument(
+        "--steps",
+        nargs="+",
+        default=["C", "A", "D", "latest_state"],
+        help="of C, E, A, D, latest_state (D and the latest state follow 1%% new records)",
+    )
     ap.add_argument("--workdir", default=os.path.join(REPO, "bench-out", "sweep"))
     ap.add_argument("--json", default=os.path.join(REPO, "bench", "results", "sweep-latest.json"))
-    ap.add_argument("--keep", action="store_true", help="keep each case's generated log under --workdir and "
-                    "reuse one kept by an earlier run (50M records take minutes to write)")
-    ap.add_argument("--repeat", type=int, default=1, help="run each mode's steps this many times in turn and "
-                    "report each step's median (this machine's runs vary 1.2-1.7x from one to the next)")
+    ap.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each case's generated log under --workdir and "
+        "reuse one kept by an earlier run (50M records take minutes to write)",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each mode's steps this many times in turn and "
+        "report each step's median (this machine's runs vary 1.2-1.7x from one to the next)",
+    )
     ap.add_argument("--render", metavar="JSON", help="print the tables of an earlier run's JSON and stop")
     args = ap.parse_args(argv)
     if args.repeat < 1:
@@ -301,21 +361,26 @@ def main(argv: list[str] | None = None) -> None:
         return
     # the modules compiled, as scripts/setup.sh leaves them: a module edited since is otherwise compiled
     # again by every step's process (where PYTHONDONTWRITEBYTECODE is set), 30 ms of a step's start
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "compaction_assets", "bench"], cwd=REPO, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "compaction_assets", "bench"],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     result: dict = {"params": vars(args), "cases": [], "load_start": os.getloadavg()}
     sized = []
-    for case in map(parse_case, args.cases):   # every case's log first: the rounds go through them all
+    for case in map(parse_case, args.cases):  # every case's log first: the rounds go through them all
         work = os.path.join(args.workdir, f"{case.records}-{case.keys}-{case.files}")
         segment_bytes = -(-case.records * (16 + gen.KEY_BYTES + args.value_bytes) // case.files)
         sized.append(Sized(case, work, case_log(work, case, args, segment_bytes), segment_bytes))
-        result["cases"].append({"case": asdict(case), **{k: sized[-1].built[k] for k in
-                                                          ("log_bytes", "log_segments", "log_files")}})
-    for mode in (("cold", "warm") if args.mode == "both" else (args.mode,)):
+        result["cases"].append(
+            {"case": asdict(case), **{k: sized[-1].built[k] for k in ("log_bytes", "log_segments", "log_files")}}
+        )
+    for mode in ("cold", "warm") if args.mode == "both" else (args.mode,):
         for entry, res in zip(result["cases"], measure_mode(mode, sized, args.steps, args.value_bytes, args.repeat)):
             entry[mode] = res
         os.makedirs(os.path.dirname(args.json), exist_ok=True)
-        with open(args.json, "w") as f:   # after every mode: a long sweep stopped early keeps what it measured
+        with open(args.json, "w") as f:  # after every mode: a long sweep stopped early keeps what it measured
             json.dump({**result, "load_end": os.getloadavg()}, f, indent=1, default=str)
     if not args.keep:
         for one in sized:

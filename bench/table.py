@@ -18,10 +18,10 @@ import time
 
 from bench import gen
 from compaction_assets.cleaning import engine
-from compaction_assets.topics.config import build_config
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.read import open_table
+from compaction_assets.topics.config import build_config
 
 
 def _table_bytes(handle) -> int:
@@ -33,11 +33,17 @@ def _commit(handle, cfg) -> dict:
     start = time.perf_counter()
     r = commit_log(handle, cfg)
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
-            "files_removed": r.files_removed, "files_added": r.files_added,
-            "delete_files_added": r.delete_files_added, "buckets_rewritten": r.rewrite.buckets if r.rewrite else 0,
-            "bytes_written": r.bytes_written,
-            "table_bytes": _table_bytes(handle)}
+    return {
+        "seconds": round(seconds, 2),
+        "rows_added": r.rows_added,
+        "rows_deleted": r.rows_deleted,
+        "files_removed": r.files_removed,
+        "files_added": r.files_added,
+        "delete_files_added": r.delete_files_added,
+        "buckets_rewritten": r.rewrite.buckets if r.rewrite else 0,
+        "bytes_written": r.bytes_written,
+        "table_bytes": _table_bytes(handle),
+    }
 
 
 def _change(handle, cfg, spark, records: int, keys: int, value_bytes: int, seed: int) -> dict:
@@ -70,10 +76,22 @@ def main() -> None:
     first = _commit(handle, cfg)
     one = _change(handle, cfg, spark, args.records // 100, args.keys, args.value_bytes, 1)
     tenth = _change(handle, cfg, spark, args.records // 1000, args.keys, args.value_bytes, 2)
-    print(json.dumps({"records": args.records, "keys": args.keys, "A_seconds": round(a, 2),
-                      "first_write": first, "first_write_over_A": round(first["seconds"] / a, 2),
-                      "after_1pct": one, "after_1pct_over_A": round(one["seconds"] / a, 2),
-                      "after_0.1pct": tenth, "after_0.1pct_over_A": round(tenth["seconds"] / a, 2)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "records": args.records,
+                "keys": args.keys,
+                "A_seconds": round(a, 2),
+                "first_write": first,
+                "first_write_over_A": round(first["seconds"] / a, 2),
+                "after_1pct": one,
+                "after_1pct_over_A": round(one["seconds"] / a, 2),
+                "after_0.1pct": tenth,
+                "after_0.1pct_over_A": round(tenth["seconds"] / a, 2),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

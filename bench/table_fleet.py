@@ -26,12 +26,12 @@ import time
 from bench import gen
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.topics.config import build_config
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.catalog import locate, open_catalog
 from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
 from compaction_assets.table.group import TopicBatch
 from compaction_assets.table.read import open_table
+from compaction_assets.topics.config import build_config
 
 
 def _one_at_a_time(handles, cfg) -> None:
@@ -53,7 +53,7 @@ WAYS = {"one_log_at_a_time": _one_at_a_time, "one_snapshot_per_topic": _per_topi
 def _fleet(root: str, names: list[str], cfg, spark, keys: int, records: int, commit: bool) -> dict:
     """Two rounds of the fleet's cleanings (the second after 1% new records), with table commits or not."""
     store, out = LogStore(root, gc_grace_s=0), {}
-    if commit:   # pyiceberg's imports and the catalog: once per process (a batch run's), not per log
+    if commit:  # pyiceberg's imports and the catalog: once per process (a batch run's), not per log
         start = time.perf_counter()
         open_catalog(locate(store.storage))
         out["catalog_open_seconds"] = round(time.perf_counter() - start, 2)
@@ -70,8 +70,14 @@ def _fleet(root: str, names: list[str], cfg, spark, keys: int, records: int, com
                 spent.append(time.perf_counter() - start)
 
         start, cpu = time.perf_counter(), time.process_time()
-        engine.run_many([(store.log(n), cfg) for n in names], gen.NOW, spark=lambda: spark, force=True,
-                        concurrency=settings.current().clean_concurrency, done=done)
+        engine.run_many(
+            [(store.log(n), cfg) for n in names],
+            gen.NOW,
+            spark=lambda: spark,
+            force=True,
+            concurrency=settings.current().clean_concurrency,
+            done=done,
+        )
         cleaned = time.perf_counter()
         failed = [o.log for o in tables.commit().values() if o.error is not None] if commit else []
         end = time.perf_counter()
@@ -79,10 +85,13 @@ def _fleet(root: str, names: list[str], cfg, spark, keys: int, records: int, com
         if failed:
             raise SystemExit(f"table commits failed: {failed}")
         # this process's CPU (the JVM's is not in it): the tables' work shows here whatever else loads the machine
-        out[round_] = {"wall": round(wall, 2), "per_log": round(wall / len(names), 3),
-                       "python_cpu_seconds": round(time.process_time() - cpu, 2),
-                       "states_queued_seconds_per_log": round(sum(spent) / len(names), 3),
-                       "topic_commits_seconds": round(end - cleaned, 2)}
+        out[round_] = {
+            "wall": round(wall, 2),
+            "per_log": round(wall / len(names), 3),
+            "python_cpu_seconds": round(time.process_time() - cpu, 2),
+            "states_queued_seconds_per_log": round(sum(spent) / len(names), 3),
+            "topic_commits_seconds": round(end - cleaned, 2),
+        }
     return out
 
 
@@ -93,7 +102,7 @@ def _way(name: str, work: str, v1: str, v2: str, names: list[str], topics: list[
     out = {}
     for round_ in ("backfill", "after_1pct"):
         if round_ == "after_1pct":
-            for n in names:   # the logs as the second cleaning left them; the tables as the first commit did
+            for n in names:  # the logs as the second cleaning left them; the tables as the first commit did
                 shutil.rmtree(os.path.join(root, n))
                 shutil.copytree(os.path.join(v2, n), os.path.join(root, n))
         handles = [store.log(n) for n in names]
@@ -130,21 +139,48 @@ def main() -> None:
     # for both fleets (the first fleet of a process runs in a colder JVM: that would favour the second one)
     v1 = os.path.join(work, "v1")
     shutil.copytree(base.location, v1)
-    engine.run_many([(LogStore(v1, gc_grace_s=0).log(n), cfg) for n in names], gen.NOW, spark=lambda: spark,
-                    force=True, concurrency=settings.current().clean_concurrency)
-    fleets = {"cleanings_and_tables": _fleet(os.path.join(work, "cleanings_and_tables"), names, cfg, spark, keys,
-                                             args.records, True),
-              "cleanings": _fleet(os.path.join(work, "cleanings"), names, cfg, spark, keys, args.records, False)}
-    added = {r: round((fleets["cleanings_and_tables"][r]["wall"] - fleets["cleanings"][r]["wall"]) / args.logs, 3)
-             for r in ("first", "after_1pct")}
-    cpu_added = {r: round((fleets["cleanings_and_tables"][r]["python_cpu_seconds"]
-                           - fleets["cleanings"][r]["python_cpu_seconds"]) / args.logs, 3) for r in ("first", "after_1pct")}
+    engine.run_many(
+        [(LogStore(v1, gc_grace_s=0).log(n), cfg) for n in names],
+        gen.NOW,
+        spark=lambda: spark,
+        force=True,
+        concurrency=settings.current().clean_concurrency,
+    )
+    fleets = {
+        "cleanings_and_tables": _fleet(
+            os.path.join(work, "cleanings_and_tables"), names, cfg, spark, keys, args.records, True
+        ),
+        "cleanings": _fleet(os.path.join(work, "cleanings"), names, cfg, spark, keys, args.records, False),
+    }
+    added = {
+        r: round((fleets["cleanings_and_tables"][r]["wall"] - fleets["cleanings"][r]["wall"]) / args.logs, 3)
+        for r in ("first", "after_1pct")
+    }
+    cpu_added = {
+        r: round(
+            (fleets["cleanings_and_tables"][r]["python_cpu_seconds"] - fleets["cleanings"][r]["python_cpu_seconds"])
+            / args.logs,
+            3,
+        )
+        for r in ("first", "after_1pct")
+    }
     # the commits alone: the logs at the first cleaning (v1), then at the second (the cleanings' copy now)
     ways = {w: _way(w, work, v1, os.path.join(work, "cleanings"), names, topics, cfg) for w in WAYS}
-    print(json.dumps({"logs": args.logs, "topics": args.topics, "records": args.records,
-                      "clean_concurrency": settings.current().clean_concurrency, **fleets,
-                      "tables_add_per_log": added,
-                      "tables_add_python_cpu_per_log": cpu_added, **ways}, indent=2))
+    print(
+        json.dumps(
+            {
+                "logs": args.logs,
+                "topics": args.topics,
+                "records": args.records,
+                "clean_concurrency": settings.current().clean_concurrency,
+                **fleets,
+                "tables_add_per_log": added,
+                "tables_add_python_cpu_per_log": cpu_added,
+                **ways,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

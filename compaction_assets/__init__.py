@@ -15,5 +15,4 @@ def run_in_project_environment(module: str) -> None:
     # paths as given, not resolved: the environment's python is a link to the bare one it was made from
     if os.path.isfile(venv) and os.path.abspath(sys.executable) != venv:
         os.execv(venv, [venv, "-m", module, *sys.argv[1:]])
-    sys.exit(f"{module}: {sys.executable} has no pyarrow or pyspark; run `bash scripts/setup.sh` and use "
-             f"{venv}")
+    sys.exit(f"{module}: {sys.executable} has no pyarrow or pyspark; run `bash scripts/setup.sh` and use {venv}")

@@ -18,6 +18,7 @@ if __name__ == "__main__":
     # the conformance checker's default runner is `python -m compaction_assets.conformance` with the
     # checker's own python: from a bare one, the project's environment runs the cases
     from compaction_assets import run_in_project_environment
+
     run_in_project_environment("compaction_assets.conformance")
 
 from compaction_assets import settings
@@ -28,12 +29,12 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
+from compaction_assets.log.reader import segment_records
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.store.names import sanitize_topic
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.config_store import ConfigStore
-from compaction_assets.store.fs import Storage
-from compaction_assets.store.names import sanitize_topic
-from compaction_assets.log.reader import segment_records
-from compaction_assets.store.log_store import LogStore, wall_ms
 
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
 
@@ -62,7 +63,7 @@ class CaseRun:
         error = None
         try:
             topic = sanitize_topic(self.name)
-            build_config(self.case.get("config") or {}, topic)   # an invalid case config: one line, nothing stored
+            build_config(self.case.get("config") or {}, topic)  # an invalid case config: one line, nothing stored
             # The case's configuration is stored with its store and read back from it, as every process does.
             configs = ConfigStore(self.store.storage)
             configs.set_topic(topic, self.case.get("config") or {}, f"conformance case {self.name!r}", wall_ms())
@@ -71,8 +72,13 @@ class CaseRun:
                 self.step(i, step)
         except CompactionError as exc:
             error = str(exc)
-        result = {"name": self.name, "error": error, "steps": self.steps, "log": self.log_json(),
-                  "latest_state": self.latest_state()}
+        result = {
+            "name": self.name,
+            "error": error,
+            "steps": self.steps,
+            "log": self.log_json(),
+            "latest_state": self.latest_state(),
+        }
         if self.run_checks:
             result["checks"] = self.checks
         return result
@@ -100,8 +106,14 @@ class CaseRun:
             ev = evaluate(m, self.config, int(arg["now"]))
             self.steps.append(self.entry(i, "plan", ev, ev.reason_for(False), False, m.checkpoint, None))
         elif action == "clean":
-            rep = engine.run(self.handle, self.config, int(arg["now"]), spark=self.spark,
-                             force=bool(arg.get("force", False)), tuning=self.tuning)
+            rep = engine.run(
+                self.handle,
+                self.config,
+                int(arg["now"]),
+                spark=self.spark,
+                force=bool(arg.get("force", False)),
+                tuning=self.tuning,
+            )
             stats = None
             if rep.cleaned:
                 totals = rep.stats.as_dict()
@@ -115,10 +127,12 @@ class CaseRun:
 
     def check(self, i: int, rep, now: int) -> None:
         """The four checks on this step's cleaning, as the Dagster checks run them."""
-        for outcome in verify_versions(self.handle, self.config, rep.before_version, rep.after_version, now,
-                                       rep.cleaned):
-            self.checks.append({"step": i, "name": outcome.name, "passed": outcome.passed,
-                                "description": outcome.description})
+        for outcome in verify_versions(
+            self.handle, self.config, rep.before_version, rep.after_version, now, rep.cleaned
+        ):
+            self.checks.append(
+                {"step": i, "name": outcome.name, "passed": outcome.passed, "description": outcome.description}
+            )
 
     @staticmethod
     def _offsets(records: list[dict], result) -> list[int]:
@@ -132,33 +146,61 @@ class CaseRun:
 
     @staticmethod
     def record(r: dict) -> dict:
-        out = {"key": r.get("key"), "value": r.get("value"), "timestamp": r.get("timestamp"),
-               "headers": [list(h) for h in (r.get("headers") or [])]}
+        out = {
+            "key": r.get("key"),
+            "value": r.get("value"),
+            "timestamp": r.get("timestamp"),
+            "headers": [list(h) for h in (r.get("headers") or [])],
+        }
         if "offset" in r:
             out["offset"] = r["offset"]
         return out
 
     @staticmethod
     def entry(i, action, evaluation, reason, cleaned, checkpoint, stats) -> dict:
-        return {"step": i, "action": action, "eligible": evaluation.eligible, "reason": reason,
-                "first_dirty_offset": evaluation.first_dirty_offset,
-                "first_uncleanable_offset": evaluation.first_uncleanable_offset, "dirty_ratio": evaluation.dirty_ratio,
-                "max_compaction_delay_ms": evaluation.max_compaction_delay_ms, "cleaned": cleaned,
-                "checkpoint": checkpoint, "stats": stats}
+        return {
+            "step": i,
+            "action": action,
+            "eligible": evaluation.eligible,
+            "reason": reason,
+            "first_dirty_offset": evaluation.first_dirty_offset,
+            "first_uncleanable_offset": evaluation.first_uncleanable_offset,
+            "dirty_ratio": evaluation.dirty_ratio,
+            "max_compaction_delay_ms": evaluation.max_compaction_delay_ms,
+            "cleaned": cleaned,
+            "checkpoint": checkpoint,
+            "stats": stats,
+        }
 
     def log_json(self) -> dict | None:
         try:
             m = self.handle.manifest()
             segments = []
             for idx, (seg, records) in enumerate(segment_records(self.handle, m)):
-                segments.append({
-                    "base_offset": seg.base_offset, "next_offset": seg.next_offset,
-                    "active": idx == len(m.segments) - 1,
-                    "records": [{"offset": r.offset, "key": _text(r.key), "value": _text(r.value),
-                                 "timestamp": r.timestamp, "headers": self.headers_json(r),
-                                 "delete_horizon": r.delete_horizon} for r in records]})
-            return {"log_start_offset": m.log_start_offset, "log_end_offset": m.log_end_offset,
-                    "checkpoint": m.checkpoint, "segments": segments}
+                segments.append(
+                    {
+                        "base_offset": seg.base_offset,
+                        "next_offset": seg.next_offset,
+                        "active": idx == len(m.segments) - 1,
+                        "records": [
+                            {
+                                "offset": r.offset,
+                                "key": _text(r.key),
+                                "value": _text(r.value),
+                                "timestamp": r.timestamp,
+                                "headers": self.headers_json(r),
+                                "delete_horizon": r.delete_horizon,
+                            }
+                            for r in records
+                        ],
+                    }
+                )
+            return {
+                "log_start_offset": m.log_start_offset,
+                "log_end_offset": m.log_end_offset,
+                "checkpoint": m.checkpoint,
+                "segments": segments,
+            }
         except Exception as exc:  # report, do not crash the runner
             print(f"[{self.name}] cannot render the log: {exc}", file=sys.stderr)
             return None
@@ -213,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     if not paths:
-        print("usage: python -m compaction_assets.conformance [--checks] [--store URI] CASE.json [CASE.json ...]",
-              file=sys.stderr)
+        print(
+            "usage: python -m compaction_assets.conformance [--checks] [--store URI] CASE.json [CASE.json ...]",
+            file=sys.stderr,
+        )
         return 2
     # Each run gets its own fresh prefix of the store (a temporary folder by default); removed at the end.
     if store is None:
@@ -224,15 +268,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             storage = Storage.open(store)
             tmp = storage.join(f"conformance-{uuid.uuid4().hex[:12]}")
-            storage.list_dir(tmp)   # reach the store now: a wrong key or a missing bucket stops the run here
+            storage.list_dir(tmp)  # reach the store now: a wrong key or a missing bucket stops the run here
         except CompactionError as exc:
             print(str(exc), file=sys.stderr)
             return 2
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed to stdout (Spark, py4j) goes to stderr
     from compaction_assets.spark import get_spark, spark_conf_from_env
-    spark = get_spark(spark_conf_from_env({"spark.sql.shuffle.partitions": "2",
-                                           "spark.master": settings.current().spark_master or "local[2]"}))
+
+    spark = get_spark(
+        spark_conf_from_env(
+            {"spark.sql.shuffle.partitions": "2", "spark.master": settings.current().spark_master or "local[2]"}
+        )
+    )
     try:
         for n, path in enumerate(paths):
             try:

@@ -22,12 +22,12 @@ from resources.alerts import AlertWebhookResource
 from resources.log_store import LogStoreResource, validate_topics_file
 from resources.spark import make_spark_resource
 
-
 # Dagster 1.13 copies a sensor when it resolves the sensor's jobs, passing owners=[] where none were set,
 # and so warns that the `owners` parameter is beta: no sensor here sets owners, and the line (in the demo,
 # `dg dev` and the daemon) tells a user nothing.
-warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`",
-                        category=dg.BetaWarning)
+warnings.filterwarnings(
+    "ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`", category=dg.BetaWarning
+)
 
 
 def build_definitions(schedule_settings: ScheduleSettings = ScheduleSettings()) -> dg.Definitions:
@@ -35,13 +35,28 @@ def build_definitions(schedule_settings: ScheduleSettings = ScheduleSettings()) 
     return dg.Definitions(
         assets=[raw_segments, cleanable_range, compacted_log, latest_state],
         asset_checks=[compacted_log_checks, table_matches_latest_state],
-        jobs=[ingest_job, compaction_job, ingest_batch_job, compaction_batch_job, retention_job,
-              apply_topics_config_job, *OPERATOR_JOBS],
-        sensors=[log_discovery_sensor, dirty_ratio_sensor, max_compaction_lag_sensor, run_failure_alert,
-                 check_failure_alert],
+        jobs=[
+            ingest_job,
+            compaction_job,
+            ingest_batch_job,
+            compaction_batch_job,
+            retention_job,
+            apply_topics_config_job,
+            *OPERATOR_JOBS,
+        ],
+        sensors=[
+            log_discovery_sensor,
+            dirty_ratio_sensor,
+            max_compaction_lag_sensor,
+            run_failure_alert,
+            check_failure_alert,
+        ],
         schedules=build_schedules(schedule_settings),
-        resources={"pyspark": make_spark_resource(), "log_store": LogStoreResource(),
-                   "alert_webhook": AlertWebhookResource()},
+        resources={
+            "pyspark": make_spark_resource(),
+            "log_store": LogStoreResource(),
+            "alert_webhook": AlertWebhookResource(),
+        },
         executor=dg.in_process_executor,
     )
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from compaction_assets.errors import ConfigError
 
@@ -78,17 +78,17 @@ CLEAN_CONCURRENCY = "COMPACTION_CLEAN_CONCURRENCY"
 # Runs reaching one Spark Connect server share a server session (see compaction_assets/spark/__init__.py); 0: each
 # run opens its own.
 SHARED_CONNECT_SESSION = "COMPACTION_SHARED_CONNECT_SESSION"
-DEFAULT_CLEAN_CONCURRENCY = 8   # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
+DEFAULT_CLEAN_CONCURRENCY = 8  # cleanings of a fleet (`clean --all`) in flight at once in one Spark session
 # From 10 due logs a tick they go into batch runs: fewer keep a run each (at most 9 runs of a few seconds).
 DEFAULT_BATCH_MIN_LOGS = 10
 DEFAULT_BATCH_MAX_LOGS = 250
-DEFAULT_BATCH_MAX_BYTES = 2 << 30   # cleanable (or pending) bytes: one huge log does not hold small ones
-SQLITE_SYNC_MODES = ("normal", "full")   # PRAGMA synchronous of a batch run's writes to a SQLite instance
-DEFAULT_BATCH_SQLITE_SYNC = "normal"     # docs/dagster.md, "Batch runs": why a power loss costs nothing kept
+DEFAULT_BATCH_MAX_BYTES = 2 << 30  # cleanable (or pending) bytes: one huge log does not hold small ones
+SQLITE_SYNC_MODES = ("normal", "full")  # PRAGMA synchronous of a batch run's writes to a SQLite instance
+DEFAULT_BATCH_SQLITE_SYNC = "normal"  # docs/dagster.md, "Batch runs": why a power loss costs nothing kept
 DEFAULT_TABLE_CATALOG_TYPE = "sql"
 DEFAULT_TABLE_NAMESPACE = "compaction"
-DEFAULT_TABLE_BUCKETS = 1       # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
-DEFAULT_TABLE_PENDING_BYTES = 512 << 20   # a batch's latest states held for its topics' commits (table/group.py)
+DEFAULT_TABLE_BUCKETS = 1  # key buckets per partition of a topic's table (bench/table.py: 1 beats 16)
+DEFAULT_TABLE_PENDING_BYTES = 512 << 20  # a batch's latest states held for its topics' commits (table/group.py)
 # a commit builds its log's state in the process at about 4x the visible bytes: a sixteenth of the memory
 # keeps that to a quarter of it (24 GiB: 1.5 GiB of visible records)
 DEFAULT_TABLE_MAX_STATE_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 16
@@ -97,42 +97,46 @@ DEFAULT_TABLE_MAX_STATE_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS
 @dataclass(frozen=True)
 class TableSettings:
     """Where the topics' Iceberg tables live; None: beside the store (resolved by compaction_assets/table)."""
+
     enabled: bool = True
-    catalog_type: str = DEFAULT_TABLE_CATALOG_TYPE   # any pyiceberg catalog type: sql, rest, glue, hive ...
-    catalog_uri: str | None = None      # None: SQLite kept with the store
-    warehouse: str | None = None        # None: <store>/_tables/warehouse
+    catalog_type: str = DEFAULT_TABLE_CATALOG_TYPE  # any pyiceberg catalog type: sql, rest, glue, hive ...
+    catalog_uri: str | None = None  # None: SQLite kept with the store
+    warehouse: str | None = None  # None: <store>/_tables/warehouse
     namespace: str = DEFAULT_TABLE_NAMESPACE
     buckets: int = DEFAULT_TABLE_BUCKETS
-    pending_bytes: int = DEFAULT_TABLE_PENDING_BYTES   # beyond it, a batch commits its heaviest topic early
-    max_state_bytes: int = DEFAULT_TABLE_MAX_STATE_BYTES   # a log past it (visible bytes) is refused, in one line
+    pending_bytes: int = DEFAULT_TABLE_PENDING_BYTES  # beyond it, a batch commits its heaviest topic early
+    max_state_bytes: int = DEFAULT_TABLE_MAX_STATE_BYTES  # a log past it (visible bytes) is refused, in one line
 
 
 @dataclass(frozen=True)
 class BatchSettings:
     """When sensors ask for batch runs (defs/batch_requests.py) and how many logs and bytes one holds."""
-    min_logs: int = DEFAULT_BATCH_MIN_LOGS    # due logs in one tick from which they go into batches
-    max_logs: int = DEFAULT_BATCH_MAX_LOGS    # logs in one batch run
+
+    min_logs: int = DEFAULT_BATCH_MIN_LOGS  # due logs in one tick from which they go into batches
+    max_logs: int = DEFAULT_BATCH_MAX_LOGS  # logs in one batch run
     max_bytes: int = DEFAULT_BATCH_MAX_BYTES  # cleanable (or pending) bytes in one batch run
-    sqlite_sync: str = DEFAULT_BATCH_SQLITE_SYNC   # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
+    sqlite_sync: str = DEFAULT_BATCH_SQLITE_SYNC  # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
 
 
 @dataclass(frozen=True)
 class ObjectStoreSettings:
     """S3 client settings; the secret parts never appear in a repr (so never in a log or an error)."""
-    endpoint_url: str | None = None          # None: AWS itself
+
+    endpoint_url: str | None = None  # None: AWS itself
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
     region: str | None = None
-    allow_http: bool = False                 # plain http to the endpoint (a loopback or in-cluster server)
+    allow_http: bool = False  # plain http to the endpoint (a loopback or in-cluster server)
 
 
 @dataclass(frozen=True)
 class Settings:
     """The environment, parsed: every value the product takes from it."""
+
     store: str
     landing: str
-    topics_file: str | None          # None: COMPACTION_TOPICS is not set
+    topics_file: str | None  # None: COMPACTION_TOPICS is not set
     latest_state: str
     debug: bool
     lock_ttl_seconds: float
@@ -140,7 +144,7 @@ class Settings:
     alert_webhook_url: str | None
     alert_webhook_token: str | None
     spark_remote: str | None
-    spark_master: str | None         # None: SPARK_MASTER is not set (callers pick their default)
+    spark_master: str | None  # None: SPARK_MASTER is not set (callers pick their default)
     spark_driver_host: str | None
     spark_driver_bind_address: str | None
     spark_driver_memory: str | None
@@ -151,7 +155,7 @@ class Settings:
     jvm_quick_start: bool = True
     jvm_archive_dir: str = DEFAULT_JVM_ARCHIVE_DIR
     shared_connect_session: bool = True
-    connect_release_on_exit: bool = False   # PySpark releases the server session when the process exits
+    connect_release_on_exit: bool = False  # PySpark releases the server session when the process exits
     tables: TableSettings = field(default_factory=TableSettings)
     batches: BatchSettings = field(default_factory=BatchSettings)
 

@@ -28,6 +28,7 @@ TOKEN_ENV = settings.ALERT_WEBHOOK_TOKEN
 @dataclass(frozen=True)
 class Alert:
     """One fault: the log, the check or the step that failed, why, a few examples, and the run."""
+
     log: str | None
     run: str
     reason: str
@@ -56,8 +57,8 @@ _OPENER = urllib.request.build_opener(_NoRedirect)
 class AlertWebhookResource(dg.ConfigurableResource):
     """POSTs each alert as JSON to an http(s) webhook, with an optional bearer token."""
 
-    url: str | None = None      # None: COMPACTION_ALERT_WEBHOOK_URL when the tick or run starts
-    token: str | None = None    # None: COMPACTION_ALERT_WEBHOOK_TOKEN when the tick or run starts
+    url: str | None = None  # None: COMPACTION_ALERT_WEBHOOK_URL when the tick or run starts
+    token: str | None = None  # None: COMPACTION_ALERT_WEBHOOK_TOKEN when the tick or run starts
     timeout_seconds: float = 10.0
 
     def resolved_url(self) -> str | None:

@@ -10,19 +10,18 @@ path, never the current directory's) is checked against it and stored for topics
 know yet.
 """
 
-
 import os
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import dagster as dg
 
 from compaction_assets import settings
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.store.log_store import LogHandle, LogStore, wall_ms
+from compaction_assets.store.names import parse_log_name
 from compaction_assets.topics.config import TopicConfig, TopicsFile, load_topics
 from compaction_assets.topics.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of
-from compaction_assets.store.names import parse_log_name
-from compaction_assets.store.log_store import LogHandle, LogStore, wall_ms
 
 REPO_TOPICS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topics.yaml")
 
@@ -42,10 +41,10 @@ def validate_topics_file() -> None:
 class LogStoreResource(dg.ConfigurableResource):
     """The store of logs, the landing area and the topics file, as one Dagster resource."""
 
-    root: str | None = None                # None: COMPACTION_STORE (var/store)
-    landing: str | None = None             # None: COMPACTION_LANDING (var/landing)
-    topics_file: str | None = None         # None: COMPACTION_TOPICS, else the repository's topics.yaml
-    latest_state_root: str | None = None   # None: COMPACTION_LATEST_STATE (var/latest_state)
+    root: str | None = None  # None: COMPACTION_STORE (var/store)
+    landing: str | None = None  # None: COMPACTION_LANDING (var/landing)
+    topics_file: str | None = None  # None: COMPACTION_TOPICS, else the repository's topics.yaml
+    latest_state_root: str | None = None  # None: COMPACTION_LATEST_STATE (var/latest_state)
     lock_ttl_seconds: float | None = None  # None: COMPACTION_LOCK_TTL_SECONDS (300)
 
     @classmethod
@@ -55,8 +54,13 @@ class LogStoreResource(dg.ConfigurableResource):
         topics = default_topics_file()
         if topics:
             load_topics(topics)
-        return cls(root=env.store, landing=env.landing, topics_file=topics,
-                   latest_state_root=env.latest_state, lock_ttl_seconds=env.lock_ttl_seconds)
+        return cls(
+            root=env.store,
+            landing=env.landing,
+            topics_file=topics,
+            latest_state_root=env.latest_state,
+            lock_ttl_seconds=env.lock_ttl_seconds,
+        )
 
     def store_location(self) -> str:
         """The store's location (a path or a URI)."""
@@ -97,7 +101,8 @@ class LogStoreResource(dg.ConfigurableResource):
         path, mtime = self._topics_key()
         store = self.store
         return ConfigStore(store.storage).config_for(
-            topic, _topics(path, mtime) if path else None, f"topics file {path!r}", cleaned_logs_of(store), wall_ms())
+            topic, _topics(path, mtime) if path else None, f"topics file {path!r}", cleaned_logs_of(store), wall_ms()
+        )
 
     def config_per_topic(self) -> Callable[[str], TopicConfig]:
         """`config_for`, read once per topic: a sensor's tick over 1,000 logs of 50 topics spent 4.1 of its
@@ -109,6 +114,7 @@ class LogStoreResource(dg.ConfigurableResource):
             if topic not in by_topic:
                 by_topic[topic] = self.config_for(log)
             return by_topic[topic]
+
         return config_for
 
     def cleaner_tuning(self) -> CleanerTuning:

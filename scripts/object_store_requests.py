@@ -15,7 +15,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.s3_server import start_s3_server  # noqa: E402
+from tests.s3_server import start_s3_server
 
 
 def main() -> int:
@@ -28,9 +28,9 @@ def main() -> int:
         from compaction_assets.cleaning import engine
         from compaction_assets.cleaning.planner import evaluate
         from compaction_assets.log import writer
-        from compaction_assets.topics.config import build_config
-        from compaction_assets.store.log_store import LogStore
         from compaction_assets.spark import get_spark, spark_conf_from_env
+        from compaction_assets.store.log_store import LogStore
+        from compaction_assets.topics.config import build_config
 
         spark = get_spark(spark_conf_from_env({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2"}))
         store = LogStore(f"s3://{server.new_bucket()}/store", gc_grace_s=3600)
@@ -53,12 +53,17 @@ def main() -> int:
                 writer.append(h, config, rows)
         measure("sensor tick over the unchanged log (latest_version)", h.latest_version)
         measure("plan (manifest read + evaluate)", lambda: evaluate(h.manifest(), config, 10**12))
-        measure(f"cleaning after {args.batches} batches (driver)", lambda: engine.run(h, config, 10**12, spark=spark, force=True))
+        measure(
+            f"cleaning after {args.batches} batches (driver)",
+            lambda: engine.run(h, config, 10**12, spark=spark, force=True),
+        )
         rows = [{"key": f"k{i % 500}", "value": f"x-{i}", "timestamp": 5000} for i in range(1000)]
         writer.append(h, config, rows)
         writer.roll(h)
-        measure("incremental cleaning after one more batch (driver)",
-                lambda: engine.run(h, config, 10**12, spark=spark, force=True))
+        measure(
+            "incremental cleaning after one more batch (driver)",
+            lambda: engine.run(h, config, 10**12, spark=spark, force=True),
+        )
         m = h.manifest()
         print(f"\nlog: {len(m.segments)} segments, {len(m.files())} files, version {m.version}")
         spark.stop()

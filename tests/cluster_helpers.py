@@ -18,10 +18,16 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent          # the project (this worktree)
-PYTHON = os.path.abspath(sys.executable)               # drivers, executors and workers all use it
-SPARK_ENV = ("SPARK_MASTER", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS",
-             "SPARK_DRIVER_HOST", "SPARK_DRIVER_BIND_ADDRESS")
+ROOT = Path(__file__).resolve().parent.parent  # the project (this worktree)
+PYTHON = os.path.abspath(sys.executable)  # drivers, executors and workers all use it
+SPARK_ENV = (
+    "SPARK_MASTER",
+    "SPARK_REMOTE",
+    "SPARK_CONNECT_MODE_ENABLED",
+    "PYSPARK_SUBMIT_ARGS",
+    "SPARK_DRIVER_HOST",
+    "SPARK_DRIVER_BIND_ADDRESS",
+)
 
 
 def java_missing_reason() -> str | None:
@@ -56,11 +62,18 @@ def base_env(tmp: Path) -> dict:
     everything bound to loopback, logs and pid files under `tmp`."""
     env = {k: v for k, v in os.environ.items() if k not in SPARK_ENV}
     path = [str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env.update({
-        "PYSPARK_PYTHON": PYTHON, "PYSPARK_DRIVER_PYTHON": PYTHON, "PYTHONPATH": os.pathsep.join(path),
-        "SPARK_HOME": spark_home(), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp / "logs"),
-        "SPARK_PID_DIR": str(tmp / "pids"), "SPARK_IDENT_STRING": "compaction-tests",
-    })
+    env.update(
+        {
+            "PYSPARK_PYTHON": PYTHON,
+            "PYSPARK_DRIVER_PYTHON": PYTHON,
+            "PYTHONPATH": os.pathsep.join(path),
+            "SPARK_HOME": spark_home(),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOG_DIR": str(tmp / "logs"),
+            "SPARK_PID_DIR": str(tmp / "pids"),
+            "SPARK_IDENT_STRING": "compaction-tests",
+        }
+    )
     env.pop("SPARK_NO_DAEMONIZE", None)  # the connect script must daemonize (pid file, then return)
     (tmp / "logs").mkdir(parents=True, exist_ok=True)
     (tmp / "pids").mkdir(parents=True, exist_ok=True)
@@ -140,9 +153,15 @@ class StandaloneCluster:
     def _spawn(self, name: str, *args: str) -> subprocess.Popen:
         log = self.tmp / "logs" / f"{name}.out"
         with open(log, "ab") as out:
-            proc = subprocess.Popen([os.path.join(spark_home(), "bin", "spark-class"), *args], env=self.env,
-                                    cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                [os.path.join(spark_home(), "bin", "spark-class"), *args],
+                env=self.env,
+                cwd=self.tmp,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.procs.append((name, proc, log))
         return proc
 
@@ -151,8 +170,9 @@ class StandaloneCluster:
         while time.monotonic() < deadline:
             for name, proc, log in self.procs:
                 if proc.poll() is not None:
-                    raise RuntimeError(f"spark {name} exited with {proc.returncode} while waiting for {what}:\n"
-                                       f"{_tail(log)}")
+                    raise RuntimeError(
+                        f"spark {name} exited with {proc.returncode} while waiting for {what}:\n{_tail(log)}"
+                    )
             try:
                 if ready():
                     return
@@ -165,14 +185,34 @@ class StandaloneCluster:
     def master_state(self) -> dict:
         return _json(f"http://127.0.0.1:{self.webui}/json/")
 
-    def start(self, timeout: float = 90.0) -> "StandaloneCluster":
+    def start(self, timeout: float = 90.0) -> StandaloneCluster:
         (self.tmp / "work").mkdir(parents=True, exist_ok=True)
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.webui))
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui),
+        )
         self._wait("the master's web UI", lambda: self.master_state().get("status") == "ALIVE", timeout)
-        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                    "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(self.worker_webui),
-                    "--work-dir", str(self.tmp / "work"))
+        self._spawn(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(self.cores),
+            "--memory",
+            self.memory,
+            "--webui-port",
+            str(self.worker_webui),
+            "--work-dir",
+            str(self.tmp / "work"),
+        )
         self._wait("a registered worker", lambda: self.master_state().get("aliveworkers", 0) >= 1, timeout)
         return self
 
@@ -216,15 +256,27 @@ class ConnectServer:
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{_tail(p)}" for p in sorted((self.tmp / "logs").glob("*.out")))
 
-    def start(self, timeout: float = 150.0) -> "ConnectServer":
-        conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(self.port),
-                "spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1", **self.extra_conf}
+    def start(self, timeout: float = 150.0) -> ConnectServer:
+        conf = {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.ui.enabled": "false",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            **self.extra_conf,
+        }
         args = ["bash", self._script("start-connect-server.sh"), "--master", self.master]
         for k, v in conf.items():
             args += ["--conf", f"{k}={v}"]
-        launcher = subprocess.Popen(args, env=self.env, cwd=self.tmp, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        launcher = subprocess.Popen(
+            args,
+            env=self.env,
+            cwd=self.tmp,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.pgid = launcher.pid  # the daemonized server stays in this process group
         out, _ = launcher.communicate(timeout=60)
         if launcher.returncode != 0:
@@ -237,14 +289,21 @@ class ConnectServer:
             if _port_open(self.port):
                 return self
             time.sleep(0.5)
-        raise RuntimeError(f"the Spark Connect server did not listen on {self.port} within {timeout:.0f}s:\n"
-                           f"{self.logs()}")
+        raise RuntimeError(
+            f"the Spark Connect server did not listen on {self.port} within {timeout:.0f}s:\n{self.logs()}"
+        )
 
     def stop(self) -> None:
         try:
-            subprocess.run(["bash", self._script("stop-connect-server.sh")], env=self.env, cwd=self.tmp,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=60)
+            subprocess.run(
+                ["bash", self._script("stop-connect-server.sh")],
+                env=self.env,
+                cwd=self.tmp,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=60,
+            )
         except subprocess.TimeoutExpired:
             pass
         pid = self.server_pid()
@@ -269,11 +328,14 @@ def driver_env(tmp: Path, *, master: str | None = None, remote: str | None = Non
 
 def run_driver(args: list[str], env: dict, *, timeout: float = 1200.0) -> subprocess.CompletedProcess:
     """Run `python args...` from the project root; fail with the command's output when it fails."""
-    proc = subprocess.run([PYTHON, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [PYTHON, *args], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
-        raise AssertionError(f"`python {' '.join(args)}` exited with {proc.returncode}\n"
-                             f"--- stderr (tail)\n{proc.stderr[-6000:]}\n--- stdout (tail)\n{proc.stdout[-3000:]}")
+        raise AssertionError(
+            f"`python {' '.join(args)}` exited with {proc.returncode}\n"
+            f"--- stderr (tail)\n{proc.stderr[-6000:]}\n--- stdout (tail)\n{proc.stdout[-3000:]}"
+        )
     return proc
 
 
@@ -282,8 +344,13 @@ def run_driver(args: list[str], env: dict, *, timeout: float = 1200.0) -> subpro
 # ---------------------------------------------------------------------------------------------------
 
 SEED = 4242
-COMMON_CONFIG = {"segment.bytes": 400, "segment.ms": 5000, "min.cleanable.dirty.ratio": 0.0,
-                 "min.compaction.lag.ms": 0, "delete.retention.ms": 2000}
+COMMON_CONFIG = {
+    "segment.bytes": 400,
+    "segment.ms": 5000,
+    "min.cleanable.dirty.ratio": 0.0,
+    "min.compaction.lag.ms": 0,
+    "delete.retention.ms": 2000,
+}
 TOPICS = {
     "offsets": {"compaction.strategy": "offset"},
     "stamps": {"compaction.strategy": "timestamp"},
@@ -395,12 +462,16 @@ def log_contents(root: str, logs: list[str] = LOGS) -> dict:
         h = store.log(log)
         m = h.manifest()
         out[log] = {
-            "log_start_offset": m.log_start_offset, "log_end_offset": m.log_end_offset, "checkpoint": m.checkpoint,
+            "log_start_offset": m.log_start_offset,
+            "log_end_offset": m.log_end_offset,
+            "checkpoint": m.checkpoint,
             "segments": [(s.base_offset, s.next_offset, s.records) for s in m.segments],
             "holds": sorted((x.offset, x.horizon, x.until) for x in m.holds),
             "remembered": (m.remembered or {}).get("count", 0),
-            "records": [(r.offset, r.key, r.value, r.timestamp, [tuple(x) for x in r.headers], r.delete_horizon)
-                        for r in iter_records(h)],
+            "records": [
+                (r.offset, r.key, r.value, r.timestamp, [tuple(x) for x in r.headers], r.delete_horizon)
+                for r in iter_records(h)
+            ],
         }
     return out
 
@@ -409,12 +480,27 @@ def report_summary(rep: dict) -> dict:
     """What must not depend on where Spark runs (timings and file names excluded)."""
     ev = rep["evaluation"]
     stats = rep.get("stats") or {}
-    return {"log": rep["log"], "cleaned": rep["cleaned"], "reason": rep["reason"], "checkpoint": rep["checkpoint"],
-            "first_dirty": ev["first_dirty_offset"], "first_uncleanable": ev["first_uncleanable_offset"],
-            "stats": {k: stats.get(k) for k in ("records_read", "records_written", "records_superseded",
-                                                 "tombstones_stamped", "tombstones_removed", "bytes_read",
-                                                 "bytes_written")},
-            "retention": rep.get("retention")}
+    return {
+        "log": rep["log"],
+        "cleaned": rep["cleaned"],
+        "reason": rep["reason"],
+        "checkpoint": rep["checkpoint"],
+        "first_dirty": ev["first_dirty_offset"],
+        "first_uncleanable": ev["first_uncleanable_offset"],
+        "stats": {
+            k: stats.get(k)
+            for k in (
+                "records_read",
+                "records_written",
+                "records_superseded",
+                "tombstones_stamped",
+                "tombstones_removed",
+                "bytes_read",
+                "bytes_written",
+            )
+        },
+        "retention": rep.get("retention"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -429,8 +515,10 @@ DAGSTER_NOW = round_now(ROUNDS - 1)
 
 def dagster_topics_yaml() -> str:
     defaults = ", ".join(f"{k}: {v}" for k, v in COMMON_CONFIG.items())
-    return (f"defaults: {{{defaults}}}\n"
-            f"topics:\n  {DAGSTER_TOPIC}: {{compaction.strategy: header, compaction.strategy.header: v}}\n")
+    return (
+        f"defaults: {{{defaults}}}\n"
+        f"topics:\n  {DAGSTER_TOPIC}: {{compaction.strategy: header, compaction.strategy.header: v}}\n"
+    )
 
 
 def write_dagster_inputs(base: Path) -> dict[str, str]:
@@ -441,20 +529,38 @@ def write_dagster_inputs(base: Path) -> dict[str, str]:
     for rnd in range(ROUNDS):
         lines = []
         for r in batch("versions", rnd):
-            headers = [[n, int.from_bytes(v, "big", signed=True) if n == "v" else (None if v is None else v.decode())]
-                       for n, v in r["headers"]]
-            lines.append(json.dumps({"key": r["key"].decode(), "value": None if r["value"] is None else r["value"].decode(),
-                                     "timestamp": r["timestamp"], "headers": headers}))
+            headers = [
+                [n, int.from_bytes(v, "big", signed=True) if n == "v" else (None if v is None else v.decode())]
+                for n, v in r["headers"]
+            ]
+            lines.append(
+                json.dumps(
+                    {
+                        "key": r["key"].decode(),
+                        "value": None if r["value"] is None else r["value"].decode(),
+                        "timestamp": r["timestamp"],
+                        "headers": headers,
+                    }
+                )
+            )
         (folder / f"round-{rnd}.jsonl").write_text("\n".join(lines) + "\n")
     (base / "topics.yaml").write_text(dagster_topics_yaml())
-    return {"COMPACTION_STORE": str(base / "store"), "COMPACTION_LANDING": str(base / "landing"),
-            "COMPACTION_TOPICS": str(base / "topics.yaml"), "COMPACTION_LATEST_STATE": str(base / "latest")}
+    return {
+        "COMPACTION_STORE": str(base / "store"),
+        "COMPACTION_LANDING": str(base / "landing"),
+        "COMPACTION_TOPICS": str(base / "topics.yaml"),
+        "COMPACTION_LATEST_STATE": str(base / "latest"),
+    }
 
 
 def dagster_run_config() -> dict:
-    return {"ops": {"cleanable_range": {"config": {"now_ms": DAGSTER_NOW}},
-                    "compacted_log": {"config": {"now_ms": DAGSTER_NOW}}},
-            "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    return {
+        "ops": {
+            "cleanable_range": {"config": {"now_ms": DAGSTER_NOW}},
+            "compacted_log": {"config": {"now_ms": DAGSTER_NOW}},
+        },
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
 
 
 def run_summary(instance, run_id: str) -> dict:
@@ -470,11 +576,18 @@ def run_summary(instance, run_id: str) -> dict:
         if mat is not None:
             # left out: timings, paths, config_changed_by (it names the topics file, in each run's folder)
             # and the Iceberg table's snapshot id (Iceberg draws it at random for every commit)
-            meta[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()
-                                                    if k not in ("clean_time_secs", "path", "evaluated_at_ms",
-                                                                 "files", "config_changed_by", "table_snapshot_id")}
-    return {"status": run.status.value, "partition": run.tags.get("dagster/partition"), "checks": checks,
-            "metadata": meta}
+            meta[mat.asset_key.to_user_string()] = {
+                k: v.value
+                for k, v in mat.metadata.items()
+                if k
+                not in ("clean_time_secs", "path", "evaluated_at_ms", "files", "config_changed_by", "table_snapshot_id")
+            }
+    return {
+        "status": run.status.value,
+        "partition": run.tags.get("dagster/partition"),
+        "checks": checks,
+        "metadata": meta,
+    }
 
 
 def latest_state_rows(latest_root: str) -> dict:
@@ -502,8 +615,10 @@ def _main(argv: list[str]) -> int:
     from compaction_assets.spark import get_spark
 
     spark = get_spark()
-    info = {"session": type(spark).__module__,  # pyspark.sql.connect.session under Spark Connect
-            "conf": {k: spark.conf.get(k) for k in CHECKED_CONF}}
+    info = {
+        "session": type(spark).__module__,  # pyspark.sql.connect.session under Spark Connect
+        "conf": {k: spark.conf.get(k) for k in CHECKED_CONF},
+    }
     try:
         info["master"] = spark.sparkContext.master
     except Exception:  # Spark Connect: no SparkContext on this side

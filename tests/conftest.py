@@ -5,13 +5,13 @@ from __future__ import annotations
 import gc
 import os
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
 
-from compaction_assets.topics.config import build_config
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 
 
 @pytest.fixture(scope="session")
@@ -78,7 +78,7 @@ def s3_store_uri(s3_server, monkeypatch):
     return f"s3://{s3_server.new_bucket()}/store"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _uses_dagster(path: str) -> bool:
     return "dagster" in Path(path).read_text()
 

@@ -63,15 +63,22 @@ def batch(n: int, seed: int, first_key: int = 0) -> list[dict]:
 def small_spark():
     from compaction_assets.spark import get_spark, spark_conf_from_env
 
-    return get_spark(spark_conf_from_env({
-        "spark.master": "local[1]", "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-        "spark.driver.memory": "512m"}))
+    return get_spark(
+        spark_conf_from_env(
+            {
+                "spark.master": "local[1]",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.enabled": "false",
+                "spark.driver.memory": "512m",
+            }
+        )
+    )
 
 
 def cmd_clean(args) -> None:
     from compaction_assets.cleaning import engine
-    from compaction_assets.topics.config import build_config
     from compaction_assets.store.log_store import LogStore
+    from compaction_assets.topics.config import build_config
 
     config = build_config(json.loads(args.config))
     spark = small_spark()
@@ -81,19 +88,19 @@ def cmd_clean(args) -> None:
     if args.gate:
         sys.stdin.readline()
     say("START")
-    report = engine.run(handle, config, args.now, spark=spark, force=args.force,
-                        progress=lambda msg: say(f"PROGRESS {msg}"))
-    say("DONE " + json.dumps({"cleaned": report.cleaned, "reason": report.reason,
-                              "checkpoint": report.checkpoint}))
+    report = engine.run(
+        handle, config, args.now, spark=spark, force=args.force, progress=lambda msg: say(f"PROGRESS {msg}")
+    )
+    say("DONE " + json.dumps({"cleaned": report.cleaned, "reason": report.reason, "checkpoint": report.checkpoint}))
 
 
 def cmd_append(args) -> None:
     import pyarrow as pa
 
     from compaction_assets.log import writer
-    from compaction_assets.topics.config import build_config
     from compaction_assets.segments.records import records_to_table
     from compaction_assets.store.log_store import LogStore
+    from compaction_assets.topics.config import build_config
 
     config = build_config(json.loads(args.config))
     handle = LogStore(args.root, lock_ttl_s=args.ttl).log(args.log)
@@ -115,17 +122,28 @@ def cmd_materialize(args) -> None:
 
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions(log_partitions.name, [args.log])
-    resources = {"log_store": LogStoreResource(), "pyspark": make_spark_resource()}   # as the code location builds them
-    config = dg.RunConfig({"cleanable_range": CleaningConfig(now_ms=args.now), "compacted_log": CleaningConfig(now_ms=args.now)},
-                          loggers={"console": {"config": {"log_level": "WARNING"}}})
+    resources = {"log_store": LogStoreResource(), "pyspark": make_spark_resource()}  # as the code location builds them
+    config = dg.RunConfig(
+        {"cleanable_range": CleaningConfig(now_ms=args.now), "compacted_log": CleaningConfig(now_ms=args.now)},
+        loggers={"console": {"config": {"log_level": "WARNING"}}},
+    )
     say("READY")
     if args.gate:
         sys.stdin.readline()
     say("START")
-    result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state], partition_key=args.log,
-                            resources=resources, instance=instance, run_config=config, raise_on_error=False)
-    errors = [str(event.event_specific_data.error.message)[:500] for event in result.get_step_failure_events()
-              if event.event_specific_data is not None and event.event_specific_data.error is not None]
+    result = dg.materialize(
+        [raw_segments, cleanable_range, compacted_log, latest_state],
+        partition_key=args.log,
+        resources=resources,
+        instance=instance,
+        run_config=config,
+        raise_on_error=False,
+    )
+    errors = [
+        str(event.event_specific_data.error.message)[:500]
+        for event in result.get_step_failure_events()
+        if event.event_specific_data is not None and event.event_specific_data.error is not None
+    ]
     say("DONE " + json.dumps({"success": result.success, "errors": errors}))
 
 

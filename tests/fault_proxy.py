@@ -18,12 +18,13 @@ import threading
 from dataclasses import dataclass, field
 
 CHUNK = 65536
-TAIL = 512   # bytes of the client stream kept to match a request line split across reads
+TAIL = 512  # bytes of the client stream kept to match a request line split across reads
 
 
 @dataclass
 class DroppedReply:
     """The request whose reply the proxy swallowed, and the first line of that reply."""
+
     request_line: str
     reply_status: str
 
@@ -31,9 +32,10 @@ class DroppedReply:
 @dataclass
 class FaultProxy:
     """Relays 127.0.0.1:<port> to `upstream` (host, port); drops the reply to the first matching request."""
+
     upstream: tuple[str, int]
-    drop_reply_to: re.Pattern | None   # None: relay everything
-    refuse_after_drop: re.Pattern | None = None   # requests cut off unforwarded once a reply was dropped
+    drop_reply_to: re.Pattern | None  # None: relay everything
+    refuse_after_drop: re.Pattern | None = None  # requests cut off unforwarded once a reply was dropped
     dropped: list[DroppedReply] = field(default_factory=list)
     _listener: socket.socket | None = None
     _sockets: list[socket.socket] = field(default_factory=list)
@@ -45,7 +47,7 @@ class FaultProxy:
         """The proxy's URL, for AWS_ENDPOINT_URL."""
         return f"http://127.0.0.1:{self._listener.getsockname()[1]}"
 
-    def start(self) -> "FaultProxy":
+    def start(self) -> FaultProxy:
         """Listen on a free loopback port and accept connections in a thread."""
         self._listener = socket.create_server(("127.0.0.1", 0))
         threading.Thread(target=self._accept, name="fault-proxy", daemon=True).start()
@@ -63,25 +65,26 @@ class FaultProxy:
             try:
                 client, _ = self._listener.accept()
             except OSError:
-                return   # stopped
+                return  # stopped
             server = socket.create_connection(self.upstream)
             with self._guard:
                 self._sockets += [client, server]
-            pending = threading.Event()   # set once the request to fail has been forwarded on this connection
+            pending = threading.Event()  # set once the request to fail has been forwarded on this connection
             line: list[str] = []
             threading.Thread(target=self._requests, args=(client, server, pending, line), daemon=True).start()
             threading.Thread(target=self._replies, args=(server, client, pending, line), daemon=True).start()
 
-    def _requests(self, client: socket.socket, server: socket.socket, pending: threading.Event,
-                  line: list[str]) -> None:
+    def _requests(
+        self, client: socket.socket, server: socket.socket, pending: threading.Event, line: list[str]
+    ) -> None:
         """Client to server; marks the connection once the matching request has gone through."""
         tail = b""
         while data := _receive(client):
             window = tail + data
             if self.dropped and self.refuse_after_drop is not None and self.refuse_after_drop.search(window):
-                break   # the store goes dark for these requests: the client sees its connection closed
+                break  # the store goes dark for these requests: the client sees its connection closed
             found = None if self.drop_reply_to is None else self.drop_reply_to.search(window)
-            if found is not None and self._take():   # marked before it is forwarded: the reply cannot overtake
+            if found is not None and self._take():  # marked before it is forwarded: the reply cannot overtake
                 line.append(found.group(0).decode(errors="replace"))
                 pending.set()
             tail = window[-TAIL:]
@@ -97,8 +100,7 @@ class FaultProxy:
             armed, self._armed = self._armed, False
             return armed
 
-    def _replies(self, server: socket.socket, client: socket.socket, pending: threading.Event,
-                 line: list[str]) -> None:
+    def _replies(self, server: socket.socket, client: socket.socket, pending: threading.Event, line: list[str]) -> None:
         """Server to client, except the reply to the marked request: read, then the client is cut off."""
         while data := _receive(server):
             if pending.is_set():

@@ -60,6 +60,7 @@ def sat(x: int) -> int:
 # configuration (SPEC §2)
 # ---------------------------------------------------------------------------------------------------
 
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -82,14 +83,20 @@ def parse_config(raw: dict, topic: str) -> dict:
     r = v["min.cleanable.dirty.ratio"]
     if isinstance(r, bool) or not isinstance(r, (int, float)) or math.isnan(r) or not 0 <= r <= 1:
         raise bad("min.cleanable.dirty.ratio", "must be a number in [0, 1]")
-    ints = [("min.compaction.lag.ms", 0), ("max.compaction.lag.ms", 1), ("delete.retention.ms", 0),
-            ("segment.bytes", 1), ("segment.ms", 1), ("retention.ms", -1), ("retention.bytes", -1)]
+    ints = [
+        ("min.compaction.lag.ms", 0),
+        ("max.compaction.lag.ms", 1),
+        ("delete.retention.ms", 0),
+        ("segment.bytes", 1),
+        ("segment.ms", 1),
+        ("retention.ms", -1),
+        ("retention.bytes", -1),
+    ]
     for key, lo in ints:
         x = v[key]
         if not _is_int(x) or x < lo or x > INT64_MAX:
             raise bad(key, f"must be an integer >= {lo}")
-        if key == "min.compaction.lag.ms" and _is_int(v["max.compaction.lag.ms"]) \
-                and x > v["max.compaction.lag.ms"]:
+        if key == "min.compaction.lag.ms" and _is_int(v["max.compaction.lag.ms"]) and x > v["max.compaction.lag.ms"]:
             raise bad(key, "must be <= max.compaction.lag.ms")
     if v["compaction.strategy"] not in ("offset", "timestamp", "header"):
         raise bad("compaction.strategy", "must be offset, timestamp or header")
@@ -103,6 +110,7 @@ def parse_config(raw: dict, topic: str) -> dict:
 # ---------------------------------------------------------------------------------------------------
 # records
 # ---------------------------------------------------------------------------------------------------
+
 
 def header_bytes(value) -> bytes | None:
     """FORMAT.md: a JSON integer is its 8-byte big-endian signed encoding; a string its UTF-8."""
@@ -133,8 +141,8 @@ class Log:
         self.log_start = 0
         self.leo = 0
         self.checkpoint = 0
-        self.remembered: list[dict] = []   # {"key", "rank", "expiry"}
-        self.events: dict = {}             # how often each rule fired (for the tests' coverage report)
+        self.remembered: list[dict] = []  # {"key", "rank", "expiry"}
+        self.events: dict = {}  # how often each rule fired (for the tests' coverage report)
 
     def note(self, event: str, n: int = 1) -> None:
         self.events[event] = self.events.get(event, 0) + n
@@ -162,10 +170,10 @@ class Log:
         version = None
         for name, hv in rec["headers"]:
             if name == self.cfg["compaction.strategy.header"]:
-                version = hv                      # the LAST header of that name counts
+                version = hv  # the LAST header of that name counts
         b = header_bytes(version)
         if b is None or len(b) != 8:
-            return (0, 0, rec["offset"])          # no version
+            return (0, 0, rec["offset"])  # no version
         return (1, int.from_bytes(b, "big", signed=True), rec["offset"])
 
     def all_records(self, segs=None) -> list:
@@ -199,13 +207,20 @@ class Log:
                 raise OracleError(f"{source}: record at offset {off} has no timestamp")
             if ts < 0:
                 raise OracleError(f"{source}: record at offset {off} has a negative timestamp")
-            prepared.append({"offset": off, "key": r["key"], "value": r.get("value"), "timestamp": ts,
-                             "headers": [list(h) for h in (r.get("headers") or [])],
-                             "delete_horizon": None})
+            prepared.append(
+                {
+                    "offset": off,
+                    "key": r["key"],
+                    "value": r.get("value"),
+                    "timestamp": ts,
+                    "headers": [list(h) for h in (r.get("headers") or [])],
+                    "delete_horizon": None,
+                }
+            )
             nxt = off + 1
         if not prepared:
             return
-        if self.leo == 0:   # first record ever appended: it fixes log start and checkpoint
+        if self.leo == 0:  # first record ever appended: it fixes log start and checkpoint
             first = prepared[0]["offset"]
             self.log_start = self.checkpoint = first
             self.active["base"] = self.active["next"] = first
@@ -216,7 +231,7 @@ class Log:
                 too_old = rec["timestamp"] - min(r["timestamp"] for r in act["records"]) > self.roll_interval()
                 if too_big or too_old:
                     self.note("roll_by_size" if too_big else "roll_by_time")
-                    act["next"] = rec["offset"]          # the sealed segment ends where rec begins
+                    act["next"] = rec["offset"]  # the sealed segment ends where rec begins
                     self.segments.append({"base": rec["offset"], "next": rec["offset"], "records": []})
             self.active["records"].append(rec)
             self.leo = rec["offset"] + 1
@@ -248,7 +263,7 @@ class Log:
         """Evaluate at `now` ON THIS OBJECT (callers pass a copy for a dry run)."""
         act = self.active
         if act["records"] and min(r["timestamp"] for r in act["records"]) < now - self.roll_interval():
-            self.seal_active()                             # deadline roll
+            self.seal_active()  # deadline roll
             self.note("deadline_roll")
         cp = self.checkpoint
         fd = cp if self.log_start <= cp <= self.leo else self.log_start
@@ -258,7 +273,7 @@ class Log:
             self.checkpoint = fd
             self.remembered = [e for e in self.remembered if now < e["expiry"]]
         nonactive = self.segments[:-1]
-        from_fd = [s for s in nonactive if s["next"] > fd]   # from the one containing first_dirty on
+        from_fd = [s for s in nonactive if s["next"] > fd]  # from the one containing first_dirty on
         u = self.active["base"]
         lag = self.cfg["min.compaction.lag.ms"]
         if lag > 0:
@@ -270,8 +285,7 @@ class Log:
         if u < fd:
             u = fd
         clean_bytes = sum(seg_size(s) for s in self.segments if s["base"] < fd)
-        cleanable_bytes = sum(seg_size(s) for s in self.segments
-                              if s["next"] > fd and s["base"] < u) if u > fd else 0
+        cleanable_bytes = sum(seg_size(s) for s in self.segments if s["next"] > fd and s["base"] < u) if u > fd else 0
         total = clean_bytes + cleanable_bytes
         ratio = cleanable_bytes / total if total else 0.0
         positive = [r["timestamp"] for s in from_fd for r in s["records"] if r["timestamp"] > 0]
@@ -286,12 +300,17 @@ class Log:
 
         def held(t):
             return self.strategy != "offset" and any(
-                o["key"] == t["key"] and self.rank(o) < self.rank(t) for o in outside)
+                o["key"] == t["key"] and self.rank(o) < self.rank(t) for o in outside
+            )
 
         horizon_due = any(
-            r["value"] is None and r["delete_horizon"] is not None and r["delete_horizon"] <= now
-            and self.log_start <= r["offset"] < fd and not held(r)
-            for r in self.all_records())
+            r["value"] is None
+            and r["delete_horizon"] is not None
+            and r["delete_horizon"] <= now
+            and self.log_start <= r["offset"] < fd
+            and not held(r)
+            for r in self.all_records()
+        )
         reason = None
         if "compact" in self.policy and total > 0:
             if ratio > self.cfg["min.cleanable.dirty.ratio"]:
@@ -300,9 +319,16 @@ class Log:
                 reason = "max_compaction_lag"
             elif horizon_due:
                 reason = "delete_horizon"
-        return {"eligible": reason is not None, "reason": reason, "first_dirty_offset": fd,
-                "first_uncleanable_offset": u, "dirty_ratio": float(ratio),
-                "max_compaction_delay_ms": delay, "rewritten": rewritten, "outside": outside}
+        return {
+            "eligible": reason is not None,
+            "reason": reason,
+            "first_dirty_offset": fd,
+            "first_uncleanable_offset": u,
+            "dirty_ratio": float(ratio),
+            "max_compaction_delay_ms": delay,
+            "rewritten": rewritten,
+            "outside": outside,
+        }
 
     # --- §6 cleaning ---
     def clean_range(self, now: int, u: int, rewritten: list, outside: list) -> dict:
@@ -317,7 +343,7 @@ class Log:
         for key, w in best.items():
             if any(e["key"] == key and self.rank(w) < e["rank"] for e in self.remembered):
                 self.note("lost_to_remembered_delete")
-                continue                                    # loses to a remembered delete
+                continue  # loses to a remembered delete
             if w["value"] is not None:
                 keep.add(w["offset"])
             elif w["delete_horizon"] is None:
@@ -326,9 +352,8 @@ class Log:
                 keep.add(w["offset"])
             elif now < w["delete_horizon"]:
                 keep.add(w["offset"])
-            elif self.strategy != "offset" and any(
-                    o["key"] == key and self.rank(o) < self.rank(w) for o in outside):
-                keep.add(w["offset"])                       # held: a loser lives outside the range
+            elif self.strategy != "offset" and any(o["key"] == key and self.rank(o) < self.rank(w) for o in outside):
+                keep.add(w["offset"])  # held: a loser lives outside the range
                 self.note("tombstone_held")
             else:
                 removed += 1
@@ -341,14 +366,21 @@ class Log:
         merged: list = []
         for s in rewritten:
             if merged and seg_size(merged[-1]) + seg_size(s) <= self.cfg["segment.bytes"]:
-                merged[-1] = {"base": merged[-1]["base"], "next": s["next"],
-                              "records": merged[-1]["records"] + s["records"]}
+                merged[-1] = {
+                    "base": merged[-1]["base"],
+                    "next": s["next"],
+                    "records": merged[-1]["records"] + s["records"],
+                }
             else:
                 merged.append(s)
-        self.segments = merged + self.segments[len(rewritten):]
+        self.segments = merged + self.segments[len(rewritten) :]
         self.checkpoint = u
-        return {"records_read": len(inside), "records_written": written,
-                "tombstones_stamped": stamped, "tombstones_removed": removed}
+        return {
+            "records_read": len(inside),
+            "records_written": written,
+            "tombstones_stamped": stamped,
+            "tombstones_removed": removed,
+        }
 
     def retention(self, now: int) -> None:
         rms, rbytes = self.cfg["retention.ms"], self.cfg["retention.bytes"]
@@ -384,25 +416,51 @@ class Log:
     def to_json(self) -> dict:
         segs = []
         for i, s in enumerate(self.segments):
-            segs.append({"base_offset": s["base"], "next_offset": s["next"],
-                         "active": i == len(self.segments) - 1,
-                         "records": [{"offset": r["offset"], "key": r["key"], "value": r["value"],
-                                      "timestamp": r["timestamp"], "headers": [list(h) for h in r["headers"]],
-                                      "delete_horizon": r["delete_horizon"]} for r in s["records"]]})
-        return {"log_start_offset": self.log_start, "log_end_offset": self.leo,
-                "checkpoint": self.checkpoint, "segments": segs}
+            segs.append(
+                {
+                    "base_offset": s["base"],
+                    "next_offset": s["next"],
+                    "active": i == len(self.segments) - 1,
+                    "records": [
+                        {
+                            "offset": r["offset"],
+                            "key": r["key"],
+                            "value": r["value"],
+                            "timestamp": r["timestamp"],
+                            "headers": [list(h) for h in r["headers"]],
+                            "delete_horizon": r["delete_horizon"],
+                        }
+                        for r in s["records"]
+                    ],
+                }
+            )
+        return {
+            "log_start_offset": self.log_start,
+            "log_end_offset": self.leo,
+            "checkpoint": self.checkpoint,
+            "segments": segs,
+        }
 
 
 # ---------------------------------------------------------------------------------------------------
 # running a case
 # ---------------------------------------------------------------------------------------------------
 
+
 def _entry(i, action, ev, reason, cleaned, checkpoint, stats) -> dict:
-    return {"step": i, "action": action, "eligible": ev["eligible"], "reason": reason,
-            "first_dirty_offset": ev["first_dirty_offset"],
-            "first_uncleanable_offset": ev["first_uncleanable_offset"], "dirty_ratio": ev["dirty_ratio"],
-            "max_compaction_delay_ms": ev["max_compaction_delay_ms"], "cleaned": cleaned,
-            "checkpoint": checkpoint, "stats": stats}
+    return {
+        "step": i,
+        "action": action,
+        "eligible": ev["eligible"],
+        "reason": reason,
+        "first_dirty_offset": ev["first_dirty_offset"],
+        "first_uncleanable_offset": ev["first_uncleanable_offset"],
+        "dirty_ratio": ev["dirty_ratio"],
+        "max_compaction_delay_ms": ev["max_compaction_delay_ms"],
+        "cleaned": cleaned,
+        "checkpoint": checkpoint,
+        "stats": stats,
+    }
 
 
 def run_case(case: dict, events: dict | None = None) -> dict:
@@ -433,8 +491,7 @@ def run_case(case: dict, events: dict | None = None) -> dict:
                 reason, cleaned, stats = ev["reason"], False, None
                 if "compact" in log.policy and (ev["eligible"] or force):
                     reason = ev["reason"] or "forced"
-                    stats = log.clean_range(now, ev["first_uncleanable_offset"], ev["rewritten"],
-                                            ev["outside"])
+                    stats = log.clean_range(now, ev["first_uncleanable_offset"], ev["rewritten"], ev["outside"])
                     cleaned = True
                 if "delete" in log.policy:
                     log.retention(now)

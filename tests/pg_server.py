@@ -57,6 +57,7 @@ def _free_port() -> int:
 @dataclass
 class PostgresServer:
     """One running server; `url` is the SQLAlchemy URL of its `dagster` database (psycopg2 driver)."""
+
     bin_dir: str
     folder: str
     port: int
@@ -94,8 +95,9 @@ def start_postgres() -> PostgresServer:
     """initdb, start and create the database; raise RuntimeError saying why not."""
     bin_dir = pg_bin_dir()
     if bin_dir is None:
-        raise RuntimeError("PostgreSQL's server programs (initdb, pg_ctl, postgres) are missing "
-                           "(apt-get install postgresql)")
+        raise RuntimeError(
+            "PostgreSQL's server programs (initdb, pg_ctl, postgres) are missing (apt-get install postgresql)"
+        )
     user = _run_as()
     folder = tempfile.mkdtemp(prefix="pg-server-")
     server = PostgresServer(bin_dir, folder, _free_port(), user)
@@ -116,14 +118,35 @@ def start_postgres() -> PostgresServer:
 
 def _init_and_start(server: PostgresServer) -> None:
     data = os.path.join(server.folder, "data")
-    init = server.run("initdb", "-D", data, "-U", USER, f"--pwfile={server.folder}/pwfile",
-                      "-A", "scram-sha-256", "-E", "UTF8", "--no-sync")
+    init = server.run(
+        "initdb",
+        "-D",
+        data,
+        "-U",
+        USER,
+        f"--pwfile={server.folder}/pwfile",
+        "-A",
+        "scram-sha-256",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    )
     if init.returncode != 0:
         raise RuntimeError(f"initdb failed: {(init.stderr or init.stdout).strip().splitlines()[-1:]}")
-    options = (f"-p {server.port} -k {server.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
-               "-c max_connections=200")
-    start = server.run("pg_ctl", "-D", data, "-l", os.path.join(server.folder, "server.log"), "-w",
-                       "-t", str(START_TIMEOUT_S), "-o", options, "start")
+    options = f"-p {server.port} -k {server.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    start = server.run(
+        "pg_ctl",
+        "-D",
+        data,
+        "-l",
+        os.path.join(server.folder, "server.log"),
+        "-w",
+        "-t",
+        str(START_TIMEOUT_S),
+        "-o",
+        options,
+        "start",
+    )
     if start.returncode != 0:
         raise RuntimeError(f"pg_ctl start failed: {server.log_tail(5)}")
 

@@ -59,6 +59,7 @@ def _port_free(port: int) -> bool:
 @dataclass
 class S3Server:
     """One running SeaweedFS S3 server; `env` holds the client variables (endpoint, keys, region)."""
+
     process: subprocess.Popen
     data_dir: str
     endpoint: str
@@ -70,8 +71,13 @@ class S3Server:
         import pyarrow.fs as pafs
 
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
-        fs = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                               endpoint_override=self.endpoint, allow_bucket_creation=True)
+        fs = pafs.S3FileSystem(
+            access_key=ACCESS_KEY,
+            secret_key=SECRET_KEY,
+            region=REGION,
+            endpoint_override=self.endpoint,
+            allow_bucket_creation=True,
+        )
         fs.create_dir(name)
         return name
 
@@ -102,23 +108,57 @@ def start_s3_server() -> S3Server:
     data = tempfile.mkdtemp(prefix="s3-server-")
     identities = os.path.join(data, "identities.json")
     with open(identities, "w") as fh:
-        json.dump({"identities": [{"name": "test", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-                                   "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, fh)
+        json.dump(
+            {
+                "identities": [
+                    {
+                        "name": "test",
+                        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                    }
+                ]
+            },
+            fh,
+        )
     os.makedirs(os.path.join(data, "vol"))
     base = _free_base_port()
     log_path = os.path.join(data, "weed.log")
-    cmd = [weed, "server", f"-dir={os.path.join(data, 'vol')}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-           f"-master.port={base}", f"-volume.port={base + 1}", f"-filer.port={base + 2}",
-           "-s3", f"-s3.port={base + 3}", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={identities}",
-           "-volume.max=0", "-master.volumeSizeLimitMB=64"]
+    cmd = [
+        weed,
+        "server",
+        f"-dir={os.path.join(data, 'vol')}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={base}",
+        f"-volume.port={base + 1}",
+        f"-filer.port={base + 2}",
+        "-s3",
+        f"-s3.port={base + 3}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-s3.config={identities}",
+        "-volume.max=0",
+        "-master.volumeSizeLimitMB=64",
+    ]
     with open(log_path, "wb") as log:
         # Its own process group, so that stopping it reaches every process it starts.
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     endpoint = f"http://127.0.0.1:{base + 3}"
-    server = S3Server(proc, data, endpoint, log_path, {
-        "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION, "AWS_ALLOW_HTTP": "true"})
+    server = S3Server(
+        proc,
+        data,
+        endpoint,
+        log_path,
+        {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+        },
+    )
     try:
         _wait_ready(server)
     except BaseException:
@@ -136,9 +176,15 @@ def _wait_ready(server: S3Server) -> None:
         if server.process.poll() is not None:
             raise RuntimeError(f"weed exited with code {server.process.returncode}: {_tail(server.log_path)}")
         try:
-            fs = pafs.S3FileSystem(access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                                   endpoint_override=server.endpoint, allow_bucket_creation=True,
-                                   connect_timeout=2, request_timeout=5)
+            fs = pafs.S3FileSystem(
+                access_key=ACCESS_KEY,
+                secret_key=SECRET_KEY,
+                region=REGION,
+                endpoint_override=server.endpoint,
+                allow_bucket_creation=True,
+                connect_timeout=2,
+                request_timeout=5,
+            )
             fs.create_dir("ready-probe")
             with fs.open_output_stream("ready-probe/probe") as fh:
                 fh.write(b"ok")

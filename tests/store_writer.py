@@ -9,8 +9,8 @@ import time
 
 from compaction_assets.errors import LockedError
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 
 
 def main(argv: list[str]) -> int:
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
                 time.sleep(0.02)
         for k in keys:
             print(f"ACK {k}", flush=True)
-        print("COMMIT append", flush=True)    # an append of valid records commits exactly one version
+        print("COMMIT append", flush=True)  # an append of valid records commits exactly one version
         # A lease-free commit (it always commits) races with the others' appends and with each other.
         m = writer.set_checkpoint(handle, i)
         print(f"COMMIT {m.version}", flush=True)

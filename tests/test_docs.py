@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "compaction_assets" / "settings.py"
-CLI = ROOT / "compaction_assets" / "cli_context.py"   # the parser of cli.py, with what every command shares
+CLI = ROOT / "compaction_assets" / "cli_context.py"  # the parser of cli.py, with what every command shares
 DOCS = ROOT / "docs"
 CONFIGURATION = DOCS / "configuration.md"
 README_MAX_LINES = 250
@@ -54,15 +54,21 @@ def _code_names(cell: str) -> list[str]:
 
 # --- the environment table against settings.py --------------------------------------------------------
 
+
 def settings_constants() -> dict[str, str]:
     """The module constants of settings.py whose value is an environment variable's name (its convention:
     `STORE = "COMPACTION_STORE"`), read from the source."""
     tree = ast.parse(SETTINGS.read_text(encoding="utf-8"))
     found = {}
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                and ENV_NAME.fullmatch(node.value.value)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and ENV_NAME.fullmatch(node.value.value)
+        ):
             found[node.targets[0].id] = node.value.value
     return found
 
@@ -125,6 +131,7 @@ def test_the_reading_is_seen():
 
 # --- the topic keys -------------------------------------------------------------------------------------
 
+
 def _doc_value(value) -> str:
     return "null" if value is None else str(value)
 
@@ -160,7 +167,7 @@ def _anchors(path: Path) -> set[str]:
 
 def _links(path: Path) -> list[str]:
     text = FENCE.sub("", path.read_text(encoding="utf-8"))
-    text = re.sub(r"`[^`\n]*`", "", text)   # code spans are not links
+    text = re.sub(r"`[^`\n]*`", "", text)  # code spans are not links
     return LINK.findall(text)
 
 
@@ -168,7 +175,7 @@ def _links(path: Path) -> list[str]:
 def test_every_relative_link_points_to_a_file_that_exists(doc):
     broken = []
     for target in _links(doc):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target):     # http:, https:, mailto:
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
         file_part, _, anchor = target.partition("#")
         dest = (doc.parent / file_part).resolve() if file_part else doc
@@ -185,12 +192,18 @@ def test_the_link_scan_sees_links():
 
 # --- the command line -----------------------------------------------------------------------------------
 
+
 def cli_commands_and_options() -> set[str]:
     """The sub-commands (`add_parser("name")`) and options (`add_argument("--x")`) of the CLI, from its parser's source."""
     found = set()
     for node in ast.walk(ast.parse(CLI.read_text(encoding="utf-8"))):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             name = node.args[0].value
             if node.func.attr == "add_parser" or (node.func.attr == "add_argument" and name.startswith("--")):
                 found.add(name)
@@ -206,6 +219,7 @@ def test_docs_cli_names_every_command_and_option():
 
 
 # --- the front door -------------------------------------------------------------------------------------
+
 
 def test_the_readme_is_a_front_door():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()

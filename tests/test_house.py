@@ -20,8 +20,11 @@ def _modules() -> list[Path]:
 
 
 def test_no_module_is_over_400_lines():
-    long = [f"{p.relative_to(ROOT)}: {n} lines" for p in _modules()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    long = [
+        f"{p.relative_to(ROOT)}: {n} lines"
+        for p in _modules()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
     assert not long, "\n".join(long)
 
 
@@ -41,8 +44,9 @@ def _product_names(tree: ast.AST) -> set[str]:
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names
-                      if a.name.split(".")[0] in PRODUCT_PACKAGES}
+            names |= {
+                (a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in PRODUCT_PACKAGES
+            }
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in PRODUCT_PACKAGES:
             names |= {a.asname or a.name for a in node.names}
     return names
@@ -70,8 +74,11 @@ def _patches(source: str, name: str) -> list[str]:
                 found.append((node.lineno, f"{name}:{node.lineno} {ast.unparse(node)[:80]}"))
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            found += [(node.lineno, f"{name}:{node.lineno} {ast.unparse(t)} = ...") for t in targets
-                      if isinstance(t, ast.Attribute) and _root(t) in product]
+            found += [
+                (node.lineno, f"{name}:{node.lineno} {ast.unparse(t)} = ...")
+                for t in targets
+                if isinstance(t, ast.Attribute) and _root(t) in product
+            ]
     return [hit for _, hit in sorted(found)]
 
 
@@ -80,8 +87,12 @@ def test_no_test_patches_an_attribute_of_the_product():
     every other test of the session, and a move of the code silently stops it taking effect. Tests hand
     their own values instead: a CleanerTuning (its `reads`, its `rewrite_plan`), a parameter, a
     resource, an environment variable (`monkeypatch.setenv` is fine)."""
-    patched = [hit for path in sorted((ROOT / "tests").rglob("*.py")) if path != Path(__file__)
-               for hit in _patches(path.read_text(), str(path.relative_to(ROOT)))]
+    patched = [
+        hit
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != Path(__file__)
+        for hit in _patches(path.read_text(), str(path.relative_to(ROOT)))
+    ]
     assert not patched, "\n".join(patched)
 
 
@@ -100,7 +111,8 @@ def test_the_patch_finder_finds_each_kind_of_patch():
         "    mock.patch.object(store, 'wall_ms')\n"
         "    layout.rewrite_plan = None\n"
         "    monkeypatch.setenv('COMPACTION_DEBUG', '1')\n"
-        "    handle.update = None\n")
+        "    handle.update = None\n"
+    )
     hits = _patches(sample, "sample.py")
     assert [int(h.split(":")[1].split()[0]) for h in hits] == [6, 7, 8, 9, 10, 11], hits
 
@@ -110,6 +122,9 @@ def test_the_tuning_names_the_figure_each_threshold_wins():
     source = (PACKAGE / "cleaning" / "tuning.py").read_text().splitlines()
     fields = [i for i, line in enumerate(source) if re.match(r"    [a-z_]+: (int|float|bool) = ", line)]
     assert len(fields) >= 19
-    bare = [source[i].strip() for i in fields if not source[i - 1].strip().startswith("#")
-            and not re.match(r"    [a-z_]+: ", source[i - 1])]
+    bare = [
+        source[i].strip()
+        for i in fields
+        if not source[i - 1].strip().startswith("#") and not re.match(r"    [a-z_]+: ", source[i - 1])
+    ]
     assert not bare, bare

@@ -36,17 +36,23 @@ def _files(*folders: str) -> list[Path]:
 
 # The product's packages from the bottom up (docs/architecture.md, "The layers"): each may import only the
 # packages before it, never one after it, nor Dagster, the Dagster shell or the entry points.
-LAYERS = ("errors", "settings", "spark", "store", "segments", "topics", "log", "ingest", "cleaning", "table",
-          "checks")
-ABOVE_EVERY_LAYER = ("compaction_assets.defs", "compaction_assets.cli", "compaction_assets.demo",
-                     "compaction_assets.warm_start", "compaction_assets.conformance", "compaction_assets.definitions",
-                     "resources", "dagster")
+LAYERS = ("errors", "settings", "spark", "store", "segments", "topics", "log", "ingest", "cleaning", "table", "checks")
+ABOVE_EVERY_LAYER = (
+    "compaction_assets.defs",
+    "compaction_assets.cli",
+    "compaction_assets.demo",
+    "compaction_assets.warm_start",
+    "compaction_assets.conformance",
+    "compaction_assets.definitions",
+    "resources",
+    "dagster",
+)
 # the checks are an independent reading of the spec: nothing of the cleaning, nor the ranking it uses
 INDEPENDENT = {"checks": ("compaction_assets.cleaning", "compaction_assets.log.ranking")}
 
 
 def _forbidden(layer: str) -> tuple[str, ...]:
-    above = LAYERS[LAYERS.index(layer) + 1:]
+    above = LAYERS[LAYERS.index(layer) + 1 :]
     return (*(f"compaction_assets.{name}" for name in above), *ABOVE_EVERY_LAYER, *INDEPENDENT.get(layer, ()))
 
 
@@ -57,10 +63,12 @@ def _layer_files(layer: str) -> list[Path]:
 
 def test_every_package_of_the_product_has_its_place():
     """Every folder and module of compaction_assets/ is a layer above, the shell or an entry point."""
-    shell_and_entry_points = {"defs", "cli", "demo", "warm_start", "conformance", "definitions", "__init__",
-                              "__main__"}
-    places = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
-              if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    shell_and_entry_points = {"defs", "cli", "demo", "warm_start", "conformance", "definitions", "__init__", "__main__"}
+    places = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"
+    }
     assert places - set(LAYERS) - shell_and_entry_points == set()
 
 
@@ -68,9 +76,12 @@ def test_every_package_of_the_product_has_its_place():
 def test_layer_imports_only_what_it_may(layer):
     files = _layer_files(layer)
     assert files, f"no files for the layer {layer}"
-    crossings = [f"{path.relative_to(ROOT)} imports {name}"
-                 for path in files for name in sorted(_imports(path))
-                 if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(layer))]
+    crossings = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in files
+        for name in sorted(_imports(path))
+        if any(name == bad or name.startswith(bad + ".") for bad in _forbidden(layer))
+    ]
     assert not crossings, "\n".join(crossings)
 
 
@@ -81,16 +92,27 @@ def test_the_layer_rule_finds_an_import_going_up():
 
 
 def test_only_the_shell_imports_dagster():
-    shell = ("compaction_assets/defs/", "compaction_assets/definitions.py", "compaction_assets/demo/__init__.py", "resources/")
-    users = [str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
-             if any(n == "dagster" or n.startswith(("dagster.", "dagster_")) for n in _imports(p))]
+    shell = (
+        "compaction_assets/defs/",
+        "compaction_assets/definitions.py",
+        "compaction_assets/demo/__init__.py",
+        "resources/",
+    )
+    users = [
+        str(p.relative_to(ROOT))
+        for p in _files("compaction_assets", "resources")
+        if any(n == "dagster" or n.startswith(("dagster.", "dagster_")) for n in _imports(p))
+    ]
     assert users, "the shell imports Dagster: the scan must find it"
     assert [u for u in users if not u.startswith(shell)] == []
 
 
 def test_environment_is_read_in_settings_only():
-    readers = sorted(str(p.relative_to(ROOT)) for p in _files("compaction_assets", "resources")
-                     if "os.environ" in p.read_text() or "os.getenv" in p.read_text())
+    readers = sorted(
+        str(p.relative_to(ROOT))
+        for p in _files("compaction_assets", "resources")
+        if "os.environ" in p.read_text() or "os.getenv" in p.read_text()
+    )
     assert readers == ["compaction_assets/settings.py"]
 
 
@@ -98,8 +120,12 @@ def test_nothing_imports_dagster_private_modules():
     """Only Dagster's public API: no `dagster._...` import in the product, the tests or the benchmark."""
     files = _files("compaction_assets", "resources", "tests", "bench")
     assert any("dagster" in _imports(p) for p in files), "the scan must see the imports of dagster"
-    private = [f"{p.relative_to(ROOT)} imports {name}" for p in files for name in sorted(_imports(p))
-               if name.startswith("dagster._") or name.startswith("dagster_pyspark._")]
+    private = [
+        f"{p.relative_to(ROOT)} imports {name}"
+        for p in files
+        for name in sorted(_imports(p))
+        if name.startswith("dagster._") or name.startswith("dagster_pyspark._")
+    ]
     assert private == [], "\n".join(private)
 
 
@@ -145,6 +171,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                     break
             if len(group) > 1:
                 found.append(sorted(group))
+
     for node in sorted(graph):
         if node not in index:
             visit(node)
@@ -153,8 +180,9 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_among_the_products_modules():
     graph = _import_graph()
-    assert "compaction_assets.cleaning.decide" in graph["compaction_assets.cleaning.cleaner"], \
+    assert "compaction_assets.cleaning.decide" in graph["compaction_assets.cleaning.cleaner"], (
         "the scan must see the imports between the product's modules"
+    )
     assert _cycles(graph) == []
 
 

@@ -21,8 +21,10 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 # Runs argv[1:] with SIGINT and SIGTERM at their default actions (an exec keeps "ignored" but not handlers).
-RESET_SIGNALS_AND_EXEC = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                          "signal.signal(signal.SIGTERM, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])")
+RESET_SIGNALS_AND_EXEC = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.signal(signal.SIGTERM, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
+)
 # Loopback only, and never through a proxy from the environment.
 _http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -36,9 +38,15 @@ def free_port() -> int:
 def start(argv: list[str], *, env: dict, cwd: str | Path, log: Path) -> subprocess.Popen:
     """Start argv in a new session (process group id == pid), output to `log`."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-c", RESET_SIGNALS_AND_EXEC, *argv], env=env, cwd=str(cwd),
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", RESET_SIGNALS_AND_EXEC, *argv],
+            env=env,
+            cwd=str(cwd),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def group_members(pgid: int) -> list[int]:
@@ -51,7 +59,7 @@ def group_members(pgid: int) -> list[int]:
             stat = Path("/proc", entry, "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
         if int(fields[2]) == pgid and fields[0] != "Z":
             out.append(int(entry))
     return out
@@ -101,9 +109,12 @@ def http_get(url: str, timeout: float = 5) -> bytes:
 
 
 def graphql(base_url: str, query: str, variables: dict | None = None, timeout: float = 60) -> dict:
-    req = urllib.request.Request(f"{base_url}/graphql", method="POST",
-                                 data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base_url}/graphql",
+        method="POST",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with _http.open(req, timeout=timeout) as resp:
         body = json.loads(resp.read())
     if body.get("errors"):
@@ -138,7 +149,8 @@ def wait_until_ready(proc: subprocess.Popen, base_url: str, log: Path, timeout_s
             for e in entries:
                 loaded = e["locationOrLoadError"] or {}
                 assert loaded.get("__typename") == "RepositoryLocation", (
-                    f"code location {e['name']} failed to load: {loaded.get('message')}\n{loaded.get('stack')}")
+                    f"code location {e['name']} failed to load: {loaded.get('message')}\n{loaded.get('stack')}"
+                )
             return info
         if time.monotonic() > deadline:
             raise AssertionError(f"code locations still loading after {timeout_s:.0f} s: {entries}\n{tail(log)}")

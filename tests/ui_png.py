@@ -20,9 +20,9 @@ def decode(data: bytes) -> tuple[int, int, int, list[bytes]]:
         raise ValueError("not a PNG")
     pos, header, idat = len(SIGNATURE), None, []
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if zlib.crc32(kind + body) != struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])[0]:
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if zlib.crc32(kind + body) != struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])[0]:
             raise ValueError(f"bad CRC in {kind!r} chunk")
         pos += 12 + length
         if kind == b"IHDR":
@@ -44,7 +44,7 @@ def decode(data: bytes) -> tuple[int, int, int, list[bytes]]:
     rows, prev = [], bytes(stride)
     for y in range(height):
         start = y * (stride + 1)
-        ftype, line = raw[start], bytearray(raw[start + 1:start + 1 + stride])
+        ftype, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         if ftype == 1:  # Sub
             for i in range(bpp, stride):
                 line[i] = (line[i] + line[i - bpp]) & 0xFF
@@ -75,6 +75,6 @@ def colour_stats(data: bytes, step: int = 4) -> tuple[int, float]:
     counts: Counter[bytes] = Counter()
     for row in rows[::step]:
         for x in range(0, width, step):
-            counts[row[x * bpp:(x + 1) * bpp]] += 1
+            counts[row[x * bpp : (x + 1) * bpp]] += 1
     total = sum(counts.values())
     return len(counts), counts.most_common(1)[0][1] / total

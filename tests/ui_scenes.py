@@ -24,10 +24,16 @@ def _append(log_store, log: str, round_: int, keys: int = 5, per_key: int = 4) -
 
     handle = log_store.handle(log)
     now = int(time.time() * 1000)
-    writer.append(handle, log_store.config_for(log), [
-        {"key": f"ui-scene-{k}", "value": f"r{round_}-v{i}", "timestamp": now + i}
-        for i in range(per_key) for k in range(keys)])
-    with handle.lock("append", purpose="roll"):   # as `compaction roll` seals it
+    writer.append(
+        handle,
+        log_store.config_for(log),
+        [
+            {"key": f"ui-scene-{k}", "value": f"r{round_}-v{i}", "timestamp": now + i}
+            for i in range(per_key)
+            for k in range(keys)
+        ],
+    )
+    with handle.lock("append", purpose="roll"):  # as `compaction roll` seals it
         writer.roll(handle)
 
 
@@ -45,8 +51,9 @@ def main(dirty_log: str, broken_log: str) -> dict:
 
     reported, cursor = 0, None
     for round_ in range(3):
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources,
-                                     cursor=cursor) as context:
+        with dg.build_sensor_context(
+            instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources, cursor=cursor
+        ) as context:
             tick = sensor.evaluate_tick(context)
         cursor = tick.cursor
         for event in tick.asset_events:
@@ -59,10 +66,18 @@ def main(dirty_log: str, broken_log: str) -> dict:
     # the wrong cleaning, handed to this run's resource (the code location's resources stay right)
     wrong = {**defs.resources, "log_store": store_cleaning_with(log_store, writes_nothing())}
     assets = [defs.get_assets_def(k) for k in ("raw_segments", "cleanable_range", "compacted_log", "latest_state")]
-    result = dg.materialize(assets + [compacted_log_checks], partition_key=broken_log, instance=instance,
-                            resources=wrong, raise_on_error=False, tags={"source": "ui-test"},
-                            run_config={"ops": {"compacted_log": {"config": {"force": True}}},
-                                        "loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    result = dg.materialize(
+        assets + [compacted_log_checks],
+        partition_key=broken_log,
+        instance=instance,
+        resources=wrong,
+        raise_on_error=False,
+        tags={"source": "ui-test"},
+        run_config={
+            "ops": {"compacted_log": {"config": {"force": True}}},
+            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        },
+    )
     failed = sorted(c.check_name for c in result.get_asset_check_evaluations() if not c.passed)
     materialized = sorted(e.asset_key.path[-1] for e in result.get_asset_materialization_events())
     return {"observations": reported, "failed_checks": failed, "materialized": materialized}

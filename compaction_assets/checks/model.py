@@ -16,19 +16,19 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import Manifest
 from compaction_assets.log.reader import dead_offsets
 from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 INT64_MAX = 2**63 - 1
-OVERHEAD = 16   # SPEC §4: the fixed part of a record's logical size
+OVERHEAD = 16  # SPEC §4: the fixed part of a record's logical size
 
 # Why the model removes a record of the rewritten range (SPEC §6).
-SUPERSEDED = "superseded"                    # not its key's winner
-EXPIRED_TOMBSTONE = "expired_tombstone"      # a winning tombstone at or past its horizon, not held
-LOST_TO_REMEMBERED = "lost_to_remembered"    # a winner that loses to a remembered delete
+SUPERSEDED = "superseded"  # not its key's winner
+EXPIRED_TOMBSTONE = "expired_tombstone"  # a winning tombstone at or past its horizon, not held
+LOST_TO_REMEMBERED = "lost_to_remembered"  # a winner that loses to a remembered delete
 
 # Columns of the remembered-deletes side table the manifest points to: the removed tombstone's key,
 # offset, expiry, and its strategy rank ("m_r_ts" for timestamp; "m_r_hv", "m_r_v" for header).
@@ -43,6 +43,7 @@ def saturated(value: int) -> int:
 @dataclass(frozen=True)
 class Rec:
     """One visible record of the log."""
+
     offset: int
     key: bytes
     value: bytes | None
@@ -55,20 +56,30 @@ class Rec:
         """A record with a null value (SPEC §1)."""
         return self.value is None
 
-    def same_content(self, other: "Rec") -> bool:
+    def same_content(self, other: Rec) -> bool:
         """Same offset, key, value, timestamp and headers (the delete horizon aside)."""
-        return (self.offset, self.key, self.value, self.timestamp, self.headers) == \
-            (other.offset, other.key, other.value, other.timestamp, other.headers)
+        return (self.offset, self.key, self.value, self.timestamp, self.headers) == (
+            other.offset,
+            other.key,
+            other.value,
+            other.timestamp,
+            other.headers,
+        )
 
     def size(self) -> int:
         """Logical size (SPEC §4)."""
-        return (OVERHEAD + len(self.key) + len(self.value or b"")
-                + sum(len(n.encode("utf-8")) + len(v or b"") for n, v in self.headers))
+        return (
+            OVERHEAD
+            + len(self.key)
+            + len(self.value or b"")
+            + sum(len(n.encode("utf-8")) + len(v or b"") for n, v in self.headers)
+        )
 
 
 @dataclass(frozen=True)
 class SegmentView:
     """One logical segment with its visible records, in offset order."""
+
     base_offset: int
     next_offset: int
     records: tuple[Rec, ...]
@@ -77,6 +88,7 @@ class SegmentView:
 @dataclass(frozen=True)
 class LogView:
     """A log version as a reader sees it (log start and deletion vector applied)."""
+
     version: int
     log_start_offset: int
     log_end_offset: int
@@ -98,14 +110,25 @@ def read_log(handle: LogHandle, manifest: Manifest) -> LogView:
             table = read_segment(handle, seg, manifest.log_start_offset, dead)
             # column by column (binary columns come out as bytes): a row's dict built per record cost
             # half of a fleet's checks (5,000 records a log)
-            columns = [table.column(name).to_pylist()
-                       for name in ("offset", "key", "value", "timestamp", "headers", "delete_horizon")]
-            records = tuple(Rec(offset, key, value, timestamp,
-                                tuple((h["name"], h["value"]) for h in headers) if headers else (), horizon)
-                            for offset, key, value, timestamp, headers, horizon in zip(*columns))
+            columns = [
+                table.column(name).to_pylist()
+                for name in ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
+            ]
+            records = tuple(
+                Rec(
+                    offset,
+                    key,
+                    value,
+                    timestamp,
+                    tuple((h["name"], h["value"]) for h in headers) if headers else (),
+                    horizon,
+                )
+                for offset, key, value, timestamp, headers, horizon in zip(*columns)
+            )
         segments.append(SegmentView(seg.base_offset, seg.next_offset, records))
-    return LogView(manifest.version, manifest.log_start_offset, manifest.log_end_offset, manifest.checkpoint,
-                   tuple(segments))
+    return LogView(
+        manifest.version, manifest.log_start_offset, manifest.log_end_offset, manifest.checkpoint, tuple(segments)
+    )
 
 
 def header_version(headers: tuple[tuple[str, bytes | None], ...], name: str | None) -> int | None:
@@ -133,6 +156,7 @@ def rank(record: Rec, config: TopicConfig) -> tuple:
 @dataclass(frozen=True)
 class RememberedDelete:
     """A removed tombstone's key and rank, remembered until `expiry` (SPEC §6)."""
+
     key: bytes
     rank: tuple
     offset: int
@@ -148,9 +172,12 @@ def read_remembered(handle: LogHandle, manifest: Manifest, config: TopicConfig) 
     table = pq.read_table(handle.path(manifest.remembered["file"]), filesystem=None if st.local else st.fs)
     out = []
     for row in table.to_pylist():
-        parts = tuple(int(row[c]) for c in columns)   # a header rank's "has a version" flag as 0/1
-        out.append(RememberedDelete(bytes(row["key"]), parts + (int(row["m_offset"]),), int(row["m_offset"]),
-                                    int(row["m_expiry"])))
+        parts = tuple(int(row[c]) for c in columns)  # a header rank's "has a version" flag as 0/1
+        out.append(
+            RememberedDelete(
+                bytes(row["key"]), parts + (int(row["m_offset"]),), int(row["m_offset"]), int(row["m_expiry"])
+            )
+        )
     return out
 
 
@@ -177,18 +204,19 @@ def first_uncleanable_offset(view: LogView, config: TopicConfig, now: int) -> in
 @dataclass
 class Expectation:
     """What a correct cleaning of `before` at `now` leaves in its rewritten range (SPEC §6)."""
+
     first_dirty: int
     first_uncleanable: int
-    range_segments: int                         # how many of before's segments are rewritten
-    range_end: int                              # offsets below it are in the rewritten range
+    range_segments: int  # how many of before's segments are rewritten
+    range_end: int  # offsets below it are in the rewritten range
     winners: dict[bytes, Rec] = field(default_factory=dict)
-    kept: dict[int, Rec] = field(default_factory=dict)          # offset -> the record as it must read
-    removed: dict[int, tuple[Rec, str]] = field(default_factory=dict)   # offset -> (record, why)
-    held: set[int] = field(default_factory=set)                 # expired tombstones kept by the guard
+    kept: dict[int, Rec] = field(default_factory=dict)  # offset -> the record as it must read
+    removed: dict[int, tuple[Rec, str]] = field(default_factory=dict)  # offset -> (record, why)
+    held: set[int] = field(default_factory=set)  # expired tombstones kept by the guard
     newly_remembered: list[RememberedDelete] = field(default_factory=list)
     remembered_before: list[RememberedDelete] = field(default_factory=list)  # still in force at `now`
     layout: list[tuple[int, int]] = field(default_factory=list)  # the range's segments after merging
-    stamp: int = 0                              # the horizon a first-kept tombstone gets
+    stamp: int = 0  # the horizon a first-kept tombstone gets
 
 
 def expect(before: LogView, config: TopicConfig, now: int, remembered: list[RememberedDelete]) -> Expectation:
@@ -200,7 +228,7 @@ def expect(before: LogView, config: TopicConfig, now: int, remembered: list[Reme
     range_end = rewritten[-1].next_offset if rewritten else before.segments[0].base_offset
     guard = config.strategy != Strategy.OFFSET
     stamp = saturated(now + config.delete_retention_ms)
-    live = [m for m in remembered if now < m.expiry]   # a remembered delete counts until its expiry
+    live = [m for m in remembered if now < m.expiry]  # a remembered delete counts until its expiry
     exp = Expectation(fd, u, k, range_end, stamp=stamp, remembered_before=live)
 
     inside = [r for s in rewritten for r in s.records]
@@ -229,7 +257,7 @@ def expect(before: LogView, config: TopicConfig, now: int, remembered: list[Reme
             continue
         if not r.tombstone:
             exp.kept[r.offset] = r
-        elif r.delete_horizon is None:          # its first cleaning: stamped, kept
+        elif r.delete_horizon is None:  # its first cleaning: stamped, kept
             exp.kept[r.offset] = Rec(r.offset, r.key, r.value, r.timestamp, r.headers, stamp)
         elif now < r.delete_horizon:
             exp.kept[r.offset] = r
@@ -256,6 +284,7 @@ def expect(before: LogView, config: TopicConfig, now: int, remembered: list[Reme
 @dataclass
 class CleaningUnderCheck:
     """A cleaning to verify: the log before and after it, when it ran, and the model's expectation."""
+
     log: str
     config: TopicConfig
     now: int
@@ -266,11 +295,13 @@ class CleaningUnderCheck:
     remembered_after: list[RememberedDelete]
 
 
-def load(handle: LogHandle, config: TopicConfig, before: Manifest, after: Manifest, now: int,
-         cleaned: bool) -> CleaningUnderCheck:
+def load(
+    handle: LogHandle, config: TopicConfig, before: Manifest, after: Manifest, now: int, cleaned: bool
+) -> CleaningUnderCheck:
     """Read both versions once and build the model (the one pass the four checks share)."""
     before_view = read_log(handle, before)
     after_view = before_view if after.version == before.version else read_log(handle, after)
     exp = expect(before_view, config, now, read_remembered(handle, before, config))
-    return CleaningUnderCheck(handle.name, config, now, cleaned, before_view, after_view, exp,
-                              read_remembered(handle, after, config))
+    return CleaningUnderCheck(
+        handle.name, config, now, cleaned, before_view, after_view, exp, read_remembered(handle, after, config)
+    )

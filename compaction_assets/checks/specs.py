@@ -27,6 +27,7 @@ WARN = "WARN"
 @dataclass(frozen=True)
 class CheckSpec:
     """One check: its name, what it asserts, and its severity (ERROR blocks downstream steps)."""
+
     name: str
     description: str
     severity: str
@@ -38,13 +39,29 @@ class CheckSpec:
 
 
 CHECK_SPECS: tuple[CheckSpec, ...] = (
-    CheckSpec(LATEST_VALUE_PER_KEY, "Recomputes every key's winner (SPEC §6, by the topic's strategy) from the log "
-              "before the cleaning; the cleaned range keeps exactly it, and no other record.", ERROR),
-    CheckSpec(TOMBSTONE_RETENTION, "No tombstone removed before its horizon or while held, none kept after it "
-              "unless held, horizons stamped right, no deleted key back, removed deletes remembered.", ERROR),
-    CheckSpec(OFFSETS_AND_ORDER_PRESERVED, "Surviving records are the input's, offsets and order unchanged; nothing "
-              "at or above the first uncleanable offset changed; segments merged as SPEC §6 says.", ERROR),
-    CheckSpec(MAX_COMPACTION_DELAY, "No dirty record the cleaning could reach waits longer than "
-              "max.compaction.lag.ms; the active segment is sealed at its deadline.", WARN),
+    CheckSpec(
+        LATEST_VALUE_PER_KEY,
+        "Recomputes every key's winner (SPEC §6, by the topic's strategy) from the log "
+        "before the cleaning; the cleaned range keeps exactly it, and no other record.",
+        ERROR,
+    ),
+    CheckSpec(
+        TOMBSTONE_RETENTION,
+        "No tombstone removed before its horizon or while held, none kept after it "
+        "unless held, horizons stamped right, no deleted key back, removed deletes remembered.",
+        ERROR,
+    ),
+    CheckSpec(
+        OFFSETS_AND_ORDER_PRESERVED,
+        "Surviving records are the input's, offsets and order unchanged; nothing "
+        "at or above the first uncleanable offset changed; segments merged as SPEC §6 says.",
+        ERROR,
+    ),
+    CheckSpec(
+        MAX_COMPACTION_DELAY,
+        "No dirty record the cleaning could reach waits longer than "
+        "max.compaction.lag.ms; the active segment is sealed at its deadline.",
+        WARN,
+    ),
 )
 CHECKS_BY_NAME = {spec.name: spec for spec in CHECK_SPECS}

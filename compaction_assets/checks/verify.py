@@ -7,16 +7,23 @@ runner (`--checks`) and the tests all call it. Each outcome names examples of wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from compaction_assets.checks import specs
-from compaction_assets.checks.model import (EXPIRED_TOMBSTONE, LOST_TO_REMEMBERED, SUPERSEDED, CleaningUnderCheck,
-                                            Rec, first_dirty_offset, load)
+from compaction_assets.checks.model import (
+    EXPIRED_TOMBSTONE,
+    LOST_TO_REMEMBERED,
+    SUPERSEDED,
+    CleaningUnderCheck,
+    Rec,
+    first_dirty_offset,
+    load,
+)
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.topics.config import TopicConfig
-from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.topics.config import TopicConfig
 
 EXAMPLES = 5
 
@@ -24,6 +31,7 @@ EXAMPLES = 5
 @dataclass
 class CheckOutcome:
     """One check's verdict, its one-line description and its metadata (counts and examples)."""
+
     name: str
     passed: bool
     description: str
@@ -87,10 +95,15 @@ def latest_value_per_key(c: CleaningUnderCheck) -> CheckOutcome:
         for off, r in e.kept.items():
             if not r.tombstone and off not in present:
                 f.add("winning_values_missing", _example(r, value=_text(r.value)))
-    return f.outcome(specs.LATEST_VALUE_PER_KEY, "every key keeps exactly its winner" if c.cleaned
-                     else "no cleaning ran: nothing to verify",
-                     {"keys_checked": len(e.winners) if c.cleaned else 0, "cleaned": c.cleaned,
-                      "first_uncleanable_offset": e.first_uncleanable})
+    return f.outcome(
+        specs.LATEST_VALUE_PER_KEY,
+        "every key keeps exactly its winner" if c.cleaned else "no cleaning ran: nothing to verify",
+        {
+            "keys_checked": len(e.winners) if c.cleaned else 0,
+            "cleaned": c.cleaned,
+            "first_uncleanable_offset": e.first_uncleanable,
+        },
+    )
 
 
 def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
@@ -98,26 +111,32 @@ def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
     e = c.expectation
     f = _Findings()
     f.kind("removed_before_horizon", "tombstone(s) removed before their horizon")
-    f.kind("removed_while_held", "expired tombstone(s) removed while a losing record of their key is outside "
-           "the cleaned range")
+    f.kind(
+        "removed_while_held",
+        "expired tombstone(s) removed while a losing record of their key is outside the cleaned range",
+    )
     f.kind("kept_after_horizon", "tombstone(s) kept after their horizon and not held")
     f.kind("wrong_horizon", "kept tombstone(s) with a wrong delete horizon")
     f.kind("deleted_keys_brought_back", "record(s) of deleted keys kept")
     f.kind("deletes_not_remembered", "removed tombstone(s) or remembered delete(s) missing from the remembered deletes")
     if c.cleaned:
         after = {r.offset: r for r in _range_records(c)}
-        deleted_keys = {k for k, w in c.expectation.winners.items()
-                        if w.tombstone or e.removed.get(w.offset, (None, ""))[1] == LOST_TO_REMEMBERED}
+        deleted_keys = {
+            k
+            for k, w in c.expectation.winners.items()
+            if w.tombstone or e.removed.get(w.offset, (None, ""))[1] == LOST_TO_REMEMBERED
+        }
         for off, want in e.kept.items():
             if not want.tombstone:
                 continue
             got = after.get(off)
             if got is None:
-                f.add("removed_while_held" if off in e.held else "removed_before_horizon",
-                      _example(want, delete_horizon=want.delete_horizon))
+                f.add(
+                    "removed_while_held" if off in e.held else "removed_before_horizon",
+                    _example(want, delete_horizon=want.delete_horizon),
+                )
             elif got.delete_horizon != want.delete_horizon:
-                f.add("wrong_horizon", _example(got, delete_horizon=got.delete_horizon,
-                                                expected=want.delete_horizon))
+                f.add("wrong_horizon", _example(got, delete_horizon=got.delete_horizon, expected=want.delete_horizon))
         for off, r in after.items():
             why = e.removed.get(off, (None, ""))[1]
             if why == EXPIRED_TOMBSTONE or (why == LOST_TO_REMEMBERED and r.tombstone):
@@ -131,13 +150,22 @@ def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
             if not any(x.offset == m.offset and x.expiry == m.expiry for x in remembered.get(m.key, [])):
                 f.add("deletes_not_remembered", {"key": _text(m.key), "offset": m.offset, "until": m.expiry})
         for m in e.remembered_before:
-            if not any(x.rank >= m.rank for x in remembered.get(m.key, [])):   # kept, or replaced by a newer delete
+            if not any(x.rank >= m.rank for x in remembered.get(m.key, [])):  # kept, or replaced by a newer delete
                 f.add("deletes_not_remembered", {"key": _text(m.key), "offset": m.offset, "until": m.expiry})
     tombs = sum(1 for w in e.winners.values() if w.tombstone)
-    return f.outcome(specs.TOMBSTONE_RETENTION, "tombstones kept until their horizon and removed after it"
-                     if c.cleaned else "no cleaning ran: nothing to verify",
-                     {"winning_tombstones": tombs if c.cleaned else 0, "held": len(e.held) if c.cleaned else 0,
-                      "remembered_deletes": len(c.remembered_after), "now": c.now, "cleaned": c.cleaned})
+    return f.outcome(
+        specs.TOMBSTONE_RETENTION,
+        "tombstones kept until their horizon and removed after it"
+        if c.cleaned
+        else "no cleaning ran: nothing to verify",
+        {
+            "winning_tombstones": tombs if c.cleaned else 0,
+            "held": len(e.held) if c.cleaned else 0,
+            "remembered_deletes": len(c.remembered_after),
+            "now": c.now,
+            "cleaned": c.cleaned,
+        },
+    )
 
 
 def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
@@ -151,12 +179,15 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     f.kind("records_not_in_input", "record(s) not in the log before the cleaning (new or altered)")
     f.kind("records_changed_above_first_uncleanable", "record(s) at or above the first uncleanable offset changed")
     f.kind("log_bounds_moved", "log bound(s) moved (log start, log end, checkpoint)")
-    f.kind("wrong_segment_layout", "segment boundary(ies) below the first uncleanable offset not as SPEC §6 "
-           "merges them")
+    f.kind(
+        "wrong_segment_layout", "segment boundary(ies) below the first uncleanable offset not as SPEC §6 merges them"
+    )
     for a, b in zip(after.segments, after.segments[1:]):
         if a.next_offset != b.base_offset:
-            f.add("segments_not_contiguous", {"segment": [a.base_offset, a.next_offset],
-                                              "next": [b.base_offset, b.next_offset]})
+            f.add(
+                "segments_not_contiguous",
+                {"segment": [a.base_offset, a.next_offset], "next": [b.base_offset, b.next_offset]},
+            )
     last = None
     for s in after.segments:
         for r in s.records:
@@ -169,7 +200,7 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     for s in after.segments:
         for r in s.records:
             if r.offset >= before.log_end_offset and s.base_offset >= e.range_end:
-                continue   # appended while the cleaning ran
+                continue  # appended while the cleaning ran
             o = old.get(r.offset)
             if o is None or not o.same_content(r):
                 f.add("records_not_in_input", _example(r, value=_text(r.value)))
@@ -186,14 +217,26 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     if c.cleaned:
         if after.checkpoint != e.first_uncleanable:
             f.add("log_bounds_moved", {"checkpoint": after.checkpoint, "expected": e.first_uncleanable})
-        layout = [(s.base_offset, s.next_offset) for s in after.segments if s.next_offset <= e.range_end
-                  and s is not after.segments[-1]]
+        layout = [
+            (s.base_offset, s.next_offset)
+            for s in after.segments
+            if s.next_offset <= e.range_end and s is not after.segments[-1]
+        ]
         if e.range_segments and layout != e.layout:
-            f.add("wrong_segment_layout", {"segments": [list(x) for x in layout[:20]],
-                                           "expected": [list(x) for x in e.layout[:20]]})
-    return f.outcome(specs.OFFSETS_AND_ORDER_PRESERVED, "offsets and order preserved",
-                     {"first_uncleanable_offset": e.first_uncleanable, "records_before": len(old),
-                      "records_after": len(new), "cleaned": c.cleaned})
+            f.add(
+                "wrong_segment_layout",
+                {"segments": [list(x) for x in layout[:20]], "expected": [list(x) for x in e.layout[:20]]},
+            )
+    return f.outcome(
+        specs.OFFSETS_AND_ORDER_PRESERVED,
+        "offsets and order preserved",
+        {
+            "first_uncleanable_offset": e.first_uncleanable,
+            "records_before": len(old),
+            "records_after": len(new),
+            "cleaned": c.cleaned,
+        },
+    )
 
 
 def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
@@ -201,8 +244,7 @@ def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
     the active segment was sealed once its deadline passed (SPEC §1)."""
     cfg, after, now = c.config, c.after, c.now
     f = _Findings()
-    f.kind("dirty_records_over_deadline", "dirty record(s) the cleaning could reach wait beyond "
-           "max.compaction.lag.ms")
+    f.kind("dirty_records_over_deadline", "dirty record(s) the cleaning could reach wait beyond max.compaction.lag.ms")
     f.kind("active_segment_past_deadline", "record(s) of the active segment past the roll deadline (not sealed)")
     delay = 0
     if cfg.compact:
@@ -217,8 +259,9 @@ def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
                 if r.timestamp > 0:
                     earliest = r.timestamp if earliest is None else min(earliest, r.timestamp)
                 if r.offset >= fd and r.offset < u and 0 < r.timestamp < deadline:
-                    f.add("dirty_records_over_deadline", _example(r, timestamp=r.timestamp,
-                                                                  waited_ms=now - r.timestamp))
+                    f.add(
+                        "dirty_records_over_deadline", _example(r, timestamp=r.timestamp, waited_ms=now - r.timestamp)
+                    )
         if earliest is not None and deadline > earliest:
             delay = deadline - earliest
         active = after.segments[-1].records
@@ -227,9 +270,11 @@ def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
             for r in active:
                 if r.timestamp < now - roll_ms:
                     f.add("active_segment_past_deadline", _example(r, timestamp=r.timestamp))
-    return f.outcome(specs.MAX_COMPACTION_DELAY, "within max.compaction.lag.ms" if cfg.compact
-                     else "not a compacted topic", {"max_compaction_delay_ms": delay,
-                                                    "max_compaction_lag_ms": cfg.max_compaction_lag_ms})
+    return f.outcome(
+        specs.MAX_COMPACTION_DELAY,
+        "within max.compaction.lag.ms" if cfg.compact else "not a compacted topic",
+        {"max_compaction_delay_ms": delay, "max_compaction_lag_ms": cfg.max_compaction_lag_ms},
+    )
 
 
 CHECKS: dict[str, Callable[[CleaningUnderCheck], CheckOutcome]] = {
@@ -240,8 +285,15 @@ CHECKS: dict[str, Callable[[CleaningUnderCheck], CheckOutcome]] = {
 }
 
 
-def verify_cleaning(handle: LogHandle, config: TopicConfig, before: Manifest, after: Manifest, now: int,
-                    cleaned: bool, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
+def verify_cleaning(
+    handle: LogHandle,
+    config: TopicConfig,
+    before: Manifest,
+    after: Manifest,
+    now: int,
+    cleaned: bool,
+    names: tuple[str, ...] | None = None,
+) -> list[CheckOutcome]:
     """Run the checks (all, or `names`) on one cleaning: both versions read once, shared by the checks."""
     return verify_loaded(load(handle, config, before, after, now, cleaned), names)
 
@@ -261,14 +313,22 @@ def _version(handle: LogHandle, version: int) -> Manifest:
         raise
 
 
-def verify_versions(handle: LogHandle, config: TopicConfig, before_version: int, after_version: int, now: int,
-                    cleaned: bool, names: tuple[str, ...] | None = None) -> list[CheckOutcome]:
+def verify_versions(
+    handle: LogHandle,
+    config: TopicConfig,
+    before_version: int,
+    after_version: int,
+    now: int,
+    cleaned: bool,
+    names: tuple[str, ...] | None = None,
+) -> list[CheckOutcome]:
     """`verify_cleaning` on two manifest versions of the log (version 0 of a log that had no change
     before the cleaning is its empty state)."""
     return verify_loaded(load_versions(handle, config, before_version, after_version, now, cleaned), names)
 
 
-def load_versions(handle: LogHandle, config: TopicConfig, before_version: int, after_version: int, now: int,
-                  cleaned: bool) -> CleaningUnderCheck:
+def load_versions(
+    handle: LogHandle, config: TopicConfig, before_version: int, after_version: int, now: int, cleaned: bool
+) -> CleaningUnderCheck:
     """Two manifest versions of the log read for the checks (as `verify_versions` reads them)."""
     return load(handle, config, _version(handle, before_version), _version(handle, after_version), now, cleaned)

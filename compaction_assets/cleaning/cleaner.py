@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from compaction_assets.cleaning.decide import decided
 from compaction_assets.cleaning.decision import CleaningStats
@@ -25,25 +26,27 @@ from compaction_assets.cleaning.layout import plan_layout, segments_after
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.cleaning.write import apply
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import Hold, Manifest, Segment
 from compaction_assets.log.reader import dead_offsets
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Hold, Manifest, Segment
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 
 @dataclass(frozen=True)
 class Route:
     """Which paths a cleaning took (the fast path or its general twin), for tests and diagnosis."""
-    decision: str                  # "cached" | "collected" | "task" | "local" | "probed"
-    only_touched_keys: bool        # the group-by saw only the keys that newer rows touch
-    write_threads: int | None      # the write ran in this many threads here, 0: in Python workers,
-                                   # None: nothing to write
+
+    decision: str  # "cached" | "collected" | "task" | "local" | "probed"
+    only_touched_keys: bool  # the group-by saw only the keys that newer rows touch
+    write_threads: int | None  # the write ran in this many threads here, 0: in Python workers,
+    # None: nothing to write
 
 
 @dataclass
 class CleanOutput:
     """What a cleaning wrote and what its commit replaces."""
-    segments: tuple[Segment, ...]          # replaces the first `replaced` segments of the snapshot
+
+    segments: tuple[Segment, ...]  # replaces the first `replaced` segments of the snapshot
     replaced: tuple[str, ...]
     stats: CleaningStats
     holds: tuple[Hold, ...] = ()
@@ -54,35 +57,60 @@ class CleanOutput:
     route: Route | None = None
 
 
-def clean(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
-          progress: Callable[[str], None] | None = None, tuning: CleanerTuning = DEFAULT_TUNING) -> CleanOutput:
+def clean(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    span: CleaningRange,
+    now: int,
+    progress: Callable[[str], None] | None = None,
+    tuning: CleanerTuning = DEFAULT_TUNING,
+) -> CleanOutput:
     """Clean `manifest` (a snapshot) in the planner's `span` at `now`; write new files; return what the
     commit replaces."""
     started = time.monotonic()
 
-    def say(message: str) -> None:   # one line per step, naming the log (a fleet's lines interleave)
+    def say(message: str) -> None:  # one line per step, naming the log (a fleet's lines interleave)
         if progress is not None:
             progress(f"{handle.name}: {message}")
+
     range_segs = [segment for _, segment in span.segments]
-    if not range_segs:   # nothing to rewrite: the guard's state carries over unchanged
-        return CleanOutput((), (), CleaningStats(clean_time_secs=time.monotonic() - started), holds=manifest.holds,
-                           remembered=manifest.remembered, tombstone_index=manifest.tombstone_index,
-                           deleted=manifest.deleted)
-    say(f"deciding winners over {len(range_segs)} segment(s), offsets "
-        f"[{range_segs[0].base_offset}, {span.first_uncleanable})")
+    if not range_segs:  # nothing to rewrite: the guard's state carries over unchanged
+        return CleanOutput(
+            (),
+            (),
+            CleaningStats(clean_time_secs=time.monotonic() - started),
+            holds=manifest.holds,
+            remembered=manifest.remembered,
+            tombstone_index=manifest.tombstone_index,
+            deleted=manifest.deleted,
+        )
+    say(
+        f"deciding winners over {len(range_segs)} segment(s), offsets "
+        f"[{range_segs[0].base_offset}, {span.first_uncleanable})"
+    )
     # the deletion vector, read once when a step needs it on the driver (the probe, the write)
     vector = functools.cache(functools.partial(dead_offsets, handle, manifest))
     with decided(spark, handle, manifest, config, span, now, vector, tuning) as decision:
         plan = plan_layout(decision, len(range_segs), config.segment_bytes, tuning)
         if plan.rewrite or plan.mark:
-            say(f"rewriting {len(plan.rewrite)} segment(s) into {len(plan.runs)} file(s) and marking removed "
-                f"records of {len(plan.mark)}, of {len(range_segs)} segment(s)")
+            say(
+                f"rewriting {len(plan.rewrite)} segment(s) into {len(plan.runs)} file(s) and marking removed "
+                f"records of {len(plan.mark)}, of {len(range_segs)} segment(s)"
+            )
         applied = apply(spark, handle, manifest, decision, range_segs, plan, vector, tuning)
         segments = segments_after(range_segs, decision, plan, {r: ref for r, (ref, _) in applied.written.items()})
-        out = CleanOutput(tuple(segments), tuple(s.id for s in range_segs), applied.stats,
-                          files_rewritten=len(applied.written), deleted=applied.deleted,
-                          route=Route(type(decision).__name__.removesuffix("Decision").lower(),
-                                      decision.only_touched_keys, applied.threads))
+        out = CleanOutput(
+            tuple(segments),
+            tuple(s.id for s in range_segs),
+            applied.stats,
+            files_rewritten=len(applied.written),
+            deleted=applied.deleted,
+            route=Route(
+                type(decision).__name__.removesuffix("Decision").lower(), decision.only_touched_keys, applied.threads
+            ),
+        )
         if config.strategy != Strategy.OFFSET:
             say("updating the tombstone index and remembered deletes")
             guard = guard_outputs(spark, handle, manifest, config, decision, now)

@@ -24,9 +24,9 @@ reduce them, Spark's partial aggregation otherwise.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,26 +35,49 @@ import pyarrow.compute as pc
 from compaction_assets.cleaning import decide_task
 from compaction_assets.cleaning.decide_here import decide_here, newer_keys, newer_winners
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
-from compaction_assets.cleaning.decision import (DECISION_COLUMNS, OFFSETS_SCHEMA, CachedDecision, CollectedDecision,
-                                                 Decision, ProbedDecision, TaskDecision, segment_figures,
-                                                 spark_figures, totals)
-from compaction_assets.cleaning.placement import (COLLECTED_WINNER, TASK_KEPT_OFFSET, decide_here_plan, fits_here,
-                                                  newer_winner, shuffle_partitions)
+from compaction_assets.cleaning.decision import (
+    DECISION_COLUMNS,
+    OFFSETS_SCHEMA,
+    CachedDecision,
+    CollectedDecision,
+    Decision,
+    ProbedDecision,
+    TaskDecision,
+    segment_figures,
+    spark_figures,
+    totals,
+)
+from compaction_assets.cleaning.placement import (
+    COLLECTED_WINNER,
+    TASK_KEPT_OFFSET,
+    decide_here_plan,
+    fits_here,
+    newer_winner,
+    shuffle_partitions,
+)
 from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import NewerKeys, probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.segments.arrays import from_numpy
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import Manifest, Segment
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
 from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index, ship_by_value
-from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.segments.arrays import from_numpy
+from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest, Segment
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 
-def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
-           vector=None, tuning: CleanerTuning = DEFAULT_TUNING) -> Decision:
+def decide(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    span: CleaningRange,
+    now: int,
+    vector=None,
+    tuning: CleanerTuning = DEFAULT_TUNING,
+) -> Decision:
     """Per key of the range (the planner's `span`) its winner and what happens to it; per segment what the
     cleaning leaves.
 
@@ -64,16 +87,36 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
     offset_strategy = config.strategy == Strategy.OFFSET
     # read when the probe or a decision made here needs it, and once (the cleaner passes its own, cached)
     vector = vector or functools.cache(functools.partial(dead_offsets, handle, manifest))
-    if offset_strategy and _newer_are_few(span, tuning) and fits_here(
-            spark, span.newer_rows, tuning.probe_max_newer_rows, newer_winner(_newer_record_bytes(span)),
-            tuning.driver_memory_share, shipped=not (here := decide_here_plan(spark, span.newer_rows, tuning)).threads):
+    if (
+        offset_strategy
+        and _newer_are_few(span, tuning)
+        and fits_here(
+            spark,
+            span.newer_rows,
+            tuning.probe_max_newer_rows,
+            newer_winner(_newer_record_bytes(span)),
+            tuning.driver_memory_share,
+            shipped=not (here := decide_here_plan(spark, span.newer_rows, tuning)).threads,
+        )
+    ):
         keys = None
         if here.threads:
             newer = functools.partial(newer_winners, handle, manifest, span.newer, vector, here.threads, here.buckets)
             keys = functools.partial(newer_keys, handle, manifest, span.newer, vector)
         else:
-            newer = winners(spark, handle, narrow_rows(spark, handle, manifest, config, span.newer, tuning),
-                            span.newer_rows, span.newer, config, tuning).select("key", "offset", *WINNER_FIELDS).toArrow
+            newer = (
+                winners(
+                    spark,
+                    handle,
+                    narrow_rows(spark, handle, manifest, config, span.newer, tuning),
+                    span.newer_rows,
+                    span.newer,
+                    config,
+                    tuning,
+                )
+                .select("key", "offset", *WINNER_FIELDS)
+                .toArrow
+            )
         return _decide_by_probe(spark, handle, manifest, span, newer, now, new_horizon, vector(), tuning, keys)
     if offset_strategy and (here := decide_here_plan(spark, span.rows, tuning)).threads:
         return decide_here(handle, manifest, span, now, new_horizon, vector, here.threads, here.buckets)
@@ -83,24 +126,39 @@ def decide(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, sp
         # out here from the collected winners, so that the Spark plan holds no value of this cleaning.
         # Spark compiles a plan with its literals in the code: with `now` and the segment bounds in it,
         # every cleaning compiled its own (about 0.25 s of an incremental cleaning on a warm server).
-        table = offset_decision(found.select("offset", *WINNER_FIELDS).toArrow(), _starts(span.segments), now,
-                                new_horizon)
+        table = offset_decision(
+            found.select("offset", *WINNER_FIELDS).toArrow(), _starts(span.segments), now, new_horizon
+        )
         figures, horizons = segment_figures(arrow_figures(table), span.segments)
-        return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                                 only_touched_keys=only_touched, kept=kept_offsets(table))
-    if offset_strategy and fits_here(spark, span.rows, tuning.task_decision_max_rows, TASK_KEPT_OFFSET,
-                                     tuning.driver_memory_share):
+        return CollectedDecision(
+            figures=figures,
+            horizons=horizons,
+            stats=totals(figures),
+            new_horizon=new_horizon,
+            only_touched_keys=only_touched,
+            kept=kept_offsets(table),
+        )
+    if offset_strategy and fits_here(
+        spark, span.rows, tuning.task_decision_max_rows, TASK_KEPT_OFFSET, tuning.driver_memory_share
+    ):
         return _decided_in_tasks(found, span, now, new_horizon, only_touched)
-    decided = decision_columns(spark, handle, manifest, config, found, span, now, new_horizon,
-                               tuning)
+    decided = decision_columns(spark, handle, manifest, config, found, span, now, new_horizon, tuning)
     if _collects(spark, span, tuning.collect_decision_max_rows, tuning):
         return _collected(spark, decided, config, span, new_horizon, only_touched)
     return _cached(decided, span, new_horizon, only_touched)
 
 
 @contextmanager
-def decided(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, now: int,
-            vector, tuning: CleanerTuning) -> Iterator[Decision]:
+def decided(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    span: CleaningRange,
+    now: int,
+    vector,
+    tuning: CleanerTuning,
+) -> Iterator[Decision]:
     """`decide`, and what the decision holds in Spark dropped once the cleaning is done with it."""
     decision = decide(spark, handle, manifest, config, span, now, vector, tuning)
     try:
@@ -119,8 +177,11 @@ def _collects(spark, span: CleaningRange, max_rows: int, tuning: CleanerTuning) 
 def _newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | None = None) -> bool:
     """Whether the newer rows are few enough (a share, and `max_rows` when given) to decide only what
     they touch."""
-    return (bool(span.unique and span.newer) and (max_rows is None or span.newer_rows <= max_rows)
-            and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows)
+    return (
+        bool(span.unique and span.newer)
+        and (max_rows is None or span.newer_rows <= max_rows)
+        and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows
+    )
 
 
 def _newer_record_bytes(span: CleaningRange) -> int:
@@ -129,8 +190,18 @@ def _newer_record_bytes(span: CleaningRange) -> int:
     return -(-sum(s.size for _, s in span.newer) // records) if records else 0
 
 
-def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: CleaningRange, query, now: int,
-                     new_horizon: int, vector, tuning: CleanerTuning, keys=None) -> ProbedDecision:
+def _decide_by_probe(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    span: CleaningRange,
+    query,
+    now: int,
+    new_horizon: int,
+    vector,
+    tuning: CleanerTuning,
+    keys=None,
+) -> ProbedDecision:
     """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`query()`, their
     winners with key, offset and WINNER_FIELDS as an Arrow table: from Spark, or found here), its prefix
     probed (probe.py) against the newer records' keys (`keys()`, when given: read apart; else the
@@ -143,12 +214,22 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
         newer = pool.submit(query)
         found_keys = pool.submit(keys) if keys is not None else newer
 
-        def tested_keys():   # asked once (the probe's threads share the set built from them)
+        def tested_keys():  # asked once (the probe's threads share the set built from them)
             if keys is not None:
                 return found_keys.result()
-            return newer.result().column("key").combine_chunks().cast(pa.binary())   # a row a key: its winner
-        probed = probe(spark, handle, manifest, span.unique, NewerKeys(tested_keys, found_keys.done), now,
-                       new_horizon, vector, tuning)
+            return newer.result().column("key").combine_chunks().cast(pa.binary())  # a row a key: its winner
+
+        probed = probe(
+            spark,
+            handle,
+            manifest,
+            span.unique,
+            NewerKeys(tested_keys, found_keys.done),
+            now,
+            new_horizon,
+            vector,
+            tuning,
+        )
         table = newer.result()
     table = offset_decision(table.drop_columns(["key"]), _starts(span.newer), now, new_horizon)
     figures, horizons = segment_figures(arrow_figures(table), span.newer)
@@ -160,16 +241,29 @@ def _decide_by_probe(spark, handle: LogHandle, manifest: Manifest, span: Cleanin
         figures[i], seg_horizons = probed_figures(handle, seg, found, seg_figures)
         if seg_horizons:
             horizons[i] = seg_horizons
-        removed.append(pa.table({"offset": from_numpy(found.astype(np.int64, copy=False)),
-                                 "seg_idx": from_numpy(np.full(len(found), i, np.int32))}))
-    return ProbedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                          only_touched_keys=True, kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
-                          removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),
-                          probed=frozenset(i for i, _ in span.unique))
+        removed.append(
+            pa.table(
+                {
+                    "offset": from_numpy(found.astype(np.int64, copy=False)),
+                    "seg_idx": from_numpy(np.full(len(found), i, np.int32)),
+                }
+            )
+        )
+    return ProbedDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        only_touched_keys=True,
+        kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
+        removed=pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table(),
+        probed=frozenset(i for i, _ in span.unique),
+    )
 
 
-def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange,
-                   tuning: CleanerTuning):
+def _range_winners(
+    spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, tuning: CleanerTuning
+):
     """Spark: the winner of every key of the range; whether only the touched keys were grouped."""
     from pyspark.sql import functions as F
 
@@ -180,22 +274,42 @@ def _range_winners(spark, handle: LogHandle, manifest: Manifest, config: TopicCo
         old, new = (narrow_rows(spark, handle, manifest, config, segs, tuning) for segs in (span.unique, span.newer))
         touched = F.broadcast(new.select("key").distinct())
         single = old.join(touched, "key", "left_anti")
-        grouped = winners(spark, handle, old.join(touched, "key", "left_semi").unionByName(new),
-                          2 * span.newer_rows, span.newer, config, tuning)
+        grouped = winners(
+            spark,
+            handle,
+            old.join(touched, "key", "left_semi").unionByName(new),
+            2 * span.newer_rows,
+            span.newer,
+            config,
+            tuning,
+        )
         return single.select("key", *rank_columns(config), "offset", *WINNER_FIELDS).unionByName(grouped), True
     narrow = narrow_rows(spark, handle, manifest, config, span.segments, tuning)
     return winners(spark, handle, narrow, span.rows, span.segments, config, tuning), False
 
 
-def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, span: CleaningRange,
-                     now: int, new_horizon: int, tuning: CleanerTuning):
+def decision_columns(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    winners,
+    span: CleaningRange,
+    now: int,
+    new_horizon: int,
+    tuning: CleanerTuning,
+):
     """Spark: the winners with DECISION_COLUMNS, after the remembered deletes and the holds (the guard of
     the timestamp and header strategies) have had their say."""
     from pyspark.sql import functions as F
 
     guard = config.strategy != Strategy.OFFSET
     winners, rem_beats = _remembered_beats(spark, handle, manifest, config, winners) if guard else (winners, None)
-    winners, held = _held(spark, handle, manifest, config, winners, span.first_uncleanable, tuning.reads) if guard else (winners, None)
+    winners, held = (
+        _held(spark, handle, manifest, config, winners, span.first_uncleanable, tuning.reads)
+        if guard
+        else (winners, None)
+    )
     until = [] if held is not None else [F.lit(None).cast("long").alias("until")]
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = held if held is not None else F.lit(False)
@@ -203,16 +317,25 @@ def decision_columns(spark, handle: LogHandle, manifest: Manifest, config: Topic
     # two projections, not a column at a time (each is analysed again: a fresh JVM spent half a second on
     # it), and `keep` once (its guard comparisons repeated in every column made the plan many times
     # slower to optimise); the segment of each winner from its offset: one row per key, not every record
-    decided = winners.select("*", *until, segment_index(span.segments).alias("seg_idx"),
-                             (alive & expired & ~held).alias("removed_tomb"), (alive & ~(expired & ~held)).alias("keep"))
+    decided = winners.select(
+        "*",
+        *until,
+        segment_index(span.segments).alias("seg_idx"),
+        (alive & expired & ~held).alias("removed_tomb"),
+        (alive & ~(expired & ~held)).alias("keep"),
+    )
     # the cache holds every winner: the key only where later steps read it (tombstones: the index and
     # the remembered deletes), since the cache tries a dictionary for every batch of 500k distinct keys
     # (one projection that replaces the key: naming the other columns would ask a Connect server for them)
-    return decided.withColumns({
-        "key": F.when(F.col("tomb"), F.col("key")),
-        "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
-        "new_horizon": F.when(F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))),
-    })
+    return decided.withColumns(
+        {
+            "key": F.when(F.col("tomb"), F.col("key")),
+            "stamped": F.col("keep") & F.col("tomb") & F.col("delete_horizon").isNull(),
+            "new_horizon": F.when(
+                F.col("keep") & F.col("tomb"), F.coalesce(F.col("delete_horizon"), F.lit(new_horizon))
+            ),
+        }
+    )
 
 
 def _decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, only_touched: bool) -> TaskDecision:
@@ -223,8 +346,14 @@ def _decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, on
     result = found.select("offset", *WINNER_FIELDS).mapInArrow(runner, decide_task.RESULT_SCHEMA).toArrow()
     rows, kept = decide_task.task_results(result)
     figures, horizons = segment_figures(rows, span.segments)
-    return TaskDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                        only_touched_keys=only_touched, kept=kept)
+    return TaskDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        only_touched_keys=only_touched,
+        kept=kept,
+    )
 
 
 def _starts(segments: list[tuple[int, Segment]]) -> list[tuple[int, int]]:
@@ -239,13 +368,17 @@ def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: Topi
     rem = remembered_df(spark, handle, manifest)
     if rem is None:
         return winners, F.lit(False)
-    winners = winners.join(F.broadcast(rem.drop("m_expiry")) if manifest.remembered["count"] < 1_000_000
-                           else rem.drop("m_expiry"), "key", "left")
+    winners = winners.join(
+        F.broadcast(rem.drop("m_expiry")) if manifest.remembered["count"] < 1_000_000 else rem.drop("m_expiry"),
+        "key",
+        "left",
+    )
     return winners, F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
 
 
-def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, first_uncleanable: int,
-          reads: ReadPaths):
+def _held(
+    spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, winners, first_uncleanable: int, reads: ReadPaths
+):
     """The winners with `until` (the highest offset above the range of a record its tombstone holds
     back), and the column telling a tombstone is held; (winners, None) when nothing lies above."""
     from pyspark.sql import functions as F
@@ -257,15 +390,21 @@ def _held(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, win
     out = with_spark_ranks(read_segments(spark, handle, manifest, outside, reads=reads), config)
     out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
     tombs = winners.where(F.col("tomb")).select(
-        "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks])
-    holds = (tombs.join(out, "key").where(spark_loses(config, "o_", "t_"))
-             .groupBy("t_offset").agg(F.max("o_offset").alias("until")))
+        "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks]
+    )
+    holds = (
+        tombs.join(out, "key")
+        .where(spark_loses(config, "o_", "t_"))
+        .groupBy("t_offset")
+        .agg(F.max("o_offset").alias("until"))
+    )
     winners = winners.join(F.broadcast(holds), winners["offset"] == holds["t_offset"], "left").drop("t_offset")
     return winners, F.col("until").isNotNull()
 
 
-def _collected(spark, decided, config: TopicConfig, span: CleaningRange, new_horizon: int,
-               only_touched: bool) -> CollectedDecision:
+def _collected(
+    spark, decided, config: TopicConfig, span: CleaningRange, new_horizon: int, only_touched: bool
+) -> CollectedDecision:
     """One job brings the winners here (about 40 bytes each): the figures are summed with Arrow, the write
     takes its kept offsets from the same table, and the guard's outputs, which read the winners again,
     get only the tombstones. Caching the winners instead cost a request of half a second to a Connect
@@ -273,9 +412,15 @@ def _collected(spark, decided, config: TopicConfig, span: CleaningRange, new_hor
     table = decided.select(*DECISION_COLUMNS, *rank_columns(config)).toArrow()
     figures, horizons = segment_figures(arrow_figures(table), span.segments)
     tombs = table.filter(table.column("tomb"))
-    return CollectedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                             only_touched_keys=only_touched, kept=kept_offsets(table),
-                             tombstones=spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0)))
+    return CollectedDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        only_touched_keys=only_touched,
+        kept=kept_offsets(table),
+        tombstones=spark.createDataFrame(tombs if len(tombs) else table.slice(0, 0)),
+    )
 
 
 def _cached(decided, span: CleaningRange, new_horizon: int, only_touched: bool) -> CachedDecision:
@@ -284,25 +429,51 @@ def _cached(decided, span: CleaningRange, new_horizon: int, only_touched: bool) 
 
     decided = decided.persist(StorageLevel.MEMORY_AND_DISK)
     figures, horizons = segment_figures(spark_figures(decided), span.segments)
-    return CachedDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                          only_touched_keys=only_touched, winners=decided)
+    return CachedDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        only_touched_keys=only_touched,
+        winners=decided,
+    )
 
 
-WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")   # a winner's columns besides key and offset
+WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")  # a winner's columns besides key and offset
 
 
-def narrow_rows(spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, segs: list[tuple[int, Segment]],
-                tuning: CleanerTuning):
+def narrow_rows(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    segs: list[tuple[int, Segment]],
+    tuning: CleanerTuning,
+):
     """Spark: the narrow columns of the segments' records that deciding reads (with the rank columns)."""
     from pyspark.sql import functions as F
 
     df = with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads), config)
-    return df.select("offset", "key", "timestamp", F.col("is_tombstone").alias("tomb"),
-                     "delete_horizon", F.col("record_size").alias("size"), *rank_columns(config))
+    return df.select(
+        "offset",
+        "key",
+        "timestamp",
+        F.col("is_tombstone").alias("tomb"),
+        "delete_horizon",
+        F.col("record_size").alias("size"),
+        *rank_columns(config),
+    )
 
 
-def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tuple[int, Segment]],
-            config: TopicConfig, tuning: CleanerTuning):
+def winners(
+    spark,
+    handle: LogHandle,
+    narrow,
+    grouped_rows: int,
+    sample: list[tuple[int, Segment]],
+    config: TopicConfig,
+    tuning: CleanerTuning,
+):
     """Spark: per key of `narrow` (about `grouped_rows` rows, read from the segments `sample`), its
     winner's rank columns, offset and WINNER_FIELDS."""
     from pyspark.sql import functions as F
@@ -324,8 +495,9 @@ def winners(spark, handle: LogHandle, narrow, grouped_rows: int, sample: list[tu
         narrow = narrow.withColumn("_order", spark_order_number(config))
         return narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *WINNER_FIELDS)])
     # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
-    return narrow.groupBy("key").agg(F.max("offset").alias("offset"),
-                                     *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS])
+    return narrow.groupBy("key").agg(
+        F.max("offset").alias("offset"), *[F.max_by(c, "offset").alias(c) for c in WINNER_FIELDS]
+    )
 
 
 def group_partitions(grouped_rows: int, session_partitions: int, tuning: CleanerTuning = DEFAULT_TUNING) -> int:
@@ -346,14 +518,15 @@ def group_partitions(grouped_rows: int, session_partitions: int, tuning: Cleaner
     return bounded if bounded > session_partitions else 0
 
 
-def keys_mostly_distinct(handle: LogHandle, segments: list[tuple[int, Segment]],
-                         tuning: CleanerTuning = DEFAULT_TUNING) -> bool:
+def keys_mostly_distinct(
+    handle: LogHandle, segments: list[tuple[int, Segment]], tuning: CleanerTuning = DEFAULT_TUNING
+) -> bool:
     """Whether a sample of the keys (up to `key_sample_rows`, from files in the middle of `segments`,
     read on the driver) is at least `distinct_skips_partial` distinct: then a partial aggregation is wasted."""
     files = [ref for _, seg in segments for ref in seg.files]
     start = max(0, len(files) // 2 - tuning.key_sample_max_files // 2)
     chunks, rows = [], 0
-    for ref in files[start:start + tuning.key_sample_max_files]:
+    for ref in files[start : start + tuning.key_sample_max_files]:
         if rows >= tuning.key_sample_rows:
             break
         column = handle.st.read_parquet(handle.path(ref.name), columns=["key"]).column("key")

@@ -13,8 +13,8 @@ and the decision is worked out from the winners by the functions a decision made
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,13 +22,13 @@ import pyarrow as pa
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.planner import CleaningRange
+from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.keys import key_hash
-from compaction_assets.store.manifest import Manifest, Segment
-from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest, Segment
 
 # what a row of the range is read as: the key and offset that find the winners, and the winners' fields
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
@@ -36,13 +36,22 @@ NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon"
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
 # the hash of a row's key (keys.py), worked out as the rows are split into buckets
 KEY_HASH = "_key_hash"
-SPLIT_BLOCK_ROWS = 131_072   # a file's rows split a block at a time (split_by_key)
-KEYED_WINNER_SCHEMA = pa.schema([(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type)
-                                 for name in NARROW_COLUMNS])
+SPLIT_BLOCK_ROWS = 131_072  # a file's rows split a block at a time (split_by_key)
+KEYED_WINNER_SCHEMA = pa.schema(
+    [(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type) for name in NARROW_COLUMNS]
+)
 
 
-def decide_here(handle: LogHandle, manifest: Manifest, span: CleaningRange, now: int, new_horizon: int,
-                vector: Callable[[], pa.Array | None], threads: int, buckets: int) -> LocalDecision:
+def decide_here(
+    handle: LogHandle,
+    manifest: Manifest,
+    span: CleaningRange,
+    now: int,
+    new_horizon: int,
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+) -> LocalDecision:
     """The decision of `span` (the offset strategy's), its files read in `threads` threads here and its
     keys decided in `buckets` buckets."""
     starts = [(i, seg.base_offset) for i, seg in span.segments]
@@ -52,32 +61,54 @@ def decide_here(handle: LogHandle, manifest: Manifest, span: CleaningRange, now:
         rows += arrow_figures(table)
         kept.append(kept_offsets(table))
     figures, horizons = segment_figures(rows, span.segments)
-    return LocalDecision(figures=figures, horizons=horizons, stats=totals(figures), new_horizon=new_horizon,
-                         kept=pa.concat_tables(kept) if kept else OFFSETS_SCHEMA.empty_table())
+    return LocalDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        kept=pa.concat_tables(kept) if kept else OFFSETS_SCHEMA.empty_table(),
+    )
 
 
-def newer_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
-                  vector: Callable[[], pa.Array | None], threads: int, buckets: int) -> pa.Table:
+def newer_winners(
+    handle: LogHandle,
+    manifest: Manifest,
+    segments: list[tuple[int, Segment]],
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+) -> pa.Table:
     """Each key's winner over the segments with its key (the probe's newer rows, decide.py): key, offset
     and WINNER_FIELDS, one table."""
     found = list(bucket_winners(handle, manifest, segments, vector, threads, buckets, with_key=True))
     return pa.concat_tables(found) if found else KEYED_WINNER_SCHEMA.empty_table()
 
 
-def newer_keys(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
-               vector: Callable[[], pa.Array | None]) -> pa.ChunkedArray:
+def newer_keys(
+    handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], vector: Callable[[], pa.Array | None]
+) -> pa.ChunkedArray:
     """The keys of the segments' visible records (a key as often as it has records): the keys whose
     older records a probe removes, the same as their winners' (newer_winners), had without grouping."""
     dead = vector() if any(seg.dead for _, seg in segments) else None
-    tables = [read_file(handle, ref, manifest.log_start_offset, dead, ("offset", "key"))
-              for _, seg in segments for ref in seg.files]
-    return pa.chunked_array([chunk for table in tables for chunk in table.column("key").chunks],
-                            SEGMENT_SCHEMA.field("key").type)
+    tables = [
+        read_file(handle, ref, manifest.log_start_offset, dead, ("offset", "key"))
+        for _, seg in segments
+        for ref in seg.files
+    ]
+    return pa.chunked_array(
+        [chunk for table in tables for chunk in table.column("key").chunks], SEGMENT_SCHEMA.field("key").type
+    )
 
 
-def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]],
-                   vector: Callable[[], pa.Array | None], threads: int, buckets: int,
-                   with_key: bool = False) -> Iterator[pa.Table]:
+def bucket_winners(
+    handle: LogHandle,
+    manifest: Manifest,
+    segments: list[tuple[int, Segment]],
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+    with_key: bool = False,
+) -> Iterator[pa.Table]:
     """Each key's winner over the segments' visible records (log start and deletion vector applied, file
     stamps on tombstones), its offset and decide.py's WINNER_FIELDS (and its key `with_key`): a table per
     bucket of keys.
@@ -90,6 +121,7 @@ def bucket_winners(handle: LogHandle, manifest: Manifest, segments: list[tuple[i
 
     def read(ref) -> list[pa.Table]:
         return split_by_key(read_file(handle, ref, manifest.log_start_offset, dead, NARROW_COLUMNS), buckets)
+
     with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="decide") as pool:
         parts = [pool.submit(read, ref) for ref in refs]
         by_bucket = [[] for _ in range(buckets)]
@@ -143,5 +175,9 @@ def split_by_key(table: pa.Table, buckets: int, block_rows: int = SPLIT_BLOCK_RO
     starts = (np.cumsum(counts) - counts).reshape(blocks, buckets)
     counts = counts.reshape(blocks, buckets)
     ordered = table.take(from_numpy(order))
-    return [pa.concat_tables([ordered.slice(int(starts[block, bucket]), int(counts[block, bucket]))
-                              for block in range(blocks)]) for bucket in range(buckets)]
+    return [
+        pa.concat_tables(
+            [ordered.slice(int(starts[block, bucket]), int(counts[block, bucket])) for block in range(blocks)]
+        )
+        for bucket in range(buckets)
+    ]

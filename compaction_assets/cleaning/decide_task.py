@@ -44,10 +44,13 @@ def offset_decision(winners: pa.Table, starts: list[tuple[int, int]], now: int, 
     keep = pc.invert(expired)
     kept_tomb = pc.and_(keep, tomb)
     seg_idx = bucket_labels(starts, to_numpy(winners.column("offset")))
-    return winners.append_column("seg_idx", from_numpy(np.asarray(seg_idx, np.int32))).append_column(
-        "removed_tomb", expired).append_column("keep", keep).append_column(
-        "stamped", pc.and_(kept_tomb, pc.is_null(horizon))).append_column(
-        "new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, scalar(new_horizon)), scalar(None)))
+    return (
+        winners.append_column("seg_idx", from_numpy(np.asarray(seg_idx, np.int32)))
+        .append_column("removed_tomb", expired)
+        .append_column("keep", keep)
+        .append_column("stamped", pc.and_(kept_tomb, pc.is_null(horizon)))
+        .append_column("new_horizon", pc.if_else(kept_tomb, pc.coalesce(horizon, scalar(new_horizon)), scalar(None)))
+    )
 
 
 def kept_offsets(table: pa.Table) -> pa.Table:
@@ -69,8 +72,11 @@ def arrow_figures(table: pa.Table) -> list[dict]:
     seg_idx = to_numpy(table.column("seg_idx")).astype(np.int64, copy=False)
     order = np.lexsort((horizon, kept_tomb, seg_idx))
     seg_idx, has_horizon, horizon = seg_idx[order], kept_tomb[order], horizon[order]
-    starts = np.flatnonzero(np.r_[True, (seg_idx[1:] != seg_idx[:-1]) | (has_horizon[1:] != has_horizon[:-1])
-                                  | (horizon[1:] != horizon[:-1])])
+    starts = np.flatnonzero(
+        np.r_[
+            True, (seg_idx[1:] != seg_idx[:-1]) | (has_horizon[1:] != has_horizon[:-1]) | (horizon[1:] != horizon[:-1])
+        ]
+    )
 
     def count(mask):
         return np.add.reduceat(mask[order].astype(np.int64), starts)
@@ -95,15 +101,20 @@ def arrow_figures(table: pa.Table) -> list[dict]:
     first_ts = np.zeros(len(starts), np.int64)
     first_ts[group[first_rows]] = ts[first_rows]
     columns = {
-        "kept": kept.tolist(), "kept_bytes": _or_none(total(keep, size), kept),
+        "kept": kept.tolist(),
+        "kept_bytes": _or_none(total(keep, size), kept),
         "min_ts": _or_none(least(keep, ts), kept),
-        "max_ts": _or_none(most(keep, ts), kept), "first_offset": _or_none(first_offset, kept),
-        "min_pos_ts": _or_none(least(positive, ts), count(positive)), "tombstones": kept_tombs.tolist(),
-        "stamped": count(stamped).tolist(), "removed_tomb": removed_count.tolist(),
+        "max_ts": _or_none(most(keep, ts), kept),
+        "first_offset": _or_none(first_offset, kept),
+        "min_pos_ts": _or_none(least(positive, ts), count(positive)),
+        "tombstones": kept_tombs.tolist(),
+        "stamped": count(stamped).tolist(),
+        "removed_tomb": removed_count.tolist(),
         "removed_bytes": _or_none(total(removed, size), removed_count),
         "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs),
         "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
-        "first_ts": _or_none(first_ts, kept)}
+        "first_ts": _or_none(first_ts, kept),
+    }
     rows = []
     for g, at in enumerate(starts.tolist()):
         row = {"seg_idx": int(seg_idx[at]), "hkey": int(horizon[at]) if has_horizon[at] else None}
@@ -120,9 +131,10 @@ def _or_none(values, counts) -> list:
 def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
     """The function for `mapInArrow` over the winners of a group-by's task (offset and the winner's
     fields): the task's RESULT_SCHEMA rows, a row of kept offsets per segment and one of figures."""
+
     def run(batches):
         batches = [batch for batch in batches if batch.num_rows]
-        if not batches:      # a partition without winners (the group-by's hashing can leave some empty)
+        if not batches:  # a partition without winners (the group-by's hashing can leave some empty)
             return
         winners = pa.Table.from_batches(batches)
         table = offset_decision(winners, starts, now, new_horizon)
@@ -132,14 +144,18 @@ def decision_runner(starts: list[tuple[int, int]], now: int, new_horizon: int):
         seg_idx, offsets = seg_idx[order], offsets[order]
         segments, packed = [], []
         if len(seg_idx):
-            cuts = np.flatnonzero(np.diff(seg_idx)) + 1      # where the next segment's offsets start
+            cuts = np.flatnonzero(np.diff(seg_idx)) + 1  # where the next segment's offsets start
             segments = seg_idx[np.r_[0, cuts]].tolist()
             packed = [part.tobytes() for part in np.split(offsets, cuts)]
-        yield pa.RecordBatch.from_arrays([
-            from_numpy(np.r_[segments, 0].astype(np.int32), mask=np.r_[np.zeros(len(segments), bool), True]),
-            pa.array(packed + [None], pa.binary()),
-            from_strings([None] * len(segments) + [json.dumps(arrow_figures(table))])],
-            names=["seg_idx", "offsets", "figures"])
+        yield pa.RecordBatch.from_arrays(
+            [
+                from_numpy(np.r_[segments, 0].astype(np.int32), mask=np.r_[np.zeros(len(segments), bool), True]),
+                pa.array(packed + [None], pa.binary()),
+                from_strings([None] * len(segments) + [json.dumps(arrow_figures(table))]),
+            ],
+            names=["seg_idx", "offsets", "figures"],
+        )
+
     return run
 
 
@@ -150,11 +166,12 @@ def task_results(result: pa.Table) -> tuple[list[dict], pa.Table]:
     parts, lengths = [], []
     for chunk in packed.column("offsets").chunks:
         # a chunk's values lie back to back in one buffer: its offsets read without a copy a value
-        bounds = np.frombuffer(chunk.buffers()[1], np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+        bounds = np.frombuffer(chunk.buffers()[1], np.int32)[chunk.offset : chunk.offset + len(chunk) + 1]
         data = np.frombuffer(chunk.buffers()[2], np.uint8)
-        parts.append(data[bounds[0]:bounds[-1]].view(np.int64))
+        parts.append(data[bounds[0] : bounds[-1]].view(np.int64))
         lengths.append(np.diff(bounds) // 8)
     offsets = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     seg_idx = np.repeat(to_numpy(packed.column("seg_idx")), np.concatenate(lengths) if lengths else [])
-    return rows, pa.table({"offset": from_numpy(offsets.astype(np.int64, copy=False)),
-                           "seg_idx": from_numpy(seg_idx.astype(np.int32))})
+    return rows, pa.table(
+        {"offset": from_numpy(offsets.astype(np.int64, copy=False)), "seg_idx": from_numpy(seg_idx.astype(np.int32))}
+    )

@@ -30,25 +30,27 @@ from compaction_assets.store.manifest import Horizon, Segment
 @dataclass
 class SegmentFigures:
     """What a cleaning reads of one segment of its range and what it keeps of it (SPEC §4 figures)."""
-    physical: int                  # rows its files hold (those the deletion vector lists included)
-    read: int                      # its visible records
-    bytes_read: int                # their logical bytes
-    kept: int = 0                  # records it keeps
+
+    physical: int  # rows its files hold (those the deletion vector lists included)
+    read: int  # its visible records
+    bytes_read: int  # their logical bytes
+    kept: int = 0  # records it keeps
     kept_bytes: int = 0
-    min_ts: int | None = None      # of the kept records
+    min_ts: int | None = None  # of the kept records
     max_ts: int | None = None
-    first_ts: int | None = None    # the timestamp of its first kept record
+    first_ts: int | None = None  # the timestamp of its first kept record
     min_pos_ts: int | None = None  # the earliest kept timestamp > 0
-    tombstones: int = 0            # kept tombstones
-    stamped: int = 0               # kept tombstones that get this cleaning's horizon
-    removed_tomb: int = 0          # tombstones removed (their horizon passed)
-    removed_bytes: int = 0         # their bytes
-    unchanged: bool = False        # probed and loses nothing: keeps its files and its vector entries
+    tombstones: int = 0  # kept tombstones
+    stamped: int = 0  # kept tombstones that get this cleaning's horizon
+    removed_tomb: int = 0  # tombstones removed (their horizon passed)
+    removed_bytes: int = 0  # their bytes
+    unchanged: bool = False  # probed and loses nothing: keeps its files and its vector entries
 
 
 @dataclass
 class CleaningStats:
     """A cleaning's totals (Kafka's `CleanerStats`); `as_dict` is the JSON the CLI and Dagster report."""
+
     records_read: int = 0
     records_written: int = 0
     tombstones_stamped: int = 0
@@ -69,7 +71,7 @@ class CleaningStats:
         return asdict(self)
 
     @classmethod
-    def of(cls, figures: dict[str, int | float]) -> "CleaningStats":
+    def of(cls, figures: dict[str, int | float]) -> CleaningStats:
         """The totals a manifest's `last_cleaning.figures` holds (a total it lacks is 0)."""
         return cls(**{f.name: figures[f.name] for f in fields(cls) if f.name in figures})
 
@@ -81,42 +83,51 @@ SUMMED = ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "remove
 def spark_figures(decided) -> list:
     """The figures of a cached decision by segment and kept-tombstone horizon (`hkey`, null for other
     records; merged per segment by `segment_figures`), aggregated by Spark in one job."""
-    from pyspark.sql import functions as F   # pyspark only when a cleaning runs (Spark-free commands start faster)
+    from pyspark.sql import functions as F  # pyspark only when a cleaning runs (Spark-free commands start faster)
 
     keep = F.col("keep")
     hkey = F.when(keep & F.col("tomb"), F.col("new_horizon")).alias("hkey")
-    return decided.groupBy("seg_idx", hkey).agg(
-        F.sum(keep.cast("long")).alias("kept"), F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
-        F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
-        F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
-        # fixed-width buffers keep this a hash aggregation (a struct's minimum forced a sort)
-        F.min(F.when(keep, F.col("offset"))).alias("first_offset"),
-        F.min_by(F.when(keep, F.col("timestamp")), F.when(keep, F.col("offset"))).alias("first_ts"),
-        F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
-        F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
-        F.sum(F.col("stamped").cast("long")).alias("stamped"),
-        F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
-        F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
-        F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
-        F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("removed_bytes"),
-    ).collect()
+    return (
+        decided.groupBy("seg_idx", hkey)
+        .agg(
+            F.sum(keep.cast("long")).alias("kept"),
+            F.sum(F.when(keep, F.col("size"))).alias("kept_bytes"),
+            F.min(F.when(keep, F.col("timestamp"))).alias("min_ts"),
+            F.max(F.when(keep, F.col("timestamp"))).alias("max_ts"),
+            # fixed-width buffers keep this a hash aggregation (a struct's minimum forced a sort)
+            F.min(F.when(keep, F.col("offset"))).alias("first_offset"),
+            F.min_by(F.when(keep, F.col("timestamp")), F.when(keep, F.col("offset"))).alias("first_ts"),
+            F.min(F.when(keep & (F.col("timestamp") > 0), F.col("timestamp"))).alias("min_pos_ts"),
+            F.sum((keep & F.col("tomb")).cast("long")).alias("tombstones"),
+            F.sum(F.col("stamped").cast("long")).alias("stamped"),
+            F.sum(F.col("removed_tomb").cast("long")).alias("removed_tomb"),
+            F.min(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_lo"),
+            F.max(F.when(keep & F.col("tomb"), F.col("offset"))).alias("tomb_hi"),
+            F.sum(F.when(F.col("removed_tomb"), F.col("size"))).alias("removed_bytes"),
+        )
+        .collect()
+    )
 
 
-def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
-                    ) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
+def segment_figures(
+    rows: list, range_segs: list[tuple[int, Segment]]
+) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
     """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey); rows of one
     (seg_idx, hkey) from several tasks (decide_task.py) add up."""
     figures = {i: SegmentFigures(s.physical_rows, s.records, s.size) for i, s in range_segs if s.records}
     by_horizon: dict[int, dict[int, Horizon]] = {}
-    first: dict[int, tuple[int, int]] = {}     # per segment, (offset, timestamp) of its first kept record
+    first: dict[int, tuple[int, int]] = {}  # per segment, (offset, timestamp) of its first kept record
     for r in rows:
         idx = r["seg_idx"]
         if r["hkey"] is not None:
             seen = by_horizon.setdefault(idx, {})
             new = Horizon(int(r["hkey"]), int(r["tombstones"]), int(r["tomb_lo"]), int(r["tomb_hi"]))
             old = seen.get(new.horizon)
-            seen[new.horizon] = new if old is None else Horizon(
-                new.horizon, old.count + new.count, min(old.lo, new.lo), max(old.hi, new.hi))
+            seen[new.horizon] = (
+                new
+                if old is None
+                else Horizon(new.horizon, old.count + new.count, min(old.lo, new.lo), max(old.hi, new.hi))
+            )
         cur = figures[idx]
         for name in SUMMED:
             setattr(cur, name, getattr(cur, name) + int(r[name] or 0))
@@ -133,19 +144,38 @@ def segment_figures(rows: list, range_segs: list[tuple[int, Segment]]
 
 def totals(figures: dict[int, SegmentFigures]) -> CleaningStats:
     """A decision's totals (records read, written, removed; bytes) from its figures per segment."""
+
     def total(name: str) -> int:
         return int(sum(getattr(p, name) for p in figures.values()))
+
     read, written, removed = total("read"), total("kept"), total("removed_tomb")
     bytes_read, bytes_written = total("bytes_read"), total("kept_bytes")
-    return CleaningStats(records_read=read, records_written=written, tombstones_stamped=total("stamped"),
-                         tombstones_removed=removed, bytes_read=bytes_read, bytes_written=bytes_written,
-                         records_superseded=read - written - removed,
-                         cleaner_recopy_percent=100.0 * bytes_written / bytes_read if bytes_read else 0.0)
+    return CleaningStats(
+        records_read=read,
+        records_written=written,
+        tombstones_stamped=total("stamped"),
+        tombstones_removed=removed,
+        bytes_read=bytes_read,
+        bytes_written=bytes_written,
+        records_superseded=read - written - removed,
+        cleaner_recopy_percent=100.0 * bytes_written / bytes_read if bytes_read else 0.0,
+    )
 
 
 # what the later steps read of a decision (with the strategy's rank columns)
-DECISION_COLUMNS = ("key", "offset", "timestamp", "tomb", "size", "until", "seg_idx", "removed_tomb", "keep",
-                    "stamped", "new_horizon")
+DECISION_COLUMNS = (
+    "key",
+    "offset",
+    "timestamp",
+    "tomb",
+    "size",
+    "until",
+    "seg_idx",
+    "removed_tomb",
+    "keep",
+    "stamped",
+    "new_horizon",
+)
 # the kept (or, for a probed segment, removed) offsets the write receives, with their segment
 OFFSETS_SCHEMA = pa.schema([("offset", pa.int64()), ("seg_idx", pa.int32())])
 
@@ -153,11 +183,12 @@ OFFSETS_SCHEMA = pa.schema([("offset", pa.int64()), ("seg_idx", pa.int32())])
 @dataclass(kw_only=True)
 class Decision:
     """The outcome of the decide phase: per segment what the cleaning keeps, and its totals."""
+
     figures: dict[int, SegmentFigures]
-    horizons: dict[int, list[Horizon]]      # per segment, its kept tombstones' horizons
-    stats: CleaningStats                    # the decision's totals (the write's figures are added later)
-    new_horizon: int                        # the delete horizon this cleaning stamps on bare tombstones
-    only_touched_keys: bool = False         # the group-by saw only keys that rows above the unique prefix touch
+    horizons: dict[int, list[Horizon]]  # per segment, its kept tombstones' horizons
+    stats: CleaningStats  # the decision's totals (the write's figures are added later)
+    new_horizon: int  # the delete horizon this cleaning stamps on bare tombstones
+    only_touched_keys: bool = False  # the group-by saw only keys that rows above the unique prefix touch
 
     def release(self) -> None:
         """Drop what the decision holds in Spark (a collected decision holds nothing there)."""
@@ -178,7 +209,8 @@ class Decision:
 @dataclass(kw_only=True)
 class CachedDecision(Decision):
     """Decided and cached in Spark: the write ships the kept offsets from there."""
-    winners: object                         # Spark DataFrame of every winner (DECISION_COLUMNS), cached
+
+    winners: object  # Spark DataFrame of every winner (DECISION_COLUMNS), cached
 
     def release(self) -> None:
         """Unpersist the cached winners."""
@@ -192,9 +224,10 @@ class CachedDecision(Decision):
 @dataclass(kw_only=True)
 class CollectedDecision(Decision):
     """Decided in Spark, collected here in one job: the kept winners' offsets by segment."""
-    kept: pa.Table                          # OFFSETS_SCHEMA: every kept winner
-    tombstones: object = None               # Spark DataFrame of the decided tombstones for the guard's
-                                            # outputs (DECISION_COLUMNS); None under the offset strategy
+
+    kept: pa.Table  # OFFSETS_SCHEMA: every kept winner
+    tombstones: object = None  # Spark DataFrame of the decided tombstones for the guard's
+    # outputs (DECISION_COLUMNS); None under the offset strategy
 
     def write_offsets(self) -> pa.Table:
         """The kept winners."""
@@ -219,8 +252,9 @@ class LocalDecision(CollectedDecision):
 @dataclass(kw_only=True)
 class ProbedDecision(CollectedDecision):
     """The offset strategy's incremental decision: the newer segments grouped, the prefix probed."""
-    removed: pa.Table                       # OFFSETS_SCHEMA: the records the probed segments lose
-    probed: frozenset[int] = field(default_factory=frozenset)   # the probed segments
+
+    removed: pa.Table  # OFFSETS_SCHEMA: the records the probed segments lose
+    probed: frozenset[int] = field(default_factory=frozenset)  # the probed segments
 
     def write_offsets(self) -> pa.Table:
         """The kept winners of the newer segments, then the removed offsets of the probed ones."""

@@ -10,29 +10,60 @@ log's files, or when the engine answers a trivial query afterwards (the fault th
 from __future__ import annotations
 
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 # Exception classes (by name, so that neither py4j nor grpc needs importing) that only the engine or the
 # machine raises: a connection, a process or memory that is gone.
-ENGINE_EXCEPTION_TYPES = frozenset({
-    "ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError",
-    "BrokenPipeError", "TimeoutError", "MemoryError", "Py4JNetworkError", "SparkSetupError",
-    "_InactiveRpcError", "RetriesExceeded",
-})
+ENGINE_EXCEPTION_TYPES = frozenset(
+    {
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "ConnectionAbortedError",
+        "BrokenPipeError",
+        "TimeoutError",
+        "MemoryError",
+        "Py4JNetworkError",
+        "SparkSetupError",
+        "_InactiveRpcError",
+        "RetriesExceeded",
+    }
+)
 
 # Text that Spark, py4j or grpc put in the message of an engine fault, wherever it is wrapped.
 ENGINE_MESSAGE_MARKERS = (
-    "OutOfMemoryError", "SparkOutOfMemoryError", "GC overhead limit exceeded", "Java heap space",
-    "ExecutorLostFailure", "Executor lost", "executor lost", "worker lost", "Worker lost",
-    "SparkContext was shut down", "stopped SparkContext", "SparkContext has been shutdown",
-    "Python worker exited unexpectedly", "Python worker failed to connect back",
-    "Answer from Java side is empty", "Error while receiving", "Error while sending",
-    "Connection refused", "Connection reset", "Broken pipe", "failed to connect to all addresses",
-    "StatusCode.UNAVAILABLE", "UNAVAILABLE", "Socket closed", "DEADLINE_EXCEEDED",
-    "INVALID_HANDLE.SESSION", "SESSION_CLOSED", "SESSION_NOT_FOUND", "Session not found",
+    "OutOfMemoryError",
+    "SparkOutOfMemoryError",
+    "GC overhead limit exceeded",
+    "Java heap space",
+    "ExecutorLostFailure",
+    "Executor lost",
+    "executor lost",
+    "worker lost",
+    "Worker lost",
+    "SparkContext was shut down",
+    "stopped SparkContext",
+    "SparkContext has been shutdown",
+    "Python worker exited unexpectedly",
+    "Python worker failed to connect back",
+    "Answer from Java side is empty",
+    "Error while receiving",
+    "Error while sending",
+    "Connection refused",
+    "Connection reset",
+    "Broken pipe",
+    "failed to connect to all addresses",
+    "StatusCode.UNAVAILABLE",
+    "UNAVAILABLE",
+    "Socket closed",
+    "DEADLINE_EXCEEDED",
+    "INVALID_HANDLE.SESSION",
+    "SESSION_CLOSED",
+    "SESSION_NOT_FOUND",
+    "Session not found",
 )
 
-ENGINE_PROBE_SECONDS = 60.0   # a healthy engine answers `range(1)` in well under a second, even cold
+ENGINE_PROBE_SECONDS = 60.0  # a healthy engine answers `range(1)` in well under a second, even cold
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -25,22 +25,28 @@ from compaction_assets.cleaning.placement import available_memory
 from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.cleaning.state_parts import write_state_parts, written_by_parts
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import Manifest
-from compaction_assets.log.ranking import (arrow_ranks, highest_offsets, rank_columns, spark_loses, spark_order,
-                                          with_spark_ranks)
+from compaction_assets.log.ranking import (
+    arrow_ranks,
+    highest_offsets,
+    rank_columns,
+    spark_loses,
+    spark_order,
+    with_spark_ranks,
+)
 from compaction_assets.log.reader import dead_offsets, read_segments
 from compaction_assets.log.side_tables import remembered_df
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
 
-BROADCAST_TAIL_KEYS_MAX = 2_000_000       # tails with up to this many records have their keys broadcast
+BROADCAST_TAIL_KEYS_MAX = 2_000_000  # tails with up to this many records have their keys broadcast
 # what building the state here holds at its peak, per visible logical byte: the records read and the
 # winners taken from them (50M records over 5M keys: 602 MiB visible, a peak RSS of 2.8 GB)
 HELD_PER_VISIBLE_BYTE = 5
 OUTPUT_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
-READ_THREADS = 2                          # segments read at once (pyarrow releases the GIL as it decodes)
+READ_THREADS = 2  # segments read at once (pyarrow releases the GIL as it decodes)
 
 
 def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None):
@@ -69,14 +75,14 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
             if sum(s.records for _, s in tail_segs) <= BROADCAST_TAIL_KEYS_MAX:
                 tail_keys = F.broadcast(tail_keys)
             contested = clean.join(tail_keys, "key", "left_semi").unionByName(tail)
-            contested = (contested.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w"))
-                         .select("key", "w.*"))
+            contested = (
+                contested.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+            )
             best = clean.join(tail_keys, "key", "left_anti").unionByName(contested)
     best = best.where(F.col("value").isNotNull())
     rem = remembered_df(spark, handle, manifest) if config.strategy != Strategy.OFFSET else None
     if rem is not None:
-        best = best.join(rem, "key", "left").where(
-            F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
+        best = best.join(rem, "key", "left").where(F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
     return best.select("key", "value", "offset", "timestamp", "headers")
 
 
@@ -96,20 +102,21 @@ def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.drive
     return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= share * available_memory()
 
 
-def written_here(handle: LogHandle, config: TopicConfig, manifest: Manifest,
-                 share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
+def written_here(
+    handle: LogHandle, config: TopicConfig, manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share
+) -> bool:
     """Whether `write_latest_state` writes this log's state with Arrow in this process (no Spark)."""
     return _by_parts(handle, config, manifest, share) or fits_in_process(manifest, share)
 
 
 def _by_parts(handle: LogHandle, config: TopicConfig, manifest: Manifest, share: float) -> bool:
     """Whether the state is written file by file (state_parts.py): values without a schema, in memory."""
-    return (written_by_parts(config, manifest) and parts_fit_in_process(manifest, share)
-            and not has_value_schema(handle))
+    return written_by_parts(config, manifest) and parts_fit_in_process(manifest, share) and not has_value_schema(handle)
 
 
-def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
-                       ordered: bool = True) -> pa.Table:
+def latest_state_table(
+    handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None, ordered: bool = True
+) -> pa.Table:
     """SPEC §7.5 with Arrow in this process (no Spark): the rows of `latest_state_df`, sorted by key (in
     the log's order when not `ordered` and the strategy is the offset's: no sort, the records filtered)."""
     manifest = manifest or handle.manifest()
@@ -126,8 +133,13 @@ def latest_state_table(handle: LogHandle, config: TopicConfig, manifest: Manifes
         rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
         rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
         # joined on the key and a row number only (Arrow's join carries no list columns such as headers)
-        probe = pa.table({"key": table.column("key"), "_row": pa.array(np.arange(len(table), dtype=np.int64)),
-                          **{c: table.column(c) for c in ranks}})
+        probe = pa.table(
+            {
+                "key": table.column("key"),
+                "_row": pa.array(np.arange(len(table), dtype=np.int64)),
+                **{c: table.column(c) for c in ranks},
+            }
+        )
         joined = probe.join(rem, keys="key", join_type="inner")
         # a remembered delete drops the key when the record loses to it by rank (SPEC §6)
         loses = pa.array(np.zeros(len(joined), dtype=bool))
@@ -150,13 +162,13 @@ def _state_rows(table: pa.Table, ranks: tuple[str, ...], ordered: bool, below: i
     records over 2M keys, the group-by of every key was 1.2 s of a 4 s latest state)."""
     contested = _contested(table, below)
     if (ordered or ranks) and contested is None:
-        return table.take(_winner_rows(table, ranks))   # in key order
+        return table.take(_winner_rows(table, ranks))  # in key order
     valid = pc.is_valid(table.column("value")).to_numpy(zero_copy_only=False)
     if ordered or ranks:
         fight = np.flatnonzero(contested)
         won = fight[_winner_rows(table.take(fight), ranks).to_numpy()]
         rows = np.concatenate([np.flatnonzero(~contested & valid), won])
-        if ordered:   # a key once each now: its order is the keys'
+        if ordered:  # a key once each now: its order is the keys'
             rows = rows[pc.sort_indices(table.column("key").take(rows)).to_numpy()]
         return table.take(rows)
     # the offset strategy's winners kept in place, in the log's order (no sort and no random take of the
@@ -188,8 +200,10 @@ def _winner_rows(table: pa.Table, ranks: tuple[str, ...]) -> pa.Array:
     and the keys are sorted, and the records taken once, the winners' rows only (sorting the whole table,
     then filtering it, copied every record twice: 50M records over 5M keys, 22 s and 5.3 times the
     visible bytes at the peak)."""
-    order = pc.sort_indices(table.select(["key", *ranks, "offset"]),
-                            sort_keys=[("key", "ascending"), *[(c, "ascending") for c in ranks], ("offset", "ascending")])
+    order = pc.sort_indices(
+        table.select(["key", *ranks, "offset"]),
+        sort_keys=[("key", "ascending"), *[(c, "ascending") for c in ranks], ("offset", "ascending")],
+    )
     n = len(order)
     if not n:
         return order
@@ -200,9 +214,16 @@ def _winner_rows(table: pa.Table, ranks: tuple[str, ...]) -> pa.Array:
     return order.filter(pa.array(last & alive))
 
 
-def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, spark,
-                       manifest: Manifest | None = None, state: pa.Table | None = None,
-                       share: float = DEFAULT_TUNING.driver_memory_share) -> int:
+def write_latest_state(
+    handle: LogHandle,
+    config: TopicConfig,
+    st,
+    target: str,
+    spark,
+    manifest: Manifest | None = None,
+    state: pa.Table | None = None,
+    share: float = DEFAULT_TUNING.driver_memory_share,
+) -> int:
     """Write the latest state as Parquet into the folder `target` of storage `st` (replacing it); the
     rows written. A log `written_here` (within `share` of the memory available) is written with Arrow
     and never calls `spark` (a function returning the session, so that no JVM starts for it); `state`,
@@ -211,16 +232,17 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     are worked out over the whole state)."""
     manifest = manifest or handle.manifest()
     if state is None and _by_parts(handle, config, manifest, share):
-        st.delete(target)                      # replaced, as Spark's overwrite does
+        st.delete(target)  # replaced, as Spark's overwrite does
         st.makedirs(target)
         return write_state_parts(handle, manifest, st, target, OUTPUT_COLUMNS, READ_THREADS)
     # a state built already is written as it is: asking the memory again, now that the state holds some
     # of it, could send the log to Spark and build it a second time
     if state is not None or fits_in_process(manifest, share):
         # the files need no key order (Spark's writes have none): the offset strategy's state is not sorted
-        table = with_value_columns(handle, state if state is not None else
-                                   latest_state_table(handle, config, manifest, ordered=False))
-        st.delete(target)                      # replaced, as Spark's overwrite does
+        table = with_value_columns(
+            handle, state if state is not None else latest_state_table(handle, config, manifest, ordered=False)
+        )
+        st.delete(target)  # replaced, as Spark's overwrite does
         st.makedirs(target)
         st.write_parquet(f"{target.rstrip('/')}/part-00000.parquet", table, compression="snappy")
         return len(table)
@@ -229,11 +251,15 @@ def write_latest_state(handle: LogHandle, config: TopicConfig, st, target: str, 
     # the rows from the written files' footers, not from another Spark job reading them back
     import pyarrow.parquet as pq
 
-    return sum(pq.ParquetFile(st.fs.open_input_file(f"{target.rstrip('/')}/{name}")).metadata.num_rows
-               for name in st.list_dir(target) if name.endswith(".parquet") and not name.startswith((".", "_")))
+    return sum(
+        pq.ParquetFile(st.fs.open_input_file(f"{target.rstrip('/')}/{name}")).metadata.num_rows
+        for name in st.list_dir(target)
+        if name.endswith(".parquet") and not name.startswith((".", "_"))
+    )
 
 
 # --- structured values as columns (values landed from a connector with a schema, issue 30) ---------------
+
 
 def _column_names(schema: pa.Schema) -> list[tuple[str, str]]:
     """(field, column) per value field; a field named like a record column is prefixed `value_`."""
@@ -248,8 +274,10 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
     import pyarrow.json as pajson
 
     try:
-        return pajson.read_json(io.BytesIO(b"\n".join(lines)), parse_options=pajson.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore"))
+        return pajson.read_json(
+            io.BytesIO(b"\n".join(lines)),
+            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
     except pa.ArrowInvalid:
         rows = [json.loads(line) for line in lines]
     cols = {}
@@ -258,8 +286,13 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
         try:
             cols[f.name] = pa.array(vals, f.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-            cols[f.name] = pa.array([v if v is None or isinstance(v, str) else
-                                     json.dumps(v, sort_keys=True, separators=(",", ":")) for v in vals], pa.string())
+            cols[f.name] = pa.array(
+                [
+                    v if v is None or isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
+                    for v in vals
+                ],
+                pa.string(),
+            )
     return pa.table(cols)
 
 
@@ -286,8 +319,9 @@ def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:
     parsed = _parse_values([values[i] for i in rows], vs.schema) if rows else vs.schema.empty_table()
     index = pa.array(positions, mask=positions < 0)
     for field, column in _column_names(vs.schema):
-        table = table.append_column(column, parsed.column(field).take(index) if rows
-                                    else pa.nulls(len(table), vs.schema.field(field).type))
+        table = table.append_column(
+            column, parsed.column(field).take(index) if rows else pa.nulls(len(table), vs.schema.field(field).type)
+        )
     return table
 
 
@@ -308,6 +342,7 @@ def with_value_columns_df(handle: LogHandle, df):
             return StringType() if pa.types.is_null(t) else from_arrow_type(t)
         except TypeError:
             return StringType()
+
     schema = StructType([StructField(f.name, spark_type(f.type)) for f in vs.schema])
     parsed = F.from_json(F.col("value").cast("string"), schema)
     return df.select("*", *[parsed[field].alias(column) for field, column in _column_names(vs.schema)])

@@ -19,10 +19,11 @@ from compaction_assets.store.manifest import FileRef, Segment, combine, new_id
 @dataclass(frozen=True)
 class RewritePlan:
     """What happens to each segment of a cleaning's range (indices into the range)."""
-    rewrite: list[int]             # segments rewritten (enough of them dead)
-    mark: list[int]                # segments kept, their removed offsets going to the deletion vector
-    groups: list[list[int]]        # the merge groups of the range
-    runs: list[list[int]]          # the rewritten segments cut into runs, a new file each
+
+    rewrite: list[int]  # segments rewritten (enough of them dead)
+    mark: list[int]  # segments kept, their removed offsets going to the deletion vector
+    groups: list[list[int]]  # the merge groups of the range
+    runs: list[list[int]]  # the rewritten segments cut into runs, a new file each
 
 
 def rewrite_plan(decision: Decision, tuning: CleanerTuning = DEFAULT_TUNING) -> tuple[list[int], list[int]]:
@@ -31,7 +32,7 @@ def rewrite_plan(decision: Decision, tuning: CleanerTuning = DEFAULT_TUNING) -> 
     for i, p in sorted(decision.figures.items()):
         if p.kept == p.physical or p.kept == 0 or p.unchanged:
             continue  # untouched (a probed segment that loses nothing keeps its vector entries too), or
-                      # left with no file at all
+            # left with no file at all
         if (p.physical - p.kept) >= rewrite_line(p, tuning) * p.physical:
             rewrite.append(i)
         else:
@@ -104,8 +105,9 @@ def rewrite_runs(groups: list[list[int]], rewrite: list[int], empty: set[int]) -
     return runs
 
 
-def segments_after(range_segs: list[Segment], decision: Decision, plan: RewritePlan,
-                   written: dict[int, FileRef]) -> list[Segment]:
+def segments_after(
+    range_segs: list[Segment], decision: Decision, plan: RewritePlan, written: dict[int, FileRef]
+) -> list[Segment]:
     """The range's segments as the cleaning leaves them, merged: `written` is each run's new file."""
     run_of = {i: r for r, run in enumerate(plan.runs) for i in run}
     after = []
@@ -117,14 +119,26 @@ def segments_after(range_segs: list[Segment], decision: Decision, plan: RewriteP
         if i in run_of:  # the run's file, held by its first member (a run is inside one merge group)
             files = (written[run_of[i]],) if plan.runs[run_of[i]][0] == i else ()
         elif p.stamped:
-            files = tuple(FileRef(f.name, f.records, f.stamp if f.stamp is not None else decision.new_horizon)
-                          for f in seg.files)
+            files = tuple(
+                FileRef(f.name, f.records, f.stamp if f.stamp is not None else decision.new_horizon) for f in seg.files
+            )
         else:
             files = seg.files
-        after.append(Segment(
-            id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=files,
-            records=int(p.kept), size=int(p.kept_bytes), min_ts=p.min_ts, max_ts=p.max_ts,
-            first_ts=p.first_ts, min_pos_ts=p.min_pos_ts, tombstones=int(p.tombstones),
-            horizons=tuple(sorted(decision.horizons.get(i, []))),
-            dead=0 if i in run_of else int(p.physical - p.kept)))
+        after.append(
+            Segment(
+                id=new_id(),
+                base_offset=seg.base_offset,
+                next_offset=seg.next_offset,
+                files=files,
+                records=int(p.kept),
+                size=int(p.kept_bytes),
+                min_ts=p.min_ts,
+                max_ts=p.max_ts,
+                first_ts=p.first_ts,
+                min_pos_ts=p.min_pos_ts,
+                tombstones=int(p.tombstones),
+                horizons=tuple(sorted(decision.horizons.get(i, []))),
+                dead=0 if i in run_of else int(p.physical - p.kept),
+            )
+        )
     return merged(after, plan.groups)

@@ -14,14 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
 
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.errors import CompactionError
-from compaction_assets.topics.config import TopicConfig
 from compaction_assets.store.manifest import Manifest
+from compaction_assets.topics.config import TopicConfig
 
 # SPEC §8's figures across logs, by Kafka's metric names.
 MAX_DIRTY_PERCENT = "max-dirty-percent"
@@ -38,11 +38,12 @@ class LogState:
     log: str
     manifest: Manifest | None
     evaluation: Evaluation | None
-    error: str | None = None          # why the log could not be evaluated
+    error: str | None = None  # why the log could not be evaluated
 
 
-def evaluate_logs(store, config_for: Callable[[str], TopicConfig], now: int,
-                  names: Iterable[str] | None = None) -> list[LogState]:
+def evaluate_logs(
+    store, config_for: Callable[[str], TopicConfig], now: int, names: Iterable[str] | None = None
+) -> list[LogState]:
     """Evaluate each log; a log that cannot be read or configured is kept with its error."""
     out = []
     for name in sorted(store.logs() if names is None else names):
@@ -57,15 +58,17 @@ def evaluate_logs(store, config_for: Callable[[str], TopicConfig], now: int,
 @dataclass(frozen=True)
 class UncleanableLog:
     """A log that cannot be cleaned: marked uncleanable, or whose metadata cannot be read."""
+
     log: str
     error: str | None
-    since_ms: int | None           # when it was marked (None: its metadata cannot be read)
-    uncleanable_bytes: int         # its cleanable bytes today, stuck behind the failure
+    since_ms: int | None  # when it was marked (None: its metadata cannot be read)
+    uncleanable_bytes: int  # its cleanable bytes today, stuck behind the failure
 
 
 @dataclass(frozen=True)
 class FleetFigures:
     """SPEC §8's figures across logs; `as_dict` keys them by Kafka's metric names (the CLI's JSON)."""
+
     logs: int
     max_dirty_percent: float
     max_compaction_delay_secs: float
@@ -73,17 +76,20 @@ class FleetFigures:
     uncleanable_partitions_count: int
     uncleanable_bytes: int
     uncleanable_logs: list[UncleanableLog]
-    time_since_last_run_ms: int    # -1: none of the logs was ever cleaned
+    time_since_last_run_ms: int  # -1: none of the logs was ever cleaned
 
     def as_dict(self) -> dict:
         """The figures by metric name, the uncleanable logs as rows."""
-        return {"logs": self.logs, MAX_DIRTY_PERCENT: self.max_dirty_percent,
-                MAX_COMPACTION_DELAY_SECS: self.max_compaction_delay_secs,
-                MAX_CLEAN_TIME_SECS: self.max_clean_time_secs,
-                UNCLEANABLE_PARTITIONS_COUNT: self.uncleanable_partitions_count,
-                UNCLEANABLE_BYTES: self.uncleanable_bytes,
-                UNCLEANABLE_LOGS: [asdict(row) for row in self.uncleanable_logs],
-                TIME_SINCE_LAST_RUN_MS: self.time_since_last_run_ms}
+        return {
+            "logs": self.logs,
+            MAX_DIRTY_PERCENT: self.max_dirty_percent,
+            MAX_COMPACTION_DELAY_SECS: self.max_compaction_delay_secs,
+            MAX_CLEAN_TIME_SECS: self.max_clean_time_secs,
+            UNCLEANABLE_PARTITIONS_COUNT: self.uncleanable_partitions_count,
+            UNCLEANABLE_BYTES: self.uncleanable_bytes,
+            UNCLEANABLE_LOGS: [asdict(row) for row in self.uncleanable_logs],
+            TIME_SINCE_LAST_RUN_MS: self.time_since_last_run_ms,
+        }
 
 
 def uncleanable_logs(states: list[LogState]) -> list[UncleanableLog]:
@@ -93,8 +99,11 @@ def uncleanable_logs(states: list[LogState]) -> list[UncleanableLog]:
         if s.evaluation is None:
             rows.append(UncleanableLog(s.log, s.error, None, 0))
         elif s.manifest.uncleanable:
-            rows.append(UncleanableLog(s.log, s.manifest.uncleanable.error,
-                                       s.manifest.uncleanable.since_ms, s.evaluation.cleanable_bytes))
+            rows.append(
+                UncleanableLog(
+                    s.log, s.manifest.uncleanable.error, s.manifest.uncleanable.since_ms, s.evaluation.cleanable_bytes
+                )
+            )
     return rows
 
 
@@ -103,12 +112,18 @@ def figures(states: list[LogState], now: int | None = None) -> FleetFigures:
     evs = [s.evaluation for s in states if s.evaluation is not None]
     candidates = [e for e in evs if e.compact and not e.uncleanable and e.clean_bytes + e.cleanable_bytes > 0]
     stuck = uncleanable_logs(states)
-    clean_times = [float(CleaningStats.of(s.manifest.last_cleaning.figures).clean_time_secs)
-                   if s.manifest.last_cleaning else 0.0 for s in states if s.manifest is not None]
+    clean_times = [
+        float(CleaningStats.of(s.manifest.last_cleaning.figures).clean_time_secs) if s.manifest.last_cleaning else 0.0
+        for s in states
+        if s.manifest is not None
+    ]
     if now is None:
         now = max((e.now for e in evs), default=0)
-    finished = [s.manifest.last_cleaning.finished_ms for s in states if s.manifest is not None
-                and s.manifest.last_cleaning and s.manifest.last_cleaning.finished_ms is not None]
+    finished = [
+        s.manifest.last_cleaning.finished_ms
+        for s in states
+        if s.manifest is not None and s.manifest.last_cleaning and s.manifest.last_cleaning.finished_ms is not None
+    ]
     return FleetFigures(
         logs=len(states),
         max_dirty_percent=round(100 * max((e.dirty_ratio for e in candidates), default=0.0), 6),

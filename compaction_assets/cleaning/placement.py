@@ -27,9 +27,9 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.spark.lazy_session import LazySession
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.spark import local_master_cores
+from compaction_assets.spark.lazy_session import LazySession
 
 # results up to this size skip asking the session for its limit (a request to a Connect server for
 # every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
@@ -40,6 +40,7 @@ _SIZE = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
 @dataclass(frozen=True)
 class RowCost:
     """What one row brought here costs: in this process at the peak, and in the job's results."""
+
     held: int
     shipped: int
 
@@ -67,6 +68,7 @@ MAX_HERE_BUCKETS = 64
 @dataclass(frozen=True)
 class HerePlan:
     """How a range is decided in this process: reader threads and buckets of keys (0 threads: in Spark)."""
+
     threads: int
     buckets: int
 
@@ -88,7 +90,7 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
         return HerePlan(0, 0)
     buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
     spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW_BYTES
-    if not limit:     # a limit the tuning gives stands for the memory, as in fits_here
+    if not limit:  # a limit the tuning gives stands for the memory, as in fits_here
         if spare <= 0:
             return HerePlan(0, 0)
         # a bucket a thread is decided at once
@@ -101,16 +103,16 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     return HerePlan(cores, buckets)
 
 
-def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, kept_here: bool,
-                  tuning: CleanerTuning) -> int:
+def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, kept_here: bool, tuning: CleanerTuning) -> int:
     """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead).
     `kept_here`: the decision's kept offsets are in this process already (collected, or decided here)."""
     if rewrite_rows <= tuning.driver_rewrite_max_rows and mark_rows <= tuning.driver_mark_max_rows:
         return 1
     limit = tuning.local_write_max_kept
     # offsets already here cost no more memory and no result to ship: only a limit the tuning gives applies
-    if not tuning.local_master_writes_here or ((limit or not kept_here) and not fits_here(
-            spark, kept, limit, KEPT_OFFSET, tuning.driver_memory_share)):
+    if not tuning.local_master_writes_here or (
+        (limit or not kept_here) and not fits_here(spark, kept, limit, KEPT_OFFSET, tuning.driver_memory_share)
+    ):
         return 0
     return local_cores(spark) or 0
 
@@ -135,8 +137,11 @@ def thread_shares(table: pa.Table, unit_rows: dict[int, int], threads: int) -> l
         return [table]
     units = to_numpy(table.column("unit"))
     # as in Spark, a task sees only the units that have kept offsets (a share without any is empty)
-    parts = [part for part in (table.filter(from_numpy(np.isin(units, np.array(g, dtype=units.dtype))))
-                               for g in groups) if len(part)]
+    parts = [
+        part
+        for part in (table.filter(from_numpy(np.isin(units, np.array(g, dtype=units.dtype)))) for g in groups)
+        if len(part)
+    ]
     return parts or [table]
 
 
@@ -165,6 +170,7 @@ def parallelism(spark) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect: no SparkContext
         return shuffle_partitions(spark)
+
 
 def newer_winner(record_bytes: int) -> RowCost:
     """A newer winner the probe collects: a collected winner with its key (at most `record_bytes`, the
@@ -204,9 +210,10 @@ def _machine_available() -> int:
 
 
 # the container's limit, usage and memory statistics: cgroup v2's files, then v1's
-_CGROUP_FILES = (("memory.max", "memory.current", "memory.stat", "inactive_file"),
-                 ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat",
-                  "total_inactive_file"))
+_CGROUP_FILES = (
+    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
+)
 
 
 def _container_headroom(root: str) -> int | None:
@@ -222,7 +229,7 @@ def _container_headroom(root: str) -> int | None:
                 cache = next((int(line.split()[1]) for line in f if line.split()[0] == inactive), 0)
         except (OSError, ValueError, IndexError):
             continue
-        if limit == "max" or int(limit) >= 1 << 60:   # v1 writes "no limit" as a page-rounded 2^63
+        if limit == "max" or int(limit) >= 1 << 60:  # v1 writes "no limit" as a page-rounded 2^63
             return None
         return max(0, int(limit) - max(0, usage - cache))
     return None

@@ -8,23 +8,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from compaction_assets.topics.config import TopicConfig
-from compaction_assets.store.manifest import Manifest, Segment, new_id
 from compaction_assets.segments.records import INT64_MAX
-
+from compaction_assets.store.manifest import Manifest, Segment, new_id
+from compaction_assets.topics.config import TopicConfig
 
 
 class Reason(StrEnum):
     """Why a log is cleaned (SPEC §5); compares equal to its name, as JSON, tags and manifests carry it."""
-    DIRTY_RATIO = "dirty_ratio"                  # the dirty ratio is above min.cleanable.dirty.ratio
-    MAX_COMPACTION_LAG = "max_compaction_lag"    # a dirty record is older than max.compaction.lag.ms
-    DELETE_HORIZON = "delete_horizon"            # clean-section tombstones are past their delete horizon
-    FORCED = "forced"                            # an operator asked (`--force`, or the asset's config)
+
+    DIRTY_RATIO = "dirty_ratio"  # the dirty ratio is above min.cleanable.dirty.ratio
+    MAX_COMPACTION_LAG = "max_compaction_lag"  # a dirty record is older than max.compaction.lag.ms
+    DELETE_HORIZON = "delete_horizon"  # clean-section tombstones are past their delete horizon
+    FORCED = "forced"  # an operator asked (`--force`, or the asset's config)
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """One log at `now` from its manifest alone (SPEC §3-§5): its ranges, dirty ratio, delay and eligibility."""
+
     log: str
     now: int
     compact: bool
@@ -35,17 +36,17 @@ class Evaluation:
     dirty_ratio: float
     max_compaction_delay_ms: int
     eligible: bool
-    reason: Reason | None         # why it is eligible (never FORCED here), or None
-    deadline_roll: bool           # the active segment is due to be sealed at `now`
-    checkpoint_reset: bool        # the stored checkpoint is outside [log_start, LEO]
-    remembered_expired: bool      # some remembered deletes expire at `now` (their table is rewritten)
+    reason: Reason | None  # why it is eligible (never FORCED here), or None
+    deadline_roll: bool  # the active segment is due to be sealed at `now`
+    checkpoint_reset: bool  # the stored checkpoint is outside [log_start, LEO]
+    remembered_expired: bool  # some remembered deletes expire at `now` (their table is rewritten)
     stored_checkpoint: int
-    expired_tombstones: int       # clean-section tombstones whose horizon has passed and are not held
+    expired_tombstones: int  # clean-section tombstones whose horizon has passed and are not held
     uncleanable: bool
     log_start_offset: int
     log_end_offset: int
-    version: int = 0              # the manifest version evaluated (the log's state)
-    why_not_eligible: str | None = None   # why a log is not due (or is marked uncleanable), in words
+    version: int = 0  # the manifest version evaluated (the log's state)
+    why_not_eligible: str | None = None  # why a log is not due (or is marked uncleanable), in words
 
     def as_dict(self) -> dict:
         """The evaluation as JSON-ready data."""
@@ -76,7 +77,9 @@ def seal_active(manifest: Manifest) -> Manifest:
     if manifest.active.empty:
         return manifest
     sealed = Segment(**{**manifest.active.__dict__, "next_offset": manifest.log_end_offset})
-    return manifest.with_(segments=manifest.segments[:-1] + (sealed, Segment(new_id(), manifest.log_end_offset, manifest.log_end_offset)))
+    return manifest.with_(
+        segments=manifest.segments[:-1] + (sealed, Segment(new_id(), manifest.log_end_offset, manifest.log_end_offset))
+    )
 
 
 def first_dirty(manifest: Manifest) -> int:
@@ -89,7 +92,7 @@ def first_uncleanable(manifest: Manifest, config: TopicConfig, now: int, first_d
     """The first offset a cleaning may not touch: the active segment and what compaction lag protects (SPEC §3)."""
     u = manifest.active.base_offset
     if config.min_compaction_lag_ms > 0:
-        for seg in manifest.segments[manifest.segment_index(first_dirty_offset):-1]:
+        for seg in manifest.segments[manifest.segment_index(first_dirty_offset) : -1]:
             if seg.records and seg.max_ts is not None and seg.max_ts > now - config.min_compaction_lag_ms:
                 u = min(u, seg.base_offset)
                 break
@@ -105,12 +108,13 @@ def rewritten_segments(manifest: Manifest, first_uncleanable: int) -> list[Segme
 class CleaningRange:
     """The segments a cleaning bounded by `first_uncleanable` rewrites, split where the last cleaning left one
     record per key; worked out once, before the cleaning, and handed to its phases."""
+
     first_uncleanable: int
-    segments: list[tuple[int, Segment]]     # (index, segment): a prefix of the manifest's segments
-    unique: list[tuple[int, Segment]]       # those wholly below that offset (one record per key)
-    newer: list[tuple[int, Segment]]        # the others
-    rows: int                               # rows the segments' files hold
-    newer_rows: int                         # ... of the newer segments
+    segments: list[tuple[int, Segment]]  # (index, segment): a prefix of the manifest's segments
+    unique: list[tuple[int, Segment]]  # those wholly below that offset (one record per key)
+    newer: list[tuple[int, Segment]]  # the others
+    rows: int  # rows the segments' files hold
+    newer_rows: int  # ... of the newer segments
 
 
 def cleaning_range(manifest: Manifest, first_uncleanable: int) -> CleaningRange:
@@ -118,9 +122,15 @@ def cleaning_range(manifest: Manifest, first_uncleanable: int) -> CleaningRange:
     segments = list(enumerate(rewritten_segments(manifest, first_uncleanable)))
     below = unique_keys_below(manifest)
     unique = [(i, s) for i, s in segments if below is not None and s.next_offset <= below]
-    newer = segments[len(unique):]
-    return CleaningRange(first_uncleanable, segments, unique, newer, sum(s.physical_rows for _, s in segments),
-                         sum(s.physical_rows for _, s in newer))
+    newer = segments[len(unique) :]
+    return CleaningRange(
+        first_uncleanable,
+        segments,
+        unique,
+        newer,
+        sum(s.physical_rows for _, s in segments),
+        sum(s.physical_rows for _, s in newer),
+    )
 
 
 def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
@@ -153,13 +163,28 @@ def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
             reason = Reason.DELETE_HORIZON
     why = why_not(manifest, config, now, fd, u, ratio, cleanable, total, reason)
     return Evaluation(
-        log=manifest.log, now=now, why_not_eligible=why, compact=config.compact, first_dirty_offset=fd, first_uncleanable_offset=u,
-        clean_bytes=clean_bytes, cleanable_bytes=cleanable, dirty_ratio=ratio,
-        max_compaction_delay_ms=delay, eligible=reason is not None, reason=reason, deadline_roll=roll,
-        checkpoint_reset=fd != manifest.checkpoint, stored_checkpoint=manifest.checkpoint, expired_tombstones=expired,
+        log=manifest.log,
+        now=now,
+        why_not_eligible=why,
+        compact=config.compact,
+        first_dirty_offset=fd,
+        first_uncleanable_offset=u,
+        clean_bytes=clean_bytes,
+        cleanable_bytes=cleanable,
+        dirty_ratio=ratio,
+        max_compaction_delay_ms=delay,
+        eligible=reason is not None,
+        reason=reason,
+        deadline_roll=roll,
+        checkpoint_reset=fd != manifest.checkpoint,
+        stored_checkpoint=manifest.checkpoint,
+        expired_tombstones=expired,
         remembered_expired=bool(manifest.remembered) and manifest.remembered["min_expiry"] <= now,
-        uncleanable=manifest.uncleanable is not None, log_start_offset=manifest.log_start_offset,
-        log_end_offset=manifest.log_end_offset, version=manifest.version)
+        uncleanable=manifest.uncleanable is not None,
+        log_start_offset=manifest.log_start_offset,
+        log_end_offset=manifest.log_end_offset,
+        version=manifest.version,
+    )
 
 
 def duration(ms: int) -> str:
@@ -171,33 +196,53 @@ def duration(ms: int) -> str:
     return f"{ms} ms"
 
 
-def why_not(manifest: Manifest, config: TopicConfig, now: int, fd: int, u: int, ratio: float, cleanable: int,
-            total: int, reason: Reason | None) -> str | None:
+def why_not(
+    manifest: Manifest,
+    config: TopicConfig,
+    now: int,
+    fd: int,
+    u: int,
+    ratio: float,
+    cleanable: int,
+    total: int,
+    reason: Reason | None,
+) -> str | None:
     """Why the log is not due for a cleaning (None when it is): which rule of SPEC §3-§5 holds it back,
     with its figures; a log marked uncleanable says so first (no sensor or `clean --all` takes it)."""
     if manifest.uncleanable is not None:
-        return (f"marked uncleanable ({manifest.uncleanable.error}); `clear-uncleanable "
-                f"{manifest.log}` once repaired")
+        return f"marked uncleanable ({manifest.uncleanable.error}); `clear-uncleanable {manifest.log}` once repaired"
     if reason is not None:
         return None
     if not config.compact:
         return f"cleanup.policy {','.join(sorted(config.policy))}: no compaction, only retention"
-    if manifest.log_end_offset == manifest.log_start_offset or total == 0 and manifest.active.empty:
+    if manifest.log_end_offset == manifest.log_start_offset or (total == 0 and manifest.active.empty):
         return "the log has no records"
     if u == manifest.active.base_offset and fd >= u:
-        where = ("all records are in the active segment" if fd <= manifest.log_start_offset else
-                 f"the records below offset {fd} are cleaned and the newer ones are in the active segment")
-        return (f"{where}: `roll` it or wait for segment.ms ({duration(config.segment_ms)}) or segment.bytes "
-                f"({config.segment_bytes} bytes) to seal it")
+        where = (
+            "all records are in the active segment"
+            if fd <= manifest.log_start_offset
+            else f"the records below offset {fd} are cleaned and the newer ones are in the active segment"
+        )
+        return (
+            f"{where}: `roll` it or wait for segment.ms ({duration(config.segment_ms)}) or segment.bytes "
+            f"({config.segment_bytes} bytes) to seal it"
+        )
     if cleanable == 0 and u < manifest.active.base_offset:
         seg = manifest.segments[manifest.segment_index(u)]
-        return (f"the records from offset {u} are within min.compaction.lag.ms "
-                f"({duration(config.min_compaction_lag_ms)}) until {(seg.max_ts or 0) + config.min_compaction_lag_ms} "
-                "(ms since the epoch)")
-    lag = ("" if config.max_compaction_lag_ms >= INT64_MAX else
-           f", and no dirty record is older than max.compaction.lag.ms ({duration(config.max_compaction_lag_ms)})")
-    return (f"dirty ratio {ratio:.3f} ({cleanable} of {total} bytes dirty) is not above "
-            f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}{lag}")
+        return (
+            f"the records from offset {u} are within min.compaction.lag.ms "
+            f"({duration(config.min_compaction_lag_ms)}) until {(seg.max_ts or 0) + config.min_compaction_lag_ms} "
+            "(ms since the epoch)"
+        )
+    lag = (
+        ""
+        if config.max_compaction_lag_ms >= INT64_MAX
+        else f", and no dirty record is older than max.compaction.lag.ms ({duration(config.max_compaction_lag_ms)})"
+    )
+    return (
+        f"dirty ratio {ratio:.3f} ({cleanable} of {total} bytes dirty) is not above "
+        f"min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}{lag}"
+    )
 
 
 def expired_tombstones(manifest: Manifest, now: int, first_dirty_offset: int, first_uncleanable: int) -> int:

@@ -13,9 +13,9 @@ import functools
 import json
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -25,25 +25,29 @@ from compaction_assets.cleaning.decision import SegmentFigures
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.segments import keys, key_set, segment_task
-from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
-from compaction_assets.store.manifest import Horizon, Manifest, Segment
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
+from compaction_assets.segments import key_set, keys, segment_task
+from compaction_assets.segments.arrays import scalar, to_numpy
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Horizon, Manifest, Segment
 
 
-def probed_figures(handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict
-                    ) -> tuple[SegmentFigures, list[Horizon]]:
+def probed_figures(
+    handle: LogHandle, seg: Segment, found: np.ndarray, figures: dict
+) -> tuple[SegmentFigures, list[Horizon]]:
     """A probed segment's figures (from probe_task's JSON), checked against its metadata."""
     if figures["kept"] + figures["removed"] != seg.records:
         raise CorruptLogError(
             f"log {handle.name!r}: segment [{seg.base_offset}, {seg.next_offset}) holds "
             f"{figures['kept'] + figures['removed']} visible records, its metadata says {seg.records}: "
-            "its files and the manifest disagree")
+            "its files and the manifest disagree"
+        )
     kept = {k: v for k, v in figures.items() if k not in ("horizons", "removed")}
-    return (SegmentFigures(seg.physical_rows, seg.records, seg.size, **kept, unchanged=not len(found)),
-            [Horizon(*h) for h in figures["horizons"]])
+    return (
+        SegmentFigures(seg.physical_rows, seg.records, seg.size, **kept, unchanged=not len(found)),
+        [Horizon(*h) for h in figures["horizons"]],
+    )
 
 
 @dataclass(frozen=True)
@@ -51,36 +55,62 @@ class NewerKeys:
     """The newer records' keys, being found elsewhere: `get()` gives them (an Arrow binary array or
     chunked array, a key once or as often as it has records), waiting if need be; `ready()` says whether
     it would not wait."""
+
     get: Callable[[], pa.Array | pa.ChunkedArray]
     ready: Callable[[], bool]
 
 
-def probe(spark, handle: LogHandle, manifest: Manifest, unique: list[tuple[int, Segment]], newer: NewerKeys,
-          now: int, new_horizon: int, vector, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
+def probe(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    unique: list[tuple[int, Segment]],
+    newer: NewerKeys,
+    now: int,
+    new_horizon: int,
+    vector,
+    tuning: CleanerTuning,
+) -> dict[int, tuple[np.ndarray, dict]]:
     """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
     workers (as the write chooses); per segment index, (removed offsets ascending, figures). Threads
     read ahead until the newer records' keys are ready; `vector` is the log's deletion vector
     (`dead_offsets`)."""
     old = to_numpy(vector) if vector is not None else None
-    specs = [probe_task.ProbeSpec(i, tuple((handle.path(f.name), f.stamp) for f in seg.files),
-                                  manifest.log_start_offset, vector_entries(old, seg), seg.physical_rows)
-             for i, seg in unique if seg.records]
+    specs = [
+        probe_task.ProbeSpec(
+            i,
+            tuple((handle.path(f.name), f.stamp) for f in seg.files),
+            manifest.log_start_offset,
+            vector_entries(old, seg),
+            seg.physical_rows,
+        )
+        for i, seg in unique
+        if seg.records
+    ]
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
     threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
     if threads:
         return _probed_here(specs, newer, now, new_horizon, open_fs, threads, tuning)
     # as many tasks as Spark runs at once (twice), each one's segments in offset order
     n_tasks = max(1, min(len(specs), parallelism(spark) * 2))
-    tasks = [sorted(group, key=lambda spec: spec.seg_idx)
-             for group in spread(specs, [spec.rows for spec in specs], n_tasks)]
+    tasks = [
+        sorted(group, key=lambda spec: spec.seg_idx) for group in spread(specs, [spec.rows for spec in specs], n_tasks)
+    ]
     runner = probe_task.probe_runner(tasks, newer.get(), now, new_horizon, open_fs, tuning.probe_batch_rows)
-    ship_by_value(keys, key_set, probe_task)   # (only for Spark's workers: its import is 0.2 s of a cleaning here)
+    ship_by_value(keys, key_set, probe_task)  # (only for Spark's workers: its import is 0.2 s of a cleaning here)
     result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
     return _removed_by_segment(result)
 
 
-def _probed_here(specs: list[probe_task.ProbeSpec], newer: NewerKeys, now: int, new_horizon: int,
-                 open_fs: Callable, threads: int, tuning: CleanerTuning) -> dict[int, tuple[np.ndarray, dict]]:
+def _probed_here(
+    specs: list[probe_task.ProbeSpec],
+    newer: NewerKeys,
+    now: int,
+    new_horizon: int,
+    open_fs: Callable,
+    threads: int,
+    tuning: CleanerTuning,
+) -> dict[int, tuple[np.ndarray, dict]]:
     """probe_task in `threads` threads of this process: each takes the next segment (the largest first)
     when it gets free, and all share one key set."""
     waiting: queue.SimpleQueue = queue.SimpleQueue()
@@ -93,11 +123,14 @@ def _probed_here(specs: list[probe_task.ProbeSpec], newer: NewerKeys, now: int, 
                 yield waiting.get_nowait()
             except queue.Empty:
                 return
+
     shared = SharedKeySet(newer)
 
     def run(_: int) -> list:
-        return probe_task.probe_segments(taken(), shared, now, new_horizon, open_fs(), tuning.probe_batch_rows,
-                                         tuning.probe_read_ahead_rows)
+        return probe_task.probe_segments(
+            taken(), shared, now, new_horizon, open_fs(), tuning.probe_batch_rows, tuning.probe_read_ahead_rows
+        )
+
     workers = max(1, min(threads, len(specs)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe") as pool:
         parts = list(pool.map(run, range(workers)))

@@ -17,31 +17,34 @@ by value with them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
 from compaction_assets.segments.key_set import KeySet, hashed
 from compaction_assets.segments.segment_task import visible_mask
 
-COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")   # what is read
-INT64_MAX, INT64_MIN = 2**63 - 1, -2**63
-RESULT_SCHEMA = "seg_idx int, offset long, figures string"   # a removed offset, or a segment's figures
+COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")  # what is read
+INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
+RESULT_SCHEMA = "seg_idx int, offset long, figures string"  # a removed offset, or a segment's figures
 
 
 @dataclass(frozen=True)
 class ProbeSpec:
     """One segment of the clean section: its files ((path, file stamp), in offset order), the log start
     and the segment's entries in the deletion vector (ascending numpy array, or None)."""
+
     seg_idx: int
     files: tuple[tuple[str, int | None], ...]
     min_offset: int
     dead: Any = None
-    rows: int = 0                       # rows of its files (the vector's included)
+    rows: int = 0  # rows of its files (the vector's included)
 
 
-def probe_segments(specs: Iterable[ProbeSpec], keys, now: int, new_horizon: int, fs, batch_rows: int,
-                   read_ahead_rows: int = 0) -> list[tuple[int, Any, dict]]:
+def probe_segments(
+    specs: Iterable[ProbeSpec], keys, now: int, new_horizon: int, fs, batch_rows: int, read_ahead_rows: int = 0
+) -> list[tuple[int, Any, dict]]:
     """For each segment of `specs` (a list, or an iterable that threads take segments from as they get
     free): (seg_idx, removed offsets as a numpy array, figures of the records it keeps). `keys` gives the
     newer records' KeySet (`get()`) and tells whether it can be had at once (`ready()`); until it can, up
@@ -53,7 +56,7 @@ def probe_segments(specs: Iterable[ProbeSpec], keys, now: int, new_horizon: int,
     import pyarrow.parquet as pq
 
     tallies: list[tuple[ProbeSpec, FigureTally]] = []
-    held: list[tuple[FigureTally, dict]] = []   # batches read before the keys are tested
+    held: list[tuple[FigureTally, dict]] = []  # batches read before the keys are tested
     held_rows, key_set = 0, None
     for spec in specs:
         tally = FigureTally(new_horizon)
@@ -82,11 +85,18 @@ def _read(batch, spec: ProbeSpec, stamp: int | None, now: int) -> dict:
     visible = visible_mask(offsets, spec.min_offset, spec.dead)
     tomb = batch.column("is_tombstone")
     horizon = batch.column("delete_horizon")
-    if stamp is not None:   # the file's stamp is the horizon of its tombstones that carry none
+    if stamp is not None:  # the file's stamp is the horizon of its tombstones that carry none
         horizon = pc.coalesce(horizon, pc.if_else(tomb, scalar(stamp), scalar(None)))
-    part = {"offset": offsets, "ts": to_numpy(batch.column("timestamp")), "size": to_numpy(batch.column("record_size")),
-            "tomb": to_numpy(tomb), "horizon": to_numpy(pc.fill_null(horizon, scalar(-1))),
-            "has_horizon": to_numpy(pc.is_valid(horizon)), "visible": visible, "keys": hashed(batch.column("key"))}
+    part = {
+        "offset": offsets,
+        "ts": to_numpy(batch.column("timestamp")),
+        "size": to_numpy(batch.column("record_size")),
+        "tomb": to_numpy(tomb),
+        "horizon": to_numpy(pc.fill_null(horizon, scalar(-1))),
+        "has_horizon": to_numpy(pc.is_valid(horizon)),
+        "visible": visible,
+        "keys": hashed(batch.column("key")),
+    }
     part["expired"] = visible & part["tomb"] & part["has_horizon"] & (part["horizon"] <= now)
     return part
 
@@ -111,8 +121,8 @@ class FigureTally:
         self.removed = self.removed_tomb = self.removed_bytes = 0
         self.kept = self.kept_bytes = self.tombstones = self.stamped = 0
         self.min_ts, self.max_ts, self.min_pos_ts = INT64_MAX, INT64_MIN, INT64_MAX
-        self.first = (INT64_MAX, None)            # (offset, timestamp) of the kept record of the lowest offset
-        self.horizons: dict[int, tuple[int, int, int]] = {}   # value: (tombstones, lowest, highest offset)
+        self.first = (INT64_MAX, None)  # (offset, timestamp) of the kept record of the lowest offset
+        self.horizons: dict[int, tuple[int, int, int]] = {}  # value: (tombstones, lowest, highest offset)
         self.removed_parts: list = []
 
     def add(self, part: dict) -> None:
@@ -142,7 +152,7 @@ class FigureTally:
         tombs = kept & part["tomb"]
         if not tombs.any():
             return
-        bare = tombs & ~part["has_horizon"]    # kept tombstones without a horizon: they get this cleaning's
+        bare = tombs & ~part["has_horizon"]  # kept tombstones without a horizon: they get this cleaning's
         self.tombstones += int(np.count_nonzero(tombs))
         self.stamped += int(np.count_nonzero(bare))
         self._add_horizons(np.where(bare[tombs], self.new_horizon, part["horizon"][tombs]), offsets[tombs])
@@ -156,8 +166,11 @@ class FigureTally:
         for value in ordered[np.r_[True, ordered[1:] != ordered[:-1]]]:
             members = offsets[horizons == value]
             count, low, high = self.horizons.get(int(value), (0, INT64_MAX, INT64_MIN))
-            self.horizons[int(value)] = (count + len(members), min(low, int(members.min())),
-                                         max(high, int(members.max())))
+            self.horizons[int(value)] = (
+                count + len(members),
+                min(low, int(members.min())),
+                max(high, int(members.max())),
+            )
 
     def removed_offsets(self) -> Any:
         """The offsets removed, ascending."""
@@ -168,12 +181,20 @@ class FigureTally:
     def figures(self) -> dict:
         """The figures, as JSON-able numbers (None where no record is kept)."""
         kept = bool(self.kept)
-        return {"kept": self.kept, "kept_bytes": self.kept_bytes, "min_ts": self.min_ts if kept else None,
-                "max_ts": self.max_ts if kept else None, "first_ts": self.first[1],
-                "min_pos_ts": self.min_pos_ts if self.min_pos_ts != INT64_MAX else None,
-                "tombstones": self.tombstones, "stamped": self.stamped, "removed_tomb": self.removed_tomb,
-                "removed_bytes": self.removed_bytes, "removed": self.removed,
-                "horizons": [(value, *group) for value, group in sorted(self.horizons.items())]}
+        return {
+            "kept": self.kept,
+            "kept_bytes": self.kept_bytes,
+            "min_ts": self.min_ts if kept else None,
+            "max_ts": self.max_ts if kept else None,
+            "first_ts": self.first[1],
+            "min_pos_ts": self.min_pos_ts if self.min_pos_ts != INT64_MAX else None,
+            "tombstones": self.tombstones,
+            "stamped": self.stamped,
+            "removed_tomb": self.removed_tomb,
+            "removed_bytes": self.removed_bytes,
+            "removed": self.removed,
+            "horizons": [(value, *group) for value, group in sorted(self.horizons.items())],
+        }
 
 
 class KeysWhenAsked:
@@ -194,12 +215,14 @@ class KeysWhenAsked:
         return self.key_set
 
 
-def probe_runner(tasks: list[list[ProbeSpec]], keys, now: int, new_horizon: int, open_fs: Callable[[], Any],
-                 batch_rows: int):
+def probe_runner(
+    tasks: list[list[ProbeSpec]], keys, now: int, new_horizon: int, open_fs: Callable[[], Any], batch_rows: int
+):
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i probes the segments of
     tasks[i] and yields RESULT_SCHEMA rows, a row per removed offset (figures null) and a row of
     figures (JSON, offset null) per segment. `keys`: the newer records' keys, an Arrow array (a worker
     builds one set for the tasks it runs)."""
+
     def run(batches):
         import numpy as np
         import pyarrow as pa
@@ -208,12 +231,15 @@ def probe_runner(tasks: list[list[ProbeSpec]], keys, now: int, new_horizon: int,
         key_set = KeysWhenAsked(keys)
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for seg_idx, removed, figures in probe_segments(tasks[task], key_set, now, new_horizon, fs,
-                                                                batch_rows):
+                for seg_idx, removed, figures in probe_segments(tasks[task], key_set, now, new_horizon, fs, batch_rows):
                     n = len(removed)
-                    yield pa.RecordBatch.from_arrays([
-                        from_numpy(np.full(n + 1, seg_idx, dtype=np.int32)),
-                        from_numpy(np.r_[removed, 0].astype(np.int64), mask=np.r_[np.zeros(n, bool), True]),
-                        from_strings([None] * n + [json.dumps(figures)])],
-                        names=["seg_idx", "offset", "figures"])
+                    yield pa.RecordBatch.from_arrays(
+                        [
+                            from_numpy(np.full(n + 1, seg_idx, dtype=np.int32)),
+                            from_numpy(np.r_[removed, 0].astype(np.int64), mask=np.r_[np.zeros(n, bool), True]),
+                            from_strings([None] * n + [json.dumps(figures)]),
+                        ],
+                        names=["seg_idx", "offset", "figures"],
+                    )
+
     return run

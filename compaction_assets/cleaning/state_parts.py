@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.cleaning.planner import unique_keys_below
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import FileRef, Manifest
 from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.reader import dead_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import FileRef, Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 
 def written_by_parts(config: TopicConfig, manifest: Manifest) -> bool:
@@ -33,8 +33,9 @@ def written_by_parts(config: TopicConfig, manifest: Manifest) -> bool:
     return config.strategy == Strategy.OFFSET and unique_keys_below(manifest) is not None
 
 
-def write_state_parts(handle: LogHandle, manifest: Manifest, st, target: str, columns: tuple[str, ...],
-                      threads: int) -> int:
+def write_state_parts(
+    handle: LogHandle, manifest: Manifest, st, target: str, columns: tuple[str, ...], threads: int
+) -> int:
     """Write the latest state's `columns` into the empty folder `target` of storage `st`, a Parquet part a
     clean segment file and one for the tail's winners (`threads` files at once); the rows written."""
     below = unique_keys_below(manifest)
@@ -42,14 +43,18 @@ def write_state_parts(handle: LogHandle, manifest: Manifest, st, target: str, co
     segments = [seg for seg in manifest.segments if seg.files]
     clean_files = [ref for seg in segments if seg.next_offset <= below for ref in seg.files]
     tail_refs = [ref for seg in segments if seg.next_offset > below for ref in seg.files]
-    tail = (pa.concat_tables([read_file(handle, ref, manifest.log_start_offset, dead) for ref in tail_refs])
-            if tail_refs else None)
+    tail = (
+        pa.concat_tables([read_file(handle, ref, manifest.log_start_offset, dead) for ref in tail_refs])
+        if tail_refs
+        else None
+    )
     # every key the tail holds, its tombstones' included: a clean record of such a key has lost
     tail_keys = pc.unique(tail.column("key")) if tail is not None and len(tail) else None
 
     def write(number: int, table: pa.Table) -> int:
-        st.write_parquet(f"{target.rstrip('/')}/part-{number:05d}.parquet", table.select(list(columns)),
-                         compression="snappy")
+        st.write_parquet(
+            f"{target.rstrip('/')}/part-{number:05d}.parquet", table.select(list(columns)), compression="snappy"
+        )
         return len(table)
 
     def clean_part(number: int, ref: FileRef) -> int:
@@ -65,6 +70,6 @@ def write_state_parts(handle: LogHandle, manifest: Manifest, st, target: str, co
     if tail is not None and len(tail):
         won = tail.filter(pc.and_(highest_offsets(tail), pc.is_valid(tail.column("value"))))
         rows += write(len(clean_files), won) if len(won) else 0
-    if not rows:   # an empty state is still a table with its columns
+    if not rows:  # an empty state is still a table with its columns
         write(0, SEGMENT_SCHEMA.empty_table())
     return rows

@@ -8,8 +8,9 @@ to send small logs through the paths of large ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from compaction_assets.log.reader import DEFAULT_READS, ReadPaths
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CleanerTuning:
     """The thresholds a cleaning decides and writes by (the defaults are the measured ones)."""
+
     # a segment is rewritten once this share of its rows is dead; below, its removed offsets go to the
     # deletion vector (a cleaning's writes follow what changed, not the log's size)
     rewrite_dead_fraction: float = 0.5

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,34 +28,36 @@ from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, C
 from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
 from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.log.reader import offset_bucket, ship_by_value
+from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
 from compaction_assets.segments import segment_task
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
-from compaction_assets.log.reader import offset_bucket, ship_by_value
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_task import bucket_labels
-from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
 
 
 @dataclass
 class Applied:
     """What the write job of a cleaning wrote: runs' new files and the new deletion vector."""
-    written: dict[int, tuple[FileRef, int]]      # run index -> (its new file, bytes)
-    deleted: dict[str, Any] | None               # {"files", "count"} of the new deletion vector, or None
-    stats: CleaningStats                         # the decision's totals with the write's figures
-    threads: int | None = None                   # where the job ran: threads here, 0 for Python workers,
-                                                 # None when there was nothing to write
+
+    written: dict[int, tuple[FileRef, int]]  # run index -> (its new file, bytes)
+    deleted: dict[str, Any] | None  # {"files", "count"} of the new deletion vector, or None
+    stats: CleaningStats  # the decision's totals with the write's figures
+    threads: int | None = None  # where the job ran: threads here, 0 for Python workers,
+    # None when there was nothing to write
 
 
 @dataclass(frozen=True)
 class VectorPlan:
     """How a cleaning leaves the deletion vector: a file of its new entries added, or the vector rebuilt."""
-    old: np.ndarray | None         # the old vector's entries, ascending (`dead_offsets`)
+
+    old: np.ndarray | None  # the old vector's entries, ascending (`dead_offsets`)
     old_files: list[str]
-    add: bool                      # add this cleaning's entries as a new file (else rebuild it whole)
-    folder: str                    # where this cleaning's entries go
-    carried: list[int]             # range segments that keep their files and their entries untouched
+    add: bool  # add this cleaning's entries as a new file (else rebuild it whole)
+    folder: str  # where this cleaning's entries go
+    carried: list[int]  # range segments that keep their files and their entries untouched
 
     def entries_of(self, seg: Segment) -> np.ndarray | None:
         """The old vector's entries of `seg`, or None."""
@@ -65,19 +68,28 @@ class VectorPlan:
 class WriteUnits:
     """The write job's units: runs first (label = run index), then the marked segments; each a contiguous
     offset range."""
+
     rewrites: dict[int, segment_task.RewriteSpec]
     marks: dict[int, segment_task.MarkSpec]
     starts: list[tuple[int, int]]  # (unit, its first offset)
-    members: list[int]             # the range segments the units cover
-    rows: dict[int, int]           # the rows each unit reads (a probed segment's mark reads none)
+    members: list[int]  # the range segments the units cover
+    rows: dict[int, int]  # the rows each unit reads (a probed segment's mark reads none)
 
     def rewrite_rows(self) -> int:
         """Rows the rewrites read."""
         return sum(self.rows[r] for r in self.rewrites)
 
 
-def apply(spark, handle: LogHandle, manifest: Manifest, decision: Decision, range_segs: list[Segment],
-          plan: RewritePlan, old_vector: Callable[[], pa.Array | None], tuning: CleanerTuning) -> Applied:
+def apply(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    decision: Decision,
+    range_segs: list[Segment],
+    plan: RewritePlan,
+    old_vector: Callable[[], pa.Array | None],
+    tuning: CleanerTuning,
+) -> Applied:
     """Write what `decision` changed as `plan` lays it out; the new files and the new deletion vector.
     `old_vector()` reads the log's deletion vector (`dead_offsets`)."""
     vector = vector_plan(manifest, decision, range_segs, plan.mark, old_vector(), tuning)
@@ -85,39 +97,62 @@ def apply(spark, handle: LogHandle, manifest: Manifest, decision: Decision, rang
     if plan.runs or plan.mark:
         work_dir = f"data/clean-{uuid.uuid4().hex}"
         units = write_units(handle, manifest, decision, range_segs, plan, vector, work_dir)
-        handle.st.makedirs(handle.path(work_dir))          # local files only: object stores have no folders
+        handle.st.makedirs(handle.path(work_dir))  # local files only: object stores have no folders
         if plan.mark:
             handle.st.makedirs(handle.path(vector.folder))
-        threads = write_threads(spark, units.rewrite_rows(), sum(units.rows.values()) - units.rewrite_rows(),
-                                decision.stats.records_written, isinstance(decision, CollectedDecision), tuning)
+        threads = write_threads(
+            spark,
+            units.rewrite_rows(),
+            sum(units.rows.values()) - units.rewrite_rows(),
+            decision.stats.records_written,
+            isinstance(decision, CollectedDecision),
+            tuning,
+        )
         results = _run_job(spark, handle, decision, units, vector.folder, threads, tuning)
         written, count = _results(handle, results)
     deleted = new_vector(handle, manifest, range_segs, vector, count)
-    stats = replace(decision.stats, segments_rewritten=sum(len(run) for run in plan.runs),
-                    segments_marked=len(plan.mark), records_rewritten=sum(ref.records for ref, _ in written.values()),
-                    files_bytes_written=sum(size for _, size in written.values()),
-                    deletion_vector_records=(deleted or {}).get("count", 0))
+    stats = replace(
+        decision.stats,
+        segments_rewritten=sum(len(run) for run in plan.runs),
+        segments_marked=len(plan.mark),
+        records_rewritten=sum(ref.records for ref, _ in written.values()),
+        files_bytes_written=sum(size for _, size in written.values()),
+        deletion_vector_records=(deleted or {}).get("count", 0),
+    )
     return Applied(written, deleted, stats, threads)
 
 
-def vector_plan(manifest: Manifest, decision: Decision, range_segs: list[Segment], mark: list[int],
-                old: pa.Array | None, tuning: CleanerTuning) -> VectorPlan:
+def vector_plan(
+    manifest: Manifest,
+    decision: Decision,
+    range_segs: list[Segment],
+    mark: list[int],
+    old: pa.Array | None,
+    tuning: CleanerTuning,
+) -> VectorPlan:
     """Whether this cleaning adds to the vector or rebuilds it: adds while the files are few and at most
     half the old entries are stale."""
     range_end = range_segs[-1].next_offset
     old_files = side_files(manifest.deleted)
     carried = [i for i, p in decision.figures.items() if p.unchanged]
     # the old entries still in force after this cleaning: those of segments kept as they are
-    useful = (sum(s.dead for s in manifest.segments if s.base_offset >= range_end)
-              + sum(range_segs[i].dead for i in (*mark, *carried)))
+    useful = sum(s.dead for s in manifest.segments if s.base_offset >= range_end) + sum(
+        range_segs[i].dead for i in (*mark, *carried)
+    )
     stale = (len(old) if old is not None else 0) - useful
     add = old is not None and len(old_files) < tuning.dead_vector_max_files and stale <= useful
-    return VectorPlan(to_numpy(old) if old is not None else None, old_files, add, side_table_name("deleted"),
-                      carried)
+    return VectorPlan(to_numpy(old) if old is not None else None, old_files, add, side_table_name("deleted"), carried)
 
 
-def write_units(handle: LogHandle, manifest: Manifest, decision: Decision, range_segs: list[Segment],
-                plan: RewritePlan, vector: VectorPlan, work_dir: str) -> WriteUnits:
+def write_units(
+    handle: LogHandle,
+    manifest: Manifest,
+    decision: Decision,
+    range_segs: list[Segment],
+    plan: RewritePlan,
+    vector: VectorPlan,
+    work_dir: str,
+) -> WriteUnits:
     """The units of the write job: a RewriteSpec per run, a MarkSpec per marked segment."""
     drop = decision.probed_segments()
     runs, start = plan.runs, manifest.log_start_offset
@@ -125,51 +160,83 @@ def write_units(handle: LogHandle, manifest: Manifest, decision: Decision, range
     def dropped(run: list[int]):
         parts = [e for i in run if i in drop and (e := vector.entries_of(range_segs[i])) is not None]
         return np.concatenate(parts) if parts else None
-    rewrites = {r: segment_task.RewriteSpec(
-        unit=r, files=tuple((handle.path(f.name), f.stamp) for i in run for f in range_segs[i].files),
-        min_offset=start, horizon=decision.new_horizon,
-        out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"),
-        drop=tuple(i in drop for i in run for _ in range_segs[i].files), dead=dropped(run))
-        for r, run in enumerate(runs)}
-    marks = {len(runs) + k: segment_task.MarkSpec(
-        unit=len(runs) + k, files=tuple(handle.path(f.name) for f in range_segs[i].files), min_offset=start,
-        known_dead=vector.entries_of(range_segs[i]) if vector.add else None, drop=i in drop,
-        carry=None if vector.add or i not in drop else vector.entries_of(range_segs[i]))
-        for k, i in enumerate(plan.mark)}
-    starts = ([(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)]
-              + [(len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(plan.mark)])
-    rows = {**{r: sum(range_segs[i].physical_rows for i in run) for r, run in enumerate(runs)},
-            **{len(runs) + k: 0 if i in drop else range_segs[i].physical_rows for k, i in enumerate(plan.mark)}}
+
+    rewrites = {
+        r: segment_task.RewriteSpec(
+            unit=r,
+            files=tuple((handle.path(f.name), f.stamp) for i in run for f in range_segs[i].files),
+            min_offset=start,
+            horizon=decision.new_horizon,
+            out=handle.path(f"{work_dir}/run-{run[0]}-{run[-1]}.parquet"),
+            drop=tuple(i in drop for i in run for _ in range_segs[i].files),
+            dead=dropped(run),
+        )
+        for r, run in enumerate(runs)
+    }
+    marks = {
+        len(runs) + k: segment_task.MarkSpec(
+            unit=len(runs) + k,
+            files=tuple(handle.path(f.name) for f in range_segs[i].files),
+            min_offset=start,
+            known_dead=vector.entries_of(range_segs[i]) if vector.add else None,
+            drop=i in drop,
+            carry=None if vector.add or i not in drop else vector.entries_of(range_segs[i]),
+        )
+        for k, i in enumerate(plan.mark)
+    }
+    starts = [(r, range_segs[run[0]].base_offset) for r, run in enumerate(runs)] + [
+        (len(runs) + k, range_segs[i].base_offset) for k, i in enumerate(plan.mark)
+    ]
+    rows = {
+        **{r: sum(range_segs[i].physical_rows for i in run) for r, run in enumerate(runs)},
+        **{len(runs) + k: 0 if i in drop else range_segs[i].physical_rows for k, i in enumerate(plan.mark)},
+    }
     return WriteUnits(rewrites, marks, starts, [i for run in runs for i in run] + list(plan.mark), rows)
 
 
-def _run_job(spark, handle: LogHandle, decision: Decision, units: WriteUnits, dead_folder: str, threads: int,
-             tuning: CleanerTuning) -> list[dict]:
+def _run_job(
+    spark,
+    handle: LogHandle,
+    decision: Decision,
+    units: WriteUnits,
+    dead_folder: str,
+    threads: int,
+    tuning: CleanerTuning,
+) -> list[dict]:
     """The write job's task function over the units' kept offsets: here in `threads` threads, or (0) in
     Spark's Python workers, about two tasks a core."""
     # the workers open the store as their reads do: the driver's settings travel with the task
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
     # here, the write's threads also read each run's files ahead of its writer (a run is one thread's
     # otherwise); a Python worker reads its runs alone, beside the other workers
-    runner = segment_task.apply_runner(units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA,
-                                       handle.path(dead_folder), readers=max(threads, 1))
-    here = decision.write_offsets()       # a collected decision: the kept offsets are here already
+    runner = segment_task.apply_runner(
+        units.rewrites, units.marks, open_fs, SEGMENT_SCHEMA, handle.path(dead_folder), readers=max(threads, 1)
+    )
+    here = decision.write_offsets()  # a collected decision: the kept offsets are here already
     if threads:
         table = units_of(here, units) if here is not None else _kept_in_spark(decision, units).toArrow()
         return _run_here(runner, thread_shares(table, units.rows, threads))
-    ship_by_value()   # (only for Spark's workers: pyspark's import is 0.2 s of a cleaning written here)
+    ship_by_value()  # (only for Spark's workers: pyspark's import is 0.2 s of a cleaning written here)
     kept = spark.createDataFrame(units_of(here, units)) if here is not None else _kept_in_spark(decision, units)
     # about two tasks a core, so that uneven units still spread over the cores, but no more than the rows
     # to read call for: each task starts a worker's work and writes its own vector part
-    tasks = max(1, min(len(units.rewrites) + len(units.marks), parallelism(spark) * 2,
-                       -(-sum(units.rows.values()) // tuning.rows_per_apply_task)))
+    tasks = max(
+        1,
+        min(
+            len(units.rewrites) + len(units.marks),
+            parallelism(spark) * 2,
+            -(-sum(units.rows.values()) // tuning.rows_per_apply_task),
+        ),
+    )
     return kept.repartition(tasks, "unit").mapInArrow(runner, segment_task.RESULT_SCHEMA).collect()
 
 
 def _run_here(runner: Callable, shares: list[pa.Table]) -> list[dict]:
     """`runner` (the write job's task function) in this process, a thread a share (`placement.thread_shares`)."""
+
     def run(share: pa.Table) -> list[dict]:
         return [r for batch in runner(iter(share.to_batches())) for r in batch.to_pylist()]
+
     if len(shares) == 1:
         return run(shares[0])
     with ThreadPoolExecutor(max_workers=len(shares), thread_name_prefix="write") as pool:
@@ -182,8 +249,9 @@ def _kept_in_spark(decision: Decision, units: WriteUnits):
 
     assert isinstance(decision, CachedDecision), "only a cached decision keeps its offsets in Spark"
     # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
-    return (decision.winners.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, units.members))})"))
-            .select(offset_bucket(units.starts).alias("unit"), "offset"))
+    return decision.winners.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, units.members))})")).select(
+        offset_bucket(units.starts).alias("unit"), "offset"
+    )
 
 
 def units_of(kept: pa.Table, units: WriteUnits) -> pa.Table:
@@ -201,7 +269,7 @@ def _results(handle: LogHandle, results: list) -> tuple[dict[int, tuple[FileRef,
     count = 0
     prefix = handle.path("")
     for r in results:
-        rel = r["path"][len(prefix):].lstrip("/") if r["path"].startswith(prefix) else r["path"]
+        rel = r["path"][len(prefix) :].lstrip("/") if r["path"].startswith(prefix) else r["path"]
         if r["kind"] == segment_task.REWRITTEN:
             written[int(r["unit"])] = (FileRef(rel, int(r["records"])), int(r["bytes"]))
         else:
@@ -209,19 +277,21 @@ def _results(handle: LogHandle, results: list) -> tuple[dict[int, tuple[FileRef,
     return written, count
 
 
-def new_vector(handle: LogHandle, manifest: Manifest, range_segs: list[Segment], vector: VectorPlan,
-               count: int) -> dict[str, Any] | None:
+def new_vector(
+    handle: LogHandle, manifest: Manifest, range_segs: list[Segment], vector: VectorPlan, count: int
+) -> dict[str, Any] | None:
     """The deletion vector's manifest entry after the job wrote `count` new entries into `vector.folder`."""
     if vector.add:  # the old files stay as they are; this cleaning's entries (if any) are one more
-        return {"files": vector.old_files + ([vector.folder] if count else []),
-                "count": manifest.deleted["count"] + count}
+        return {
+            "files": vector.old_files + ([vector.folder] if count else []),
+            "count": manifest.deleted["count"] + count,
+        }
     # rebuilt: entries of the old vector above the range stay, as do those of the range's segments
     # carried as they are (the others' were written by the job); a small table read and written on the
     # driver, not another Spark job
     if vector.old is not None:
         kept_entries = [e for i in sorted(vector.carried) if (e := vector.entries_of(range_segs[i])) is not None]
-        above = np.concatenate([*kept_entries,
-                                vector.old[np.searchsorted(vector.old, range_segs[-1].next_offset):]])
+        above = np.concatenate([*kept_entries, vector.old[np.searchsorted(vector.old, range_segs[-1].next_offset) :]])
         if len(above):
             write_vector_part(handle, vector.folder, above)
             count += len(above)

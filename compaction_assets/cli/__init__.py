@@ -18,13 +18,13 @@ from compaction_assets.cli.context import build_parser as _build_parser
 from compaction_assets.cli.records import cmd_latest_state, cmd_read
 from compaction_assets.cli.table import cmd_table_commit, cmd_table_history, cmd_table_scan, cmd_table_show  # noqa: F401
 from compaction_assets.errors import CompactionError, EngineError, OffsetError
+from compaction_assets.ingest.landing import append_files, ingest, landing_logs
 from compaction_assets.log import writer
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.log_store import wall_ms
+from compaction_assets.store.names import parse_log_name
 from compaction_assets.topics.config import load_topics
 from compaction_assets.topics.config_store import DEFAULTS_ENTRY, check_strategy_change, cleaned_logs_of, parse_setting
-from compaction_assets.store.fs import Storage
-from compaction_assets.ingest.landing import append_files, ingest, landing_logs
-from compaction_assets.store.names import parse_log_name
-from compaction_assets.store.log_store import wall_ms
 
 
 def cmd_logs(ctx: Context) -> int:
@@ -36,12 +36,19 @@ def cmd_logs(ctx: Context) -> int:
             rows.append({"log": st.log, "error": st.error, "uncleanable": True})
             continue
         # a log marked uncleanable is not eligible: no sensor and no `clean --all` takes it
-        rows.append({"log": st.log, "dirty_ratio": round(ev.dirty_ratio, 6),
-                     "eligible": ev.eligible and not ev.uncleanable,
-                     "reason": None if ev.uncleanable else ev.reason,
-                     "why_not_eligible": ev.why_not_eligible, "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-                     "log_end_offset": ev.log_end_offset, "uncleanable": ev.uncleanable,
-                     "uncleanable_error": st.manifest.uncleanable.error if st.manifest.uncleanable else None})
+        rows.append(
+            {
+                "log": st.log,
+                "dirty_ratio": round(ev.dirty_ratio, 6),
+                "eligible": ev.eligible and not ev.uncleanable,
+                "reason": None if ev.uncleanable else ev.reason,
+                "why_not_eligible": ev.why_not_eligible,
+                "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+                "log_end_offset": ev.log_end_offset,
+                "uncleanable": ev.uncleanable,
+                "uncleanable_error": st.manifest.uncleanable.error if st.manifest.uncleanable else None,
+            }
+        )
     _emit(rows)
     return 0
 
@@ -55,9 +62,15 @@ def cmd_metrics(ctx: Context) -> int:
 def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
     from compaction_assets.cleaning.describe import describe
+
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
     # the stored configuration, its version and who set it replace the configuration the description used
-    _emit({**describe(handle, cfg, ctx.now).as_document(), **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document()})
+    _emit(
+        {
+            **describe(handle, cfg, ctx.now).as_document(),
+            **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document(),
+        }
+    )
     return 0
 
 
@@ -86,8 +99,10 @@ def cmd_clean(ctx: Context) -> int:
                 failed += 1
                 print(f"error: {st.error}", file=sys.stderr)
             elif st.evaluation.uncleanable:
-                _progress(f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.error}); "
-                          f"`clear-uncleanable {st.log}` once repaired")
+                _progress(
+                    f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.error}); "
+                    f"`clear-uncleanable {st.log}` once repaired"
+                )
             elif st.evaluation.eligible or ctx.config(st.log).delete:
                 evs.append(st.evaluation)
         targets = [e.log for e in order(evs)]
@@ -106,9 +121,9 @@ def cmd_clean(ctx: Context) -> int:
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
     engine_faults = 0
-    results = engine.run_many(items, ctx.now,
-                              force=ctx.args.force, concurrency=ctx.env.clean_concurrency,
-                              progress=ctx.progress)   # the engine starts Spark once a cleaning is due
+    results = engine.run_many(
+        items, ctx.now, force=ctx.args.force, concurrency=ctx.env.clean_concurrency, progress=ctx.progress
+    )  # the engine starts Spark once a cleaning is due
     for res in results:
         name, rep = res.log, res.report
         if res.error is not None:
@@ -117,11 +132,14 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {res.error}", file=sys.stderr)
             continue
         reports.append(rep.as_dict())
-    if reports or not failed:   # stdout: what ran; a command where nothing ran says why on stderr only
+    if reports or not failed:  # stdout: what ran; a command where nothing ran says why on stderr only
         _emit(reports)
     if failed and failed == engine_faults:
-        print(f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
-              f"once Spark is back (exit {EXIT_TRANSIENT}: transient)", file=sys.stderr)
+        print(
+            f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
+            f"once Spark is back (exit {EXIT_TRANSIENT}: transient)",
+            file=sys.stderr,
+        )
         return EXIT_TRANSIENT
     return 1 if failed else 0
 
@@ -134,18 +152,27 @@ def cmd_append(ctx: Context) -> int:
     try:
         done = append_files(handle, cfg, files, now=ctx.args.default_timestamp, drop_invalid=ctx.args.drop_invalid)
     except BaseException as exc:
-        if new_log and not handle.exists():   # a refused first append leaves no empty log folder
+        if new_log and not handle.exists():  # a refused first append leaves no empty log folder
             handle.st.delete(handle.dir)
         if isinstance(exc, CompactionError) and len(files) > 1:
             raise CompactionError(f"{exc}; nothing appended (none of the {len(files)} files)") from exc
         raise
     res = done.result
-    _progress(f"{name}: appended {res.records} records from {len(files)} file(s) (offsets {res.first_offset}.."
-              f"{res.last_offset}, {res.invalid_records} invalid dropped)")
-    _emit({"log": name, "appended": res.records, "invalid_records_dropped": res.invalid_records,
-           "first_offset": res.first_offset, "last_offset": res.last_offset,
-           "files": [{"file": path, "records": n} for path, n in done.files],
-           "log_end_offset": handle.manifest().log_end_offset})
+    _progress(
+        f"{name}: appended {res.records} records from {len(files)} file(s) (offsets {res.first_offset}.."
+        f"{res.last_offset}, {res.invalid_records} invalid dropped)"
+    )
+    _emit(
+        {
+            "log": name,
+            "appended": res.records,
+            "invalid_records_dropped": res.invalid_records,
+            "first_offset": res.first_offset,
+            "last_offset": res.last_offset,
+            "files": [{"file": path, "records": n} for path, n in done.files],
+            "log_end_offset": handle.manifest().log_end_offset,
+        }
+    )
     return 0
 
 
@@ -153,8 +180,10 @@ def cmd_ingest(ctx: Context) -> int:
     """`ingest`: ingest new files of the landing folders, each file at most once."""
     landing = Storage.open(str(ctx.landing))
     if landing.local and not landing.is_dir(landing.root):
-        raise CompactionError(f"no landing area at {landing.root}: it does not exist (--landing or "
-                              "COMPACTION_LANDING names it; default var/landing under the current directory)")
+        raise CompactionError(
+            f"no landing area at {landing.root}: it does not exist (--landing or "
+            "COMPACTION_LANDING names it; default var/landing under the current directory)"
+        )
     found, refused = landing_logs(ctx.landing)
     for reason in refused:
         _progress(f"ignored: {reason}")
@@ -165,10 +194,11 @@ def cmd_ingest(ctx: Context) -> int:
         handle = ctx.handle(name, must_exist=False)
         new_log = not handle.exists()
         try:
-            out[name] = ingest(handle, ctx.config(name), found[name], drop_invalid=ctx.args.drop_invalid,
-                               progress=_progress).as_document()
+            out[name] = ingest(
+                handle, ctx.config(name), found[name], drop_invalid=ctx.args.drop_invalid, progress=_progress
+            ).as_document()
         except BaseException:
-            if new_log and not handle.exists():   # a refused first ingestion leaves no empty log folder
+            if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder
                 handle.st.delete(handle.dir)
             raise
     _emit(out)
@@ -180,13 +210,17 @@ def cmd_set_log_start(ctx: Context) -> int:
     handle = ctx.handle(ctx.args.log)
     m = handle.manifest()
     target = ctx.args.offset
-    if target > m.log_end_offset:   # refused before saying what it would delete: it deletes nothing
-        raise OffsetError(f"log {ctx.args.log}: set-log-start {target} is beyond the log end offset "
-                          f"{m.log_end_offset}; nothing was deleted")
+    if target > m.log_end_offset:  # refused before saying what it would delete: it deletes nothing
+        raise OffsetError(
+            f"log {ctx.args.log}: set-log-start {target} is beyond the log end offset "
+            f"{m.log_end_offset}; nothing was deleted"
+        )
     below = [s for s in m.segments if s.base_offset < target]
-    what = (f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
-            f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
-            f"they cannot be recovered")
+    what = (
+        f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
+        f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
+        f"they cannot be recovered"
+    )
     if target <= m.log_start_offset:
         what = f"log {ctx.args.log}: log start is already {m.log_start_offset}; nothing below {target} to delete"
     if not ctx.args.confirm:
@@ -218,8 +252,11 @@ def cmd_clear_uncleanable(ctx: Context) -> int:
     if ctx.args.all == bool(ctx.args.logs):
         raise CompactionError("name one or more logs, or use --all (every log marked uncleanable)")
     if ctx.args.all:
-        names = [st.log for st in evaluate_logs(ctx.store, ctx.config, ctx.now)
-                 if st.manifest is not None and st.manifest.uncleanable]
+        names = [
+            st.log
+            for st in evaluate_logs(ctx.store, ctx.config, ctx.now)
+            if st.manifest is not None and st.manifest.uncleanable
+        ]
     else:
         names = ctx.args.logs
     cleared = []
@@ -227,8 +264,13 @@ def cmd_clear_uncleanable(ctx: Context) -> int:
         handle = ctx.handle(name)
         before = handle.manifest().uncleanable
         m = engine.clear_uncleanable(handle)
-        cleared.append({"log": name, "uncleanable": None if m.uncleanable is None else m.uncleanable.to_json(),
-                        "error_cleared": before.error if before else None})
+        cleared.append(
+            {
+                "log": name,
+                "uncleanable": None if m.uncleanable is None else m.uncleanable.to_json(),
+                "error_cleared": before.error if before else None,
+            }
+        )
         _progress(f"{name}: " + ("mark cleared" if before else "was not marked"))
     _emit(cleared[0] if len(ctx.args.logs) == 1 else cleared)
     return 0
@@ -247,8 +289,11 @@ def cmd_config_show(ctx: Context) -> int:
     """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
     if not ctx.store.exists():
         raise CompactionError(f"no store at {ctx.store.location}: it does not exist")
-    topics = [ctx.args.topic] if ctx.args.topic else sorted(
-        set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
+    topics = (
+        [ctx.args.topic]
+        if ctx.args.topic
+        else sorted(set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
+    )
     out = []
     for topic in topics:
         row = {"topic": topic, **ctx.configs.describe(topic).as_document()}
@@ -267,8 +312,14 @@ def cmd_config_set(ctx: Context) -> int:
     values = dict(parse_setting(a) for a in ctx.args.settings)
     change = ctx.configs.plan_set(ctx.args.topic, values)
     before = ctx.configs.current(ctx.args.topic)
-    stored = ctx.configs.set_topic(ctx.args.topic, values, "config set " + " ".join(ctx.args.settings),
-                                   wall_ms(), cleaned_logs_of(ctx.store), ctx.args.confirm)
+    stored = ctx.configs.set_topic(
+        ctx.args.topic,
+        values,
+        "config set " + " ".join(ctx.args.settings),
+        wall_ms(),
+        cleaned_logs_of(ctx.store),
+        ctx.args.confirm,
+    )
     new_version = before is None or stored.version != before.version
     if not new_version:
         _progress(f"topic {ctx.args.topic}: nothing changes; no new version stored")
@@ -283,15 +334,25 @@ def cmd_config_apply(ctx: Context) -> int:
     source = f"config apply {os.path.abspath(ctx.args.file)}"
     defaults = ctx.configs.plan_defaults(topics)
     cleaned = cleaned_logs_of(ctx.store)
-    if ctx.args.dry_run:   # the diff, with each change a real apply would refuse without --confirm
+    if ctx.args.dry_run:  # the diff, with each change a real apply would refuse without --confirm
         changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
     else:
         changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned, ctx.args.confirm)
-    _emit({"file": ctx.args.file, "applied": not ctx.args.dry_run,
-           "defaults": (defaults.changed if topics.has_defaults else
-                        "kept: the file has no `defaults` section, the store's defaults stay as they are"),
-           "changes": [{"topic": c.topic, "changed": c.changed, **_needs_confirm(c, cleaned, ctx.args.confirm)}
-                       for c in changes]})
+    _emit(
+        {
+            "file": ctx.args.file,
+            "applied": not ctx.args.dry_run,
+            "defaults": (
+                defaults.changed
+                if topics.has_defaults
+                else "kept: the file has no `defaults` section, the store's defaults stay as they are"
+            ),
+            "changes": [
+                {"topic": c.topic, "changed": c.changed, **_needs_confirm(c, cleaned, ctx.args.confirm)}
+                for c in changes
+            ],
+        }
+    )
     return 0
 
 
@@ -317,7 +378,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = (parser or build_parser()).parse_args(argv)
     try:
         rc = args.fn(Context(args))
-        sys.stdout.flush()   # a reader that went away (`| head`) is seen here, not at exit
+        sys.stdout.flush()  # a reader that went away (`| head`) is seen here, not at exit
         return rc
     except BrokenPipeError:
         return _stdout_closed()
@@ -333,8 +394,11 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     except Exception as exc:  # never a bare traceback for operators; details with COMPACTION_DEBUG=1
         if settings.debug_enabled():
             raise
-        print(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-              "(set COMPACTION_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            "(set COMPACTION_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

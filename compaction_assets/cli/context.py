@@ -9,14 +9,15 @@ import json
 import logging
 import sys
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from compaction_assets import settings
 from compaction_assets.errors import CompactionError
+from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.store.names import check_topic
 from compaction_assets.topics.config import TopicsFile, load_topics
 from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of
-from compaction_assets.store.names import check_topic
-from compaction_assets.store.log_store import LogStore, wall_ms
 
 
 def settle_imports() -> None:
@@ -37,7 +38,7 @@ def _progress(msg: str) -> None:
 def _progress_sink() -> Callable[[str], None]:
     """Progress lines as `_progress` writes them, from a standard logger of this command: the engine and
     the cleaner, in their threads, write to it without calling back into the CLI."""
-    logger = logging.Logger("compaction.progress", logging.INFO)   # not registered: no other handlers
+    logger = logging.Logger("compaction.progress", logging.INFO)  # not registered: no other handlers
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
     logger.addHandler(handler)
@@ -51,8 +52,8 @@ def _emit(obj: Any) -> None:
 # Commands that may create a store; every other one refuses a store that does not exist (rather than
 # listing it as empty).
 CREATING_COMMANDS = ("append", "ingest", "config")
-EXIT_PIPE_CLOSED = 141   # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
-EXIT_TRANSIENT = 75   # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
+EXIT_PIPE_CLOSED = 141  # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
+EXIT_TRANSIENT = 75  # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
 
 
 class Context:
@@ -64,13 +65,15 @@ class Context:
         self.env = env = settings.current()
         self.store = LogStore(args.store or env.store, lock_ttl_s=env.lock_ttl_seconds)
         for name in _named_logs(args):
-            self.store.log(name)   # names become paths: refused before anything is read or written
+            self.store.log(name)  # names become paths: refused before anything is read or written
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
         self.landing = getattr(args, "landing", None) or env.landing
         if args.command not in CREATING_COMMANDS and not self.store.exists():
-            raise CompactionError(f"no store at {self.store.location}: it does not exist "
-                                  "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)")
+            raise CompactionError(
+                f"no store at {self.store.location}: it does not exist "
+                "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)"
+            )
         self.configs = ConfigStore(self.store.storage)
         # A topics file named with --topics or COMPACTION_TOPICS is checked against the configuration stored
         # in the store, never used for one run: see ConfigStore.config_for. Nothing is read from the
@@ -99,8 +102,13 @@ class Context:
 
     def config(self, log: str):
         """The stored configuration of the log's topic (checked against the topics file, if named)."""
-        return self.configs.config_for(self.store.log(log).topic, self.topics, f"topics file {self.topics_path!r}",
-                                       cleaned_logs_of(self.store), wall_ms())
+        return self.configs.config_for(
+            self.store.log(log).topic,
+            self.topics,
+            f"topics file {self.topics_path!r}",
+            cleaned_logs_of(self.store),
+            wall_ms(),
+        )
 
     def handle(self, log: str, must_exist: bool = True):
         """The log's handle (refused when it does not exist, unless `must_exist` is False)."""
@@ -112,6 +120,7 @@ class Context:
         if self._spark is None:
             _progress("starting Spark")
             from compaction_assets.spark import get_spark
+
             self._spark = get_spark()
         return self._spark
 
@@ -125,10 +134,15 @@ def _named_logs(args: argparse.Namespace) -> list[str]:
 def _global_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     """--store, --topics, --now: accepted before the command and after it."""
     d = {"default": argparse.SUPPRESS} if suppress else {"default": None}
-    parser.add_argument("--store", help="log store root (env COMPACTION_STORE; default var/store under the current "
-                        "directory)", **d)
-    parser.add_argument("--topics", help="topics file to check against (and, for a topic the store has no "
-                        "configuration for yet, to store); env COMPACTION_TOPICS", **d)
+    parser.add_argument(
+        "--store", help="log store root (env COMPACTION_STORE; default var/store under the current directory)", **d
+    )
+    parser.add_argument(
+        "--topics",
+        help="topics file to check against (and, for a topic the store has no "
+        "configuration for yet, to store); env COMPACTION_TOPICS",
+        **d,
+    )
     parser.add_argument("--now", type=int, help="evaluate at this time (ms since epoch) instead of the clock", **d)
 
 
@@ -143,9 +157,10 @@ def build_parser(commands: Mapping[str, Callable], description: str) -> argparse
     _add_parser = sub.add_parser
 
     def add_parser(name: str, **kw) -> argparse.ArgumentParser:
-        kw.setdefault("description", kw.get("help"))   # `COMMAND --help` says what the command does
+        kw.setdefault("description", kw.get("help"))  # `COMMAND --help` says what the command does
         return _add_parser(name, parents=[common], **kw)
-    sub.add_parser = add_parser   # type: ignore[method-assign]
+
+    sub.add_parser = add_parser  # type: ignore[method-assign]
 
     _reading_commands(sub, commands)
     _writing_commands(sub, commands)
@@ -156,17 +171,23 @@ def build_parser(commands: Mapping[str, Callable], description: str) -> argparse
 
 def _reading_commands(sub, commands: Mapping[str, Callable]) -> None:
     """The commands that read a log or the store: logs, metrics, describe, plan, clean, read."""
-    sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(fn=commands["cmd_logs"])
-    sub.add_parser("metrics", help="figures across logs (max-dirty-percent, uncleanable-partitions-count, "
-                   "uncleanable-bytes, ...)").set_defaults(fn=commands["cmd_metrics"])
+    sub.add_parser("logs", help="list logs with their dirty ratio and eligibility").set_defaults(
+        fn=commands["cmd_logs"]
+    )
+    sub.add_parser(
+        "metrics", help="figures across logs (max-dirty-percent, uncleanable-partitions-count, uncleanable-bytes, ...)"
+    ).set_defaults(fn=commands["cmd_metrics"])
     s = sub.add_parser("describe", help="segments, ranges, sizes, checkpoint and state of a log")
     s.add_argument("log")
     s.set_defaults(fn=commands["cmd_describe"])
     s = sub.add_parser("plan", help="dry run: what a cleaning would remove and why")
     s.add_argument("logs", nargs="*", help="logs (default: all)")
     s.add_argument("--metadata-only", action="store_true", help="only the evaluation; no Spark")
-    s.add_argument("--force", action="store_true",
-                   help="dry-run the cleaning as if forced, even if not eligible (ignored with --metadata-only)")
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="dry-run the cleaning as if forced, even if not eligible (ignored with --metadata-only)",
+    )
     s.set_defaults(fn=commands["cmd_plan"])
     s = sub.add_parser("clean", help="clean logs (eligible ones with --all, in priority order)")
     s.add_argument("logs", nargs="*")
@@ -175,8 +196,13 @@ def _reading_commands(sub, commands: Mapping[str, Callable]) -> None:
     s.set_defaults(fn=commands["cmd_clean"])
     s = sub.add_parser("read", help="records from an offset, as JSON lines")
     s.add_argument("log")
-    s.add_argument("--from", dest="from_offset", type=int, default=0,
-                   help="first offset to read (default 0; records below the log start are gone)")
+    s.add_argument(
+        "--from",
+        dest="from_offset",
+        type=int,
+        default=0,
+        help="first offset to read (default 0; records below the log start are gone)",
+    )
     s.add_argument("--limit", type=int, help="print at most this many records (default: all)")
     s.set_defaults(fn=commands["cmd_read"])
 
@@ -187,15 +213,21 @@ def _writing_commands(sub, commands: Mapping[str, Callable]) -> None:
     s = sub.add_parser("latest-state", help="the key -> value table of a log")
     s.add_argument("log")
     s.add_argument("--output", help="write Parquet here instead of printing JSON lines")
-    s.add_argument("--overwrite", action="store_true",
-                   help="replace a non-empty --output folder that an earlier latest-state did not write")
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a non-empty --output folder that an earlier latest-state did not write",
+    )
     s.add_argument("--as-of", help="the topic's table as of a log version or a time (ms, or ISO-8601)")
     s.set_defaults(fn=commands["cmd_latest_state"])
-    s = sub.add_parser("append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, "
-                       "or none)")
+    s = sub.add_parser("append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, or none)")
     s.add_argument("log")
-    s.add_argument("files", nargs="+", metavar="FILE", help=".parquet, .jsonl/.json/.ndjson or .avro files; "
-                   "every file is validated before any is appended")
+    s.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=".parquet, .jsonl/.json/.ndjson or .avro files; every file is validated before any is appended",
+    )
     s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
     s.add_argument("--default-timestamp", type=int, help="timestamp for records that have none")
     s.set_defaults(fn=commands["cmd_append"])
@@ -217,13 +249,21 @@ def _writing_commands(sub, commands: Mapping[str, Callable]) -> None:
     s.set_defaults(fn=commands["cmd_clear_uncleanable"])
     s = sub.add_parser("gc", help="remove files left by interrupted changes")
     s.add_argument("log")
-    s.add_argument("--grace-seconds", type=float, default=600.0,
-                   help="only remove unreferenced files older than this (default %(default)s)")
+    s.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=600.0,
+        help="only remove unreferenced files older than this (default %(default)s)",
+    )
     s.set_defaults(fn=commands["cmd_gc"])
     s = sub.add_parser("ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
     s.add_argument("logs", nargs="*", help="logs (default: every landing folder)")
-    s.add_argument("--landing", default=None, help="landing root (env COMPACTION_LANDING, default var/landing "
-                   "under the current directory); a local folder that does not exist is an error")
+    s.add_argument(
+        "--landing",
+        default=None,
+        help="landing root (env COMPACTION_LANDING, default var/landing "
+        "under the current directory); a local folder that does not exist is an error",
+    )
     s.add_argument("--drop-invalid", action="store_true", help="drop records with a null key and count them")
     s.set_defaults(fn=commands["cmd_ingest"])
 
@@ -252,9 +292,11 @@ def _table_commands(sub, common: argparse.ArgumentParser, commands: Mapping[str,
     """`table show | scan | history TOPIC` and `table commit [LOG ...]`: the topics' Iceberg tables."""
     s = sub.add_parser("table", help="the topics' Iceberg tables (show, scan, history, commit)")
     tsub = s.add_subparsers(dest="table_command", required=True)
-    for name, text in (("show", "identifier, columns, partitioning, current snapshot"),
-                       ("scan", "the rows, as JSON Lines"),
-                       ("history", "snapshots with the log versions each reflects")):
+    for name, text in (
+        ("show", "identifier, columns, partitioning, current snapshot"),
+        ("scan", "the rows, as JSON Lines"),
+        ("history", "snapshots with the log versions each reflects"),
+    ):
         t = tsub.add_parser(name, parents=[common], help=text, description=text)
         t.add_argument("topic", help="the topic whose table to read")
         t.set_defaults(fn=commands[f"cmd_table_{name}"])
@@ -262,7 +304,11 @@ def _table_commands(sub, common: argparse.ArgumentParser, commands: Mapping[str,
             t.add_argument("--partition", type=int, help="one partition's rows")
             t.add_argument("--snapshot-id", type=int, help="as of this snapshot (default: the current one)")
             t.add_argument("--limit", type=int, help="at most this many rows")
-    t = tsub.add_parser("commit", parents=[common], help="commit logs' latest states to their topics' tables",
-                        description="commit logs' latest states to their topics' tables")
+    t = tsub.add_parser(
+        "commit",
+        parents=[common],
+        help="commit logs' latest states to their topics' tables",
+        description="commit logs' latest states to their topics' tables",
+    )
     t.add_argument("logs", nargs="*", metavar="LOG", help="logs (default: all)")
     t.set_defaults(fn=commands["cmd_table_commit"])

@@ -48,6 +48,7 @@ def record_json(r) -> dict:
 def cmd_read(ctx: Context) -> int:
     """`read LOG`: the log's visible records as JSON Lines."""
     from compaction_assets.log.reader import iter_records
+
     for flag, value in (("--from", ctx.args.from_offset), ("--limit", ctx.args.limit)):
         if value is not None and value < 0:
             raise CompactionError(f"{flag} {value}: must be 0 or more")
@@ -60,12 +61,18 @@ def cmd_read(ctx: Context) -> int:
 
 def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
-    from compaction_assets.cleaning.latest_state import (fits_in_process, latest_state_df, latest_state_table,
-                                                         write_latest_state)
-    if ctx.args.as_of is not None:   # the topic's table as it was (compaction_assets/cli/table.py)
+    from compaction_assets.cleaning.latest_state import (
+        fits_in_process,
+        latest_state_df,
+        latest_state_table,
+        write_latest_state,
+    )
+
+    if ctx.args.as_of is not None:  # the topic's table as it was (compaction_assets/cli/table.py)
         from compaction_assets.cli.table import latest_state_as_of
+
         return latest_state_as_of(ctx)
-    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)   # before Spark starts
+    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)  # before Spark starts
     output = ctx.args.output
     m = handle.manifest()
     if output:
@@ -77,8 +84,11 @@ def cmd_latest_state(ctx: Context) -> int:
         _progress(f"wrote the latest state ({rows} keys) to {output}")
         return 0
     # a small log needs no Spark (built here with Arrow, sorted by key)
-    rows = (latest_state_table(handle, cfg, m).to_pylist() if fits_in_process(m)
-            else latest_state_df(ctx.spark, handle, cfg, m).orderBy("key").toLocalIterator())
+    rows = (
+        latest_state_table(handle, cfg, m).to_pylist()
+        if fits_in_process(m)
+        else latest_state_df(ctx.spark, handle, cfg, m).orderBy("key").toLocalIterator()
+    )
     for row in rows:
         obj: dict = {}
         _bytes_field(obj, "key", row["key"])
@@ -99,5 +109,7 @@ def _check_output_folder(output: str, log: str, overwrite: bool) -> None:
     if not os.path.isdir(output) or not os.listdir(output) or overwrite:
         return
     if not os.path.exists(os.path.join(output, LATEST_STATE_MARKER)):
-        raise CompactionError(f"--output {output}: the folder is not empty and is not an earlier latest-state "
-                              "output; its files would be deleted (name an empty or new folder, or add --overwrite)")
+        raise CompactionError(
+            f"--output {output}: the folder is not empty and is not an earlier latest-state "
+            "output; its files would be deleted (name an empty or new folder, or add --overwrite)"
+        )

@@ -49,14 +49,25 @@ def cmd_table_show(ctx) -> int:
     table, ident = open_table(ctx.store.storage, ctx.args.topic)
     snap = table.current_snapshot()
     loc = locate(ctx.store.storage)
-    print(json.dumps({
-        "table": ident, "catalog": loc.describe(), "location": table.location(),
-        "columns": [{"name": f.name, "type": str(f.field_type), "required": f.required} for f in table.schema().fields],
-        "identifier_fields": sorted(table.schema().identifier_field_names()),
-        "partitioning": [f"{f.name}: {f.transform}" for f in table.spec().fields],
-        "snapshot_id": snap.snapshot_id if snap else None, "snapshots": len(table.snapshots()),
-        "rows": _rows(snap),
-        "log_versions": {k: v.version for k, v in marks_of(snap).items()}}, indent=2))
+    print(
+        json.dumps(
+            {
+                "table": ident,
+                "catalog": loc.describe(),
+                "location": table.location(),
+                "columns": [
+                    {"name": f.name, "type": str(f.field_type), "required": f.required} for f in table.schema().fields
+                ],
+                "identifier_fields": sorted(table.schema().identifier_field_names()),
+                "partitioning": [f"{f.name}: {f.transform}" for f in table.spec().fields],
+                "snapshot_id": snap.snapshot_id if snap else None,
+                "snapshots": len(table.snapshots()),
+                "rows": _rows(snap),
+                "log_versions": {k: v.version for k, v in marks_of(snap).items()},
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -83,11 +94,21 @@ def cmd_table_commit(ctx) -> int:
     out = []
     for logs in by_topic.values():
         for r in commit_logs(logs, now=ctx.now):
-            out.append({"log": r.log, "table": r.identifier, "committed": r.committed, "snapshot_id": r.snapshot_id,
-                        "log_version": r.log_version, "rows_added": r.rows_added, "rows_deleted": r.rows_deleted,
-                        "files_added": r.files_added, "delete_files_added": r.delete_files_added,
-                        "files_removed": r.files_removed,
-                        "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0})
+            out.append(
+                {
+                    "log": r.log,
+                    "table": r.identifier,
+                    "committed": r.committed,
+                    "snapshot_id": r.snapshot_id,
+                    "log_version": r.log_version,
+                    "rows_added": r.rows_added,
+                    "rows_deleted": r.rows_deleted,
+                    "files_added": r.files_added,
+                    "delete_files_added": r.delete_files_added,
+                    "files_removed": r.files_removed,
+                    "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0,
+                }
+            )
     print(json.dumps(out, indent=2))
     return 0
 

@@ -14,7 +14,6 @@ examples from the check's metadata, the job and the run's id. Both are run-statu
 keeps their cursor, so a run is reported once.
 """
 
-
 import re
 
 import dagster as dg
@@ -22,7 +21,7 @@ import dagster as dg
 from resources.alerts import Alert, AlertWebhookResource
 
 MAX_EXAMPLES = 5
-BATCH_FAILURE = "batch_failure"   # defs/batches.py: the observation of a log that failed in a batch
+BATCH_FAILURE = "batch_failure"  # defs/batches.py: the observation of a log that failed in a batch
 PARTITION_TAG = "dagster/partition"
 
 
@@ -39,13 +38,21 @@ def failed_check_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun) -> lis
         if evaluation.passed:
             continue
         meta = evaluation.metadata or {}
-        examples = [x for key in sorted(meta) if key.startswith("examples")
-                    for x in (_value(meta[key]) or [])][:MAX_EXAMPLES]
+        examples = [x for key in sorted(meta) if key.startswith("examples") for x in (_value(meta[key]) or [])][
+            :MAX_EXAMPLES
+        ]
         log = evaluation.partition or run.tags.get(PARTITION_TAG) or (_value(meta["log"]) if "log" in meta else None)
-        alerts.append(Alert(log=log, run=run.run_id, job=run.job_name, check=evaluation.check_name,
-                            severity=evaluation.severity.value,
-                            reason=evaluation.description or f"check {evaluation.check_name} failed",
-                            examples=examples))
+        alerts.append(
+            Alert(
+                log=log,
+                run=run.run_id,
+                job=run.job_name,
+                check=evaluation.check_name,
+                severity=evaluation.severity.value,
+                reason=evaluation.description or f"check {evaluation.check_name} failed",
+                examples=examples,
+            )
+        )
     return alerts
 
 
@@ -56,7 +63,7 @@ def error_reason(error) -> str:
     if error.cls_name:
         prefix = re.match(r"(?:\w+\.)*" + re.escape(error.cls_name) + ": ", first)
         if prefix:
-            return first[prefix.end():]
+            return first[prefix.end() :]
     return first
 
 
@@ -69,9 +76,16 @@ def batch_failure_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun, alert
         reason = observation.metadata.get(BATCH_FAILURE)
         if reason is None or observation.partition in seen:
             continue
-        seen.add(observation.partition)   # a retried step records its logs' failures once more
-        alerts.append(Alert(log=observation.partition, run=run.run_id, job=run.job_name,
-                            step=observation.asset_key.to_user_string(), reason=str(_value(reason))))
+        seen.add(observation.partition)  # a retried step records its logs' failures once more
+        alerts.append(
+            Alert(
+                log=observation.partition,
+                run=run.run_id,
+                job=run.job_name,
+                step=observation.asset_key.to_user_string(),
+                reason=str(_value(reason)),
+            )
+        )
     return alerts
 
 
@@ -90,20 +104,31 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
         error = step.step_failure_data.error
         reason = error_reason(error) if error else (step.message or "step failed")
         return [Alert(log=log, run=run.run_id, job=run.job_name, step=step.step_key, reason=reason)]
-    return [Alert(log=log, run=run.run_id, job=run.job_name,
-                  reason=(context.failure_event.message or "run failed").strip().splitlines()[0])]
+    return [
+        Alert(
+            log=log,
+            run=run.run_id,
+            job=run.job_name,
+            reason=(context.failure_event.message or "run failed").strip().splitlines()[0],
+        )
+    ]
 
 
-@dg.run_failure_sensor(name="run_failure_alert", minimum_interval_seconds=30,
-                       default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.run_failure_sensor(
+    name="run_failure_alert", minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+)
 def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertWebhookResource) -> None:
     """Alert once per fault of a failed run: each failed check, or else the failed step."""
     for alert in run_failure_alerts(context):
         alert_webhook.send(alert, context.log)
 
 
-@dg.run_status_sensor(name="check_failure_alert", run_status=dg.DagsterRunStatus.SUCCESS,
-                      minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.run_status_sensor(
+    name="check_failure_alert",
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def check_failure_alert(context: dg.RunStatusSensorContext, alert_webhook: AlertWebhookResource):
     """Alert once per failed check evaluation of a run that succeeded (non-blocking checks)."""
     alerts = failed_check_alerts(context.instance, context.dagster_run)

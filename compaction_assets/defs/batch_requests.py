@@ -13,7 +13,6 @@ when all its logs are of one topic and `compaction/batch_size`; the UI filters r
 and a partition's own page links the batch run of each of its materializations.
 """
 
-
 import hashlib
 import os
 from dataclasses import dataclass
@@ -27,13 +26,18 @@ from compaction_assets.store.names import parse_log_name
 
 SIZE_TAG = "compaction/batch_size"
 BATCH_JOBS = ("ingest_batch_job", "compaction_batch_job")
-IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED]
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 @dataclass(frozen=True)
 class Due:
     """One log a tick found due, its weight in bytes, and the state it was found in (for run keys)."""
+
     log: str
     size: int
     state: str
@@ -91,21 +95,30 @@ def batched(count: int) -> bool:
 def batch_tags(logs: list[str]) -> dict[str, str]:
     """Run tags of a batch: its logs (compactly), their topic when they share one, and how many."""
     topics = {parse_log_name(log, "log")[0] for log in logs}
-    return {LOGS_TAG: encode_logs(logs), SIZE_TAG: str(len(logs)),
-            **({"topic": next(iter(topics))} if len(topics) == 1 else {})}
+    return {
+        LOGS_TAG: encode_logs(logs),
+        SIZE_TAG: str(len(logs)),
+        **({"topic": next(iter(topics))} if len(topics) == 1 else {}),
+    }
 
 
-def batch_requests(job_name: str, op: str, due: list[Due], now: int, prefix: str,
-                   tags: dict[str, str] | None = None) -> list[dg.RunRequest]:
+def batch_requests(
+    job_name: str, op: str, due: list[Due], now: int, prefix: str, tags: dict[str, str] | None = None
+) -> list[dg.RunRequest]:
     """Batch run requests for `due`; a key names the batch's logs and their states, so one state of a
     set of logs never triggers twice."""
     requests = []
     for batch in split(due):
         logs = [d.log for d in batch]
         digest = hashlib.sha1("\n".join(f"{d.log}:{d.state}" for d in batch).encode()).hexdigest()[:16]
-        requests.append(dg.RunRequest(
-            job_name=job_name, run_key=f"{prefix}:batch:{digest}", tags={**batch_tags(logs), **(tags or {})},
-            run_config={"ops": {op: {"config": {"logs": logs, "now_ms": now}}}}))
+        requests.append(
+            dg.RunRequest(
+                job_name=job_name,
+                run_key=f"{prefix}:batch:{digest}",
+                tags={**batch_tags(logs), **(tags or {})},
+                run_config={"ops": {op: {"config": {"logs": logs, "now_ms": now}}}},
+            )
+        )
     return requests
 
 
@@ -116,16 +129,24 @@ def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -
     instance's first tick of batch runs would all start at once. Only a tick that requests runs asks (a
     query of the instance), not every tick of the sensors."""
     storage = instance.event_log_storage
-    if (runs and storage.supports_global_concurrency_limits and instance.global_op_concurrency_default_limit is not None
-            and SPARK_POOL not in storage.get_concurrency_keys()):
+    if (
+        runs
+        and storage.supports_global_concurrency_limits
+        and instance.global_op_concurrency_default_limit is not None
+        and SPARK_POOL not in storage.get_concurrency_keys()
+    ):
         storage.initialize_concurrency_limit_to_default(SPARK_POOL)
 
 
 def in_flight(instance: dg.DagsterInstance) -> set[str]:
     """The logs of the batch runs queued or running (one storage query)."""
     runs = instance.get_runs(filters=dg.RunsFilter(job_name=None, statuses=IN_FLIGHT), limit=500)
-    return {log for run in runs if run.job_name in BATCH_JOBS and LOGS_TAG in run.tags
-            for log in decode_logs(run.tags[LOGS_TAG])}
+    return {
+        log
+        for run in runs
+        if run.job_name in BATCH_JOBS and LOGS_TAG in run.tags
+        for log in decode_logs(run.tags[LOGS_TAG])
+    }
 
 
 def pending_bytes(files) -> int:

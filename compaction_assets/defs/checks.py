@@ -14,8 +14,14 @@ import warnings
 import dagster as dg
 
 from compaction_assets.checks.specs import CHECK_SPECS
-from compaction_assets.defs.history import (COMPACTED_LOG, SEVERITY, Cleaning, check_records, recorded_cleaning,
-                                           table_check_record)
+from compaction_assets.defs.history import (
+    COMPACTED_LOG,
+    SEVERITY,
+    Cleaning,
+    check_records,
+    recorded_cleaning,
+    table_check_record,
+)
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.errors import CompactionError, LogNameError
@@ -32,16 +38,27 @@ def last_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning:
     """The partition's latest compacted_log materialization's record of its cleaning, or a Failure."""
     cleaning = recorded_cleaning(instance, log)
     if cleaning is None:
-        raise dg.Failure(description=f"no cleaning of {log} is recorded: materialize compacted_log for this "
-                                     "partition first")
+        raise dg.Failure(
+            description=f"no cleaning of {log} is recorded: materialize compacted_log for this partition first"
+        )
     return cleaning
 
 
 @dg.multi_asset_check(
-    specs=[dg.AssetCheckSpec(spec.name, asset=COMPACTED_LOG, blocking=spec.blocking, description=spec.description,
-                             partitions_def=log_partitions) for spec in CHECK_SPECS],
-    can_subset=True, name="compacted_log_checks",
-    description="Verifies the partition's last cleaning against the checks' own model of SPEC §3-§6.")
+    specs=[
+        dg.AssetCheckSpec(
+            spec.name,
+            asset=COMPACTED_LOG,
+            blocking=spec.blocking,
+            description=spec.description,
+            partitions_def=log_partitions,
+        )
+        for spec in CHECK_SPECS
+    ],
+    can_subset=True,
+    name="compacted_log_checks",
+    description="Verifies the partition's last cleaning against the checks' own model of SPEC §3-§6.",
+)
 def compacted_log_checks(context: dg.AssetCheckExecutionContext, log_store: LogStoreResource):
     """Run the selected checks on the cleaning the partition's latest materialization recorded."""
     log = context.partition_key
@@ -53,15 +70,22 @@ def compacted_log_checks(context: dg.AssetCheckExecutionContext, log_store: LogS
     selected = tuple(k.name for k in context.selected_asset_check_keys)
     try:
         records = check_records(log_store, log, cleaning, selected)
-    except CompactionError as exc:   # e.g. a version gone: a later cleaning replaced this one
-        raise dg.Failure(description=f"cannot verify the last cleaning of {log}: {exc}", metadata={"log": log}) from None
+    except CompactionError as exc:  # e.g. a version gone: a later cleaning replaced this one
+        raise dg.Failure(
+            description=f"cannot verify the last cleaning of {log}: {exc}", metadata={"log": log}
+        ) from None
     for record in records:
         yield record.result()
 
 
-@dg.asset_check(asset=LATEST_STATE, name=TABLE_CHECK, blocking=True, partitions_def=log_partitions,
-                description="The topic's table holds, for this partition, exactly the checks' own model of the "
-                            "latest state of the log version its current snapshot reflects.")
+@dg.asset_check(
+    asset=LATEST_STATE,
+    name=TABLE_CHECK,
+    blocking=True,
+    partitions_def=log_partitions,
+    description="The topic's table holds, for this partition, exactly the checks' own model of the "
+    "latest state of the log version its current snapshot reflects.",
+)
 def table_matches_latest_state(context: dg.AssetCheckExecutionContext, log_store: LogStoreResource):
     """Compare the partition's rows of its topic's table with the model's latest state of that version."""
     log = context.partition_key

@@ -3,12 +3,12 @@ test moves the clock instead of sleeping. Assets take their time from run config
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from compaction_assets.store.log_store import wall_ms
 
-_frozen_ms: list[int] = []   # a stack: the innermost `frozen_at` wins
+_frozen_ms: list[int] = []  # a stack: the innermost `frozen_at` wins
 
 
 def now_ms() -> int:

@@ -4,29 +4,35 @@ function here returns the metadata of one asset's materialization, or one partit
 so that a partition cleaned in a batch has exactly the history it would have had in a run of its own.
 """
 
-
 from dataclasses import dataclass
 
 import dagster as dg
 
-from compaction_assets.checks.specs import (AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, CHECKS_PIN, ERROR,
-                                            EVALUATED_AT_MS, WARN)
 from compaction_assets.checks.model import LogView
+from compaction_assets.checks.specs import (
+    AFTER_VERSION,
+    BEFORE_VERSION,
+    CHECK_SPECS,
+    CHECKS_PIN,
+    ERROR,
+    EVALUATED_AT_MS,
+    WARN,
+)
 from compaction_assets.checks.verify import load_versions, verify_loaded
-from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.decision import CleaningStats
-from compaction_assets.cleaning.planner import evaluate
+from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
+from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.store.fs import Storage
 from compaction_assets.ingest.report import IngestReport
+from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.table.group import TopicBatch
 from resources.log_store import LogStoreResource
 
 SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
 COMPACTED_LOG = dg.AssetKey("compacted_log")
-RECORDS_PAGE = 1000   # records read at a time from Dagster's indexes
+RECORDS_PAGE = 1000  # records read at a time from Dagster's indexes
 SPECS = {spec.name: spec for spec in CHECK_SPECS}
 
 
@@ -34,35 +40,53 @@ def raw_segments_metadata(report: IngestReport, handle: LogHandle) -> dict:
     """raw_segments' metadata: what an ingestion appended, and the log's size after it."""
     m = handle.manifest()
     return {
-        "files_ingested": report.files_ingested, "records_appended": report.records_appended,
-        "invalid_records_dropped": report.invalid_records_dropped, "log_end_offset": m.log_end_offset,
-        "records": m.total_records, "size_bytes": m.total_size, "segments": len(m.segments),
-        "files": dg.MetadataValue.json(list(report.files[-50:]))}
+        "files_ingested": report.files_ingested,
+        "records_appended": report.records_appended,
+        "invalid_records_dropped": report.invalid_records_dropped,
+        "log_end_offset": m.log_end_offset,
+        "records": m.total_records,
+        "size_bytes": m.total_size,
+        "segments": len(m.segments),
+        "files": dg.MetadataValue.json(list(report.files[-50:])),
+    }
 
 
 def cleanable_range_metadata(dry: DryRun, now: int) -> dict:
     """cleanable_range's metadata: the plan and what the dry run says would go."""
     ev = dry.evaluation
     metadata = {
-        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
-        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-        "eligible": ev.eligible, "reason": str(dry.reason or "none"),
+        "first_dirty_offset": ev.first_dirty_offset,
+        "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio),
+        "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "eligible": ev.eligible,
+        "reason": str(dry.reason or "none"),
         "would_remove_by_retention_records": dry.retention.records,
-        "segments_in_range": dry.segments_in_range, "evaluated_at_ms": now}
+        "segments_in_range": dry.segments_in_range,
+        "evaluated_at_ms": now,
+    }
     if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
-        metadata.update({
-            "would_remove_superseded_records": dry.superseded.records,
-            "would_remove_superseded_bytes": dry.superseded.bytes,
-            "would_remove_expired_tombstones": dry.tombstones_expired.records,
-            "segments_to_rewrite": dry.segments_to_rewrite, "segments_to_mark": dry.segments_to_mark})
+        metadata.update(
+            {
+                "would_remove_superseded_records": dry.superseded.records,
+                "would_remove_superseded_bytes": dry.superseded.bytes,
+                "would_remove_expired_tombstones": dry.tombstones_expired.records,
+                "segments_to_rewrite": dry.segments_to_rewrite,
+                "segments_to_mark": dry.segments_to_mark,
+            }
+        )
     return metadata
 
 
 def config_metadata(log_store: LogStoreResource, log: str) -> dict:
     """The configuration the step used: the Kafka keys, their stored version and who set them."""
     src = log_store.config_source(log)
-    return {"config": dg.MetadataValue.json(src.config), "config_version": src.version,
-            "config_source": src.source.value, "config_changed_by": src.changed_by or "built-in"}
+    return {
+        "config": dg.MetadataValue.json(src.config),
+        "config_version": src.version,
+        "config_source": src.source.value,
+        "config_changed_by": src.changed_by or "built-in",
+    }
 
 
 def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: StepReport, now: int) -> dict:
@@ -71,22 +95,34 @@ def compacted_log_metadata(log_store: LogStoreResource, handle: LogHandle, rep: 
         handle.pin_versions(CHECKS_PIN, (rep.before_version, rep.after_version))
     ev, s = rep.evaluation, rep.stats or CleaningStats()
     return {
-        "cleaned": rep.cleaned, "reason": str(rep.reason or "none"),
-        "first_dirty_offset": ev.first_dirty_offset, "first_uncleanable_offset": ev.first_uncleanable_offset,
-        "dirty_ratio": float(ev.dirty_ratio), "max_compaction_delay_ms": ev.max_compaction_delay_ms,
-        "records_read": s.records_read, "records_written": s.records_written,
-        "records_superseded": s.records_superseded, "tombstones_stamped": s.tombstones_stamped,
-        "tombstones_removed": s.tombstones_removed, "bytes_read": s.bytes_read,
-        "bytes_written": s.bytes_written, "cleaner_recopy_percent": float(s.cleaner_recopy_percent),
-        "clean_time_secs": float(s.clean_time_secs), "checkpoint": rep.checkpoint,
+        "cleaned": rep.cleaned,
+        "reason": str(rep.reason or "none"),
+        "first_dirty_offset": ev.first_dirty_offset,
+        "first_uncleanable_offset": ev.first_uncleanable_offset,
+        "dirty_ratio": float(ev.dirty_ratio),
+        "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "records_read": s.records_read,
+        "records_written": s.records_written,
+        "records_superseded": s.records_superseded,
+        "tombstones_stamped": s.tombstones_stamped,
+        "tombstones_removed": s.tombstones_removed,
+        "bytes_read": s.bytes_read,
+        "bytes_written": s.bytes_written,
+        "cleaner_recopy_percent": float(s.cleaner_recopy_percent),
+        "clean_time_secs": float(s.clean_time_secs),
+        "checkpoint": rep.checkpoint,
         "retention_removed_records": rep.retention.records if rep.retention else 0,
         **config_metadata(log_store, handle.name),
         # what the checks verify: the versions the cleaning read and wrote, and its time
-        BEFORE_VERSION: rep.before_version, AFTER_VERSION: rep.after_version, EVALUATED_AT_MS: now}
+        BEFORE_VERSION: rep.before_version,
+        AFTER_VERSION: rep.after_version,
+        EVALUATED_AT_MS: now,
+    }
 
 
-def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
-                          tables: TopicBatch | None = None) -> dict:
+def latest_state_metadata(
+    log_store: LogStoreResource, handle: LogHandle, spark, tables: TopicBatch | None = None
+) -> dict:
     """Write the log's key -> value table for its current version and commit it to the topic's table, or,
     in a batch, add it to the batch's `tables` (committed per topic after the cleanings, without its table
     metadata here); latest_state's metadata."""
@@ -109,13 +145,18 @@ def latest_state_metadata(log_store: LogStoreResource, handle: LogHandle, spark,
         table = {}
     else:
         table = commit_table(handle, cfg, m, state=state)
-    return {"keys": keys, "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
-            "log_version": m.version, **table}
+    return {
+        "keys": keys,
+        "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
+        "log_version": m.version,
+        **table,
+    }
 
 
 @dataclass(frozen=True)
 class Cleaning:
     """A cleaning as its compacted_log materialization records it: what the checks verify."""
+
     before: int
     after: int
     now: int
@@ -126,13 +167,19 @@ class Cleaning:
 def recorded_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning | None:
     """The partition's latest compacted_log materialization's record of its cleaning, or None."""
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=COMPACTED_LOG, asset_partitions=[log]), limit=1).records
+        dg.AssetRecordsFilter(asset_key=COMPACTED_LOG, asset_partitions=[log]), limit=1
+    ).records
     meta = records[0].asset_materialization.metadata if records else {}
     if not all(k in meta for k in (BEFORE_VERSION, AFTER_VERSION, EVALUATED_AT_MS, "cleaned")):
         return None
     rec = records[0]
-    return Cleaning(before=int(meta[BEFORE_VERSION].value), after=int(meta[AFTER_VERSION].value),
-                    now=int(meta[EVALUATED_AT_MS].value), cleaned=bool(meta["cleaned"].value), run=rec.run_id)
+    return Cleaning(
+        before=int(meta[BEFORE_VERSION].value),
+        after=int(meta[AFTER_VERSION].value),
+        now=int(meta[EVALUATED_AT_MS].value),
+        cleaned=bool(meta["cleaned"].value),
+        run=rec.run_id,
+    )
 
 
 def event_name(event) -> str | None:
@@ -150,7 +197,7 @@ def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[st
     Read back to the run's creation, page by page, whatever other runs recorded since."""
     out: dict[str, set[str]] = {}
     run = instance.get_run_record_by_id(run_id)
-    since = run.create_timestamp.timestamp() if run is not None else 0.0   # a deleted run: read every page
+    since = run.create_timestamp.timestamp() if run is not None else 0.0  # a deleted run: read every page
     for key in (dg.AssetKey("cleanable_range"), COMPACTED_LOG, LATEST_STATE):
         records_filter, cursor = dg.AssetRecordsFilter(asset_key=key, after_timestamp=since), None
         while True:
@@ -164,9 +211,8 @@ def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[st
             cursor = page.cursor
     for asset_key, name in [(COMPACTED_LOG, spec.name) for spec in CHECK_SPECS] + [(LATEST_STATE, TABLE_CHECK)]:
         key, cursor = dg.AssetCheckKey(asset_key, name), None
-        while True:   # newest first
-            page = instance.event_log_storage.get_asset_check_execution_history(key, limit=RECORDS_PAGE,
-                                                                                  cursor=cursor)
+        while True:  # newest first
+            page = instance.event_log_storage.get_asset_check_execution_history(key, limit=RECORDS_PAGE, cursor=cursor)
             for rec in page:
                 if rec.run_id == run_id and rec.evaluation is not None and rec.partition is not None:
                     out.setdefault(rec.partition, set()).add(f"{asset_key.to_user_string()}:{name}")
@@ -179,6 +225,7 @@ def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[st
 @dataclass(frozen=True)
 class CheckRecord:
     """One check's result on one partition, in the form both paths turn into Dagster events."""
+
     name: str
     passed: bool
     description: str
@@ -194,56 +241,112 @@ class CheckRecord:
 
     def result(self) -> dg.AssetCheckResult:
         """As the single-partition check step yields it."""
-        return dg.AssetCheckResult(check_name=self.name, asset_key=self.asset_key, passed=self.passed,
-                                   severity=self.severity, description=self.description, metadata=self.metadata)
+        return dg.AssetCheckResult(
+            check_name=self.name,
+            asset_key=self.asset_key,
+            passed=self.passed,
+            severity=self.severity,
+            description=self.description,
+            metadata=self.metadata,
+        )
 
     def evaluation(self, log: str) -> dg.AssetCheckEvaluation:
         """As a batch run logs it: the same result, with its partition (it follows the materialization it
         verifies, as in a run of the partition's own)."""
         return dg.AssetCheckEvaluation(
-            asset_key=self.asset_key, check_name=self.name, passed=self.passed, metadata=self.metadata,
-            severity=self.severity, description=self.description, blocking=self.blocking, partition=log)
+            asset_key=self.asset_key,
+            check_name=self.name,
+            passed=self.passed,
+            metadata=self.metadata,
+            severity=self.severity,
+            description=self.description,
+            blocking=self.blocking,
+            partition=log,
+        )
 
 
-def check_records(log_store: LogStoreResource, log: str, cleaning: Cleaning,
-                  selected: tuple[str, ...] | None = None) -> list[CheckRecord]:
+def check_records(
+    log_store: LogStoreResource, log: str, cleaning: Cleaning, selected: tuple[str, ...] | None = None
+) -> list[CheckRecord]:
     """Verify a recorded cleaning (raises CompactionError when it cannot be, e.g. a version gone)."""
     return checked(log_store, log, cleaning, selected)[0]
 
 
-def checked(log_store: LogStoreResource, log: str, cleaning: Cleaning,
-            selected: tuple[str, ...] | None = None) -> tuple[list[CheckRecord], LogView]:
+def checked(
+    log_store: LogStoreResource, log: str, cleaning: Cleaning, selected: tuple[str, ...] | None = None
+) -> tuple[list[CheckRecord], LogView]:
     """`check_records`, and the version after the cleaning as the checks read it (for the table check)."""
-    loaded = load_versions(log_store.handle(log), log_store.config_for(log), cleaning.before, cleaning.after,
-                           cleaning.now, cleaning.cleaned)
+    loaded = load_versions(
+        log_store.handle(log),
+        log_store.config_for(log),
+        cleaning.before,
+        cleaning.after,
+        cleaning.now,
+        cleaning.cleaned,
+    )
     outcomes = verify_loaded(loaded, selected)
-    return [CheckRecord(o.name, o.passed, o.description,
-                        {**o.metadata, "log": log, "before_version": cleaning.before,
-                         "after_version": cleaning.after, "cleaning_run": cleaning.run},
-                        SEVERITY[SPECS[o.name].severity], SPECS[o.name].blocking) for o in outcomes], loaded.after
+    return [
+        CheckRecord(
+            o.name,
+            o.passed,
+            o.description,
+            {
+                **o.metadata,
+                "log": log,
+                "before_version": cleaning.before,
+                "after_version": cleaning.after,
+                "cleaning_run": cleaning.run,
+            },
+            SEVERITY[SPECS[o.name].severity],
+            SPECS[o.name].blocking,
+        )
+        for o in outcomes
+    ], loaded.after
 
 
-def table_check_record(log_store: LogStoreResource, log: str, view: LogView | None = None,
-                       topic_rows: TopicRows | None = None) -> CheckRecord:
+def table_check_record(
+    log_store: LogStoreResource, log: str, view: LogView | None = None, topic_rows: TopicRows | None = None
+) -> CheckRecord:
     """The table check's result: the partition's rows of its topic's table against the checks' model
     (raises CompactionError when the table reflects no version of the log); `view`, `topic_rows` as
     compare_table."""
     outcome, ident, version = compare_table(log_store, log, view, topic_rows)
-    return CheckRecord(TABLE_CHECK, outcome.passed, outcome.describe(),
-                       {"log": log, "table": ident, "log_version": version, "expected_keys": outcome.expected,
-                        "table_keys": outcome.found}, dg.AssetCheckSeverity.ERROR, True, LATEST_STATE)
+    return CheckRecord(
+        TABLE_CHECK,
+        outcome.passed,
+        outcome.describe(),
+        {
+            "log": log,
+            "table": ident,
+            "log_version": version,
+            "expected_keys": outcome.expected,
+            "table_keys": outcome.found,
+        },
+        dg.AssetCheckSeverity.ERROR,
+        True,
+        LATEST_STATE,
+    )
 
 
 def recovered_report(handle, config, now: int) -> StepReport | None:
     """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
-    committed = sorted((m for m in handle.recent_manifests() if m.last_cleaning and m.last_cleaning.now == now),
-                       key=lambda m: m.version)
+    committed = sorted(
+        (m for m in handle.recent_manifests() if m.last_cleaning and m.last_cleaning.now == now),
+        key=lambda m: m.version,
+    )
     if not committed:
         return None
     after = committed[0]
     before = handle.manifest_version(after.version - 1)
     summary = after.last_cleaning
     stats = CleaningStats.of(summary.figures)
-    return StepReport(evaluation=evaluate(before, config, now), cleaned=True, reason=summary.reason,
-                      checkpoint=after.checkpoint, stats=stats, log=handle.name,
-                      before_version=before.version, after_version=after.version)
+    return StepReport(
+        evaluation=evaluate(before, config, now),
+        cleaned=True,
+        reason=summary.reason,
+        checkpoint=after.checkpoint,
+        stats=stats,
+        log=handle.name,
+        before_version=before.version,
+        after_version=after.version,
+    )

@@ -34,23 +34,24 @@ import dagster as dg
 from compaction_assets import settings
 
 POOL_RECYCLE_S = 3600
-UNLIMITED_OVERFLOW = -1   # SQLAlchemy's QueuePool: no bound on connections beyond the pooled one
+UNLIMITED_OVERFLOW = -1  # SQLAlchemy's QueuePool: no bound on connections beyond the pooled one
 
 # The instances already switched in this process: a run's steps share one instance (in-process executor),
 # and switching again would leave the first pool's connection open until it is collected.
 _POOLED: "weakref.WeakSet[dg.DagsterInstance]" = weakref.WeakSet()
 # The SQLite shards held open per instance, by path: closed when the instance is collected.
 _HELD: "weakref.WeakKeyDictionary[dg.DagsterInstance, dict]" = weakref.WeakKeyDictionary()
-INDEX_SHARD = "index"   # the name Dagster's SQLite event storage gives its index shard
+INDEX_SHARD = "index"  # the name Dagster's SQLite event storage gives its index shard
 
 
 def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None:
     """Keep the instance's storages' connections open for the rest of this process (once per instance)."""
     if instance not in _POOLED:
-        instance.optimize_for_webserver(statement_timeout=0, pool_recycle=POOL_RECYCLE_S,
-                                        max_overflow=UNLIMITED_OVERFLOW)
+        instance.optimize_for_webserver(
+            statement_timeout=0, pool_recycle=POOL_RECYCLE_S, max_overflow=UNLIMITED_OVERFLOW
+        )
         _POOLED.add(instance)
-    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)   # SQLite's sharded storage
+    path_for_shard = getattr(instance.event_log_storage, "path_for_shard", None)  # SQLite's sharded storage
     if path_for_shard is None:
         return
     if settings.current().batches.sqlite_sync == "normal":
@@ -69,7 +70,7 @@ def held_shards(instance: dg.DagsterInstance) -> list[str]:
     return sorted(_HELD.get(instance, {}))
 
 
-_NORMAL_ROOTS: set[str] = set()   # the instance folders whose SQLite files this process writes with NORMAL
+_NORMAL_ROOTS: set[str] = set()  # the instance folders whose SQLite files this process writes with NORMAL
 
 
 def sync_normal_under(root: str) -> None:
@@ -89,4 +90,3 @@ def _normal_if_under_roots(dbapi_connection, _record) -> None:
     files = [row[2] for row in dbapi_connection.execute("PRAGMA database_list") if row[2]]
     if any(os.path.realpath(f).startswith(root) for f in files for root in _NORMAL_ROOTS):
         dbapi_connection.execute("PRAGMA synchronous=NORMAL")
-

@@ -5,7 +5,6 @@ launchable from the UI with typed config. The operator jobs call the very functi
 under the cleaning lease, `engine.apply_retention`). A refusal is one line and is never retried.
 """
 
-
 import dagster as dg
 
 from compaction_assets.cleaning import engine
@@ -25,17 +24,22 @@ DEFAULT_SPARK_POOL_LIMIT = 2
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 ingest_job = dg.define_asset_job(
-    "ingest_job", selection=dg.AssetSelection.assets("raw_segments"),
-    description="Ingest a log's new landing files (each at most once); started by log_discovery_sensor.")
+    "ingest_job",
+    selection=dg.AssetSelection.assets("raw_segments"),
+    description="Ingest a log's new landing files (each at most once); started by log_discovery_sensor.",
+)
 compaction_job = dg.define_asset_job(
     "compaction_job",
     description="Plan, clean (with the four checks) and write the latest state of one log; started by "
-                "dirty_ratio_sensor, max_compaction_lag_sensor and compaction_sweep_schedule.",
+    "dirty_ratio_sensor, max_compaction_lag_sensor and compaction_sweep_schedule.",
     selection=dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
-    | dg.AssetSelection.checks_for_assets("compacted_log"))
+    | dg.AssetSelection.checks_for_assets("compacted_log"),
+)
 rebuild_latest_state_job = dg.define_asset_job(
-    "rebuild_latest_state", selection=dg.AssetSelection.assets("latest_state"),
-    description="Rewrite a log's key -> value table from its current version (the CLI's latest-state).")
+    "rebuild_latest_state",
+    selection=dg.AssetSelection.assets("latest_state"),
+    description="Rewrite a log's key -> value table from its current version (the CLI's latest-state).",
+)
 
 
 def refuse(message: str) -> dg.Failure:
@@ -52,17 +56,20 @@ def _handle(log_store: LogStoreResource, log: str):
 
 class LogConfig(dg.Config):
     """An operator action on one log."""
+
     log: str  # <topic>-<partition>
 
 
 class CheckpointConfig(dg.Config):
     """Overwrite a log's cleaner checkpoint (SPEC §3)."""
+
     log: str
     offset: int
 
 
 class LogStartConfig(dg.Config):
     """Move a log's start offset forward (SPEC §1): the records below it are deleted for good."""
+
     log: str
     offset: int
     confirm: str = ""  # must repeat the log's name: this move deletes records
@@ -70,9 +77,10 @@ class LogStartConfig(dg.Config):
 
 class LogsConfig(dg.Config):
     """Logs to act on; empty means every log of the store."""
+
     logs: list[str] = []
     grace_seconds: float | None = None  # gc only: files younger than this stay (default: the store's)
-    now_ms: int | None = None           # retention only: evaluate at this time instead of the clock
+    now_ms: int | None = None  # retention only: evaluate at this time instead of the clock
 
 
 @dg.op(description="Clear the uncleanable mark of a log after a repair (CLI: clear-uncleanable).")
@@ -84,16 +92,18 @@ def clear_uncleanable_op(context: dg.OpExecutionContext, config: LogConfig, log_
         engine.clear_uncleanable(handle)
     except CompactionError as exc:
         raise refuse(str(exc)) from None
-    context.add_output_metadata({"log": config.log, "was_uncleanable": bool(before),
-                                 "error_cleared": before.error if before else ""})
+    context.add_output_metadata(
+        {"log": config.log, "was_uncleanable": bool(before), "error_cleared": before.error if before else ""}
+    )
 
 
-@dg.op(description="Clear the uncleanable mark of the named logs, or of every marked log when none is named "
-                   "(CLI: clear-uncleanable --all).")
+@dg.op(
+    description="Clear the uncleanable mark of the named logs, or of every marked log when none is named "
+    "(CLI: clear-uncleanable --all)."
+)
 def clear_uncleanable_logs_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: LogStoreResource) -> None:
     """Clear the uncleanable marks of several logs (e.g. after an engine fault marked them, or a repair)."""
-    names = list(config.logs) or [log for log in log_store.store.logs()
-                                  if log_store.handle(log).manifest().uncleanable]
+    names = list(config.logs) or [log for log in log_store.store.logs() if log_store.handle(log).manifest().uncleanable]
     cleared, failed = {}, []
     for log in names:
         handle = _handle(log_store, log)
@@ -106,8 +116,13 @@ def clear_uncleanable_logs_op(context: dg.OpExecutionContext, config: LogsConfig
         if before:
             cleared[log] = before.error
             context.log.info(f"{log}: mark cleared ({cleared[log]})")
-    context.add_output_metadata({"logs_cleared": len(cleared), "cleared": dg.MetadataValue.json(cleared),
-                                 "failed": dg.MetadataValue.json(failed)})
+    context.add_output_metadata(
+        {
+            "logs_cleared": len(cleared),
+            "cleared": dg.MetadataValue.json(cleared),
+            "failed": dg.MetadataValue.json(failed),
+        }
+    )
     if failed:
         raise refuse(f"{len(failed)} log(s) could not be cleared: {'; '.join(failed)[:500]}")
 
@@ -123,13 +138,17 @@ def set_checkpoint_op(context: dg.OpExecutionContext, config: CheckpointConfig, 
     context.add_output_metadata({"log": config.log, "checkpoint": m.checkpoint, "version": m.version})
 
 
-@dg.op(description="Move a log's start offset forward, deleting the records below it (CLI: set-log-start). "
-                   "`confirm` must repeat the log's name.")
+@dg.op(
+    description="Move a log's start offset forward, deleting the records below it (CLI: set-log-start). "
+    "`confirm` must repeat the log's name."
+)
 def set_log_start_op(context: dg.OpExecutionContext, config: LogStartConfig, log_store: LogStoreResource) -> None:
     """Move a log's start offset forward once the operator confirmed it."""
     if config.confirm != config.log:
-        raise refuse(f"set-log-start of {config.log!r} to {config.offset} deletes every record below it: "
-                     f"set confirm to {config.log!r} to do it")
+        raise refuse(
+            f"set-log-start of {config.log!r} to {config.offset} deletes every record below it: "
+            f"set confirm to {config.log!r} to do it"
+        )
     handle = _handle(log_store, config.log)
     try:
         m = writer.set_log_start(handle, config.offset)
@@ -156,8 +175,14 @@ def gc_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: LogStor
             context.log.info(f"{log}: skipped, {exc}")
         except CompactionError as exc:
             failed.append(f"{log}: {exc}")
-    context.add_output_metadata({"logs": len(removed), "removed_files": sum(removed.values()),
-                                 "skipped_locked": skipped, "per_log": dg.MetadataValue.json(removed)})
+    context.add_output_metadata(
+        {
+            "logs": len(removed),
+            "removed_files": sum(removed.values()),
+            "skipped_locked": skipped,
+            "per_log": dg.MetadataValue.json(removed),
+        }
+    )
     if failed:
         raise dg.Failure(description=f"gc failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])
 
@@ -191,15 +216,23 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
         total["logs"] += 1
         for key in ("segments", "records", "bytes"):
             total[key] += getattr(removed, key)
-        context.log.info(f"{log}: retention removed {removed.records} record(s) in {removed.segments} "
-                         f"segment(s), log start now {removed.log_start_offset}")
+        context.log.info(
+            f"{log}: retention removed {removed.records} record(s) in {removed.segments} "
+            f"segment(s), log start now {removed.log_start_offset}"
+        )
         if log in known:
             # `observed_*`, as the sensor's: apart from the keys of compacted_log's materializations
-            yield dg.AssetObservation(asset_key="compacted_log", partition=log, metadata={
-                "observed_retention_removed_segments": removed.segments,
-                "observed_retention_removed_records": removed.records,
-                "observed_retention_removed_bytes": removed.bytes,
-                "observed_log_start_offset": removed.log_start_offset, "observed_at_ms": now})
+            yield dg.AssetObservation(
+                asset_key="compacted_log",
+                partition=log,
+                metadata={
+                    "observed_retention_removed_segments": removed.segments,
+                    "observed_retention_removed_records": removed.records,
+                    "observed_retention_removed_bytes": removed.bytes,
+                    "observed_log_start_offset": removed.log_start_offset,
+                    "observed_at_ms": now,
+                },
+            )
     context.add_output_metadata({**{f"retention_{k}": v for k, v in total.items()}, "skipped_locked": skipped})
     if failed:
         raise dg.Failure(description=f"retention failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])
@@ -236,4 +269,11 @@ def retention_job():
     retention_op()
 
 
-OPERATOR_JOBS = [clear_uncleanable_job, clear_uncleanable_logs_job, set_checkpoint_job, set_log_start_job, gc_job, rebuild_latest_state_job]
+OPERATOR_JOBS = [
+    clear_uncleanable_job,
+    clear_uncleanable_logs_job,
+    set_checkpoint_job,
+    set_log_start_job,
+    gc_job,
+    rebuild_latest_state_job,
+]

@@ -12,7 +12,6 @@ Cron and default status come from `ScheduleSettings` (`build_schedules(ScheduleS
 every schedule evaluates at `clock.now_ms()`, which tests set.
 """
 
-
 from dataclasses import dataclass
 
 import dagster as dg
@@ -20,9 +19,9 @@ import dagster as dg
 from compaction_assets.cleaning.engine import retention_cut
 from compaction_assets.cleaning.metrics import evaluate_logs
 from compaction_assets.cleaning.planner import order
+from compaction_assets.defs.batches import compaction_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import delete_policy_logs, gc_job, retention_job
-from compaction_assets.defs.batches import compaction_batch_job
 from compaction_assets.defs.sensors import cleaning_requests
 from compaction_assets.errors import CompactionError
 from resources.log_store import LogStoreResource
@@ -34,6 +33,7 @@ STOPPED = dg.DefaultScheduleStatus.STOPPED
 @dataclass(frozen=True)
 class ScheduleSettings:
     """Cron (in `timezone`) and default status of each schedule."""
+
     retention_cron: str = "*/15 * * * *"
     retention_status: dg.DefaultScheduleStatus = RUNNING
     gc_cron: str = "17 * * * *"
@@ -61,19 +61,32 @@ def logs_due_for_retention(log_store: LogStoreResource, now: int, log=None) -> l
 def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.ScheduleDefinition]:
     """The three schedules with the given cron and default status."""
 
-    @dg.schedule(name="retention_schedule", job=retention_job, cron_schedule=config.retention_cron,
-                 default_status=config.retention_status, execution_timezone=config.timezone)
+    @dg.schedule(
+        name="retention_schedule",
+        job=retention_job,
+        cron_schedule=config.retention_cron,
+        default_status=config.retention_status,
+        execution_timezone=config.timezone,
+    )
     def retention_schedule(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         """One retention run over the delete-policy logs that have something to drop."""
         now = now_ms()
         due = logs_due_for_retention(log_store, now, context.log)
         if not due:
             return dg.SkipReason("no log whose cleanup.policy includes delete has a segment to drop")
-        return dg.RunRequest(run_key=f"retention:{now}", tags={"logs": str(len(due))},
-                             run_config={"ops": {"retention_op": {"config": {"logs": due, "now_ms": now}}}})
+        return dg.RunRequest(
+            run_key=f"retention:{now}",
+            tags={"logs": str(len(due))},
+            run_config={"ops": {"retention_op": {"config": {"logs": due, "now_ms": now}}}},
+        )
 
-    @dg.schedule(name="gc_schedule", job=gc_job, cron_schedule=config.gc_cron,
-                 default_status=config.gc_status, execution_timezone=config.timezone)
+    @dg.schedule(
+        name="gc_schedule",
+        job=gc_job,
+        cron_schedule=config.gc_cron,
+        default_status=config.gc_status,
+        execution_timezone=config.timezone,
+    )
     def gc_schedule(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         """One garbage collection run over every log of the store."""
         if not log_store.store.logs():
@@ -82,8 +95,13 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
 
     # A schedule starts one job: the sweep's is the batch job (a batch of one log records what a
     # compaction_job run records), so a sweep of a fleet is a few runs.
-    @dg.schedule(name="compaction_sweep_schedule", job=compaction_batch_job, cron_schedule=config.sweep_cron,
-                 default_status=config.sweep_status, execution_timezone=config.timezone)
+    @dg.schedule(
+        name="compaction_sweep_schedule",
+        job=compaction_batch_job,
+        cron_schedule=config.sweep_cron,
+        default_status=config.sweep_status,
+        execution_timezone=config.timezone,
+    )
     def compaction_sweep_schedule(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         """A compaction run per eligible (or delete-policy) log, like `clean --all`, uncleanable ones skipped."""
         now = now_ms()

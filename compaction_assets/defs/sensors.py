@@ -14,7 +14,6 @@ When a tick finds at least COMPACTION_BATCH_MIN_LOGS (10) logs due, it starts fe
 (defs/batches.py) instead of one run per log.
 """
 
-
 import hashlib
 import json
 import warnings
@@ -39,8 +38,9 @@ from resources.log_store import LogStoreResource
 # Definitions binds the resources of a sensor's @job targets (the batch jobs) by copying the sensor, and the
 # copy passes `owners=[]` to SensorDefinition, which warns that the parameter is in beta though no sensor
 # here sets an owner: the demo and the UI test refuse any warning.
-warnings.filterwarnings("ignore", category=dg.BetaWarning,
-                        message=r"Parameter `owners` of initializer `SensorDefinition.__init__`")
+warnings.filterwarnings(
+    "ignore", category=dg.BetaWarning, message=r"Parameter `owners` of initializer `SensorDefinition.__init__`"
+)
 
 INTERVAL_S = 30
 # Discovery ticks as often as the daemon's sensor loop runs (every 5 s): files that land wait for it, and
@@ -58,9 +58,12 @@ def log_tags(log: str) -> dict[str, str]:
 
 def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
     """A compaction_job run for one evaluated log; its key carries the log's manifest version."""
-    return dg.RunRequest(job_name=compaction_job.name, partition_key=ev.log, run_key=f"{key_prefix}{ev.log}:v{ev.version}:{ev.reason}",
-                         tags={**log_tags(ev.log), "reason": str(ev.reason),
-                               "dirty_ratio": f"{ev.dirty_ratio:.4f}"})
+    return dg.RunRequest(
+        job_name=compaction_job.name,
+        partition_key=ev.log,
+        run_key=f"{key_prefix}{ev.log}:v{ev.version}:{ev.reason}",
+        tags={**log_tags(ev.log), "reason": str(ev.reason), "dirty_ratio": f"{ev.dirty_ratio:.4f}"},
+    )
 
 
 def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
@@ -70,13 +73,20 @@ def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
         digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
         due.append(Due(log, batch_requests.pending_bytes(files), digest))
     if not batch_requests.batched(len(due)):
-        return [dg.RunRequest(job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}",
-                              tags=log_tags(d.log)) for d in due]
+        return [
+            dg.RunRequest(
+                job_name=ingest_job.name, partition_key=d.log, run_key=f"ingest:{d.log}:{d.state}", tags=log_tags(d.log)
+            )
+            for d in due
+        ]
     return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
 
 
-@dg.sensor(jobs=[ingest_job, ingest_batch_job], minimum_interval_seconds=DISCOVERY_INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[ingest_job, ingest_batch_job],
+    minimum_interval_seconds=DISCOVERY_INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Add a partition per new log or landing folder, delete those of logs that are gone, and start
     ingestion of new files."""
@@ -106,23 +116,31 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             pending[log] = files
     runs = _ingest_requests(pending, now_ms())
     batch_requests.record_pool_limit(context.instance, runs)
-    changes = ([log_partitions.build_add_request(new)] if new else []) + \
-        ([log_partitions.build_delete_request(gone)] if gone else [])
+    changes = ([log_partitions.build_add_request(new)] if new else []) + (
+        [log_partitions.build_delete_request(gone)] if gone else []
+    )
     for log in gone:
         context.log.info(f"{log}: no such log nor landing folder any more; its partition is deleted")
     return dg.SensorResult(
-        run_requests=runs, dynamic_partitions_requests=changes,
-        skip_reason=None if runs or changes else dg.SkipReason("no new logs or landing files"))
+        run_requests=runs,
+        dynamic_partitions_requests=changes,
+        skip_reason=None if runs or changes else dg.SkipReason("no new logs or landing files"),
+    )
 
 
 def observed_metadata(ev: Evaluation, error: str | None) -> dict:
     """A log's evaluation as the sensor observes it, every key `observed_*`: compacted_log's materializations
     carry `dirty_ratio` and `max_compaction_delay_ms` at the cleaning, and one partition's page must not
     plot the sensor's view between runs and the cleaning's as one series."""
-    return {"observed_dirty_ratio": float(ev.dirty_ratio), "observed_max_compaction_delay_ms": ev.max_compaction_delay_ms,
-            "observed_cleanable_bytes": ev.cleanable_bytes, "observed_eligible": ev.eligible and not ev.uncleanable,
-            "observed_why_not_eligible": ev.why_not_eligible or "", "observed_uncleanable": ev.uncleanable,
-            "observed_uncleanable_error": error or ""}
+    return {
+        "observed_dirty_ratio": float(ev.dirty_ratio),
+        "observed_max_compaction_delay_ms": ev.max_compaction_delay_ms,
+        "observed_cleanable_bytes": ev.cleanable_bytes,
+        "observed_eligible": ev.eligible and not ev.uncleanable,
+        "observed_why_not_eligible": ev.why_not_eligible or "",
+        "observed_uncleanable": ev.uncleanable,
+        "observed_uncleanable_error": error or "",
+    }
 
 
 def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
@@ -140,8 +158,14 @@ def evaluate_all(log_store: LogStoreResource, known: set[str], now: int, log=Non
     return [st.evaluation for st in evaluate_known(log_store, known, now, log) if st.evaluation is not None]
 
 
-def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: int, prefix: str = "",
-                      always_batch: bool = False, held: set[str] | None = None) -> list[dg.RunRequest]:
+def cleaning_requests(
+    instance: dg.DagsterInstance,
+    due: list[Evaluation],
+    now: int,
+    prefix: str = "",
+    always_batch: bool = False,
+    held: set[str] | None = None,
+) -> list[dg.RunRequest]:
     """A compaction_job run per due log (in priority order), or batch runs when many are due. Logs a
     queued or running batch holds (`held`, else read here) wait for it (their manifests change under it:
     new run keys)."""
@@ -150,23 +174,25 @@ def cleaning_requests(instance: dg.DagsterInstance, due: list[Evaluation], now: 
     if not batch_requests.batched(len(due)) and not always_batch:
         # Runs requested per tick, highest priority first (SPEC §5); the rest wait for the next tick. Dagster
         # validates each requested partition with a storage query, so 1,000 requests would take ~10 s a tick.
-        runs = [run_request_for(ev, prefix) for ev in due[:settings.current().max_runs_per_tick]]
+        runs = [run_request_for(ev, prefix) for ev in due[: settings.current().max_runs_per_tick]]
     else:
         items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
         reasons = ",".join(sorted({str(ev.reason) for ev in due}))
-        runs = batch_requests.batch_requests(compaction_batch_job.name, "compaction_batch_op", items, now,
-                                             f"{prefix}clean", {"reason": reasons})
+        runs = batch_requests.batch_requests(
+            compaction_batch_job.name, "compaction_batch_op", items, now, f"{prefix}clean", {"reason": reasons}
+        )
     batch_requests.record_pool_limit(instance, runs)
     return runs
 
 
-def _requests(instance: dg.DagsterInstance, evals: list[Evaluation], reasons: set[str],
-              now: int, held: set[str] | None = None) -> list[dg.RunRequest]:
+def _requests(
+    instance: dg.DagsterInstance, evals: list[Evaluation], reasons: set[str], now: int, held: set[str] | None = None
+) -> list[dg.RunRequest]:
     due = order([e for e in evals if e.eligible and e.reason in reasons and not e.uncleanable])
     return cleaning_requests(instance, due, now, held=held)
 
 
-STORE_KEY = "<store>"   # cursor entry of the across-logs figures (not a valid log name)
+STORE_KEY = "<store>"  # cursor entry of the across-logs figures (not a valid log name)
 
 
 def log_observations(states: list[LogState], last: dict, held: set[str]) -> tuple[list, dict]:
@@ -188,9 +214,9 @@ def log_observations(states: list[LogState], last: dict, held: set[str]) -> tupl
         point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
         seen[ev.log] = point
         if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
-            observations.append(dg.AssetObservation(
-                asset_key="compacted_log", partition=ev.log,
-                metadata=observed_metadata(ev, error)))
+            observations.append(
+                dg.AssetObservation(asset_key="compacted_log", partition=ev.log, metadata=observed_metadata(ev, error))
+            )
     return observations, seen
 
 
@@ -200,17 +226,28 @@ def _store_observation(states: list[LogState], last: list | None):
     figures_now = figures(states)
     figs = figures_now.as_dict()
     stuck = figs.pop(metrics.UNCLEANABLE_LOGS)
-    point = [figures_now.uncleanable_partitions_count, figures_now.uncleanable_bytes, figures_now.max_dirty_percent,
-             sorted(r.log for r in figures_now.uncleanable_logs)]
+    point = [
+        figures_now.uncleanable_partitions_count,
+        figures_now.uncleanable_bytes,
+        figures_now.max_dirty_percent,
+        sorted(r.log for r in figures_now.uncleanable_logs),
+    ]
     if last == point:
         return point, None
-    return point, dg.AssetObservation(asset_key="compacted_log", metadata={
-        **{k: (float(v) if isinstance(v, float) else v) for k, v in figs.items()},
-        "uncleanable_logs": dg.MetadataValue.json(stuck[:50])})
+    return point, dg.AssetObservation(
+        asset_key="compacted_log",
+        metadata={
+            **{k: (float(v) if isinstance(v, float) else v) for k, v in figs.items()},
+            "uncleanable_logs": dg.MetadataValue.json(stuck[:50]),
+        },
+    )
 
 
-@dg.sensor(jobs=[compaction_job, compaction_batch_job], minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[compaction_job, compaction_batch_job],
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log eligible by dirty ratio; record figures as observations."""
     now = now_ms()
@@ -225,18 +262,30 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
     if store_obs[1] is not None:
         observations.append(store_obs[1])
     runs = _requests(context.instance, evals, {"dirty_ratio"}, now, held)
-    return dg.SensorResult(run_requests=runs, asset_events=observations, cursor=json.dumps(seen),
-                           skip_reason=None if runs else dg.SkipReason(
-                               f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"))
+    return dg.SensorResult(
+        run_requests=runs,
+        asset_events=observations,
+        cursor=json.dumps(seen),
+        skip_reason=None
+        if runs
+        else dg.SkipReason(f"{len(evals)} log(s) evaluated, none above its min.cleanable.dirty.ratio"),
+    )
 
 
-@dg.sensor(jobs=[compaction_job, compaction_batch_job], minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[compaction_job, compaction_batch_job],
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log due by max.compaction.lag.ms or by a passed delete horizon."""
     known = set(context.instance.get_dynamic_partitions(log_partitions.name))
     now = now_ms()
     evals = evaluate_all(log_store, known, now, context.log)
     runs = _requests(context.instance, evals, {"max_compaction_lag", "delete_horizon"}, now)
-    return dg.SensorResult(run_requests=runs, skip_reason=None if runs else dg.SkipReason(
-        f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"))
+    return dg.SensorResult(
+        run_requests=runs,
+        skip_reason=None
+        if runs
+        else dg.SkipReason(f"{len(evals)} log(s) evaluated, none past max.compaction.lag.ms or a delete horizon"),
+    )

@@ -47,18 +47,25 @@ def table_failure(log: str, exc: CompactionError) -> dg.Failure:
 def table_metadata(r: CommitResult) -> dict:
     """latest_state's metadata of a log's table commit (a batch's, table/group.py, or its own)."""
     expiry = r.expiry
-    return {"table": r.identifier, "table_snapshot_id": str(r.snapshot_id), "table_committed": r.committed,
-            "table_rows_added": r.rows_added, "table_rows_deleted": r.rows_deleted,
-            "table_files_added": r.files_added, "table_delete_files_added": r.delete_files_added,
-            "table_files_removed": r.files_removed,
-            "table_log_versions": dg.MetadataValue.json(r.log_versions),
-            "table_snapshots_expired": expiry.snapshots_expired if expiry else 0}
+    return {
+        "table": r.identifier,
+        "table_snapshot_id": str(r.snapshot_id),
+        "table_committed": r.committed,
+        "table_rows_added": r.rows_added,
+        "table_rows_deleted": r.rows_deleted,
+        "table_files_added": r.files_added,
+        "table_delete_files_added": r.delete_files_added,
+        "table_files_removed": r.files_removed,
+        "table_log_versions": dg.MetadataValue.json(r.log_versions),
+        "table_snapshots_expired": expiry.snapshots_expired if expiry else 0,
+    }
 
 
 @dataclass(frozen=True)
 class TopicRows:
     """One read of a topic's table for a batch's table checks: its current snapshot's logs and the rows of
     the batch's partitions (one scan a topic, not one a log: each scan plans over the topic's every file)."""
+
     ident: str
     marks: dict
     rows: dict[int, list[dict]]
@@ -71,8 +78,11 @@ def read_topic(log_store: LogStoreResource, log: str, topic: str, partitions: li
     snapshot = table.current_snapshot()
     rows: dict[int, list[dict]] = {p: [] for p in partitions}
     if snapshot is not None:
-        for row in scan(table, snapshot.snapshot_id, partitions=partitions).select(
-                ["partition", "key", "value", "offset", "timestamp"]).to_pylist():
+        for row in (
+            scan(table, snapshot.snapshot_id, partitions=partitions)
+            .select(["partition", "key", "value", "offset", "timestamp"])
+            .to_pylist()
+        ):
             rows[row.pop("partition")].append(row)
     return TopicRows(ident, marks_of(snapshot), rows)
 

@@ -21,15 +21,24 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from compaction_assets import settings
-from compaction_assets.demo.cdc import LOG as CDC_LOG, TOPIC as CDC_TOPIC, deleted_row_line, write_cdc_landing
+from compaction_assets.demo.cdc import LOG as CDC_LOG
+from compaction_assets.demo.cdc import TOPIC as CDC_TOPIC
+from compaction_assets.demo.cdc import deleted_row_line, write_cdc_landing
 
 BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 
 def _profile(rng: random.Random, user: int, version: int) -> str:
-    return json.dumps({"user_id": user, "email": f"user{user}@example.com", "plan": rng.choice(
-        ["free", "pro", "team"]), "country": rng.choice(["DE", "FR", "US", "BR", "IN", "JP"]),
-        "version": version}, separators=(",", ":"))
+    return json.dumps(
+        {
+            "user_id": user,
+            "email": f"user{user}@example.com",
+            "plan": rng.choice(["free", "pro", "team"]),
+            "country": rng.choice(["DE", "FR", "US", "BR", "IN", "JP"]),
+            "version": version,
+        },
+        separators=(",", ":"),
+    )
 
 
 def changelog(rng: random.Random, users: int, events: int, partition: int, versioned: bool) -> list[dict]:
@@ -54,8 +63,9 @@ def changelog(rng: random.Random, users: int, events: int, partition: int, versi
     return out
 
 
-def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, events: int = 20000,
-                  files_per_partition: int = 2) -> list[Path]:
+def write_landing(
+    landing: str | Path, *, seed: int = 7, users: int = 2000, events: int = 20000, files_per_partition: int = 2
+) -> list[Path]:
     """Write the demo's changelog files into the landing layout (Kafka Connect's)."""
     rng = random.Random(seed)
     written = []
@@ -66,13 +76,14 @@ def write_landing(landing: str | Path, *, seed: int = 7, users: int = 2000, even
             folder.mkdir(parents=True, exist_ok=True)
             per = -(-len(records) // files_per_partition)
             for i in range(files_per_partition):
-                chunk = records[i * per:(i + 1) * per]
+                chunk = records[i * per : (i + 1) * per]
                 if i % 2 == 0:
                     path = folder / f"{topic}+{p}+{i * per:010d}.jsonl"
                     path.write_text("".join(json.dumps(r) + "\n" for r in chunk))
                 else:
                     path = folder / f"{topic}+{p}+{i * per:010d}.parquet"
                     from compaction_assets.segments.records import records_to_table
+
                     pq.write_table(records_to_table(chunk).drop(["offset"]), path)
                 written.append(path)
     return written + write_cdc_landing(landing)
@@ -102,16 +113,24 @@ def prepare_folders(store_root: str, landing: str, latest_state_root: str) -> No
         made = json.loads(store.storage.read_bytes(marker_path))
     foreign = [name for name in store.logs() if name not in made["logs"]]
     if foreign:
-        raise DemoRefused(f"the store {store_root} holds logs the demo did not make ({', '.join(foreign[:5])}); "
-                          "it deletes nothing: point COMPACTION_STORE (and COMPACTION_LANDING, "
-                          "COMPACTION_LATEST_STATE) at other folders, or move those logs")
+        raise DemoRefused(
+            f"the store {store_root} holds logs the demo did not make ({', '.join(foreign[:5])}); "
+            "it deletes nothing: point COMPACTION_STORE (and COMPACTION_LANDING, "
+            "COMPACTION_LATEST_STATE) at other folders, or move those logs"
+        )
     mine = {os.path.abspath(f) for f in made["landing_files"]}
-    theirs = [str(f) for topic in DEMO_TOPICS for f in sorted(Path(landing, topic).rglob("*"))
-              if f.is_file() and str(f.absolute()) not in mine]
+    theirs = [
+        str(f)
+        for topic in DEMO_TOPICS
+        for f in sorted(Path(landing, topic).rglob("*"))
+        if f.is_file() and str(f.absolute()) not in mine
+    ]
     if theirs:
-        raise DemoRefused(f"the landing folder {landing} holds files the demo did not write ({theirs[0]}"
-                          f"{' ...' if len(theirs) > 1 else ''}); it deletes nothing: point COMPACTION_LANDING "
-                          "at another folder, or move them")
+        raise DemoRefused(
+            f"the landing folder {landing} holds files the demo did not write ({theirs[0]}"
+            f"{' ...' if len(theirs) > 1 else ''}); it deletes nothing: point COMPACTION_LANDING "
+            "at another folder, or move them"
+        )
     for name in made["logs"]:
         store.storage.delete(store.storage.join(name))
     for f in made["landing_files"]:
@@ -137,9 +156,9 @@ def record_landing(store_root: str, files: list[Path]) -> None:
 
 def apply_demo_topics(store_root: str, topics_file: str) -> None:
     """Store the repository's topics.yaml configuration for the demo's topics (an explicit change, recorded)."""
+    from compaction_assets.store.log_store import LogStore, wall_ms
     from compaction_assets.topics.config import load_topics
     from compaction_assets.topics.config_store import ConfigStore
-    from compaction_assets.store.log_store import LogStore, wall_ms
 
     topics = load_topics(topics_file)
     configs = ConfigStore(LogStore(store_root).storage)
@@ -162,9 +181,11 @@ def instance_yaml(dequeue_interval_s: int = DEQUEUE_INTERVAL_S) -> str:
     """The dagster.yaml the demo, scripts/ui.sh and bench/fleet_daemon.py write: telemetry off, the Spark
     pool's limit, held by whole runs (docs/dagster.md, "Concurrency and retries": a run waits for a slot in
     the queue, not started) and the run queue's dequeue interval and its launching threads."""
-    return ("telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n    granularity: run\n"
-            f"run_queue:\n  dequeue_interval_seconds: {dequeue_interval_s}\n"
-            f"  dequeue_use_threads: true\n  dequeue_num_workers: {DEQUEUE_WORKERS}\n")
+    return (
+        "telemetry:\n  enabled: false\nconcurrency:\n  pools:\n    default_limit: 2\n    granularity: run\n"
+        f"run_queue:\n  dequeue_interval_seconds: {dequeue_interval_s}\n"
+        f"  dequeue_use_threads: true\n  dequeue_num_workers: {DEQUEUE_WORKERS}\n"
+    )
 
 
 def _instance_home() -> str:
@@ -191,8 +212,9 @@ def discover(defs, instance) -> tuple[list[str], list]:
     from compaction_assets.defs.partitions import log_partitions
 
     # closed when done: the context enters an instance of its own, which must not outlive it
-    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
-                                 resources=defs.resources) as context:
+    with dg.build_sensor_context(
+        instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources
+    ) as context:
         tick = defs.resolve_sensor_def("log_discovery_sensor").evaluate_tick(context)
     for request in tick.dynamic_partitions_requests:
         instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
@@ -208,7 +230,7 @@ def demo_request(request):
     if request.partition_key is not None:
         return request if request.partition_key in DEMO_LOGS else None
     ops = (request.run_config or {}).get("ops", {})
-    op, op_config = next(iter(ops.items()))   # a batch request: one op, configured with its logs
+    op, op_config = next(iter(ops.items()))  # a batch request: one op, configured with its logs
     logs = [log for log in op_config["config"]["logs"] if log in DEMO_LOGS]
     if not logs:
         return None
@@ -223,16 +245,26 @@ def launch(defs, instance, requests: list) -> list:
     results = []
     for request in requests:
         config = {**QUIET_RUNS, **(request.run_config or {})}
-        results.append(defs.resolve_job_def(request.job_name).execute_in_process(
-            partition_key=request.partition_key, instance=instance, tags={**request.tags, "source": "demo"},
-            raise_on_error=False, run_config=config))
+        results.append(
+            defs.resolve_job_def(request.job_name).execute_in_process(
+                partition_key=request.partition_key,
+                instance=instance,
+                tags={**request.tags, "source": "demo"},
+                raise_on_error=False,
+                run_config=config,
+            )
+        )
     return results
 
 
 def log_history(results: list, log: str) -> tuple[dict, list]:
     """The log's materializations ({asset: metadata}) and check evaluations among the runs' events."""
-    mats = {e.asset_key.path[-1]: e.materialization.metadata for result in results
-            for e in result.get_asset_materialization_events() if e.materialization.partition == log}
+    mats = {
+        e.asset_key.path[-1]: e.materialization.metadata
+        for result in results
+        for e in result.get_asset_materialization_events()
+        if e.materialization.partition == log
+    }
     return mats, [c for result in results for c in result.get_asset_check_evaluations() if c.partition == log]
 
 
@@ -256,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from resources.log_store import REPO_TOPICS
+
     apply_demo_topics(store.store_location(), REPO_TOPICS)
     files = write_landing(store.landing_area(), events=args.events)
     record_landing(store.store_location(), files)
@@ -263,12 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     instance = dg.DagsterInstance.get()
     settings.export_default(settings.BATCH_MIN_LOGS, DEMO_BATCH_MIN_LOGS)
     logs, requests = discover(defs, instance)
-    print(f"discovered {len(logs)} logs: {', '.join(logs)}; "
-          f"runs: {', '.join(r.job_name for r in requests)}", file=sys.stderr)
+    print(
+        f"discovered {len(logs)} logs: {', '.join(logs)}; runs: {', '.join(r.job_name for r in requests)}",
+        file=sys.stderr,
+    )
     results = launch(defs, instance, requests)
 
-    summary = {"logs": len(logs), "records_before": 0, "records_after": 0, "checks_passed": 0,
-               "checks_failed": 0, "keys_in_latest_state": 0, "failed_runs": 0}
+    summary = {
+        "logs": len(logs),
+        "records_before": 0,
+        "records_after": 0,
+        "checks_passed": 0,
+        "checks_failed": 0,
+        "keys_in_latest_state": 0,
+        "failed_runs": 0,
+    }
     summary["failed_runs"] = sum(0 if result.success else 1 for result in results)
     for log in logs:
         mats, checks = log_history(results, log)
@@ -284,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
         summary["records_before"] += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
         summary["records_after"] += (total.value if total else 0) - read + written
         summary["keys_in_latest_state"] += keys.value if keys else 0
-        print(f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
-              f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
-              file=sys.stderr)
+        print(
+            f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
+            f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
+            file=sys.stderr,
+        )
     if CDC_LOG in logs:
         print(deleted_row_line(store.store_location(), REPO_TOPICS), file=sys.stderr)
     summary["seconds"] = round(time.monotonic() - started, 1)

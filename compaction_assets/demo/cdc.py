@@ -27,10 +27,25 @@ BASE_LSN = 33_554_432
 def _event(op: str, row: dict, before: dict | None, lsn: int, offset: int) -> dict:
     """A Debezium PostgreSQL envelope with InsertField's offset and timestamp."""
     ts = BASE_TS + offset * 100
-    return {"before": before, "after": None if op == "d" else row, "op": op, "ts_ms": ts + 5,
-            "source": {"version": "3.0.0.Final", "connector": "postgresql", "name": "app", "ts_ms": ts,
-                       "db": "app", "schema": "public", "table": "users", "txId": 700 + offset, "lsn": lsn},
-            "kafka_offset": offset, "kafka_ts": ts}
+    return {
+        "before": before,
+        "after": None if op == "d" else row,
+        "op": op,
+        "ts_ms": ts + 5,
+        "source": {
+            "version": "3.0.0.Final",
+            "connector": "postgresql",
+            "name": "app",
+            "ts_ms": ts,
+            "db": "app",
+            "schema": "public",
+            "table": "users",
+            "txId": 700 + offset,
+            "lsn": lsn,
+        },
+        "kafka_offset": offset,
+        "kafka_ts": ts,
+    }
 
 
 def change_events(seed: int = 11) -> list[tuple[int, dict | None]]:
@@ -41,12 +56,16 @@ def change_events(seed: int = 11) -> list[tuple[int, dict | None]]:
     for _ in range(3 * ROWS):
         i = rng.choice([i for i in rows if i != DELETED_ID])
         before = dict(rows[i])
-        rows[i] = {**rows[i], "plan": rng.choice(["free", "pro", "team"]), "email": f"u{i}.{rng.randrange(99)}@example.com"}
+        rows[i] = {
+            **rows[i],
+            "plan": rng.choice(["free", "pro", "team"]),
+            "email": f"u{i}.{rng.randrange(99)}@example.com",
+        }
         changes.append(("u", i, before, dict(rows[i])))
     changes.append(("d", DELETED_ID, rows[DELETED_ID], rows[DELETED_ID]))
     lsns = [BASE_LSN + 64 * n for n in range(len(changes))]
     order = list(range(len(changes)))
-    for i in (3, 11, 19, 27):   # re-sent changes: these rows' last change lands before the one it follows
+    for i in (3, 11, 19, 27):  # re-sent changes: these rows' last change lands before the one it follows
         a, b = [n for n, c in enumerate(changes) if c[1] == i][-2:]
         order[a], order[b] = order[b], order[a]
     out: list[tuple[int, dict | None]] = []
@@ -54,7 +73,7 @@ def change_events(seed: int = 11) -> list[tuple[int, dict | None]]:
         op, i, before, row = changes[n]
         out.append((i, _event(op, row, before, lsns[n], len(out))))
         if op == "d":
-            out.append((i, None))   # tombstones.on.delete
+            out.append((i, None))  # tombstones.on.delete
     return out
 
 
@@ -68,7 +87,7 @@ def write_cdc_landing(landing: str | Path) -> list[Path]:
     part, tomb = Path(landing) / TOPIC / "partition=0", Path(landing) / TOPIC / "tombstone"
     written = []
     for start in range(0, len(events), FLUSH_SIZE):
-        chunk = list(enumerate(events[start:start + FLUSH_SIZE], start))
+        chunk = list(enumerate(events[start : start + FLUSH_SIZE], start))
         values = [(o, i, e) for o, (i, e) in chunk if e is not None]
         dead = [(o, i) for o, (i, e) in chunk if e is None]
         if values:
@@ -88,13 +107,15 @@ def write_cdc_landing(landing: str | Path) -> list[Path]:
 def deleted_row_line(store_root: str, topics_file: str) -> str:
     """One line: whether the deleted row is gone from the log's latest state, and how many rows remain."""
     from compaction_assets.cleaning.latest_state import latest_state_table
-    from compaction_assets.topics.config import load_topics
     from compaction_assets.store.log_store import LogStore
+    from compaction_assets.topics.config import load_topics
 
     handle = LogStore(store_root).log(LOG)
     state = latest_state_table(handle, load_topics(topics_file).config_for(TOPIC))
-    got = {json.loads(k)["id"]: json.loads(v) for k, v in zip(state.column("key").to_pylist(),
-                                                              state.column("value").to_pylist())}
+    got = {
+        json.loads(k)["id"]: json.loads(v)
+        for k, v in zip(state.column("key").to_pylist(), state.column("value").to_pylist())
+    }
     latest: dict[int, tuple[int, dict | None]] = {}
     for i, e in change_events():
         if e is not None and e["source"]["lsn"] > latest.get(i, (-1, None))[0]:
@@ -102,5 +123,7 @@ def deleted_row_line(store_root: str, topics_file: str) -> str:
     stale = sum(1 for i, row in got.items() if row != latest[i][1])
     verdict = "STILL PRESENT in" if DELETED_ID in got else "gone from"
     order = "each at its latest change by source.lsn" if not stale else f"{stale} NOT at their latest change"
-    return (f"{LOG}: row id={DELETED_ID}, deleted in the source (Debezium op=d, then its tombstone), is {verdict} "
-            f"the latest state; {len(got)} of {ROWS} rows remain, {order}")
+    return (
+        f"{LOG}: row id={DELETED_ID}, deleted in the source (Debezium op=d, then its tombstone), is {verdict} "
+        f"the latest state; {len(got)} of {ROWS} rows remain, {order}"
+    )

@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.report import IngestReport
-from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 from compaction_assets.log.read_ahead import ReadAhead
+from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 
 if TYPE_CHECKING:
     from compaction_assets.log.writer import AppendResult
@@ -87,8 +87,10 @@ def _json_record(obj: Any, where: str) -> dict:
             if isinstance(val, dict):
                 val = decode_base64(val.get("b64"), f"{where}: header {name!r}")
             elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
-                raise InvalidInputError(f"{where}: header {name!r} value must be a string, an integer "
-                                        f"(8 bytes), null or {{\"b64\": ...}}, got {type(val).__name__}")
+                raise InvalidInputError(
+                    f"{where}: header {name!r} value must be a string, an integer "
+                    f'(8 bytes), null or {{"b64": ...}}, got {type(val).__name__}'
+                )
             elif isinstance(val, int) and not INT64_MIN <= val <= INT64_MAX:
                 raise InvalidInputError(f"{where}: header {name!r} value {val} does not fit in 8 bytes")
             fixed.append([name, val])
@@ -146,8 +148,10 @@ def _avro_record(obj: Any, where: str) -> dict:
     for name in ("key", "value"):
         if name not in obj:
             raise InvalidInputError(f"{where}: missing required field {name!r}")
-    rec: dict[str, Any] = {"key": _avro_bytes(obj["key"], where, "key"),
-                           "value": _avro_bytes(obj["value"], where, "value")}
+    rec: dict[str, Any] = {
+        "key": _avro_bytes(obj["key"], where, "key"),
+        "value": _avro_bytes(obj["value"], where, "value"),
+    }
     for name in ("timestamp", "offset"):
         val = obj.get(name)
         if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
@@ -187,8 +191,9 @@ def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
                 except StopIteration:
                     break
                 except Exception as exc:  # a corrupt block or a truncated file
-                    raise InvalidInputError(f"{path}: record {n + 1}: corrupt Avro data "
-                                            f"({type(exc).__name__}: {_first_line(exc)})") from None
+                    raise InvalidInputError(
+                        f"{path}: record {n + 1}: corrupt Avro data ({type(exc).__name__}: {_first_line(exc)})"
+                    ) from None
                 n += 1
                 records.append(_avro_record(obj, f"{path}: record {n}"))
                 if numbers is not None:
@@ -227,15 +232,15 @@ def append_file(handle, config, path: str | Path, **kw):
             raise
         unit = "record" if file_format(path) == "avro" else "line"
         where = f"{unit} {lines[exc.row]}" if lines else f"row {exc.row + 1}"
-        raise InvalidInputError(prefix + where + ": " + msg[len(prefix):], row=exc.row) from None
+        raise InvalidInputError(prefix + where + ": " + msg[len(prefix) :], row=exc.row) from None
 
 
 @dataclass(frozen=True)
 class FilesAppended:
     """What one append of several files did: each file's records, and the one commit's result."""
 
-    files: tuple[tuple[str, int], ...]   # (path, records read from it), in the order given
-    result: AppendResult                 # the single commit's
+    files: tuple[tuple[str, int], ...]  # (path, records read from it), in the order given
+    result: AppendResult  # the single commit's
 
 
 def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended:
@@ -262,12 +267,13 @@ def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended
         row, path = exc.row - starts[i], paths[i]
         unit = "record" if file_format(path) == "avro" else "line"
         where = f"{unit} {lines[i][row]}" if lines[i] else f"row {row + 1}"
-        raise InvalidInputError(f"{path}: {where}: {str(exc)[len(source) + 2:]}", row=exc.row) from None
+        raise InvalidInputError(f"{path}: {where}: {str(exc)[len(source) + 2 :]}", row=exc.row) from None
     return FilesAppended(tuple((str(p), len(t)) for p, t in zip(paths, tables)), res)
 
 
 # --- the landing area: <landing>/<topic>/partition=<p>/<files> (Kafka Connect sink layout), and the layouts
 # of Confluent's, Aiven's and Lenses' S3 sinks (compaction_assets/log/connectors), on a disk or an object store.
+
 
 def landing_logs(landing: str | Path) -> tuple[dict[str, Any], list[str]]:
     """Logs found in the landing area ({log name: its PartitionSource}) and the folders refused for their names.
@@ -291,12 +297,17 @@ def pending_files(folder: Any, ingested: set[str] | tuple[str, ...]) -> list[Any
 
     done = recorded_names(ingested)
     if isinstance(folder, PartitionSource):
-        return [f for f in folder.files if f.name not in done
-                and (f.name.lower().endswith(tuple(FORMATS)) or _connector_named(f.name))]
+        return [
+            f
+            for f in folder.files
+            if f.name not in done and (f.name.lower().endswith(tuple(FORMATS)) or _connector_named(f.name))
+        ]
     folder = Path(folder)
-    return [p for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS
-            and p.name not in done]
+    return [
+        p
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS and p.name not in done
+    ]
 
 
 def _source(folder: Any, log_name: str):
@@ -327,8 +338,14 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
     from compaction_assets.ingest.connectors.layouts import NATIVE_SUFFIXES, TOMBSTONE_DIR, recorded_names
 
     done = recorded_names(handle.manifest().ingested)
-    files = [f for f in src.files if f.name not in done and not f.name.startswith(TOMBSTONE_DIR + "/")
-             and Path(f.name).suffix.lower() in FORMATS and f.name.lower().endswith(NATIVE_SUFFIXES)]
+    files = [
+        f
+        for f in src.files
+        if f.name not in done
+        and not f.name.startswith(TOMBSTONE_DIR + "/")
+        and Path(f.name).suffix.lower() in FORMATS
+        and f.name.lower().endswith(NATIVE_SUFFIXES)
+    ]
     appended, records, dropped = [], 0, 0
     for n, f in enumerate(files, 1):
         if progress:
@@ -371,5 +388,11 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> Inge
             from_mtime += batch.mtime_timestamps
             if batch.inferred_offsets:
                 inferred.append(batch.name.split("|")[0])
-    return IngestReport(tuple(appended), records, dropped, connector_layout=True, timestamps_from_mtime=from_mtime,
-                        offsets_inferred=tuple(inferred))
+    return IngestReport(
+        tuple(appended),
+        records,
+        dropped,
+        connector_layout=True,
+        timestamps_from_mtime=from_mtime,
+        offsets_inferred=tuple(inferred),
+    )

@@ -5,20 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-MTIME_TIMESTAMP_SOURCE = ("the objects' modification time for records without a timestamp field "
-                          "(landing.timestamp.field)")
+MTIME_TIMESTAMP_SOURCE = (
+    "the objects' modification time for records without a timestamp field (landing.timestamp.field)"
+)
 
 
 @dataclass(frozen=True)
 class IngestReport:
     """What one ingestion appended (files, records), and for a connector's layout how it found timestamps and offsets."""
 
-    files: tuple[str, ...] = ()              # the files appended, in order (each piece of a Confluent group by name)
-    records_appended: int = 0                # records committed to the log
-    invalid_records_dropped: int = 0         # records refused and dropped (drop_invalid), not appended
-    connector_layout: bool = False           # read as a connector's layout: the two figures below are reported
-    timestamps_from_mtime: int = 0           # records without a timestamp field, stamped with their object's mtime
-    offsets_inferred: tuple[str, ...] = ()   # first file of each unit whose offsets were inferred, not read
+    files: tuple[str, ...] = ()  # the files appended, in order (each piece of a Confluent group by name)
+    records_appended: int = 0  # records committed to the log
+    invalid_records_dropped: int = 0  # records refused and dropped (drop_invalid), not appended
+    connector_layout: bool = False  # read as a connector's layout: the two figures below are reported
+    timestamps_from_mtime: int = 0  # records without a timestamp field, stamped with their object's mtime
+    offsets_inferred: tuple[str, ...] = ()  # first file of each unit whose offsets were inferred, not read
 
     @property
     def files_ingested(self) -> int:
@@ -32,8 +33,12 @@ class IngestReport:
 
     def as_document(self) -> dict[str, Any]:
         """The JSON `ingest` prints: the connector-only keys for a connector's layout, `timestamp_source` if used."""
-        document: dict[str, Any] = {"files_ingested": self.files_ingested, "records_appended": self.records_appended,
-                                    "invalid_records_dropped": self.invalid_records_dropped, "files": list(self.files)}
+        document: dict[str, Any] = {
+            "files_ingested": self.files_ingested,
+            "records_appended": self.records_appended,
+            "invalid_records_dropped": self.invalid_records_dropped,
+            "files": list(self.files),
+        }
         if self.connector_layout:
             document["timestamps_from_mtime"] = self.timestamps_from_mtime
             document["offsets_inferred"] = list(self.offsets_inferred)

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.topics.config import Strategy, TopicConfig
 from compaction_assets.segments.keys import key_numbers
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 RANK_COLUMNS = {Strategy.OFFSET: (), Strategy.TIMESTAMP: ("r_ts",), Strategy.HEADER: ("r_hv", "r_v")}
 
@@ -26,6 +26,7 @@ def rank_columns(config: TopicConfig) -> tuple[str, ...]:
 
 
 # --- Arrow ---------------------------------------------------------------------------------------
+
 
 def arrow_header_versions(headers: pa.ChunkedArray | pa.Array, name: str) -> pa.Array:
     """Per row: the last header `name` as an 8-byte big-endian signed long, or null (no version)."""
@@ -84,8 +85,9 @@ def losers_to_tombstones(index: pa.Table, records: pa.Table, config: TopicConfig
     """(tombstone offset, horizon, highest losing record offset) for indexed tombstones that appended
     records would lose to. `index` has key, offset, horizon and the strategy's rank columns."""
     ranks = arrow_ranks(records, config)
-    probe = pa.table({"key": records.column("key"), "p_offset": records.column("offset"),
-                      **{f"p_{k}": v for k, v in ranks.items()}})
+    probe = pa.table(
+        {"key": records.column("key"), "p_offset": records.column("offset"), **{f"p_{k}": v for k, v in ranks.items()}}
+    )
     joined = probe.join(index, keys="key", join_type="inner")
     if len(joined) == 0:
         return []
@@ -103,14 +105,17 @@ def losers_to_tombstones(index: pa.Table, records: pa.Table, config: TopicConfig
 
 # --- Spark ---------------------------------------------------------------------------------------
 
+
 def spark_header_version(headers_col, name: str):
     """Spark column: the last header `name` decoded as a signed 8-byte big-endian long, else null."""
     from pyspark.sql import functions as F
 
     matching = F.filter(headers_col, lambda h: h["name"] == F.lit(name))
     value = F.when(F.size(matching) > 0, F.element_at(matching, -1)["value"])
+
     def half(start):
         return F.conv(F.hex(F.substring(value, start, 4)), 16, 10).cast("long")
+
     hi = half(1)
     hi_signed = F.when(hi >= F.lit(2**31), hi - F.lit(2**32)).otherwise(hi)
     return F.when(F.length(value) == 8, hi_signed * F.lit(2**32) + half(5))
@@ -124,9 +129,11 @@ def with_spark_ranks(df, config: TopicConfig):
         return df.withColumn("r_ts", F.col("timestamp"))
     if config.strategy == Strategy.HEADER:
         df = df.withColumn("_version", spark_header_version(F.col("headers"), config.strategy_header))
-        return (df.withColumn("r_hv", F.col("_version").isNotNull())
-                  .withColumn("r_v", F.coalesce(F.col("_version"), F.lit(0).cast("long")))
-                  .drop("_version"))
+        return (
+            df.withColumn("r_hv", F.col("_version").isNotNull())
+            .withColumn("r_v", F.coalesce(F.col("_version"), F.lit(0).cast("long")))
+            .drop("_version")
+        )
     return df
 
 
@@ -149,11 +156,11 @@ def spark_order_number(config: TopicConfig):
 
     if config.strategy == Strategy.OFFSET:
         return None
-    shift = F.expr("CAST(10000000000000000000 AS DECIMAL(38,0))")     # 10^19
+    shift = F.expr("CAST(10000000000000000000 AS DECIMAL(38,0))")  # 10^19
     offset = F.col("offset").cast("decimal(38,0)")
     if config.strategy == Strategy.TIMESTAMP:
         return F.col("r_ts").cast("decimal(38,0)") * shift + offset
-    lowest = F.expr("CAST(99999999999999999999999999999999999999 AS DECIMAL(38,0))")   # 10^38 - 1
+    lowest = F.expr("CAST(99999999999999999999999999999999999999 AS DECIMAL(38,0))")  # 10^38 - 1
     return F.when(F.col("r_hv"), F.col("r_v").cast("decimal(38,0)") * shift + offset).otherwise(offset - lowest)
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 Item = TypeVar("Item")
 _END = object()
-_POLL_SECONDS = 0.1   # how often a producer blocked on a full queue looks whether the consumer has gone
+_POLL_SECONDS = 0.1  # how often a producer blocked on a full queue looks whether the consumer has gone
 
 
 class ReadAhead(Generic[Item]):
@@ -26,7 +27,7 @@ class ReadAhead(Generic[Item]):
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._produce, name="read-ahead", daemon=True)
 
-    def __enter__(self) -> "ReadAhead[Item]":
+    def __enter__(self) -> ReadAhead[Item]:
         self._thread.start()
         return self
 
@@ -49,12 +50,12 @@ class ReadAhead(Generic[Item]):
                 if not self._offer(item):
                     return
             self._offer(_END)
-        except BaseException as exc:   # handed to the consumer, which raises it as its own
+        except BaseException as exc:  # handed to the consumer, which raises it as its own
             self._offer(_Failure(exc))
         finally:
             close = getattr(self._items, "close", None)
             if close is not None:
-                close()   # a generator left early releases what it holds (open files) in this thread
+                close()  # a generator left early releases what it holds (open files) in this thread
 
     def _offer(self, item: object) -> bool:
         while not self._stopped.is_set():

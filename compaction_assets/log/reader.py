@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.segments import arrays, segment_task
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.store.manifest import Manifest, Segment, side_files
 from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest, Segment, side_files
 
 
 def dead_offsets(handle, manifest) -> pa.Array | None:
@@ -33,17 +33,19 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
     there are none). Sorted once here, so that every file read against it is a binary search."""
     if not manifest.deleted:
         return None
-    parts = [handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
-             for name in side_files(manifest.deleted)]
+    parts = [
+        handle.st.read_parquet(handle.path(name), columns=["offset"]).column("offset")
+        for name in side_files(manifest.deleted)
+    ]
     offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
     return from_numpy(np.sort(to_numpy(offsets)).astype(np.int64, copy=False))
-
 
 
 @dataclass(frozen=True)
 class ReadPaths:
     """How a Spark read of segments goes (the defaults are the product's; tests and the benchmark pass
     their own to send a read down the other path)."""
+
     # stamped files a bucket of the stamp lookup holds (a checksum picks one): a map is searched
     # linearly, so each row's work stays constant however many files are stamped (literal maps, not a
     # broadcast join: no job of its own, whose first cost a fresh JVM a second)
@@ -61,8 +63,15 @@ DEFAULT_READS = ReadPaths()
 COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
 
 
-def read_df(spark, handle: LogHandle, from_offset: int = 0, *, ordered: bool = True, manifest: Manifest | None = None,
-            reads: ReadPaths = DEFAULT_READS):
+def read_df(
+    spark,
+    handle: LogHandle,
+    from_offset: int = 0,
+    *,
+    ordered: bool = True,
+    manifest: Manifest | None = None,
+    reads: ReadPaths = DEFAULT_READS,
+):
     """Visible records at or above `from_offset` (the next surviving one onwards), in offset order."""
     from pyspark.sql import functions as F
 
@@ -90,12 +99,21 @@ def iter_records(handle: LogHandle, from_offset: int = 0, manifest: Manifest | N
 def segment_records(handle: LogHandle, manifest: Manifest) -> list[tuple[object, list[Record]]]:
     """Every segment with its visible records (for describing small logs and the conformance output)."""
     dead = dead_offsets(handle, manifest)
-    return [(seg, rows_to_records(read_segment(handle, seg, manifest.log_start_offset, dead)) if seg.files else [])
-            for seg in manifest.segments]
+    return [
+        (seg, rows_to_records(read_segment(handle, seg, manifest.log_start_offset, dead)) if seg.files else [])
+        for seg in manifest.segments
+    ]
 
 
-def read_segments(spark, handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], *,
-                  with_dead: bool = False, reads: ReadPaths = DEFAULT_READS):
+def read_segments(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    segments: list[tuple[int, Segment]],
+    *,
+    with_dead: bool = False,
+    reads: ReadPaths = DEFAULT_READS,
+):
     """Records of the given (index, segment) pairs of `m` with the effective delete horizon (a file's
     stamp applied to its tombstones); `segment_index` finds a row's segment from its offset.
 
@@ -162,6 +180,7 @@ def stamp_lookup(stamped: list[tuple[str, int]], name: str, bucket_files: int = 
         if not group:
             return "CAST(NULL AS MAP<STRING, BIGINT>)"
         return "map(" + ", ".join(f"{_sql_string(n)}, {s}L" for n, s in group) + ")"
+
     if buckets == 1:
         return F.expr(f"{literal(groups[0])}[{name}]")
     maps = ", ".join(literal(g) for g in groups)
@@ -232,11 +251,13 @@ def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
             return str(int(pairs[lo][0]))
         mid = (lo + hi) // 2
         return f"IF({offset} < {int(pairs[mid][1])}L, {tree(lo, mid)}, {tree(mid, hi)})"
+
     return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
 
 
-def side_table_df(spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None,
-                  reads: ReadPaths = DEFAULT_READS):
+def side_table_df(
+    spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None, reads: ReadPaths = DEFAULT_READS
+):
     """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,
     from any store; with `schema` given, Spark starts no job to infer it."""
     names = [relative] if isinstance(relative, str) else list(relative)
@@ -255,14 +276,23 @@ def _fs(handle):
 
 def _segment_files(m: Manifest, segments=None) -> list[tuple[str, str]]:
     """(relative file name, where it belongs) for every file of the segments (default: the manifest's)."""
-    return [(ref.name, f"segment [{seg.base_offset}, {seg.next_offset})")
-            for seg in (m.segments if segments is None else segments) for ref in seg.files]
+    return [
+        (ref.name, f"segment [{seg.base_offset}, {seg.next_offset})")
+        for seg in (m.segments if segments is None else segments)
+        for ref in seg.files
+    ]
 
 
 def _side_tables(m: Manifest) -> list[tuple[str, str]]:
-    return [(name, what) for side, what in ((m.remembered, "remembered deletes"),
-                                            (m.tombstone_index, "tombstone index"),
-                                            (m.deleted, "deletion vector")) for name in side_files(side)]
+    return [
+        (name, what)
+        for side, what in (
+            (m.remembered, "remembered deletes"),
+            (m.tombstone_index, "tombstone index"),
+            (m.deleted, "deletion vector"),
+        )
+        for name in side_files(side)
+    ]
 
 
 def _parquet_parts(handle, name: str) -> list[str]:
@@ -270,8 +300,11 @@ def _parquet_parts(handle, name: str) -> list[str]:
     path = handle.path(name)
     if not handle.st.is_dir(path):
         return [path]
-    return [p for p in handle.st.list_files_recursive(path)
-            if p.rsplit("/", 1)[-1].endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith((".", "_"))]
+    return [
+        p
+        for p in handle.st.list_files_recursive(path)
+        if p.rsplit("/", 1)[-1].endswith(".parquet") and not p.rsplit("/", 1)[-1].startswith((".", "_"))
+    ]
 
 
 def _unreadable(handle, name: str, what: str, reason: str) -> CorruptLogError:
@@ -302,8 +335,9 @@ def check_files(handle, manifest: Manifest) -> None:
             try:
                 pq.read_metadata(part, filesystem=_fs(handle))
             except (OSError, pa.ArrowException) as exc:
-                raise CorruptLogError(f"log {handle.name!r}: {what} file {part} is not a readable Parquet "
-                                      f"file ({_first_line(exc)})") from None
+                raise CorruptLogError(
+                    f"log {handle.name!r}: {what} file {part} is not a readable Parquet file ({_first_line(exc)})"
+                ) from None
 
 
 def find_unreadable(handle, manifest: Manifest, segments=None) -> CorruptLogError | None:

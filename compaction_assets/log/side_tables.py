@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.store.manifest import Manifest, Segment
 from compaction_assets.log.reader import side_table_df
+from compaction_assets.log.writer import write_df
 from compaction_assets.segments.segment_task import DEAD_PART_OPTIONS
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.log.writer import write_df
+from compaction_assets.store.manifest import Manifest, Segment
 
 
 def side_table_name(kind: str) -> str:
@@ -66,8 +66,9 @@ def write_tombstone_index(handle: LogHandle, rows, count: int) -> dict[str, Any]
 
 def write_vector_part(handle: LogHandle, folder: str, offsets: np.ndarray) -> None:
     """Ascending offsets as one part of a deletion vector folder (written on the driver)."""
-    handle.st.write_parquet(handle.path(f"{folder}/part-{uuid.uuid4().hex}.parquet"),
-                            pa.table({"offset": offsets}), **DEAD_PART_OPTIONS)
+    handle.st.write_parquet(
+        handle.path(f"{folder}/part-{uuid.uuid4().hex}.parquet"), pa.table({"offset": offsets}), **DEAD_PART_OPTIONS
+    )
 
 
 def vector_entries(vector: np.ndarray | None, seg: Segment) -> np.ndarray | None:

@@ -10,15 +10,22 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.batch_rules import _array, find_rolls, plan_batch
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import FileRef
+from compaction_assets.log.writer import AppendResult, commit_append, new_holds
 from compaction_assets.segments.records import spark_record_size, spark_schema
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.log.writer import AppendResult, commit_append, new_holds
+from compaction_assets.store.manifest import FileRef
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 
-def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None = None,
-                 drop_invalid: bool = False, source: str = "spark dataframe") -> AppendResult:
+def append_spark(
+    handle: LogHandle,
+    config: TopicConfig,
+    df,
+    *,
+    now: int | None = None,
+    drop_invalid: bool = False,
+    source: str = "spark dataframe",
+) -> AppendResult:
     """Append a Spark DataFrame (key, value, optional timestamp, headers, offset) in its row order.
 
     The rows are staged once (so their order is fixed), only narrow columns (row id, offset, timestamp,
@@ -34,11 +41,20 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
         df.select(*cols).withColumn("_rid", F.monotonically_increasing_id()).write.parquet(handle.spark_uri(stage))
         try:
             staged = spark.read.parquet(handle.spark_uri(stage))
-            narrow = staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key")) \
-                .orderBy("_rid").toArrow()
+            narrow = (
+                staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key"))
+                .orderBy("_rid")
+                .toArrow()
+            )
             keep, offsets, ts, invalid = plan_batch(
-                _array(narrow.column("offset")), narrow.column("null_key").to_numpy(zero_copy_only=False),
-                _array(narrow.column("timestamp")), base.log_end_offset, now, drop_invalid, source)
+                _array(narrow.column("offset")),
+                narrow.column("null_key").to_numpy(zero_copy_only=False),
+                _array(narrow.column("timestamp")),
+                base.log_end_offset,
+                now,
+                drop_invalid,
+                source,
+            )
             rids = _array(narrow.column("_rid"))
             if keep is not None:
                 rids = rids.filter(pa.array(keep))
@@ -47,9 +63,14 @@ def append_spark(handle: LogHandle, config: TopicConfig, df, *, now: int | None 
                     handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
                 return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
             active = base.active
-            rolls = find_rolls(_staged_sizes(staged, rids), ts, active.size,
-                               active.min_ts if not active.empty else None, config.segment_bytes,
-                               config.roll_interval_ms)
+            rolls = find_rolls(
+                _staged_sizes(staged, rids),
+                ts,
+                active.size,
+                active.min_ts if not active.empty else None,
+                config.segment_bytes,
+                config.roll_interval_ms,
+            )
             out_dir, written, stats_rows = _write_segments(handle, staged, rids, offsets, ts, rolls)
             chunks = _spark_chunks(handle, out_dir, rolls, offsets, stats_rows)
             holds = ()
@@ -71,8 +92,9 @@ def _spark_columns(df, source: str) -> list:
     missing = [c for c in ("key", "value") if c not in df.columns]
     unknown = [c for c in df.columns if c not in ("key", "value", "timestamp", "headers", "offset")]
     if missing or unknown:
-        raise InvalidInputError(f"{source}: " + (f"missing required column(s) {missing}" if missing
-                                                 else f"unknown column(s) {unknown}"))
+        raise InvalidInputError(
+            f"{source}: " + (f"missing required column(s) {missing}" if missing else f"unknown column(s) {unknown}")
+        )
     target = {f.name: f.dataType for f in spark_schema().fields}
     cols = []
     for name in ("key", "value", "timestamp", "headers", "offset"):
@@ -98,21 +120,45 @@ def _write_segments(handle: LogHandle, staged, rids: pa.Array, offsets, ts, roll
     seg_of = np.zeros(len(offsets), dtype=np.int32)
     for r in rolls:
         seg_of[r:] += 1
-    assign = spark.createDataFrame(pa.table({"_rid": rids, "offset": pa.array(offsets),
-                                             "timestamp": pa.array(ts), "seg": pa.array(seg_of)}).to_pandas())
+    assign = spark.createDataFrame(
+        pa.table(
+            {"_rid": rids, "offset": pa.array(offsets), "timestamp": pa.array(ts), "seg": pa.array(seg_of)}
+        ).to_pandas()
+    )
     out_dir = f"data/append-{uuid.uuid4().hex}"
-    rows = staged.drop("offset", "timestamp").join(assign, "_rid").select(
-        "offset", "key", "value", "timestamp", "headers",
-        F.lit(None).cast("long").alias("delete_horizon"), spark_record_size().alias("record_size"),
-        F.col("value").isNull().alias("is_tombstone"), "seg")
+    rows = (
+        staged.drop("offset", "timestamp")
+        .join(assign, "_rid")
+        .select(
+            "offset",
+            "key",
+            "value",
+            "timestamp",
+            "headers",
+            F.lit(None).cast("long").alias("delete_horizon"),
+            spark_record_size().alias("record_size"),
+            F.col("value").isNull().alias("is_tombstone"),
+            "seg",
+        )
+    )
     rows = rows.repartition(max(1, min(len(rolls) + 1, 64)), "seg").sortWithinPartitions("seg", "offset")
     rows.write.partitionBy("seg").parquet(handle.spark_uri(out_dir))
     written = spark.read.schema(spark_schema()).parquet(handle.spark_uri(out_dir))
-    stats_rows = {int(r["seg"]): r.asDict() for r in written.withColumn("size", spark_record_size()).groupBy("seg").agg(
-        F.count(F.lit(1)).alias("records"), F.sum("size").alias("size"), F.min("timestamp").alias("min_ts"),
-        F.max("timestamp").alias("max_ts"), F.min(F.struct("offset", "timestamp"))["timestamp"].alias("first_ts"),
-        F.min(F.when(F.col("timestamp") > 0, F.col("timestamp"))).alias("min_pos_ts"),
-        F.sum(F.col("value").isNull().cast("long")).alias("tombstones")).collect()}
+    stats_rows = {
+        int(r["seg"]): r.asDict()
+        for r in written.withColumn("size", spark_record_size())
+        .groupBy("seg")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.sum("size").alias("size"),
+            F.min("timestamp").alias("min_ts"),
+            F.max("timestamp").alias("max_ts"),
+            F.min(F.struct("offset", "timestamp"))["timestamp"].alias("first_ts"),
+            F.min(F.when(F.col("timestamp") > 0, F.col("timestamp"))).alias("min_pos_ts"),
+            F.sum(F.col("value").isNull().cast("long")).alias("tombstones"),
+        )
+        .collect()
+    }
     return out_dir, written, stats_rows
 
 
@@ -120,8 +166,11 @@ def _spark_chunks(handle: LogHandle, out_dir: str, rolls: list[int], offsets, st
     """The written segments as `commit_append` takes them: (first offset, files, figures)."""
     chunks = []
     for seg, first in enumerate([0, *rolls]):
-        refs = [FileRef(f"{out_dir}/seg={seg}/{n}", 0) for n in handle.st.list_dir(handle.path(f"{out_dir}/seg={seg}"))
-                if n.endswith(".parquet")]
+        refs = [
+            FileRef(f"{out_dir}/seg={seg}/{n}", 0)
+            for n in handle.st.list_dir(handle.path(f"{out_dir}/seg={seg}"))
+            if n.endswith(".parquet")
+        ]
         st = {k: v for k, v in stats_rows[seg].items() if k != "seg"}
         st["horizons"] = ()
         refs = [FileRef(r.name, int(st["records"]) if len(refs) == 1 else 0) for r in refs]

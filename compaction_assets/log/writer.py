@@ -10,25 +10,26 @@ garbage collection removes them).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError, StorageError
 from compaction_assets.log.batch_rules import find_rolls, validate
-from compaction_assets.topics.config import Strategy, TopicConfig
-from compaction_assets.store.manifest import FileRef, Hold, Manifest, Segment, new_id
-from compaction_assets.segments.records import coerce_table, sizes_array
 from compaction_assets.log.read_ahead import ReadAhead
-from compaction_assets.segments import segment_task
 from compaction_assets.log.reader import dead_offsets, ship_by_value
+from compaction_assets.segments import segment_task
+from compaction_assets.segments.records import coerce_table, sizes_array
 from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import FileRef, Hold, Manifest, Segment, new_id
+from compaction_assets.topics.config import Strategy, TopicConfig
 
-APPEND_ATTEMPTS = 5   # an append is re-planned when a concurrent evaluation sealed the active segment
+APPEND_ATTEMPTS = 5  # an append is re-planned when a concurrent evaluation sealed the active segment
 
 
 @dataclass
@@ -52,6 +53,7 @@ def write_file(handle: LogHandle, table: pa.Table) -> FileRef:
 @dataclass
 class Piece:
     """Records of a batch in offset order (INPUT_SCHEMA); `row_name` names a row in errors (else the source)."""
+
     table: pa.Table
     row_name: Callable[[int], str] | None = None
 
@@ -59,6 +61,7 @@ class Piece:
 @dataclass
 class _Progress:
     """What the pieces written so far leave: the next offset, the active segment, the chunks to commit."""
+
     next_offset: int
     active_size: int
     active_min_ts: int | None
@@ -71,22 +74,45 @@ class _Progress:
     rolls: int = 0
 
 
-def append(handle: LogHandle, config: TopicConfig, data: Any, *, now: int | None = None,
-           drop_invalid: bool = False, source: str = "input", ingest_name: str | None = None,
-           row_name: Callable[[int], str] | None = None) -> AppendResult:
+def append(
+    handle: LogHandle,
+    config: TopicConfig,
+    data: Any,
+    *,
+    now: int | None = None,
+    drop_invalid: bool = False,
+    source: str = "input",
+    ingest_name: str | None = None,
+    row_name: Callable[[int], str] | None = None,
+) -> AppendResult:
     """Append a batch (Arrow table, pandas DataFrame or dicts) with SPEC §1's rules; all or nothing.
 
     With `ingest_name` (a landing file), the name is recorded in the same commit and a second append
     with the same name is a no-op, so re-running an ingestion never appends a file twice.
     """
     table = coerce_table(data, source)
-    return append_pieces(handle, config, lambda: iter([Piece(table, row_name)]), now=now,
-                         drop_invalid=drop_invalid, source=source, ingest_name=ingest_name)
+    return append_pieces(
+        handle,
+        config,
+        lambda: iter([Piece(table, row_name)]),
+        now=now,
+        drop_invalid=drop_invalid,
+        source=source,
+        ingest_name=ingest_name,
+    )
 
 
-def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], Iterator[Piece]], *,
-                  source: str, ingest_name: str | None = None, now: int | None = None,
-                  drop_invalid: bool = False, read_ahead: bool = False) -> AppendResult:
+def append_pieces(
+    handle: LogHandle,
+    config: TopicConfig,
+    pieces: Callable[[], Iterator[Piece]],
+    *,
+    source: str,
+    ingest_name: str | None = None,
+    now: int | None = None,
+    drop_invalid: bool = False,
+    read_ahead: bool = False,
+) -> AppendResult:
     """Append the pieces `pieces()` gives as one batch (one commit, segments as one table's); all or nothing.
     With `read_ahead`, the next piece is read in a thread while this one is written (see read_ahead.py)."""
     with handle.lock("append", purpose=f"append from {source}"):
@@ -100,18 +126,30 @@ def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], I
                 # pieces() is called again on each attempt: a piece is read when it is (about to be) written
                 with ReadAhead(pieces()) if read_ahead else nullcontext(pieces()) as each:
                     for piece in each:
-                        _write_piece(handle, config, base, piece, done, now=now, drop_invalid=drop_invalid,
-                                     source=source)
+                        _write_piece(
+                            handle, config, base, piece, done, now=now, drop_invalid=drop_invalid, source=source
+                        )
             except BaseException:
-                _delete(handle, done.written)   # bad input or a fault before the commit: no file is referenced
+                _delete(handle, done.written)  # bad input or a fault before the commit: no file is referenced
                 raise
             if done.records == 0:
-                handle.update(lambda m: m.with_(invalid_records=m.invalid_records + done.invalid,
-                                                ingested=m.ingested + ((ingest_name,) if ingest_name else ())))
+                handle.update(
+                    lambda m: m.with_(
+                        invalid_records=m.invalid_records + done.invalid,
+                        ingested=m.ingested + ((ingest_name,) if ingest_name else ()),
+                    )
+                )
                 return AppendResult(0, None, None, done.invalid, 0, base.log_end_offset)
             try:
-                commit_append(handle, base, done.chunks, done.next_offset, done.invalid,
-                              tuple(done.holds[o] for o in sorted(done.holds)), ingest_name)
+                commit_append(
+                    handle,
+                    base,
+                    done.chunks,
+                    done.next_offset,
+                    done.invalid,
+                    tuple(done.holds[o] for o in sorted(done.holds)),
+                    ingest_name,
+                )
                 break
             except ConflictError:
                 # A cleaning's evaluation sealed the active segment meanwhile (a deadline roll): the roll
@@ -121,33 +159,44 @@ def append_pieces(handle: LogHandle, config: TopicConfig, pieces: Callable[[], I
                 _delete(handle, done.written)
                 if attempt == APPEND_ATTEMPTS - 1:
                     raise
-    return AppendResult(done.records, done.first_offset, done.next_offset - 1, done.invalid, done.rolls,
-                        done.next_offset)
+    return AppendResult(
+        done.records, done.first_offset, done.next_offset - 1, done.invalid, done.rolls, done.next_offset
+    )
 
 
-def _write_piece(handle: LogHandle, config: TopicConfig, base: Manifest, piece: Piece, done: _Progress, *,
-                 now: int | None, drop_invalid: bool, source: str) -> None:
+def _write_piece(
+    handle: LogHandle,
+    config: TopicConfig,
+    base: Manifest,
+    piece: Piece,
+    done: _Progress,
+    *,
+    now: int | None,
+    drop_invalid: bool,
+    source: str,
+) -> None:
     """Validate and write one piece, its chunks added to `done` (the first continues the open segment)."""
     try:
         records, invalid = validate(piece.table, done.next_offset, now, drop_invalid, source)
     except InvalidInputError as exc:
         if piece.row_name is None or exc.row is None or not str(exc).startswith(source + ": "):
             raise
-        raise InvalidInputError(f"{piece.row_name(exc.row)}: {str(exc)[len(source) + 2:]}", row=exc.row) from None
+        raise InvalidInputError(f"{piece.row_name(exc.row)}: {str(exc)[len(source) + 2 :]}", row=exc.row) from None
     done.invalid += invalid
     if len(records) == 0:
         return
     offsets = records.column("offset").to_numpy()
     sizes, stamps = sizes_array(records).to_numpy(), records.column("timestamp").to_numpy()
-    rolls = find_rolls(sizes, stamps, done.active_size, done.active_min_ts, config.segment_bytes,
-                       config.roll_interval_ms)
+    rolls = find_rolls(
+        sizes, stamps, done.active_size, done.active_min_ts, config.segment_bytes, config.roll_interval_ms
+    )
     bounds = [0, *rolls, len(records)]
     for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
         rows = records.slice(a, b - a)
-        refs = [write_file(handle, rows)] if len(rows) else []   # a roll before the first record: no file
+        refs = [write_file(handle, rows)] if len(rows) else []  # a roll before the first record: no file
         done.written += refs
         stats = chunk_stats(rows)
-        if i == 0 and done.chunks:   # the open segment goes on from the previous piece
+        if i == 0 and done.chunks:  # the open segment goes on from the previous piece
             first, old_refs, old_stats = done.chunks[-1]
             done.chunks[-1] = (first, old_refs + refs, combine_stats(old_stats, stats))
         else:
@@ -173,11 +222,18 @@ def _delete(handle: LogHandle, refs: Iterable[FileRef]) -> None:
         try:
             handle.st.delete(handle.path(ref.name))
         except (StorageError, OSError):
-            return   # the store fails too: the caller sees the first fault, the garbage collection the files
+            return  # the store fails too: the caller sees the first fault, the garbage collection the files
 
 
-def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, list[FileRef], dict]], leo: int,
-                  invalid: int, holds: tuple[Hold, ...], ingest_name: str | None = None) -> Manifest:
+def commit_append(
+    handle: LogHandle,
+    base: Manifest,
+    chunks: list[tuple[int, list[FileRef], dict]],
+    leo: int,
+    invalid: int,
+    holds: tuple[Hold, ...],
+    ingest_name: str | None = None,
+) -> Manifest:
     """Commit appended chunks (first offset, files, stats), each after the first opening a new segment."""
     active = base.active
     starts_log = base.is_empty_log
@@ -194,13 +250,18 @@ def commit_append(handle: LogHandle, base: Manifest, chunks: list[tuple[int, lis
                 cur = Segment(new_id(), first, first)
             cur = add_chunk(cur, refs, stats)
         segs.append(Segment(**{**cur.__dict__, "next_offset": leo}))
-        changes: dict[str, Any] = dict(segments=tuple(segs), log_end_offset=leo,
-                                       invalid_records=manifest.invalid_records + invalid, holds=manifest.holds + holds)
+        changes: dict[str, Any] = dict(
+            segments=tuple(segs),
+            log_end_offset=leo,
+            invalid_records=manifest.invalid_records + invalid,
+            holds=manifest.holds + holds,
+        )
         if ingest_name is not None:
             changes["ingested"] = manifest.ingested + (ingest_name,)
         if starts_log:
             changes.update(log_start_offset=first_offset, checkpoint=first_offset)
         return manifest.with_(**changes)
+
     return handle.update(change)
 
 
@@ -209,6 +270,7 @@ def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, record
     if config.strategy == Strategy.OFFSET or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
         return ()
     from compaction_assets.log.ranking import losers_to_tombstones  # local import: only these strategies need it
+
     idx = handle.st.read_parquet(handle.path(manifest.tombstone_index["file"]))
     idx = idx.filter(pc.greater_equal(idx.column("offset"), manifest.log_start_offset))  # gone below log start
     found = losers_to_tombstones(idx, records, config)
@@ -217,24 +279,32 @@ def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, record
 
 def roll(handle: LogHandle) -> Manifest:
     """Seal the active segment at the log end offset (a no-op when it is empty)."""
+
     def change(manifest: Manifest) -> Manifest | None:
         if manifest.active.empty:
             return None
         sealed = Segment(**{**manifest.active.__dict__, "next_offset": manifest.log_end_offset})
-        return manifest.with_(segments=manifest.segments[:-1] + (sealed, Segment(new_id(), manifest.log_end_offset,
-                                                                   manifest.log_end_offset)))
+        return manifest.with_(
+            segments=manifest.segments[:-1]
+            + (sealed, Segment(new_id(), manifest.log_end_offset, manifest.log_end_offset))
+        )
+
     return handle.update(change)
 
 
 def set_log_start(handle: LogHandle, offset: int) -> Manifest:
     """Move log_start_offset up to `offset` (SPEC §1): whole segments below it go; refused beyond LEO."""
+
     def change(manifest: Manifest) -> Manifest | None:
         if offset > manifest.log_end_offset:
-            raise OffsetError(f"log {handle.name!r}: cannot move the log start to {offset}, beyond the "
-                              f"log end offset {manifest.log_end_offset}")
+            raise OffsetError(
+                f"log {handle.name!r}: cannot move the log start to {offset}, beyond the "
+                f"log end offset {manifest.log_end_offset}"
+            )
         if offset <= manifest.log_start_offset:
             return None
         return move_log_start(handle, manifest, offset)
+
     return handle.update(change)
 
 
@@ -271,4 +341,3 @@ def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None =
     ship_by_value()
     runner = segment_task.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
     df.mapInArrow(runner, "path string, rows long").collect()
-

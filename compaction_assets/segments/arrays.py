@@ -12,9 +12,19 @@ from typing import Any
 
 # Arrow's names of the types these convert, as numpy names them (numpy and pyarrow are imported where
 # used, as in segment_task: importing this module costs nothing)
-_NUMPY_TYPES = {"int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
-                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "float": "float32",
-                "double": "float64", "bool": "bool"}
+_NUMPY_TYPES = {
+    "int8": "int8",
+    "int16": "int16",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
+    "float": "float32",
+    "double": "float64",
+    "bool": "bool",
+}
 
 
 def from_numpy(values, mask=None) -> Any:
@@ -53,7 +63,7 @@ def to_numpy(array) -> Any:
         if not n:
             return np.zeros(0, bool)
         packed = np.frombuffer(data, np.uint8, count=(start + n + 7) // 8)
-        return np.unpackbits(packed, bitorder="little")[start:start + n].view(np.bool_)
+        return np.unpackbits(packed, bitorder="little")[start : start + n].view(np.bool_)
     dtype = np.dtype(_numpy_type(array.type))
     if not n:
         return np.zeros(0, dtype)
@@ -85,5 +95,6 @@ def from_strings(values: list) -> Any:
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     missing = np.array([v is None for v in values], bool)
     validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if missing.any() else None
-    return pa.Array.from_buffers(pa.string(), len(values), [validity, pa.py_buffer(offsets),
-                                                           pa.py_buffer(b"".join(encoded))])
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    )

@@ -17,13 +17,14 @@ import pyarrow as pa
 
 from compaction_assets.segments.keys import KeyBytes
 
-EMPTY = np.uint64(0)   # a slot of the table that holds no key (a key hashed to 0 is stored as 1)
+EMPTY = np.uint64(0)  # a slot of the table that holds no key (a key hashed to 0 is stored as 1)
 
 
 @dataclass(frozen=True)
 class HashedKeys:
     """An array of keys read as words, with their hashes as a KeySet holds them: a batch hashed before
     the set it is tested against exists."""
+
     keys: KeyBytes
     hashes: np.ndarray
 
@@ -64,7 +65,7 @@ class KeySet:
         slots = (self.hashes[pending] & self.mask).astype(np.int64)
         while len(pending):
             free = self.slot_hashes[slots] == EMPTY
-            self.rows[slots[free]] = pending[free]   # of rows that want one slot, one gets it
+            self.rows[slots[free]] = pending[free]  # of rows that want one slot, one gets it
             placed = free & (self.rows[slots] == pending)
             self.slot_hashes[slots[placed]] = self.hashes[pending[placed]]
             pending, slots = pending[~placed], (slots[~placed] + 1) & np.int64(self.mask)
@@ -86,11 +87,11 @@ class KeySet:
         while len(open_rows):
             held = self.slot_hashes[slots]
             at = np.flatnonzero(held == hashes[open_rows])
-            going = held != EMPTY   # a key's probe ends at its key or at an empty slot
+            going = held != EMPTY  # a key's probe ends at its key or at an empty slot
             if len(at):
                 same_key = self.keys.same_as_in(self.rows[slots[at]], asked.keys, open_rows[at])
                 found[open_rows[at[same_key]]] = True
-                going[at[same_key]] = False   # (another key of the same hash: the probe goes on)
+                going[at[same_key]] = False  # (another key of the same hash: the probe goes on)
             open_rows, slots = open_rows[going], (slots[going] + 1) & np.int64(self.mask)
         return found
 

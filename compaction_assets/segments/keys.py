@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 
-HASHED_EDGE = 32      # bytes hashed at each end of a key (a longer key's middle is not hashed, but checked)
+HASHED_EDGE = 32  # bytes hashed at each end of a key (a longer key's middle is not hashed, but checked)
 _WORD = 8
 _EDGE_WORDS = HASHED_EDGE // _WORD
 _FNV_BASIS = np.uint64(0xCBF29CE484222325)
@@ -35,10 +35,10 @@ class KeyBytes:
         keys = one_chunk(keys)
         wide = pa.types.is_large_binary(keys.type) or pa.types.is_large_string(keys.type)
         bounds = np.frombuffer(keys.buffers()[1], np.int64 if wide else np.int32)
-        bounds = bounds[keys.offset:keys.offset + len(keys) + 1].astype(np.int64)
+        bounds = bounds[keys.offset : keys.offset + len(keys) + 1].astype(np.int64)
         raw = keys.buffers()[2]
         raw = np.frombuffer(raw, np.uint8) if raw is not None else np.zeros(0, np.uint8)
-        if len(raw) < _WORD:   # fewer bytes than a word: padded with zeros (a word is read whole)
+        if len(raw) < _WORD:  # fewer bytes than a word: padded with zeros (a word is read whole)
             raw = np.concatenate([raw, np.zeros(_WORD - len(raw), np.uint8)])
         self.data = raw
         self.starts = bounds[:-1]
@@ -46,8 +46,7 @@ class KeyBytes:
         self.longest = int(self.lengths.max()) if len(keys) else 0
         # every byte position's 8 bytes as one (unaligned) number, read in Arrow's buffer where it lies (a
         # padded copy of the keys' bytes cost as much as their hash: its memory was new to the process)
-        self.words_at = np.ndarray(shape=(len(self.data) - _WORD + 1,), dtype=np.uint64, buffer=self.data,
-                                   strides=(1,))
+        self.words_at = np.ndarray(shape=(len(self.data) - _WORD + 1,), dtype=np.uint64, buffer=self.data, strides=(1,))
         self._front: dict[int, np.ndarray] = {}
 
     def word(self, index: int) -> np.ndarray:
@@ -83,12 +82,14 @@ class KeyBytes:
         words = [(self.word(j), self.lengths > _WORD * j) for j in range(min(self.word_count(), _EDGE_WORDS))]
         # the last words of keys longer than the first ones (keys of JSON objects or of a tenant and an id
         # differ at either end), whole words ending at the key's end
-        words += [(self.words_at[np.maximum(ends - _WORD * (j + 1), 0)], self.lengths > HASHED_EDGE + _WORD * j)
-                  for j in range(min(max(-(-(self.longest - HASHED_EDGE) // _WORD), 0), _EDGE_WORDS))]
+        words += [
+            (self.words_at[np.maximum(ends - _WORD * (j + 1), 0)], self.lengths > HASHED_EDGE + _WORD * j)
+            for j in range(min(max(-(-(self.longest - HASHED_EDGE) // _WORD), 0), _EDGE_WORDS))
+        ]
         with np.errstate(over="ignore"):
             for word, present in words:
                 mixed = (h ^ word) * _FNV_PRIME
-                mixed ^= mixed >> np.uint64(32)     # the product carries low bits up only: bring the high ones down
+                mixed ^= mixed >> np.uint64(32)  # the product carries low bits up only: bring the high ones down
                 h = np.where(present, mixed, h)
             h ^= h >> np.uint64(31)
             h *= _MIX
@@ -105,7 +106,7 @@ class KeyBytes:
             return self._front[index][rows]
         return self._words(index, self.starts[rows], self.lengths[rows])
 
-    def same_as_in(self, rows: np.ndarray, other: "KeyBytes", other_rows: np.ndarray) -> np.ndarray:
+    def same_as_in(self, rows: np.ndarray, other: KeyBytes, other_rows: np.ndarray) -> np.ndarray:
         """Whether the key at each of `rows` is byte for byte the key of `other` at `other_rows[i]`."""
         same = self.lengths[rows] == other.lengths[other_rows]
         # keys of equal length have as many words, zero past their end
@@ -132,7 +133,7 @@ def key_numbers(keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = No
     `hashes`, when given, are the keys' `key_hash` (worked out where the keys were split by it)."""
     if len(keys) == 0:
         return np.zeros(0, np.int64), 0
-    if keys.null_count:    # a null key has no bytes to tell it from an empty one
+    if keys.null_count:  # a null key has no bytes to tell it from an empty one
         return _arrow_numbers(keys)
     key_bytes = KeyBytes(keys)
     encoded = pc.dictionary_encode(from_numpy(key_bytes.hash() if hashes is None else hashes))
@@ -142,7 +143,7 @@ def key_numbers(keys: pa.Array | pa.ChunkedArray, hashes: np.ndarray | None = No
     np.minimum.at(first, numbers, np.arange(len(numbers), dtype=np.int64))
     if key_bytes.same_as(first[numbers]).all():
         return numbers, count
-    return _arrow_numbers(keys)    # two keys share a hash
+    return _arrow_numbers(keys)  # two keys share a hash
 
 
 def _arrow_numbers(keys: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, int]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,30 +17,34 @@ from compaction_assets.errors import InvalidInputError
 HEADER_TYPE = pa.struct([pa.field("name", pa.string(), nullable=False), pa.field("value", pa.binary())])
 
 # What the caller hands to `append` (offset optional, timestamp required unless `now` is given).
-INPUT_SCHEMA = pa.schema([
-    pa.field("offset", pa.int64()),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("timestamp", pa.int64()),
-    pa.field("headers", pa.list_(HEADER_TYPE)),
-])
+INPUT_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("headers", pa.list_(HEADER_TYPE)),
+    ]
+)
 
 # What a segment file holds: records sorted by offset; delete_horizon is set on tombstones kept by a cleaning.
 # record_size (SPEC §4) and is_tombstone are derived from the record when it is written, so that the
 # cleaning's narrow pass never reads values or headers.
 RECORD_COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
-SEGMENT_SCHEMA = pa.schema([
-    pa.field("offset", pa.int64(), nullable=False),
-    pa.field("key", pa.binary(), nullable=False),
-    pa.field("value", pa.binary()),
-    pa.field("timestamp", pa.int64(), nullable=False),
-    pa.field("headers", pa.list_(HEADER_TYPE)),
-    pa.field("delete_horizon", pa.int64()),
-    pa.field("record_size", pa.int64(), nullable=False),
-    pa.field("is_tombstone", pa.bool_(), nullable=False),
-])
+SEGMENT_SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("key", pa.binary(), nullable=False),
+        pa.field("value", pa.binary()),
+        pa.field("timestamp", pa.int64(), nullable=False),
+        pa.field("headers", pa.list_(HEADER_TYPE)),
+        pa.field("delete_horizon", pa.int64()),
+        pa.field("record_size", pa.int64(), nullable=False),
+        pa.field("is_tombstone", pa.bool_(), nullable=False),
+    ]
+)
 
-RECORD_OVERHEAD = 16   # SPEC §4: the fixed part of a record's logical size
+RECORD_OVERHEAD = 16  # SPEC §4: the fixed part of a record's logical size
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -76,8 +81,9 @@ def to_bytes(value: Any, what: str) -> bytes | None:
 
 def record_size(key: bytes, value: bytes | None, headers: Iterable[tuple[str, bytes | None]]) -> int:
     """Logical size of one record (SPEC §4)."""
-    return (RECORD_OVERHEAD + len(key) + len(value or b"")
-            + sum(len(n.encode("utf-8")) + len(v or b"") for n, v in headers))
+    return (
+        RECORD_OVERHEAD + len(key) + len(value or b"") + sum(len(n.encode("utf-8")) + len(v or b"") for n, v in headers)
+    )
 
 
 def header_version(headers: Iterable[tuple[str, bytes | None]], name: str) -> int | None:
@@ -107,9 +113,13 @@ def sizes_array(table: pa.Table) -> pa.Array:
 def _header_sizes(chunk: pa.ListArray) -> np.ndarray:
     """Per row of a headers chunk: the sum of its headers' name and value lengths (null headers: 0)."""
     entries = chunk.values
-    per_header = np.asarray(pc.add(
-        pc.fill_null(pc.binary_length(entries.field("name").cast(pa.binary())), 0).cast(pa.int64()),
-        pc.fill_null(pc.binary_length(entries.field("value")), 0).cast(pa.int64())), dtype=np.int64)
+    per_header = np.asarray(
+        pc.add(
+            pc.fill_null(pc.binary_length(entries.field("name").cast(pa.binary())), 0).cast(pa.int64()),
+            pc.fill_null(pc.binary_length(entries.field("value")), 0).cast(pa.int64()),
+        ),
+        dtype=np.int64,
+    )
     # a row's sum is the running total at its list's end minus the one at its start (the offsets index
     # `values` whether the chunk is a slice or not); a null row may still span entries, so it is zeroed
     running = np.concatenate([np.zeros(1, np.int64), np.cumsum(per_header)])
@@ -139,8 +149,9 @@ def _headers_list(raw: Any, where: str) -> list[dict[str, Any]] | None:
             raise InvalidInputError(f"{where}: header name {name!r} is not a string")
         if isinstance(value, int) and not isinstance(value, bool):
             if not INT64_MIN <= value <= INT64_MAX:
-                raise InvalidInputError(f"{where}: header {name!r} value {value} does not fit in 8 bytes "
-                                        "(a signed 64-bit integer)")
+                raise InvalidInputError(
+                    f"{where}: header {name!r} value {value} does not fit in 8 bytes (a signed 64-bit integer)"
+                )
             value = value.to_bytes(8, "big", signed=True)
         out.append({"name": name, "value": to_bytes(value, f"{where}: header {name!r} value")})
     return out
@@ -222,18 +233,17 @@ def _conform_arrow(table: pa.Table, source: str) -> pa.Table:
         if field.name in table.column_names:
             col = table.column(field.name)
             if field.name == "timestamp" and pa.types.is_timestamp(col.type):
-                col = _epoch_ms(col)   # Spark and most writers store timestamps so: epoch ms (UTC) here
+                col = _epoch_ms(col)  # Spark and most writers store timestamps so: epoch ms (UTC) here
             if not _acceptable(field.name, col.type):
-                raise InvalidInputError(
-                    f"{source}: column {field.name!r} has type {col.type}, expected {field.type}")
-            if field.name in ("key", "value") and (pa.types.is_string(col.type)
-                                                   or pa.types.is_large_string(col.type)):
+                raise InvalidInputError(f"{source}: column {field.name!r} has type {col.type}, expected {field.type}")
+            if field.name in ("key", "value") and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
                 col = pc.cast(col, pa.binary())
             try:
                 col = col.cast(field.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise InvalidInputError(
-                    f"{source}: column {field.name!r} has type {col.type}, expected {field.type} ({exc})") from None
+                    f"{source}: column {field.name!r} has type {col.type}, expected {field.type} ({exc})"
+                ) from None
         else:
             col = pa.nulls(len(table), field.type)
         columns.append(col)
@@ -253,8 +263,13 @@ def _acceptable(name: str, typ: pa.DataType) -> bool:
     if name in ("offset", "timestamp"):
         return pa.types.is_integer(typ)
     if name in ("key", "value"):
-        return pa.types.is_binary(typ) or pa.types.is_large_binary(typ) or pa.types.is_string(typ) \
-            or pa.types.is_large_string(typ) or pa.types.is_fixed_size_binary(typ)
+        return (
+            pa.types.is_binary(typ)
+            or pa.types.is_large_binary(typ)
+            or pa.types.is_string(typ)
+            or pa.types.is_large_string(typ)
+            or pa.types.is_fixed_size_binary(typ)
+        )
     return pa.types.is_list(typ) or pa.types.is_large_list(typ)
 
 
@@ -267,8 +282,16 @@ def rows_to_records(table: pa.Table) -> list[Record]:
     """The rows of a segment table as Record objects."""
     out = []
     for row in table.to_pylist():
-        out.append(Record(row["offset"], row["key"], row["value"], row["timestamp"],
-                          decode_headers(row.get("headers")), row.get("delete_horizon")))
+        out.append(
+            Record(
+                row["offset"],
+                row["key"],
+                row["value"],
+                row["timestamp"],
+                decode_headers(row.get("headers")),
+                row.get("delete_horizon"),
+            )
+        )
     return out
 
 
@@ -303,8 +326,11 @@ def spark_record_size():
     from pyspark.sql import functions as F
 
     hs = F.coalesce(F.col("headers"), F.array())
-    headers = F.aggregate(hs, F.lit(0).cast("long"),
-                          lambda acc, h: acc + F.octet_length(h["name"]) + F.coalesce(F.length(h["value"]), F.lit(0)))
+    headers = F.aggregate(
+        hs,
+        F.lit(0).cast("long"),
+        lambda acc, h: acc + F.octet_length(h["name"]) + F.coalesce(F.length(h["value"]), F.lit(0)),
+    )
     base = F.lit(RECORD_OVERHEAD).cast("long") + F.length("key") + F.coalesce(F.length("value"), F.lit(0))
     # the lambda is interpreted, not compiled: skip it for the usual record without headers
     return F.when(F.size(hs) > 0, base + headers).otherwise(base)

@@ -23,15 +23,19 @@ written and listed again: on an object store every request saved is money and la
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
 
 BATCH_ROWS = 65_536
 # a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
-DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
-                     "column_encoding": {"offset": "DELTA_BINARY_PACKED"}}
+DEAD_PART_OPTIONS = {
+    "compression": "snappy",
+    "use_dictionary": False,
+    "column_encoding": {"offset": "DELTA_BINARY_PACKED"},
+}
 
 
 # a segment's file, appended or rewritten, holds its offsets once and its keys and timestamps nearly once:
@@ -44,10 +48,18 @@ DEAD_PART_OPTIONS = {"compression": "snappy", "use_dictionary": False,
 # Appended segments are written so too (log/writer.py): every cleaning reads them (a forced cleaning of
 # 20M records: 13.5 -> 11.5 s; 50M generated in 90 -> 54 s). Segments are read by this product only
 # (Spark 3.3+ and pyarrow read LZ4_RAW; the topic tables write their own files).
-SEGMENT_OPTIONS = {"compression": "lz4",
-                   "use_dictionary": ["value", "headers.list.element.name", "headers.list.element.value",
-                                      "delete_horizon", "record_size", "is_tombstone"],
-                   "column_encoding": {"offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"}}
+SEGMENT_OPTIONS = {
+    "compression": "lz4",
+    "use_dictionary": [
+        "value",
+        "headers.list.element.name",
+        "headers.list.element.value",
+        "delete_horizon",
+        "record_size",
+        "is_tombstone",
+    ],
+    "column_encoding": {"offset": "DELTA_BINARY_PACKED", "timestamp": "DELTA_BINARY_PACKED"},
+}
 
 
 def in_sorted(values, sorted_set):
@@ -96,10 +108,13 @@ def open_filesystem(spec: tuple[str, str | None, dict[str, Any]]):
     if kind == "local":
         return pafs.LocalFileSystem()
     if kind == "s3":
-        return pafs.S3FileSystem(region=options.get("region") or "us-east-1",
-                                 endpoint_override=options.get("endpoint_url"),
-                                 access_key=options.get("access_key"), secret_key=options.get("secret_key"),
-                                 session_token=options.get("session_token"))
+        return pafs.S3FileSystem(
+            region=options.get("region") or "us-east-1",
+            endpoint_override=options.get("endpoint_url"),
+            access_key=options.get("access_key"),
+            secret_key=options.get("secret_key"),
+            session_token=options.get("session_token"),
+        )
     return pafs.FileSystem.from_uri(f"{kind}://{bucket}")[0]
 
 
@@ -107,6 +122,7 @@ def file_reader(tasks: list[list[tuple[str, int | None]]], fs_spec, schema, min_
     """The function for `mapInArrow` over `spark.range(len(tasks))`: task i streams the files of
     tasks[i] ((path, file stamp) each) as SEGMENT_SCHEMA rows, below `min_offset` left out and the
     file stamp applied to tombstones that carry no horizon."""
+
     def run(batches):
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -124,11 +140,14 @@ def file_reader(tasks: list[list[tuple[str, int | None]]], fs_spec, schema, min_
                         if not len(table):
                             continue
                         if stamp is not None:
-                            horizon = pc.if_else(table.column("is_tombstone"),
-                                                 pc.coalesce(table.column("delete_horizon"), scalar(stamp)),
-                                                 table.column("delete_horizon"))
+                            horizon = pc.if_else(
+                                table.column("is_tombstone"),
+                                pc.coalesce(table.column("delete_horizon"), scalar(stamp)),
+                                table.column("delete_horizon"),
+                            )
                             table = table.set_column(horizon_at, schema.field("delete_horizon"), horizon)
                         yield from table.to_batches()
+
     return run
 
 
@@ -136,6 +155,7 @@ def file_writer(fs_spec, folder: str, partition_by: str | None):
     """The function for `DataFrame.mapInArrow`: each Spark partition writes its rows as one Parquet file
     under `folder` (one per value of `partition_by` in `folder/<col>=<value>/`, the column left out, as
     Spark's own writer lays it out). Yields (path, rows) of what it wrote."""
+
     def run(batches):
         import uuid
 
@@ -159,11 +179,14 @@ def file_writer(fs_spec, folder: str, partition_by: str | None):
             path = f"{where}/part-{uuid.uuid4().hex}.parquet"
             if kind_is_local(fs_spec):
                 import os
+
                 os.makedirs(where, exist_ok=True)
             pq.write_table(part, path, filesystem=fs, compression="snappy")
             out.append((path, len(part)))
-        yield pa.RecordBatch.from_pylist([{"path": p, "rows": n} for p, n in out],
-                                         schema=pa.schema([("path", pa.string()), ("rows", pa.int64())]))
+        yield pa.RecordBatch.from_pylist(
+            [{"path": p, "rows": n} for p, n in out], schema=pa.schema([("path", pa.string()), ("rows", pa.int64())])
+        )
+
     return run
 
 
@@ -173,45 +196,50 @@ def kind_is_local(fs_spec) -> bool:
 
 
 RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
-REWRITTEN = "rewritten"     # `kind` of a result row: a run's new file
-DEAD = "dead"               # `kind` of a result row: a part of the new deletion vector
+REWRITTEN = "rewritten"  # `kind` of a result row: a run's new file
+DEAD = "dead"  # `kind` of a result row: a part of the new deletion vector
 
 
 @dataclass(frozen=True)
 class RewriteSpec:
     """A run of consecutive segments to rewrite into one file: their files, the log start, the horizon
     to stamp and where to write."""
-    unit: int                          # the run's label in the shuffle (`offset_bucket`)
-    files: tuple[tuple[str, int | None], ...]   # (path, file stamp), in offset order
-    min_offset: int                    # the log start
-    horizon: int                       # delete horizon for kept tombstones that carry none
-    out: str                           # path of the file to write
-    drop: tuple[bool, ...] = ()        # per file: the unit's offsets in its range are the removed ones
-    dead: Any = None                   # vector entries of those files' segments (numpy, ascending)
+
+    unit: int  # the run's label in the shuffle (`offset_bucket`)
+    files: tuple[tuple[str, int | None], ...]  # (path, file stamp), in offset order
+    min_offset: int  # the log start
+    horizon: int  # delete horizon for kept tombstones that carry none
+    out: str  # path of the file to write
+    drop: tuple[bool, ...] = ()  # per file: the unit's offsets in its range are the removed ones
+    dead: Any = None  # vector entries of those files' segments (numpy, ascending)
 
 
 @dataclass(frozen=True)
 class MarkSpec:
     """One segment kept as it is: its files, whose rows not kept go to the deletion vector (those not
     in `known_dead`, the entries the vector has for it already, when the cleaning adds to the vector)."""
+
     unit: int
     files: tuple[str, ...]
     min_offset: int
-    known_dead: Any = None             # a numpy array of offsets (ascending), or None
-    drop: bool = False                 # the unit's offsets are the removed ones (its files are not read)
-    carry: Any = None                  # with `drop`: vector entries it keeps writing (the vector rebuilt)
+    known_dead: Any = None  # a numpy array of offsets (ascending), or None
+    drop: bool = False  # the unit's offsets are the removed ones (its files are not read)
+    carry: Any = None  # with `drop`: vector entries it keeps writing (the vector rebuilt)
 
 
-def rewrite_one(spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536, readers: int = 1) -> tuple[str, int, int]:
+def rewrite_one(
+    spec: RewriteSpec, keep, fs, schema, batch_rows: int = 65_536, readers: int = 1
+) -> tuple[str, int, int]:
     """Rewrite one run: stream its files and keep only the offsets in `keep` (a numpy array, ascending),
     or in the files marked in `spec.drop`, all but those and the vector's entries; (path, rows, bytes).
     `readers` threads read and filter the run's files ahead, in order, while this one writes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    def survivors(n: int):   # read ahead: a file's whole survivors; else streamed a batch at a time
+    def survivors(n: int):  # read ahead: a file's whole survivors; else streamed a batch at a time
         rows = _survivors(spec, n, keep, fs, schema, batch_rows)
         return list(rows) if readers > 1 else rows
+
     written, pending, pending_rows = 0, [], 0
     with pq.ParquetWriter(spec.out, schema, filesystem=fs, **SEGMENT_OPTIONS) as writer:
         # the first segments of a forced cleaning are mostly dead and merge into one run (50M records: 150
@@ -252,7 +280,7 @@ def in_order(work: Callable[[int], Any], count: int, threads: int):
                     ahead.append(pool.submit(work, following))
                     following += 1
                 yield result
-        finally:   # an early stop (a failed write) leaves nothing running
+        finally:  # an early stop (a failed write) leaves nothing running
             for future in ahead:
                 future.cancel()
 
@@ -278,8 +306,9 @@ def _survivors(spec: RewriteSpec, n: int, keep, fs, schema, batch_rows: int):
         if not len(table):
             continue
         tomb = pc.is_null(table.column("value"))
-        horizon = pc.if_else(tomb, pc.coalesce(table.column("delete_horizon"), scalar(fill)),
-                             table.column("delete_horizon"))
+        horizon = pc.if_else(
+            tomb, pc.coalesce(table.column("delete_horizon"), scalar(fill)), table.column("delete_horizon")
+        )
         yield table.set_column(schema.get_field_index("delete_horizon"), schema.field("delete_horizon"), horizon)
 
 
@@ -288,7 +317,6 @@ def dead_of(spec: MarkSpec, keep, fs):
     array, ascending) nor in `spec.known_dead`; with `spec.drop`, `keep` itself (the removed offsets)
     and `spec.carry`, without reading the files."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if spec.drop:
@@ -304,12 +332,19 @@ def dead_of(spec: MarkSpec, keep, fs):
     return from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
-def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], open_fs: Callable[[], Any], schema,
-                 dead_folder: str, readers: int = 1):
+def apply_runner(
+    rewrites: dict[int, RewriteSpec],
+    marks: dict[int, MarkSpec],
+    open_fs: Callable[[], Any],
+    schema,
+    dead_folder: str,
+    readers: int = 1,
+):
     """The function for `mapInArrow` over (unit, offset) rows of kept records, shuffled by unit: each
     task rewrites its runs of `rewrites` and writes the dead offsets of its segments of `marks` as one
     part under `dead_folder`. `open_fs()` gives the task its pyarrow filesystem (the one the
     workers' reads use, with the driver's store settings). Yields RESULT_SCHEMA rows of what it wrote."""
+
     def run(batches):
         import uuid
 
@@ -343,14 +378,31 @@ def apply_runner(rewrites: dict[int, RewriteSpec], marks: dict[int, MarkSpec], o
             if len(offsets):
                 path = f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"
                 # each part of the vector is in offset order
-                pq.write_table(pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
-                               path, filesystem=fs, **DEAD_PART_OPTIONS)
-                out.append({"kind": DEAD, "unit": -1, "path": path, "records": len(offsets),
-                            "bytes": int(fs.get_file_info(path).size or 0)})
+                pq.write_table(
+                    pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
+                    path,
+                    filesystem=fs,
+                    **DEAD_PART_OPTIONS,
+                )
+                out.append(
+                    {
+                        "kind": DEAD,
+                        "unit": -1,
+                        "path": path,
+                        "records": len(offsets),
+                        "bytes": int(fs.get_file_info(path).size or 0),
+                    }
+                )
         if out:
-            yield pa.RecordBatch.from_arrays([
-                from_strings([o["kind"] for o in out]), from_numpy(np.array([o["unit"] for o in out], np.int32)),
-                from_strings([o["path"] for o in out]), from_numpy(np.array([o["records"] for o in out], np.int64)),
-                from_numpy(np.array([o["bytes"] for o in out], np.int64))],
-                names=["kind", "unit", "path", "records", "bytes"])
+            yield pa.RecordBatch.from_arrays(
+                [
+                    from_strings([o["kind"] for o in out]),
+                    from_numpy(np.array([o["unit"] for o in out], np.int32)),
+                    from_strings([o["path"] for o in out]),
+                    from_numpy(np.array([o["records"] for o in out], np.int64)),
+                    from_numpy(np.array([o["bytes"] for o in out], np.int64)),
+                ],
+                names=["kind", "unit", "path", "records", "bytes"],
+            )
+
     return run

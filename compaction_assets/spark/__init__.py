@@ -60,8 +60,9 @@ def class_archive_path(env: settings.Settings | None = None) -> str | None:
     return os.path.join(env.jvm_archive_dir, f"spark-driver-{pyspark.__version__}-{key}.jsa")
 
 
-def driver_java_options(env: settings.Settings, *, dump_archive_to: str | None = None,
-                        class_archive: bool = True) -> str:
+def driver_java_options(
+    env: settings.Settings, *, dump_archive_to: str | None = None, class_archive: bool = True
+) -> str:
     """The driver JVM's options: the log4j configuration, and for quick starts C1 only with the class-data
     archive (read when it exists, or written at exit to `dump_archive_to`; none without `class_archive`)."""
     options = [f"-Dlog4j.configurationFile=file:{LOG4J}"]
@@ -119,8 +120,10 @@ def spark_conf_from_env(extra: dict | None = None, *, dump_archive_to: str | Non
         else:
             # On a cluster, executors connect back to the driver: the address they must use, when the
             # host's default (its hostname) is not it.
-            for value, key in ((env.spark_driver_host, "spark.driver.host"),
-                               (env.spark_driver_bind_address, "spark.driver.bindAddress")):
+            for value, key in (
+                (env.spark_driver_host, "spark.driver.host"),
+                (env.spark_driver_bind_address, "spark.driver.bindAddress"),
+            ):
                 if value:
                     conf[key] = value
         if env.spark_driver_memory:
@@ -168,19 +171,26 @@ def check_spark_settings(conf: dict) -> None:
         try:
             socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
         except OSError as exc:
-            raise SparkSetupError(f"Spark Connect endpoint {parsed.hostname}:{port} ({settings.SPARK_REMOTE}="
-                                  f"{remote.split(';', 1)[0]!r}) is unreachable: {exc.strerror or exc}") from None
+            raise SparkSetupError(
+                f"Spark Connect endpoint {parsed.hostname}:{port} ({settings.SPARK_REMOTE}="
+                f"{remote.split(';', 1)[0]!r}) is unreachable: {exc.strerror or exc}"
+            ) from None
         return
     master = conf.get("spark.master", "")
     if not _MASTER_RE.fullmatch(master):
-        raise SparkSetupError(f"{settings.SPARK_MASTER}={master!r}: not a Spark master URL "
-                              "(local[*], local[N], spark://host:7077, yarn, k8s://https://host:port)")
+        raise SparkSetupError(
+            f"{settings.SPARK_MASTER}={master!r}: not a Spark master URL "
+            "(local[*], local[N], spark://host:7077, yarn, k8s://https://host:port)"
+        )
 
 
 # What the JVM prints on its stderr as it starts, whatever the log4j configuration says: noise for a
 # command line and a run log. Only these exact lines are dropped; everything else passes through.
-STARTUP_NOISE = ("WARNING: Using incubator modules:", "Setting default log level to",
-                 "To adjust logging level use sc.setLogLevel")
+STARTUP_NOISE = (
+    "WARNING: Using incubator modules:",
+    "Setting default log level to",
+    "To adjust logging level use sc.setLogLevel",
+)
 
 
 def _start_quietly(start):
@@ -203,18 +213,18 @@ def _start_quietly(start):
     # reading before the JVM starts, so that a long error at start-up cannot fill the pipe and block it
     threading.Thread(target=forward, name="spark-stderr", daemon=True).start()
     sys.stderr.flush()
-    os.dup2(write_fd, 2)            # the JVM inherits the pipe as its stderr
+    os.dup2(write_fd, 2)  # the JVM inherits the pipe as its stderr
     try:
         return start()
     finally:
         sys.stderr.flush()
-        os.dup2(restore, 2)         # this process writes to the real stderr again
+        os.dup2(restore, 2)  # this process writes to the real stderr again
         os.close(restore)
-        os.close(write_fd)          # the JVM holds the only write end: the filter ends with it
+        os.close(write_fd)  # the JVM holds the only write end: the filter ends with it
 
 
-SHARED_SESSION_SECONDS = 3600   # runs share a Connect server session for this long (the server's default
-                                # idle timeout is an hour, so a shared session is never expired while in use)
+SHARED_SESSION_SECONDS = 3600  # runs share a Connect server session for this long (the server's default
+# idle timeout is an hour, so a shared session is never expired while in use)
 
 
 def shared_session_remote(remote: str, now: float) -> str:
@@ -251,8 +261,11 @@ def get_spark(conf: dict | None = None):
 
     conf = conf or spark_conf_from_env()
     check_spark_settings(conf)
-    setting = (f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}" if "spark.remote" in conf
-               else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}")
+    setting = (
+        f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}"
+        if "spark.remote" in conf
+        else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}"
+    )
     remote = conf.get("spark.remote")
     conf = {k: v for k, v in conf.items() if k != "spark.remote"}
 
@@ -265,10 +278,13 @@ def get_spark(conf: dict | None = None):
         return builder
 
     env = settings.current()
-    shared = (shared_session_remote(remote, time.time())
-              if remote and env.shared_connect_session and not env.connect_release_on_exit else remote)
+    shared = (
+        shared_session_remote(remote, time.time())
+        if remote and env.shared_connect_session and not env.connect_release_on_exit
+        else remote
+    )
     try:
-        if remote:   # a Connect client starts no JVM
+        if remote:  # a Connect client starts no JVM
             try:
                 spark = builder_for(shared).getOrCreate()
             except Exception as exc:
@@ -276,17 +292,19 @@ def get_spark(conf: dict | None = None):
                     raise
                 stale = SparkSession.getActiveSession()
                 if stale is not None:
-                    stale.stop()   # forgets the refused session (its release fails quietly: it is closed)
+                    stale.stop()  # forgets the refused session (its release fails quietly: it is closed)
                 spark = builder_for(remote).getOrCreate()
-        else:   # a session that exists already needs no filter
+        else:  # a session that exists already needs no filter
             builder = builder_for(None)
             spark = builder.getOrCreate() if SparkSession.getActiveSession() else _start_quietly(builder.getOrCreate)
     except Exception as exc:
         if settings.debug_enabled():
             raise
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        raise SparkSetupError(f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
-                              f"(set {settings.DEBUG}=1 for the trace)") from None
+        raise SparkSetupError(
+            f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
+            f"(set {settings.DEBUG}=1 for the trace)"
+        ) from None
     if remote:
         _bound_connect_retries(spark)
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 from compaction_assets.errors import EngineError
@@ -34,7 +34,7 @@ def master_named_by(conf: dict) -> str | None:
     host = url.hostname or ""
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:   # a host name
+    except ValueError:  # a host name
         return None
     if not loopback:
         return None
@@ -70,7 +70,7 @@ class LazySession:
     def session(self):
         """The session, started now if it was not."""
         with self._lock:
-            if self._failed is not None:   # tried once: a session that cannot start is not retried per use
+            if self._failed is not None:  # tried once: a session that cannot start is not retried per use
                 raise self._failed
             if self._session is None:
                 try:
@@ -81,7 +81,7 @@ class LazySession:
             return self._session
 
     def __getattr__(self, name: str):
-        if name.startswith("_"):   # this object's own state, asked before __init__ set it (a copy, a pickle)
+        if name.startswith("_"):  # this object's own state, asked before __init__ set it (a copy, a pickle)
             raise AttributeError(name)
         return getattr(self.session(), name)
 
@@ -104,6 +104,7 @@ def session_of(spark):
     """`spark` (a session, a function returning one, or None for the process's default session) as a session."""
     if spark is None:
         from compaction_assets.spark import get_spark
+
         return get_spark()
     return spark() if callable(spark) else spark
 

@@ -37,21 +37,22 @@ OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
 @dataclass(frozen=True)
 class Version:
     """What a conditional replace compares against: an object's e-tag, or a local file's content."""
+
     token: Any
 
 
 @dataclass
 class Storage:
-    root: str            # path as pyarrow sees it: a local absolute path, or "bucket/prefix"
-    scheme: str          # "" for local
+    root: str  # path as pyarrow sees it: a local absolute path, or "bucket/prefix"
+    scheme: str  # "" for local
     fs: pafs.FileSystem
-    location: str = ""   # the store as the user named it (for messages)
+    location: str = ""  # the store as the user named it (for messages)
     bucket: str = ""
-    store: Any = None    # the obstore store of the bucket (object stores only)
+    store: Any = None  # the obstore store of the bucket (object stores only)
     counts: RequestCounts = field(default_factory=RequestCounts)
 
     @classmethod
-    def open(cls, location: str) -> "Storage":
+    def open(cls, location: str) -> Storage:
         """A local folder (a path or file://) or an object store (s3://, gs://, az://, abfs://)."""
         location = str(location)
         parsed = urlparse(location)
@@ -59,8 +60,10 @@ class Storage:
             path = parsed.path if parsed.scheme == "file" else location
             return cls(os.path.abspath(path), "", pafs.LocalFileSystem(), location=location)
         if parsed.scheme not in OBJECT_SCHEMES:
-            raise StorageError(f"store {location}: unsupported scheme {parsed.scheme!r} "
-                               f"(use a local path or one of {', '.join(s + '://' for s in OBJECT_SCHEMES)})")
+            raise StorageError(
+                f"store {location}: unsupported scheme {parsed.scheme!r} "
+                f"(use a local path or one of {', '.join(s + '://' for s in OBJECT_SCHEMES)})"
+            )
         bucket = parsed.netloc
         if not bucket:
             raise StorageError(f"store {location}: no bucket in the URI (expected {parsed.scheme}://BUCKET/PREFIX)")
@@ -93,14 +96,22 @@ class Storage:
         if self.local:
             return ("local", None, {})
         so = settings.current().object_store
-        return (self.scheme, self.bucket, {"endpoint_url": so.endpoint_url, "region": so.region,
-                                           "access_key": so.access_key_id, "secret_key": so.secret_access_key,
-                                           "session_token": so.session_token})
+        return (
+            self.scheme,
+            self.bucket,
+            {
+                "endpoint_url": so.endpoint_url,
+                "region": so.region,
+                "access_key": so.access_key_id,
+                "secret_key": so.secret_access_key,
+                "session_token": so.session_token,
+            },
+        )
 
     def _key(self, path: str) -> str:
         if not (path == self.bucket or path.startswith(self.bucket + "/")):
             raise StorageError(f"store {self.location}: path {path!r} is outside bucket {self.bucket!r}")
-        return path[len(self.bucket) + 1:]
+        return path[len(self.bucket) + 1 :]
 
     def _fail(self, exc: BaseException, path: str) -> StorageError:
         return StorageError(describe_error(self.location, exc, self._key(path) if path else ""))
@@ -219,11 +230,11 @@ class Storage:
             if os.path.isdir(path):
                 return read_folder(self, path, columns, schema)
             return read_parquet_file(path, columns, schema)
-        self.counts.get += 2   # footer and data (small files: one ranged GET each)
+        self.counts.get += 2  # footer and data (small files: one ranged GET each)
         try:
             try:
                 source = self.fs.open_input_file(path)
-            except (FileNotFoundError, IsADirectoryError):   # no such object: a folder of parts, or nothing
+            except (FileNotFoundError, IsADirectoryError):  # no such object: a folder of parts, or nothing
                 return read_folder(self, path, columns, schema)
             with source:
                 return read_parquet_file(source, columns, schema)
@@ -374,7 +385,7 @@ class Storage:
         try:
             for i in range(0, len(keys), 1000):
                 self.counts.delete += 1
-                obstore.delete(self.store, keys[i:i + 1000])
+                obstore.delete(self.store, keys[i : i + 1000])
         except FileNotFoundError:
             pass
         except Exception as exc:

@@ -23,12 +23,18 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from compaction_assets import settings
-from compaction_assets.errors import (ConflictError, CorruptLogError, LeaseLostError, LockedError, StorageError,
-                                      UnknownLogError)
+from compaction_assets.errors import (
+    ConflictError,
+    CorruptLogError,
+    LeaseLostError,
+    LockedError,
+    StorageError,
+    UnknownLogError,
+)
 from compaction_assets.store.fs import Storage, Version, remove_empty_dirs
 from compaction_assets.store.lock_holder import LockHolder
 from compaction_assets.store.manifest import Attempt, Manifest, side_files
@@ -36,7 +42,7 @@ from compaction_assets.store.names import parse_log_name
 
 KEEP_VERSIONS = 5
 DEFAULT_GC_GRACE_S = 600.0
-CLOCK_SLACK_MS = 60_000   # file times against lease times (another host's clock, coarse mtimes)
+CLOCK_SLACK_MS = 60_000  # file times against lease times (another host's clock, coarse mtimes)
 
 
 def wall_ms() -> int:
@@ -45,8 +51,7 @@ def wall_ms() -> int:
 
 
 class LogStore:
-    def __init__(self, root: str, *, lock_ttl_s: float | None = None,
-                 gc_grace_s: float = DEFAULT_GC_GRACE_S):
+    def __init__(self, root: str, *, lock_ttl_s: float | None = None, gc_grace_s: float = DEFAULT_GC_GRACE_S):
         self.storage = Storage.open(root)
         self.location = root
         # the lease expiry: COMPACTION_LOCK_TTL_SECONDS unless the caller gives one
@@ -58,7 +63,7 @@ class LogStore:
         st = self.storage
         return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
 
-    def log(self, name: str, *, must_exist: bool = False) -> "LogHandle":
+    def log(self, name: str, *, must_exist: bool = False) -> LogHandle:
         """The log `name` (refused unless `<topic>-<partition>`: names become paths, so every handle's
         name is checked here, the one place that turns a name into a handle)."""
         topic, partition = parse_log_name(name)
@@ -88,7 +93,7 @@ class LogHandle:
         self.partition = partition
         self.st = store.storage
         self.dir = self.st.join(name)
-        self._held: dict[str, "Lease"] = {}     # leases this handle holds now, by kind (they fence commits)
+        self._held: dict[str, Lease] = {}  # leases this handle holds now, by kind (they fence commits)
         # one handle may serve threads at once (an ingestion and a cleaning of the same log): one takes or
         # drops a lease while another's commit reads them
         self._held_guard = threading.Lock()
@@ -134,7 +139,7 @@ class LogHandle:
                     raise ValueError(f"manifest {v} names version {m.version} of log {m.log!r}")
                 return m
             except FileNotFoundError:
-                continue   # trimmed by a newer commit between our listing and our read
+                continue  # trimmed by a newer commit between our listing and our read
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 errors.append(f"version {v}: {exc}")
         if not errors:
@@ -169,8 +174,12 @@ class LogHandle:
         stands); None when another writer committed that version first."""
         if new is None:
             return attempt.current
-        new = new.with_(version=attempt.current.version + 1, log=self.name, committed_ms=wall_ms(),
-                        fence=attempt.fence if attempt.fence else new.fence)
+        new = new.with_(
+            version=attempt.current.version + 1,
+            log=self.name,
+            committed_ms=wall_ms(),
+            fence=attempt.fence if attempt.fence else new.fence,
+        )
         if not self.st.create_exclusive(self.path(f"_log/{new.version:020d}.json"), new.to_json()):
             return None
         self._trim_versions(new.version)
@@ -205,7 +214,7 @@ class LogHandle:
                 try:
                     out.update(int(v) for v in json.loads(self.st.read_bytes(self.path(f"_pins/{name}"))))
                 except (OSError, ValueError, TypeError):
-                    continue   # a pin being replaced: the versions stay until the next trim
+                    continue  # a pin being replaced: the versions stay until the next trim
         return out
 
     def recent_manifests(self) -> list[Manifest]:
@@ -269,11 +278,15 @@ class LogHandle:
                 base = path.rsplit("/", 1)[-1]
                 if top == "_log" and not base.startswith(".tmp-"):
                     continue
-                if path in keep or any(path.startswith(k + "/") for k in keep) or \
-                        (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs):
+                if (
+                    path in keep
+                    or any(path.startswith(k + "/") for k in keep)
+                    or (base.startswith("_SUCCESS") and os.path.dirname(path) in keep_dirs)
+                ):
                     continue
-                if mtime is not None and (now - mtime < grace_ms or
-                                          (in_flight_since is not None and mtime >= in_flight_since)):
+                if mtime is not None and (
+                    now - mtime < grace_ms or (in_flight_since is not None and mtime >= in_flight_since)
+                ):
                     continue
                 self.st.delete(path)
                 removed.append(path)
@@ -301,24 +314,30 @@ class Lease:
         self.epoch = 0
         self.version: Version | None = None
         self.lost = False
-        self._mutex = threading.Lock()           # the heartbeat and `check` share `version`
+        self._mutex = threading.Lock()  # the heartbeat and `check` share `version`
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _body(self) -> bytes:
-        return LockHolder(owner=self.owner, pid=os.getpid(), host=socket.gethostname(), purpose=self.purpose,
-                          acquired_ms=self.acquired_ms, epoch=self.epoch,
-                          expires_ms=wall_ms() + self.ttl_ms).to_json()
+        return LockHolder(
+            owner=self.owner,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            purpose=self.purpose,
+            acquired_ms=self.acquired_ms,
+            epoch=self.epoch,
+            expires_ms=wall_ms() + self.ttl_ms,
+        ).to_json()
 
     def acquire(self) -> None:
         st = self.h.st
         st.makedirs(self.h.path("_locks"))
-        self.acquired_ms = wall_ms()     # kept by renewals: what was written since is the holder's
+        self.acquired_ms = wall_ms()  # kept by renewals: what was written since is the holder's
         for _ in range(3):
             # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
             try:
                 fence = int(self.h.manifest().fence.get(self.kind, 0))
-            except CorruptLogError:   # the holder is about to report or repair it; no epoch committed is known
+            except CorruptLogError:  # the holder is about to report or repair it; no epoch committed is known
                 fence = 0
             self.epoch = fence + 1
             created = st.create_versioned(self.path, self._body())
@@ -332,13 +351,14 @@ class Lease:
                 continue
             holder = LockHolder.from_json(data)
             if holder is None:
-                holder, seen = LockHolder(), None   # a torn or foreign lock object: expired
+                holder, seen = LockHolder(), None  # a torn or foreign lock object: expired
             if holder.expires_ms > wall_ms():
                 left = (holder.expires_ms - wall_ms()) / 1000
                 raise LockedError(
                     f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.owner} "
                     f"(pid {holder.pid} on {holder.host}, {holder.purpose or 'no purpose given'}); "
-                    f"the lease expires in {left:.0f}s unless its holder renews it")
+                    f"the lease expires in {left:.0f}s unless its holder renews it"
+                )
             # An expired lease: its holder died or stalled. Take it over only if nobody renewed or took
             # it meanwhile (a replace of exactly the version read), with a higher epoch.
             self.epoch = max(self.epoch, holder.epoch + 1)
@@ -373,7 +393,8 @@ class Lease:
         self.lost = True
         raise LeaseLostError(
             f"log {self.h.name!r}: the {self.kind} lease of {self.owner} was taken over by another writer "
-            f"(it expired while this one stalled); nothing more of this change is committed")
+            f"(it expired while this one stalled); nothing more of this change is committed"
+        )
 
     def _start_heartbeat(self) -> None:
         def beat() -> None:
@@ -381,8 +402,9 @@ class Lease:
                 try:
                     if not self.renew():
                         return
-                except Exception:   # a store hiccup: try again at the next beat, the lease lasts 3 beats
+                except Exception:  # a store hiccup: try again at the next beat, the lease lasts 3 beats
                     continue
+
         self._thread = threading.Thread(target=beat, name=f"lease-{self.h.name}-{self.kind}", daemon=True)
         self._thread.start()
 

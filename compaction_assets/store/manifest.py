@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Iterable, NamedTuple
+from typing import Any, NamedTuple
 
 FORMAT = 1
 
@@ -23,15 +24,16 @@ def new_id() -> str:
 
 class Horizon(NamedTuple):
     """Kept tombstones of a segment that share a delete horizon (a tuple in the manifest's JSON)."""
-    horizon: int    # the delete horizon (ms)
-    count: int      # tombstones carrying it
-    lo: int         # the lowest offset among them
-    hi: int         # the highest
+
+    horizon: int  # the delete horizon (ms)
+    count: int  # tombstones carrying it
+    lo: int  # the lowest offset among them
+    hi: int  # the highest
 
 
 @dataclass(frozen=True)
 class FileRef:
-    name: str                 # path relative to the log's folder
+    name: str  # path relative to the log's folder
     records: int
     stamp: int | None = None  # horizon for tombstones of this file that carry none in their row
 
@@ -43,14 +45,14 @@ class Segment:
     next_offset: int
     files: tuple[FileRef, ...] = ()
     records: int = 0
-    size: int = 0                      # logical bytes (SPEC §4)
+    size: int = 0  # logical bytes (SPEC §4)
     min_ts: int | None = None
     max_ts: int | None = None
-    first_ts: int | None = None        # timestamp of the first record
-    min_pos_ts: int | None = None      # earliest timestamp > 0 (SPEC §5)
+    first_ts: int | None = None  # timestamp of the first record
+    min_pos_ts: int | None = None  # earliest timestamp > 0 (SPEC §5)
     tombstones: int = 0
     horizons: tuple[Horizon, ...] = ()
-    dead: int = 0                      # rows of its files listed in the log's deletion vector
+    dead: int = 0  # rows of its files listed in the log's deletion vector
 
     @property
     def empty(self) -> bool:
@@ -71,9 +73,14 @@ class Segment:
         return d
 
     @classmethod
-    def from_json(cls, decision: dict[str, Any]) -> "Segment":
-        return cls(**{**decision, "files": tuple(FileRef(**f) for f in decision.get("files", [])),
-                      "horizons": tuple(Horizon(*(int(x) for x in h)) for h in decision.get("horizons", []))})
+    def from_json(cls, decision: dict[str, Any]) -> Segment:
+        return cls(
+            **{
+                **decision,
+                "files": tuple(FileRef(**f) for f in decision.get("files", [])),
+                "horizons": tuple(Horizon(*(int(x) for x in h)) for h in decision.get("horizons", [])),
+            }
+        )
 
 
 def _min(values: Iterable[int | None]) -> int | None:
@@ -101,13 +108,20 @@ def combine(segments: list[Segment]) -> Segment:
     """One logical segment made of consecutive segments (SPEC §6 merging)."""
     first = next((s.first_ts for s in segments if not s.empty), None)
     return Segment(
-        id=new_id(), base_offset=segments[0].base_offset, next_offset=segments[-1].next_offset,
+        id=new_id(),
+        base_offset=segments[0].base_offset,
+        next_offset=segments[-1].next_offset,
         files=tuple(f for s in segments for f in s.files),
-        records=sum(s.records for s in segments), size=sum(s.size for s in segments),
-        min_ts=_min(s.min_ts for s in segments), max_ts=_max(s.max_ts for s in segments),
-        first_ts=first, min_pos_ts=_min(s.min_pos_ts for s in segments),
+        records=sum(s.records for s in segments),
+        size=sum(s.size for s in segments),
+        min_ts=_min(s.min_ts for s in segments),
+        max_ts=_max(s.max_ts for s in segments),
+        first_ts=first,
+        min_pos_ts=_min(s.min_pos_ts for s in segments),
         tombstones=sum(s.tombstones for s in segments),
-        horizons=merge_horizons(*(s.horizons for s in segments)), dead=sum(s.dead for s in segments))
+        horizons=merge_horizons(*(s.horizons for s in segments)),
+        dead=sum(s.dead for s in segments),
+    )
 
 
 def side_files(side: dict[str, Any] | None) -> list[str]:
@@ -121,23 +135,25 @@ def side_files(side: dict[str, Any] | None) -> list[str]:
 @dataclass(frozen=True)
 class Hold:
     """A kept tombstone that a record above it would otherwise bring back (SPEC §6 guard)."""
-    offset: int     # the tombstone's offset
-    horizon: int    # its delete horizon
-    until: int      # highest offset of a record of its key that loses to it
+
+    offset: int  # the tombstone's offset
+    horizon: int  # its delete horizon
+    until: int  # highest offset of a record of its key that loses to it
 
 
 @dataclass(frozen=True)
 class Uncleanable:
     """A log's mark after a cleaning its own data failed: planners skip the log until a success or an operator."""
-    error: str      # the failure, on one line
-    since_ms: int   # wall clock (ms) when the log was marked
+
+    error: str  # the failure, on one line
+    since_ms: int  # wall clock (ms) when the log was marked
 
     def to_json(self) -> dict[str, Any]:
         """The mark as the manifest's JSON holds it: {"error", "since_ms"}."""
         return {"error": self.error, "since_ms": self.since_ms}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Uncleanable | None":
+    def from_json(cls, data: dict[str, Any] | None) -> Uncleanable | None:
         """The mark from the manifest's JSON (None: the log is not marked)."""
         return None if data is None else cls(error=data["error"], since_ms=data["since_ms"])
 
@@ -145,15 +161,16 @@ class Uncleanable:
 @dataclass(frozen=True)
 class LastCleaning:
     """The last cleaning's summary: when and why it ran, the range it cleaned and its totals."""
-    now: int | None                              # the cleaning's `now` (ms), which names its run
-    reason: str | None                           # why it ran (the planner's reason, "forced"), or None
+
+    now: int | None  # the cleaning's `now` (ms), which names its run
+    reason: str | None  # why it ran (the planner's reason, "forced"), or None
     first_dirty_offset: int | None = None
     first_uncleanable_offset: int | None = None
-    dirty_ratio: float | None = None             # the log's dirty ratio when it was planned
+    dirty_ratio: float | None = None  # the log's dirty ratio when it was planned
     files_rewritten: int | None = None
-    finished_ms: int | None = None               # wall clock (ms) when it committed
-    unique_keys_below: int | None = None         # below this offset it left one visible record per key
-    figures: dict[str, int | float] = field(default_factory=dict)   # its totals (CleaningStats), by name
+    finished_ms: int | None = None  # wall clock (ms) when it committed
+    unique_keys_below: int | None = None  # below this offset it left one visible record per key
+    figures: dict[str, int | float] = field(default_factory=dict)  # its totals (CleaningStats), by name
 
     def to_json(self) -> dict[str, Any]:
         """The summary as the manifest's JSON holds it: one object, the totals beside the other fields; an
@@ -163,14 +180,17 @@ class LastCleaning:
         return dict(sorted({**self.figures, **kept}.items()))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "LastCleaning | None":
+    def from_json(cls, data: dict[str, Any] | None) -> LastCleaning | None:
         """The summary from the manifest's JSON (None: the log was never cleaned)."""
         if data is None:
             return None
         named = {f.name for f in fields(cls)} - {"figures"}
-        return cls(now=data.get("now"), reason=data.get("reason"),
-                   **{k: v for k, v in data.items() if k in named - {"now", "reason"}},
-                   figures={k: v for k, v in data.items() if k not in named})
+        return cls(
+            now=data.get("now"),
+            reason=data.get("reason"),
+            **{k: v for k, v in data.items() if k in named - {"now", "reason"}},
+            figures={k: v for k, v in data.items() if k not in named},
+        )
 
 
 @dataclass(frozen=True)
@@ -182,22 +202,22 @@ class Manifest:
     checkpoint: int = 0
     segments: tuple[Segment, ...] = ()
     holds: tuple[Hold, ...] = ()
-    remembered: dict[str, Any] | None = None        # {"file", "count", "min_expiry"}
-    tombstone_index: dict[str, Any] | None = None   # {"file", "count"}
+    remembered: dict[str, Any] | None = None  # {"file", "count", "min_expiry"}
+    tombstone_index: dict[str, Any] | None = None  # {"file", "count"}
     # Deletion vector: offsets a cleaning removed from files it did not rewrite {"files", "count"}; each
     # incremental cleaning adds a folder of its new entries (see `side_files`)
     deleted: dict[str, Any] | None = None
     uncleanable: Uncleanable | None = None
     last_cleaning: LastCleaning | None = None
     invalid_records: int = 0
-    ingested: tuple[str, ...] = ()                  # landing files already appended (idempotent ingestion)
+    ingested: tuple[str, ...] = ()  # landing files already appended (idempotent ingestion)
     committed_ms: int = 0
     # per lease kind, the highest lease epoch that committed: a lease older than it is fenced off
     fence: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def empty(cls, log: str) -> "Manifest":
+    def empty(cls, log: str) -> Manifest:
         return cls(log=log, segments=(Segment("initial", 0, 0),))
 
     @property
@@ -233,26 +253,34 @@ class Manifest:
     def files(self) -> list[FileRef]:
         return [f for s in self.segments for f in s.files]
 
-    def with_(self, **changes: Any) -> "Manifest":
+    def with_(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
 
     def to_json(self) -> bytes:
         d = {
-            "format": FORMAT, "log": self.log, "version": self.version,
-            "log_start_offset": self.log_start_offset, "log_end_offset": self.log_end_offset,
-            "checkpoint": self.checkpoint, "segments": [s.to_json() for s in self.segments],
-            "holds": [asdict(h) for h in self.holds], "remembered": self.remembered,
-            "tombstone_index": self.tombstone_index, "deleted": self.deleted,
+            "format": FORMAT,
+            "log": self.log,
+            "version": self.version,
+            "log_start_offset": self.log_start_offset,
+            "log_end_offset": self.log_end_offset,
+            "checkpoint": self.checkpoint,
+            "segments": [s.to_json() for s in self.segments],
+            "holds": [asdict(h) for h in self.holds],
+            "remembered": self.remembered,
+            "tombstone_index": self.tombstone_index,
+            "deleted": self.deleted,
             "uncleanable": None if self.uncleanable is None else self.uncleanable.to_json(),
             "last_cleaning": None if self.last_cleaning is None else self.last_cleaning.to_json(),
             "invalid_records": self.invalid_records,
-            "ingested": list(self.ingested), "committed_ms": self.committed_ms, "fence": self.fence,
+            "ingested": list(self.ingested),
+            "committed_ms": self.committed_ms,
+            "fence": self.fence,
             "extra": self.extra,
         }
         return json.dumps(d, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_json(cls, data: bytes) -> "Manifest":
+    def from_json(cls, data: bytes) -> Manifest:
         d = json.loads(data.decode("utf-8"))
         if d.get("format") != FORMAT:
             raise ValueError(f"unsupported manifest format {d.get('format')!r}")
@@ -272,5 +300,6 @@ class Manifest:
 class Attempt(NamedTuple):
     """One try at a log's next version (`LogHandle.attempts`): the newest manifest, and the lease epochs
     a commit on top of it records (its fence)."""
+
     current: Manifest
     fence: dict[str, int]

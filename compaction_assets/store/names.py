@@ -18,10 +18,13 @@ def check_topic(topic: object, source: str = "topic name") -> str:
     if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic) or topic in (".", ".."):
         raise LogNameError(
             f"{source} {topic!r} is not a valid Kafka topic name "
-            "(1-249 characters of a-z A-Z 0-9 . _ -, not '.' or '..')")
+            "(1-249 characters of a-z A-Z 0-9 . _ -, not '.' or '..')"
+        )
     if topic in RESERVED_TOPICS:
-        raise LogNameError(f"{source} {topic!r} is reserved: the store keeps its configuration defaults under "
-                           "that name (choose another topic name)")
+        raise LogNameError(
+            f"{source} {topic!r} is reserved: the store keeps its configuration defaults under "
+            "that name (choose another topic name)"
+        )
     return topic
 
 

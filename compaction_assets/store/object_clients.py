@@ -20,6 +20,7 @@ RETRY_TIMEOUT = timedelta(seconds=20)
 @dataclass
 class RequestCounts:
     """Object-store requests made through one Storage (HEAD counts as a GET: it is billed as one)."""
+
     get: int = 0
     put: int = 0
     list: int = 0
@@ -29,12 +30,13 @@ class RequestCounts:
         """All requests."""
         return self.get + self.put + self.list + self.delete
 
-    def minus(self, before: "RequestCounts") -> "RequestCounts":
+    def minus(self, before: RequestCounts) -> RequestCounts:
         """The requests made since `before` (a copy taken earlier)."""
-        return RequestCounts(self.get - before.get, self.put - before.put, self.list - before.list,
-                             self.delete - before.delete)
+        return RequestCounts(
+            self.get - before.get, self.put - before.put, self.list - before.list, self.delete - before.delete
+        )
 
-    def copy(self) -> "RequestCounts":
+    def copy(self) -> RequestCounts:
         """A snapshot of the counts."""
         return RequestCounts(self.get, self.put, self.list, self.delete)
 
@@ -48,14 +50,28 @@ def open_clients(scheme: str, bucket: str, location: str):
     try:
         if scheme == "s3":
             so = settings.current().object_store
-            config = {k: v for k, v in {"endpoint": so.endpoint_url, "access_key_id": so.access_key_id,
-                                        "secret_access_key": so.secret_access_key, "token": so.session_token,
-                                        "region": so.region}.items() if v}
+            config = {
+                k: v
+                for k, v in {
+                    "endpoint": so.endpoint_url,
+                    "access_key_id": so.access_key_id,
+                    "secret_access_key": so.secret_access_key,
+                    "token": so.session_token,
+                    "region": so.region,
+                }.items()
+                if v
+            }
             client_options["allow_http"] = so.allow_http
             store = from_url(f"s3://{bucket}", config=config, client_options=client_options, retry_config=retry)
-            fs = pafs.S3FileSystem(access_key=so.access_key_id, secret_key=so.secret_access_key,
-                                   session_token=so.session_token, region=so.region or "us-east-1",
-                                   endpoint_override=so.endpoint_url, connect_timeout=5, request_timeout=60)
+            fs = pafs.S3FileSystem(
+                access_key=so.access_key_id,
+                secret_key=so.secret_access_key,
+                session_token=so.session_token,
+                region=so.region or "us-east-1",
+                endpoint_override=so.endpoint_url,
+                connect_timeout=5,
+                request_timeout=60,
+            )
         else:
             store = from_url(f"{scheme}://{bucket}", client_options=client_options, retry_config=retry)
             fs, _ = pafs.FileSystem.from_uri(location)
@@ -70,10 +86,17 @@ def describe_error(location: str, exc: BaseException, key: str) -> str:
     name = type(exc).__name__
     text = str(exc)
     where = f" (object {key})" if key else ""
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or "403" in text or "AccessDenied" in text \
-            or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text:
-        return (f"store {location}: access denied{where}; check the credentials "
-                f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the cloud's own variables)")
+    if (
+        name in ("PermissionDeniedError", "UnauthenticatedError")
+        or "403" in text
+        or "AccessDenied" in text
+        or "InvalidAccessKeyId" in text
+        or "SignatureDoesNotMatch" in text
+    ):
+        return (
+            f"store {location}: access denied{where}; check the credentials "
+            f"(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the cloud's own variables)"
+        )
     if "NoSuchBucket" in text or "bucket does not exist" in text.lower():
         return f"store {location}: the bucket does not exist"
     if "connect" in text.lower() or "timed out" in text.lower() or "dns" in text.lower():

@@ -23,7 +23,7 @@ from compaction_assets.store.names import check_topic
 
 TABLES_FOLDER = "_tables"
 LOCAL_CATALOGS_FOR_OBJECT_STORES = os.path.join("var", "tables")
-TOPIC_PROPERTY = "compaction.topic"   # the table's topic, as Kafka names it (the table name maps it)
+TOPIC_PROPERTY = "compaction.topic"  # the table's topic, as Kafka names it (the table name maps it)
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
@@ -34,6 +34,7 @@ class TableError(CompactionError):
 @dataclass(frozen=True)
 class CatalogLocation:
     """A resolved catalog: its pyiceberg type and properties, and the warehouse's URI."""
+
     catalog_type: str
     uri: str
     warehouse: str
@@ -55,9 +56,14 @@ class CatalogLocation:
 def _s3_io_properties() -> tuple[tuple[str, str], ...]:
     """pyiceberg's S3 file IO with the store's own S3 settings (pyarrow's S3, as the store uses)."""
     so = settings.current().object_store
-    props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO", "s3.endpoint": so.endpoint_url,
-             "s3.access-key-id": so.access_key_id, "s3.secret-access-key": so.secret_access_key,
-             "s3.session-token": so.session_token, "s3.region": so.region or "us-east-1"}
+    props = {
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+        "s3.endpoint": so.endpoint_url,
+        "s3.access-key-id": so.access_key_id,
+        "s3.secret-access-key": so.secret_access_key,
+        "s3.session-token": so.session_token,
+        "s3.region": so.region or "us-east-1",
+    }
     return tuple((k, v) for k, v in props.items() if v)
 
 
@@ -95,7 +101,7 @@ def open_catalog(location: CatalogLocation):
         if catalog is not None:
             return catalog
         if location.uri.startswith("sqlite:///"):
-            os.makedirs(os.path.dirname(location.uri[len("sqlite:///"):]) or ".", exist_ok=True)
+            os.makedirs(os.path.dirname(location.uri[len("sqlite:///") :]) or ".", exist_ok=True)
         catalog = _load_catalog(location)
         _CATALOGS[location] = catalog
         return catalog
@@ -111,10 +117,12 @@ def _load_catalog(location: CatalogLocation, attempts: int = 5):
             if (location.namespace,) not in catalog.list_namespaces():
                 catalog.create_namespace_if_not_exists(location.namespace)
             return catalog
-        except Exception as exc:   # every driver and client has its own errors: one line for all of them
+        except Exception as exc:  # every driver and client has its own errors: one line for all of them
             if attempt == attempts - 1 or not _racing(exc):
-                raise TableError(f"cannot reach the table {location.describe()}: {_first_line(exc)} "
-                                 "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)") from None
+                raise TableError(
+                    f"cannot reach the table {location.describe()}: {_first_line(exc)} "
+                    "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)"
+                ) from None
             time.sleep(0.1 * (attempt + 1))
 
 
@@ -129,8 +137,9 @@ def table_name(topic: str) -> str:
     check_topic(topic)
     name = topic.replace(".", "_")
     if not _NAME_RE.fullmatch(name):
-        raise TableError(f"topic {topic!r} maps to table name {name!r} (each '.' becomes '_'), which is not "
-                         "a valid table name")
+        raise TableError(
+            f"topic {topic!r} maps to table name {name!r} (each '.' becomes '_'), which is not a valid table name"
+        )
     return name
 
 
@@ -141,4 +150,4 @@ def identifier(location: CatalogLocation, topic: str) -> str:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
-    return (text.splitlines()[0][:300] if text else type(exc).__name__)
+    return text.splitlines()[0][:300] if text else type(exc).__name__

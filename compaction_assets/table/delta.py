@@ -28,15 +28,18 @@ def _position_delete_schema():
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    return Schema(NestedField(2147483546, "file_path", StringType(), required=True),
-                  NestedField(2147483545, "pos", LongType(), required=True))
+    return Schema(
+        NestedField(2147483546, "file_path", StringType(), required=True),
+        NestedField(2147483545, "pos", LongType(), required=True),
+    )
 
 
 @dataclass(frozen=True)
 class LiveRows:
     """A log partition's live rows in the table (deletes applied): key, offset, data file index, position."""
-    rows: pa.Table                  # key, offset, file, pos
-    files: list                     # the DataFile of each file index
+
+    rows: pa.Table  # key, offset, file, pos
+    files: list  # the DataFile of each file index
 
 
 def plan_by_partition(table, partitions: list[int]) -> dict[int, list]:
@@ -62,8 +65,12 @@ def live_rows(table, tasks: list) -> LiveRows:
         with io.new_input(task.file.file_path).open() as f:
             rows = pq.read_table(f, columns=["key", "offset"])
         positions = pa.array(np.arange(len(rows), dtype=np.int64))
-        deleted = [d for delete in task.delete_files for d in [_read_deletes(io, delete).get(task.file.file_path)]
-                   if d is not None]
+        deleted = [
+            d
+            for delete in task.delete_files
+            for d in [_read_deletes(io, delete).get(task.file.file_path)]
+            if d is not None
+        ]
         rows = rows.append_column("file", pa.array(np.full(len(rows), len(files), dtype=np.int32)))
         rows = rows.append_column("pos", positions)
         if deleted:
@@ -71,8 +78,14 @@ def live_rows(table, tasks: list) -> LiveRows:
             rows = rows.filter(pc.invert(pc.is_in(positions, value_set=masked.combine_chunks())))
         parts.append(rows.select(["key", "offset", "file", "pos"]))
         files.append(task.file)
-    empty = pa.table({"key": pa.array([], pa.binary()), "offset": pa.array([], pa.int64()),
-                      "file": pa.array([], pa.int32()), "pos": pa.array([], pa.int64())})
+    empty = pa.table(
+        {
+            "key": pa.array([], pa.binary()),
+            "offset": pa.array([], pa.int64()),
+            "file": pa.array([], pa.int32()),
+            "pos": pa.array([], pa.int64()),
+        }
+    )
     return LiveRows(pa.concat_tables([p.cast(empty.schema) for p in parts]) if parts else empty, files)
 
 
@@ -84,17 +97,26 @@ def write_position_deletes(io, data_file, positions: pa.Array):
 
     schema = _position_delete_schema()
     ordered = positions.take(pc.array_sort_indices(positions)).cast(pa.int64())
-    rows = pa.Table.from_arrays([pa.array([data_file.file_path] * len(ordered), pa.string()), ordered],
-                                schema=schema_to_pyarrow(schema))
+    rows = pa.Table.from_arrays(
+        [pa.array([data_file.file_path] * len(ordered), pa.string()), ordered], schema=schema_to_pyarrow(schema)
+    )
     folder = data_file.file_path.rsplit("/", 1)[0]
     output = io.new_output(f"{folder}/{uuid.uuid4()}-deletes.parquet")
     writer = FileFormatFactory.get(FileFormat.PARQUET).create_writer(output, schema, DELETE_FILE_PROPERTIES)
     with writer:
         writer.write(rows)
-    return DataFile.from_args(content=DataFileContent.POSITION_DELETES, file_path=output.location,
-                              file_format=FileFormat.PARQUET, partition=data_file.partition,
-                              file_size_in_bytes=len(output), sort_order_id=None, spec_id=data_file.spec_id,
-                              equality_ids=None, key_metadata=None, **writer.result().to_serialized_dict())
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=output.location,
+        file_format=FileFormat.PARQUET,
+        partition=data_file.partition,
+        file_size_in_bytes=len(output),
+        sort_order_id=None,
+        spec_id=data_file.spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **writer.result().to_serialized_dict(),
+    )
 
 
 def _delete_manifest_writer(producer, spec):
@@ -109,8 +131,9 @@ def _delete_manifest_writer(producer, spec):
         def _meta(self) -> dict[str, str]:
             return {**super()._meta, "content": "deletes"}
 
-    return DeleteManifestWriter(spec, producer.schema(), producer.new_manifest_output(), producer.snapshot_id,
-                                producer._compression)
+    return DeleteManifestWriter(
+        spec, producer.schema(), producer.new_manifest_output(), producer.snapshot_id, producer._compression
+    )
 
 
 def row_delta(tx, properties: dict[str, str], added: list, removed: set[str]):
@@ -132,12 +155,18 @@ def row_delta(tx, properties: dict[str, str], added: list, removed: set[str]):
 
         def _new_manifest(self, content, files: list):
             spec = self._transaction.table_metadata.spec()
-            writer = (_delete_manifest_writer(self, spec) if content == ManifestContent.DELETES
-                      else self.new_manifest_writer(spec))
+            writer = (
+                _delete_manifest_writer(self, spec)
+                if content == ManifestContent.DELETES
+                else self.new_manifest_writer(spec)
+            )
             with writer:
                 for f in files:
-                    writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id,
-                                                       data_file=f))
+                    writer.add(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id, data_file=f
+                        )
+                    )
             return writer.to_manifest_file()
 
         def _kept(self, manifest):
@@ -146,8 +175,11 @@ def row_delta(tx, properties: dict[str, str], added: list, removed: set[str]):
             if not gone:
                 return manifest
             spec = self.spec(manifest.partition_spec_id)
-            writer = (_delete_manifest_writer(self, spec) if manifest.content == ManifestContent.DELETES
-                      else self.new_manifest_writer(spec))
+            writer = (
+                _delete_manifest_writer(self, spec)
+                if manifest.content == ManifestContent.DELETES
+                else self.new_manifest_writer(spec)
+            )
             with writer:
                 for e in entries:
                     (writer.delete if e.data_file.file_path in removed else writer.existing)(e)
@@ -159,13 +191,23 @@ def row_delta(tx, properties: dict[str, str], added: list, removed: set[str]):
             deletes = [f for f in added if f.content == DataFileContent.POSITION_DELETES]
             out = [self._new_manifest(ManifestContent.DATA, data)] if data else []
             out += [self._new_manifest(ManifestContent.DELETES, deletes)] if deletes else []
-            parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id) \
-                if self._parent_snapshot_id is not None else None
-            kept = [m for m in parent.manifests(self._io) if m.has_added_files() or m.has_existing_files()] \
-                if parent is not None else []   # a manifest of removed entries only is dropped a commit later
+            parent = (
+                self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+                if self._parent_snapshot_id is not None
+                else None
+            )
+            kept = (
+                [m for m in parent.manifests(self._io) if m.has_added_files() or m.has_existing_files()]
+                if parent is not None
+                else []
+            )  # a manifest of removed entries only is dropped a commit later
             return out + ([self._kept(m) for m in kept] if removed else kept)
 
-    producer = RowDelta(Operation.OVERWRITE if tx.table_metadata.current_snapshot() else Operation.APPEND,
-                        tx, tx._table.io, snapshot_properties=properties)
-    producer._added_data_files = list(added)   # the summary counts data and delete files from it
+    producer = RowDelta(
+        Operation.OVERWRITE if tx.table_metadata.current_snapshot() else Operation.APPEND,
+        tx,
+        tx._table.io,
+        snapshot_properties=properties,
+    )
+    producer._added_data_files = list(added)  # the summary counts data and delete files from it
     return producer

@@ -20,13 +20,14 @@ from urllib.parse import urlparse
 
 from compaction_assets.store.fs import Storage
 
-ORPHAN_GRACE_MS = 600_000     # a file younger than this may be a commit in flight (the store's GC grace)
+ORPHAN_GRACE_MS = 600_000  # a file younger than this may be a commit in flight (the store's GC grace)
 REMOVABLE = ("/data/", "/metadata/")
 
 
 @dataclass(frozen=True)
 class ExpiryResult:
     """Snapshots expired and unreachable files removed by one expiry."""
+
     snapshots_expired: int = 0
     files_removed: int = 0
 
@@ -61,28 +62,31 @@ def remove_unreachable(table, now_ms: int, grace_ms: int = ORPHAN_GRACE_MS) -> i
     keep = reachable_files(table)
     removed = 0
     for path, mtime in st.list_files_with_mtime(st.root):
-        rel = path[len(st.root):]
-        if path in keep or not rel.startswith(REMOVABLE) or rel.endswith(".metadata.json") \
-                or mtime > now_ms - grace_ms:
+        rel = path[len(st.root) :]
+        if path in keep or not rel.startswith(REMOVABLE) or rel.endswith(".metadata.json") or mtime > now_ms - grace_ms:
             continue
         st.delete(path)
         removed += 1
     return removed
 
 
-def expire(table, now_ms: int, retention_ms: int, *, grace_ms: int = ORPHAN_GRACE_MS,
-           failed_attempts: bool = False) -> ExpiryResult:
+def expire(
+    table, now_ms: int, retention_ms: int, *, grace_ms: int = ORPHAN_GRACE_MS, failed_attempts: bool = False
+) -> ExpiryResult:
     """Expire the snapshots older than `retention_ms` at `now_ms` (never the current one), then remove
     what no snapshot reaches any more (also after commits that lost a race and left files)."""
     from pyiceberg.exceptions import CommitFailedException
 
     current = table.current_snapshot()
-    old = [s.snapshot_id for s in table.metadata.snapshots
-           if s.timestamp_ms < now_ms - retention_ms and (current is None or s.snapshot_id != current.snapshot_id)]
+    old = [
+        s.snapshot_id
+        for s in table.metadata.snapshots
+        if s.timestamp_ms < now_ms - retention_ms and (current is None or s.snapshot_id != current.snapshot_id)
+    ]
     if old:
         try:
             table.maintenance.expire_snapshots().by_ids(old).commit()
-        except CommitFailedException:   # a concurrent commit: the next run expires them
+        except CommitFailedException:  # a concurrent commit: the next run expires them
             return ExpiryResult()
         table = table.refresh()
     if not old and not failed_attempts:

@@ -22,16 +22,17 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from compaction_assets.errors import CompactionError
-from compaction_assets.topics.config import TopicConfig
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, state_at
+from compaction_assets.topics.config import TopicConfig
 
 
 @dataclass(frozen=True)
 class TopicOutcome:
     """One log's share of its topic's commit: its result, or the one-line error of the topic's commit."""
+
     log: str
     result: CommitResult | None = None
     error: CompactionError | None = None
@@ -46,11 +47,12 @@ class TopicBatch:
         self._guard = threading.Lock()
         self._pending: dict[str, list[LogCommit]] = {}
         self._bytes: dict[str, int] = {}
-        self._logs: dict[str, list[LogCommit]] = {}          # every log added, per topic (for the upkeep)
-        self._early: dict[str, TopicOutcome] = {}            # logs committed by a group before `commit`
+        self._logs: dict[str, list[LogCommit]] = {}  # every log added, per topic (for the upkeep)
+        self._early: dict[str, TopicOutcome] = {}  # logs committed by a group before `commit`
 
-    def add(self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None,
-            state: pa.Table | None = None) -> None:
+    def add(
+        self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None, state: pa.Table | None = None
+    ) -> None:
         """Queue the log's latest state at `manifest` (built here, in the caller's thread, when not built
         already) for its topic's commit; one line, for this log alone, when it is past the in-process bound."""
         manifest = manifest or handle.manifest()
@@ -107,5 +109,7 @@ def _merged(early: TopicOutcome | None, final: TopicOutcome) -> TopicOutcome:
     if final.result is None:
         return early
     upkeep = final.result
-    return replace(early, result=replace(early.result, expiry=upkeep.expiry, rewrite=upkeep.rewrite,
-                                         files_removed=upkeep.files_removed))
+    return replace(
+        early,
+        result=replace(early.result, expiry=upkeep.expiry, rewrite=upkeep.rewrite, files_removed=upkeep.files_removed),
+    )

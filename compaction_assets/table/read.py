@@ -11,16 +11,17 @@ from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError, identifier, locate, open_catalog
 from compaction_assets.table.commit import LOG, ROWS_ADDED, ROWS_DELETED, marks_of
 
-TIME_FROM_MS = 10**11      # an --as-of integer at least this is milliseconds since the epoch; below, a log version
+TIME_FROM_MS = 10**11  # an --as-of integer at least this is milliseconds since the epoch; below, a log version
 
 
 @dataclass(frozen=True)
 class SnapshotInfo:
     """One snapshot of a topic's table and what it reflects."""
+
     snapshot_id: int
     timestamp_ms: int
     operation: str
-    log: str | None                 # the logs it committed, comma-separated (None: a rewrite, or not the product's)
+    log: str | None  # the logs it committed, comma-separated (None: a rewrite, or not the product's)
     log_versions: dict[str, int] = field(default_factory=dict)
     rows_added: int = 0
     rows_deleted: int = 0
@@ -35,8 +36,9 @@ def open_table(store: Storage, topic: str):
     try:
         return open_catalog(location).load_table(ident), ident
     except NoSuchTableError:
-        raise TableError(f"topic {topic!r} has no table {ident} yet (the latest_state step, or "
-                         "`compaction table commit`, writes it)") from None
+        raise TableError(
+            f"topic {topic!r} has no table {ident} yet (the latest_state step, or `compaction table commit`, writes it)"
+        ) from None
 
 
 def history(table) -> list[SnapshotInfo]:
@@ -44,9 +46,17 @@ def history(table) -> list[SnapshotInfo]:
     out = []
     for s in table.snapshots():
         props = s.summary.additional_properties
-        out.append(SnapshotInfo(s.snapshot_id, s.timestamp_ms, s.summary.operation.value, props.get(LOG),
-                                {k: v.version for k, v in marks_of(s).items()},
-                                int(props.get(ROWS_ADDED, 0)), int(props.get(ROWS_DELETED, 0))))
+        out.append(
+            SnapshotInfo(
+                s.snapshot_id,
+                s.timestamp_ms,
+                s.summary.operation.value,
+                props.get(LOG),
+                {k: v.version for k, v in marks_of(s).items()},
+                int(props.get(ROWS_ADDED, 0)),
+                int(props.get(ROWS_DELETED, 0)),
+            )
+        )
     return out
 
 
@@ -59,8 +69,10 @@ def parse_as_of(text: str) -> tuple[str, int]:
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise TableError(f"--as-of {text!r}: expected a log version, milliseconds since the epoch, or an "
-                         "ISO-8601 time such as 2026-11-26T10:00:00Z") from None
+        raise TableError(
+            f"--as-of {text!r}: expected a log version, milliseconds since the epoch, or an "
+            "ISO-8601 time such as 2026-11-26T10:00:00Z"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return "time", int(moment.timestamp() * 1000)
@@ -76,20 +88,35 @@ def snapshot_as_of(table, log: str, as_of: str) -> SnapshotInfo:
         found = [s for s in snaps if 0 < s.log_versions.get(log, 0) <= value]
     if not found:
         oldest = snaps[0] if snaps else None
-        kept = (f"the oldest kept snapshot reflects version {oldest.log_versions.get(log)} at {oldest.timestamp_ms} ms"
-                if oldest else "the table has no snapshot")
-        raise TableError(f"no snapshot of the table shows {log} as of {as_of} ({kept}; snapshots older than "
-                         "the topic's delete.retention.ms are expired)")
+        kept = (
+            f"the oldest kept snapshot reflects version {oldest.log_versions.get(log)} at {oldest.timestamp_ms} ms"
+            if oldest
+            else "the table has no snapshot"
+        )
+        raise TableError(
+            f"no snapshot of the table shows {log} as of {as_of} ({kept}; snapshots older than "
+            "the topic's delete.retention.ms are expired)"
+        )
     return found[-1]
 
 
-def scan(table, snapshot_id: int | None = None, partition: int | None = None, limit: int | None = None,
-         partitions: list[int] | None = None) -> pa.Table:
+def scan(
+    table,
+    snapshot_id: int | None = None,
+    partition: int | None = None,
+    limit: int | None = None,
+    partitions: list[int] | None = None,
+) -> pa.Table:
     """Rows of the table (of one partition, or of `partitions`, when given) at a snapshot (the current one by
     default), by partition and key."""
     from pyiceberg.expressions import AlwaysTrue, EqualTo, In
 
-    row_filter = EqualTo("partition", partition) if partition is not None else \
-        In("partition", set(partitions)) if partitions else AlwaysTrue()
+    row_filter = (
+        EqualTo("partition", partition)
+        if partition is not None
+        else In("partition", set(partitions))
+        if partitions
+        else AlwaysTrue()
+    )
     rows = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, limit=limit).to_arrow()
     return rows.sort_by([("partition", "ascending"), ("key", "ascending")])

@@ -25,8 +25,9 @@ REWRITTEN = "compaction.rewritten-buckets"
 @dataclass(frozen=True)
 class RewriteResult:
     """What one rewrite of a table's due buckets did."""
+
     buckets: int = 0
-    files_removed: int = 0          # data and delete files
+    files_removed: int = 0  # data and delete files
     files_added: int = 0
     snapshot_id: int | None = None
 
@@ -43,8 +44,11 @@ def _old_delete_files(table, before_ms: int) -> set[str]:
     for manifest in current.manifests(table.io) if current is not None else []:
         if manifest.content != ManifestContent.DELETES or times.get(manifest.min_sequence_number, 0) >= before_ms:
             continue
-        old.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-                   if by_id.get(e.snapshot_id, 0) < before_ms)
+        old.update(
+            e.data_file.file_path
+            for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+            if by_id.get(e.snapshot_id, 0) < before_ms
+        )
     return old
 
 
@@ -61,8 +65,11 @@ def due_buckets(table, partitions: list[int], now_ms: int, retention_ms: int) ->
         deletes = {d.file_path: d for t in tasks for d in t.delete_files}
         rows = sum(t.file.record_count for t in tasks)
         masked = sum(d.record_count for d in deletes.values())
-        if (masked > max(REWRITE_MASKED_SHARE * rows, REWRITE_MIN_MASKED - 1) or len(tasks) > REWRITE_MAX_DATA_FILES
-                or any(path in old for path in deletes)):
+        if (
+            masked > max(REWRITE_MASKED_SHARE * rows, REWRITE_MIN_MASKED - 1)
+            or len(tasks) > REWRITE_MAX_DATA_FILES
+            or any(path in old for path in deletes)
+        ):
             due.append(tasks)
     return due
 
@@ -90,7 +97,7 @@ def rewrite(table, partitions: list[int], now_ms: int, retention_ms: int, proper
     except CommitFailedException:
         return RewriteResult()
     except Exception as exc:
-        if "locked" in str(exc).lower():   # SQLite's writer lock: another process commits now
+        if "locked" in str(exc).lower():  # SQLite's writer lock: another process commits now
             return RewriteResult()
         raise
     return RewriteResult(len(due), len(removed), len(added), committed.current_snapshot().snapshot_id)

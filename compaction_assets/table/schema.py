@@ -23,8 +23,12 @@ from compaction_assets.table.catalog import TableError
 SCHEMA_ID_PROPERTY = "compaction.schema-id"
 IDENTIFIER_FIELDS = ("partition", "key")
 RECORD_FIELDS = [pa.field("key", pa.binary(), nullable=False), pa.field("value", pa.binary())]
-TRAILING_FIELDS = [pa.field("partition", pa.int32(), nullable=False), pa.field("offset", pa.int64(), nullable=False),
-                   pa.field("timestamp", pa.int64(), nullable=False), pa.field("headers", pa.list_(HEADER_TYPE))]
+TRAILING_FIELDS = [
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.int64(), nullable=False),
+    pa.field("headers", pa.list_(HEADER_TYPE)),
+]
 FIXED = {f.name for f in RECORD_FIELDS + TRAILING_FIELDS}
 
 
@@ -48,13 +52,14 @@ def table_rows(handle: LogHandle, state: pa.Table, partition: int) -> pa.Table:
     state = with_value_columns(handle, state)
     columns = {f.name: state.column(f.name).cast(f.type) for f in RECORD_FIELDS}
     for i in range(base, len(state.column_names)):  # a value field `partition` is `value_partition`, as
-        name, column = state.column_names[i], state.column(i)   # fields named like the others are prefixed
+        name, column = state.column_names[i], state.column(i)  # fields named like the others are prefixed
         columns["value_partition" if name == "partition" else name] = column.cast(_iceberg_type(column.type))
     columns["partition"] = pa.array(np.full(len(state), partition, dtype=np.int32))
     for f in TRAILING_FIELDS[1:]:
         columns[f.name] = state.column(f.name).cast(f.type)
-    schema = pa.schema([*RECORD_FIELDS, *[pa.field(n, columns[n].type) for n in columns if n not in FIXED],
-                        *TRAILING_FIELDS])
+    schema = pa.schema(
+        [*RECORD_FIELDS, *[pa.field(n, columns[n].type) for n in columns if n not in FIXED], *TRAILING_FIELDS]
+    )
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
@@ -68,9 +73,10 @@ def new_table_layout(schema: pa.Schema, buckets: int):
     converted = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(schema))
     ids = [converted.find_field(name).field_id for name in IDENTIFIER_FIELDS]
     iceberg = Schema(*converted.fields, identifier_field_ids=ids)
-    spec = PartitionSpec(PartitionField(source_id=ids[0], field_id=1000, transform=IdentityTransform(), name="partition"),
-                         PartitionField(source_id=ids[1], field_id=1001, transform=BucketTransform(buckets),
-                                        name="key_bucket"))
+    spec = PartitionSpec(
+        PartitionField(source_id=ids[0], field_id=1000, transform=IdentityTransform(), name="partition"),
+        PartitionField(source_id=ids[1], field_id=1001, transform=BucketTransform(buckets), name="key_bucket"),
+    )
     return iceberg, spec
 
 
@@ -79,9 +85,11 @@ def check_owned(table, ident: str) -> None:
     recorded = table.properties.get(SCHEMA_ID_PROPERTY)
     current = table.metadata.current_schema_id
     if recorded is None or int(recorded) != current:
-        raise TableError(f"table {ident}: its schema was changed outside the product (schema id {current}, "
-                         f"the product last wrote {recorded}); restore it, or drop the table to rebuild it "
-                         "from the logs")
+        raise TableError(
+            f"table {ident}: its schema was changed outside the product (schema id {current}, "
+            f"the product last wrote {recorded}); restore it, or drop the table to rebuild it "
+            "from the logs"
+        )
 
 
 def conform(tx, rows: pa.Table, ident: str) -> pa.Table:
@@ -94,8 +102,10 @@ def conform(tx, rows: pa.Table, ident: str) -> pa.Table:
             with tx.update_schema() as update:
                 update.union_by_name(pa.schema(new))
         except Exception as exc:
-            raise TableError(f"table {ident}: cannot add value fields {[f.name for f in new]}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise TableError(
+                f"table {ident}: cannot add value fields {[f.name for f in new]}: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            ) from None
         tx.set_properties({SCHEMA_ID_PROPERTY: str(tx.table_metadata.current_schema_id)})
         current = tx.table_metadata.schema().as_arrow()
     arrays = []
@@ -106,6 +116,8 @@ def conform(tx, rows: pa.Table, ident: str) -> pa.Table:
         try:
             arrays.append(rows.column(f.name).cast(f.type))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            raise TableError(f"table {ident}: column {f.name!r} is {f.type} in the table but {rows.schema.field(f.name).type} "
-                             "in this log's values; the product cannot change a column's type") from None
+            raise TableError(
+                f"table {ident}: column {f.name!r} is {f.type} in the table but {rows.schema.field(f.name).type} "
+                "in this log's values; the product cannot change a column's type"
+            ) from None
     return pa.Table.from_arrays(arrays, schema=current)

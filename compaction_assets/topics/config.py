@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from compaction_assets.errors import ConfigError
+from compaction_assets.segments.records import INT64_MAX
+from compaction_assets.store.names import check_topic
 from compaction_assets.topics.landing_settings import (
     LANDING_DEFAULTS,
+    NATIVE_LANDING,
     CdcFormat,
     FileFormat,
     LandingConfig,
     LandingFormat,
-    NATIVE_LANDING,
     parse_version_fields,
 )
-from compaction_assets.store.names import check_topic
-from compaction_assets.segments.records import INT64_MAX
 
 # The table of SPEC §2, in its order (the first invalid key in this order is the one reported).
 DEFAULTS: dict[str, Any] = {
@@ -42,9 +43,10 @@ ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS)
 
 class Strategy(StrEnum):
     """compaction.strategy: what makes a record the winner of its key (SPEC §6); compares equal to its name."""
-    OFFSET = "offset"          # the highest offset
-    TIMESTAMP = "timestamp"    # the latest timestamp, then the highest offset
-    HEADER = "header"          # the highest version in the named header, then the highest offset
+
+    OFFSET = "offset"  # the highest offset
+    TIMESTAMP = "timestamp"  # the latest timestamp, then the highest offset
+    HEADER = "header"  # the highest version in the named header, then the highest offset
 
 
 STRATEGIES = tuple(s.value for s in Strategy)
@@ -153,8 +155,7 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     max_lag_ok = _is_int(max_lag) and 1 <= max_lag <= INT64_MAX
     min_lag = _int(topic, "min.compaction.lag.ms", v["min.compaction.lag.ms"], 0, "must be >= 0")
     if max_lag_ok and min_lag > max_lag:
-        raise _fail(topic, "min.compaction.lag.ms", min_lag,
-                    f"must be <= max.compaction.lag.ms ({max_lag})")
+        raise _fail(topic, "min.compaction.lag.ms", min_lag, f"must be <= max.compaction.lag.ms ({max_lag})")
     max_lag = _int(topic, "max.compaction.lag.ms", max_lag, 1, "must be >= 1")
     retention = _int(topic, "delete.retention.ms", v["delete.retention.ms"], 0, "must be >= 0")
     seg_bytes = _int(topic, "segment.bytes", v["segment.bytes"], 1, "must be >= 1")
@@ -168,12 +169,29 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     header = v["compaction.strategy.header"]
     if strategy == "header":
         if not isinstance(header, str) or not header.strip():
-            raise _fail(topic, "compaction.strategy.header", header,
-                        "is required and must be a non-blank string when compaction.strategy is header")
+            raise _fail(
+                topic,
+                "compaction.strategy.header",
+                header,
+                "is required and must be a non-blank string when compaction.strategy is header",
+            )
     else:
         header = None
-    return TopicConfig("compact" in policy, "delete" in policy, float(ratio), min_lag, max_lag, retention, seg_bytes, seg_ms,
-                       ret_ms, ret_bytes, Strategy(strategy), header, _landing(topic, v, strategy, header))
+    return TopicConfig(
+        "compact" in policy,
+        "delete" in policy,
+        float(ratio),
+        min_lag,
+        max_lag,
+        retention,
+        seg_bytes,
+        seg_ms,
+        ret_ms,
+        ret_bytes,
+        Strategy(strategy),
+        header,
+        _landing(topic, v, strategy, header),
+    )
 
 
 def _choice(topic: str, key: str, value: Any, enum: type) -> Any:
@@ -199,8 +217,12 @@ def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None
     ts_field = _field_name(topic, "landing.timestamp.field", v["landing.timestamp.field"])
     cdc = _choice(topic, "cdc.format", v["cdc.format"], CdcFormat)
     if cdc is not CdcFormat.NONE and fmt is LandingFormat.NATIVE:
-        raise _fail(topic, "cdc.format", cdc.value, "needs landing.format confluent, aiven or lenses (the "
-                                                    "native shape carries values as bytes)")
+        raise _fail(
+            topic,
+            "cdc.format",
+            cdc.value,
+            "needs landing.format confluent, aiven or lenses (the native shape carries values as bytes)",
+        )
     spec = v["cdc.version.fields"]
     fields: tuple = ()
     if spec is not None:
@@ -210,8 +232,9 @@ def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None
         if cdc is CdcFormat.NONE:
             raise _fail(topic, key, spec, "needs cdc.format debezium or debezium-flat")
         if strategy != "header":
-            raise _fail(topic, key, spec, "needs compaction.strategy header (the version goes into "
-                                          "compaction.strategy.header)")
+            raise _fail(
+                topic, key, spec, "needs compaction.strategy header (the version goes into compaction.strategy.header)"
+            )
         try:
             fields = parse_version_fields(spec)
         except ValueError as exc:
@@ -225,7 +248,7 @@ class TopicsFile:
 
     defaults: Mapping[str, Any]
     topics: Mapping[str, Mapping[str, Any]]
-    has_defaults: bool = True   # False: the file has no `defaults` section (applying it keeps the store's)
+    has_defaults: bool = True  # False: the file has no `defaults` section (applying it keeps the store's)
 
     def config_for(self, topic: str) -> TopicConfig:
         return build_config({**self.defaults, **(self.topics.get(topic) or {})}, topic)
@@ -274,7 +297,7 @@ def load_topics(path: str | Path | None) -> TopicsFile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read topics file {str(path)!r}: {exc.strerror or exc}") from None
-    import yaml   # here: a cleaning that reads no topics file does not pay for its import (15 ms)
+    import yaml  # here: a cleaning that reads no topics file does not pay for its import (15 ms)
 
     try:
         data = yaml.safe_load(text)

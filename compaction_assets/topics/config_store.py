@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from compaction_assets.errors import ConfigError
+from compaction_assets.store.names import RESERVED_TOPICS, check_topic, parse_log_name
 from compaction_assets.topics.config import ALL_KEYS, DEFAULTS, TopicConfig, TopicsFile, build_config
 from compaction_assets.topics.landing_settings import LANDING_DEFAULTS
-from compaction_assets.store.names import RESERVED_TOPICS, check_topic, parse_log_name
 
 # --- configuration stored with the store ---------------------------------------------------------
 # As Kafka keeps topic configuration in the cluster, not in its clients, every process that opens a store
@@ -29,39 +30,50 @@ assert DEFAULTS_ENTRY in RESERVED_TOPICS
 class StoredConfig:
     """One version of a topic's stored configuration (or of the store's defaults)."""
 
-    topic: str                    # a topic name, or DEFAULTS_ENTRY
-    version: int                  # 0: nothing stored (built-in defaults)
-    settings: Mapping[str, Any]   # the Kafka keys set explicitly (resolved against DEFAULTS when used)
+    topic: str  # a topic name, or DEFAULTS_ENTRY
+    version: int  # 0: nothing stored (built-in defaults)
+    settings: Mapping[str, Any]  # the Kafka keys set explicitly (resolved against DEFAULTS when used)
     changed_ms: int
-    source: str                   # who changed it: "config set", "config apply topics.yaml", ...
+    source: str  # who changed it: "config set", "config apply topics.yaml", ...
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON form (what the file holds and what `config show` prints)."""
-        return {"topic": self.topic, "version": self.version, "settings": dict(self.settings),
-                "changed_ms": self.changed_ms, "source": self.source}
+        return {
+            "topic": self.topic,
+            "version": self.version,
+            "settings": dict(self.settings),
+            "changed_ms": self.changed_ms,
+            "source": self.source,
+        }
 
 
 class ConfigSource(StrEnum):
     """Which entry a topic's effective configuration comes from."""
-    TOPIC = "topic"                        # its own stored entry
-    STORE_DEFAULTS = "store defaults"      # the store's defaults entry (the topic has none of its own)
-    BUILT_IN = "built-in defaults"         # nothing stored
+
+    TOPIC = "topic"  # its own stored entry
+    STORE_DEFAULTS = "store defaults"  # the store's defaults entry (the topic has none of its own)
+    BUILT_IN = "built-in defaults"  # nothing stored
 
 
 @dataclass(frozen=True)
 class ConfigOrigin:
     """A topic's effective configuration and where it comes from: its entry, version and the change that made it."""
 
-    config: dict[str, Any]        # the effective configuration, by Kafka's names
+    config: dict[str, Any]  # the effective configuration, by Kafka's names
     source: ConfigSource
-    version: int                  # 0: nothing stored (built-in defaults)
-    changed_ms: int | None        # None: nothing stored
-    changed_by: str | None        # the change's source ("config apply topics.yaml", ...); None: nothing stored
+    version: int  # 0: nothing stored (built-in defaults)
+    changed_ms: int | None  # None: nothing stored
+    changed_by: str | None  # the change's source ("config apply topics.yaml", ...); None: nothing stored
 
     def as_document(self) -> dict[str, Any]:
         """The JSON `describe` and `config show` print, by their keys."""
-        return {"config": self.config, "config_source": self.source.value, "config_version": self.version,
-                "config_changed_ms": self.changed_ms, "config_changed_by": self.changed_by}
+        return {
+            "config": self.config,
+            "config_source": self.source.value,
+            "config_version": self.version,
+            "config_changed_ms": self.changed_ms,
+            "config_changed_by": self.changed_by,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,8 +87,7 @@ class ConfigChange:
     @property
     def changed(self) -> dict[str, list[Any]]:
         """key -> [before, after] for the keys whose effective value changes."""
-        return {k: [self.before.get(k), self.after.get(k)] for k in ALL_KEYS
-                if self.before.get(k) != self.after.get(k)}
+        return {k: [self.before.get(k), self.after.get(k)] for k in ALL_KEYS if self.before.get(k) != self.after.get(k)}
 
 
 def parse_setting(assignment: str) -> tuple[str, Any]:
@@ -87,7 +98,7 @@ def parse_setting(assignment: str) -> tuple[str, Any]:
         raise ConfigError(f"{assignment!r}: expected key=value")
     if key not in DEFAULTS and key not in LANDING_DEFAULTS:
         raise ConfigError(f"{assignment!r}: unknown configuration key {key!r} (valid keys: {', '.join(ALL_KEYS)})")
-    import yaml   # (only the command line's settings need it: a cleaning does not pay for its import)
+    import yaml  # (only the command line's settings need it: a cleaning does not pay for its import)
 
     try:
         value = yaml.safe_load(text) if text.strip() else None
@@ -100,7 +111,7 @@ class ConfigStore:
     """The versioned topic configuration kept inside a log store (`<store>/_topics/`)."""
 
     def __init__(self, storage: Any):
-        self.storage = storage   # compaction_assets.store.fs.Storage (kept untyped: no import cycle)
+        self.storage = storage  # compaction_assets.store.fs.Storage (kept untyped: no import cycle)
 
     def _dir(self, entry: str) -> str:
         return self.storage.join(CONFIG_DIR, entry)
@@ -118,8 +129,9 @@ class ConfigStore:
         path = self.storage.join(CONFIG_DIR, entry, f"v{version}.json")
         try:
             data = json.loads(self.storage.read_bytes(path))
-            return StoredConfig(entry, int(data["version"]), dict(data["settings"]), int(data["changed_ms"]),
-                                str(data["source"]))
+            return StoredConfig(
+                entry, int(data["version"]), dict(data["settings"]), int(data["changed_ms"]), str(data["source"])
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"stored configuration {path!r} cannot be read: {exc}") from None
 
@@ -134,8 +146,9 @@ class ConfigStore:
 
     def topics(self) -> list[str]:
         """Topics with a stored configuration of their own."""
-        return [t for t in self.storage.list_dir(self.storage.join(CONFIG_DIR)) if t != DEFAULTS_ENTRY
-                and self.versions(t)]
+        return [
+            t for t in self.storage.list_dir(self.storage.join(CONFIG_DIR)) if t != DEFAULTS_ENTRY and self.versions(t)
+        ]
 
     def effective(self, topic: str) -> dict[str, Any]:
         """The Kafka mapping a topic uses: its own stored settings, else the stored defaults, else DEFAULTS."""
@@ -145,8 +158,14 @@ class ConfigStore:
         defaults = self.current(DEFAULTS_ENTRY)
         return build_config(defaults.settings if defaults else {}, topic).to_kafka()
 
-    def config_for(self, topic: str, proposed: "TopicsFile | None" = None, proposed_by: str = "",
-                   cleaned_logs: Callable[[str], list[str]] | None = None, now_ms: int = 0) -> TopicConfig:
+    def config_for(
+        self,
+        topic: str,
+        proposed: TopicsFile | None = None,
+        proposed_by: str = "",
+        cleaned_logs: Callable[[str], list[str]] | None = None,
+        now_ms: int = 0,
+    ) -> TopicConfig:
         """The TopicConfig every process uses for this topic's logs.
 
         `proposed` (a topics file named with --topics / COMPACTION_TOPICS) is never used for one run only:
@@ -158,14 +177,18 @@ class ConfigStore:
             own = self.current(topic)
             stored = self.effective(topic)
             if wanted != stored:
-                diff = ", ".join(f"{k}: stored {stored.get(k)!r}, file {wanted.get(k)!r}" for k in ALL_KEYS
-                                 if stored.get(k) != wanted.get(k))
+                diff = ", ".join(
+                    f"{k}: stored {stored.get(k)!r}, file {wanted.get(k)!r}"
+                    for k in ALL_KEYS
+                    if stored.get(k) != wanted.get(k)
+                )
                 origin = own or self.current(DEFAULTS_ENTRY)
-                if origin is not None:   # the store already says something for this topic: it wins
+                if origin is not None:  # the store already says something for this topic: it wins
                     where = f"version {origin.version}" + ("" if own else " of the store's defaults")
                     raise ConfigError(
                         f"{proposed_by} disagrees with the configuration stored for topic {topic!r} ({where}): "
-                        f"{diff}; the stored one is what runs: `config apply` the file to change it")
+                        f"{diff}; the stored one is what runs: `config apply` the file to change it"
+                    )
                 check_strategy_change(ConfigChange(topic, stored, wanted), cleaned_logs, confirm=False)
                 self._write(topic, wanted, f"{proposed_by} (first use of the topic in this store)", now_ms)
             elif self.current(topic) is None and self.current(DEFAULTS_ENTRY) is None and proposed.topics.get(topic):
@@ -177,9 +200,13 @@ class ConfigStore:
         own = self.current(topic)
         origin = own or self.current(DEFAULTS_ENTRY)
         source = ConfigSource.TOPIC if own else ConfigSource.STORE_DEFAULTS if origin else ConfigSource.BUILT_IN
-        return ConfigOrigin(config=self.effective(topic), source=source, version=origin.version if origin else 0,
-                            changed_ms=origin.changed_ms if origin else None,
-                            changed_by=origin.source if origin else None)
+        return ConfigOrigin(
+            config=self.effective(topic),
+            source=source,
+            version=origin.version if origin else 0,
+            changed_ms=origin.changed_ms if origin else None,
+            changed_by=origin.source if origin else None,
+        )
 
     def _write(self, entry: str, settings: Mapping[str, Any], source: str, now_ms: int) -> StoredConfig:
         self.storage.makedirs(self._dir(entry))
@@ -200,8 +227,15 @@ class ConfigStore:
         after = build_config(merged, topic).to_kafka()
         return ConfigChange(topic, before, after)
 
-    def set_topic(self, topic: str, settings: Mapping[str, Any], source: str, now_ms: int,
-                  cleaned_logs: Callable[[str], list[str]] | None = None, confirm: bool = False) -> StoredConfig:
+    def set_topic(
+        self,
+        topic: str,
+        settings: Mapping[str, Any],
+        source: str,
+        now_ms: int,
+        cleaned_logs: Callable[[str], list[str]] | None = None,
+        confirm: bool = False,
+    ) -> StoredConfig:
         """Store a new version of a topic's configuration (its current settings updated with `settings`);
         a change that changes nothing stores no version and returns the current one."""
         change = self.plan_set(topic, settings)
@@ -239,17 +273,24 @@ class ConfigStore:
             if topic in listed:
                 after = self.wanted(topics, topic)
             elif self.current(topic) is not None:
-                after = before   # a topic stored on its own and absent from the file keeps its settings
+                after = before  # a topic stored on its own and absent from the file keeps its settings
             else:
                 after = build_config(new_defaults, topic).to_kafka()
             changes.append(ConfigChange(topic, before, after))
         return changes
 
-    def apply(self, topics: TopicsFile, source: str, now_ms: int, known_topics: list[str] = (),
-              cleaned_logs: Callable[[str], list[str]] | None = None, confirm: bool = False) -> list[ConfigChange]:
+    def apply(
+        self,
+        topics: TopicsFile,
+        source: str,
+        now_ms: int,
+        known_topics: list[str] = (),
+        cleaned_logs: Callable[[str], list[str]] | None = None,
+        confirm: bool = False,
+    ) -> list[ConfigChange]:
         """Store the topics file: its defaults and each topic it lists whose configuration changes."""
         changes = self.plan_apply(topics, list(known_topics))
-        for change in changes:   # all refused before anything is written
+        for change in changes:  # all refused before anything is written
             check_strategy_change(change, cleaned_logs, confirm)
         defaults = self.plan_defaults(topics)
         if topics.has_defaults and (defaults.changed or self.current(DEFAULTS_ENTRY) is None):
@@ -260,8 +301,7 @@ class ConfigStore:
         return [c for c in changes if c.changed]
 
 
-def check_strategy_change(change: ConfigChange, cleaned_logs: Callable[[str], list[str]] | None,
-                          confirm: bool) -> None:
+def check_strategy_change(change: ConfigChange, cleaned_logs: Callable[[str], list[str]] | None, confirm: bool) -> None:
     """Refuse, unless confirmed, a change of compaction.strategy(.header) for a topic whose logs were cleaned:
     the records those cleanings removed were chosen by the old strategy and cannot come back."""
     keys = [k for k in ("compaction.strategy", "compaction.strategy.header") if k in change.changed]
@@ -273,11 +313,13 @@ def check_strategy_change(change: ConfigChange, cleaned_logs: Callable[[str], li
         raise ConfigError(
             f"topic {change.topic!r}: {what} changes which records win on logs already cleaned with the old "
             f"strategy ({', '.join(logs[:5])}{' ...' if len(logs) > 5 else ''}); the records those cleanings "
-            "deleted do not come back; repeat with --confirm to change it anyway")
+            "deleted do not come back; repeat with --confirm to change it anyway"
+        )
 
 
 def cleaned_logs_of(store: Any) -> Callable[[str], list[str]]:
     """For a LogStore: topic -> names of its logs that have been cleaned at least once."""
+
     def logs(topic: str) -> list[str]:
         out = []
         for name in store.logs():
@@ -286,4 +328,5 @@ def cleaned_logs_of(store: Any) -> Callable[[str], list[str]]:
                 if m.checkpoint > 0 or m.last_cleaning:
                     out.append(name)
         return out
+
     return logs

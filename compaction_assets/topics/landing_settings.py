@@ -8,6 +8,7 @@ from enum import Enum
 
 class LandingFormat(str, Enum):
     """Which connector's layout and record shape the landing area holds."""
+
     NATIVE = "native"
     CONFLUENT = "confluent"
     AIVEN = "aiven"
@@ -16,6 +17,7 @@ class LandingFormat(str, Enum):
 
 class FileFormat(str, Enum):
     """The file format of landed objects (`auto`: by the name's extension)."""
+
     AUTO = "auto"
     AVRO = "avro"
     PARQUET = "parquet"
@@ -26,6 +28,7 @@ class FileFormat(str, Enum):
 
 class CdcFormat(str, Enum):
     """How values carry change events."""
+
     NONE = "none"
     DEBEZIUM = "debezium"
     DEBEZIUM_FLAT = "debezium-flat"
@@ -44,6 +47,7 @@ LANDING_DEFAULTS: dict[str, object] = {
 @dataclass(frozen=True)
 class VersionField:
     """One path of `cdc.version.fields` and the bits it takes in the packed version."""
+
     path: tuple[str, ...]
     bits: int
 
@@ -56,22 +60,27 @@ class VersionField:
 @dataclass(frozen=True)
 class LandingConfig:
     """A topic's landing settings, validated (see config.build_config)."""
+
     format: LandingFormat = LandingFormat.NATIVE
     file_format: FileFormat = FileFormat.AUTO
     offset_field: str | None = None
     timestamp_field: str | None = None
     cdc: CdcFormat = CdcFormat.NONE
-    version_spec: str | None = None     # cdc.version.fields as configured
+    version_spec: str | None = None  # cdc.version.fields as configured
     version_fields: tuple[VersionField, ...] = ()
-    version_header: str | None = None   # compaction.strategy.header, where the version goes
+    version_header: str | None = None  # compaction.strategy.header, where the version goes
 
     def to_kafka(self) -> dict[str, object]:
         """The keys that differ from their defaults, as stored."""
-        values = {"landing.format": self.format.value, "landing.file.format": self.file_format.value,
-                  "landing.offset.field": self.offset_field, "landing.timestamp.field": self.timestamp_field,
-                  "cdc.format": self.cdc.value, "cdc.version.fields": self.version_spec}
+        values = {
+            "landing.format": self.format.value,
+            "landing.file.format": self.file_format.value,
+            "landing.offset.field": self.offset_field,
+            "landing.timestamp.field": self.timestamp_field,
+            "cdc.format": self.cdc.value,
+            "cdc.version.fields": self.version_spec,
+        }
         return {k: v for k, v in values.items() if v != LANDING_DEFAULTS[k]}
-
 
 
 # A topic with no landing or cdc key set: native records, nothing to convert (most topics; build_config
@@ -80,7 +89,7 @@ NATIVE_LANDING = LandingConfig()
 
 # Default widths of well-known version components (MySQL's binlog position); the others share the rest.
 KNOWN_BITS = {"file": 20, "pos": 32, "row": 11}
-VERSION_BITS = 63   # a packed version is a non-negative signed 64-bit integer
+VERSION_BITS = 63  # a packed version is a non-negative signed 64-bit integer
 
 
 def parse_version_fields(text: str) -> tuple[VersionField, ...]:
@@ -103,6 +112,8 @@ def parse_version_fields(text: str) -> tuple[VersionField, ...]:
     share = (VERSION_BITS - fixed) // len(free) if free else 0
     out = tuple(VersionField(p, w if w is not None else share) for p, w in named)
     if any(f.bits < 1 for f in out) or sum(f.bits for f in out) > VERSION_BITS:
-        raise ValueError(f"the widths ({', '.join(f'{f.name}:{f.bits}' for f in out)}) must each be >= 1 "
-                         f"and total at most {VERSION_BITS} bits")
+        raise ValueError(
+            f"the widths ({', '.join(f'{f.name}:{f.bits}' for f in out)}) must each be >= 1 "
+            f"and total at most {VERSION_BITS} bits"
+        )
     return out

@@ -38,17 +38,27 @@ def common_paths(spark, root: str) -> None:
     from compaction_assets.cleaning import engine
     from compaction_assets.cleaning.latest_state import latest_state_df
     from compaction_assets.log import writer
-    from compaction_assets.topics.config import build_config
     from compaction_assets.log.reader import read_df
     from compaction_assets.store.log_store import LogStore
+    from compaction_assets.topics.config import build_config
 
     store = LogStore(os.path.join(root, "store"), gc_grace_s=0)
     for strategy in ("offset", "timestamp"):
         config = build_config({"compaction.strategy": strategy, "segment.bytes": 4096})
         log = store.log(f"warmup-{strategy}-0")
         for round_ in range(3):
-            writer.append(log, config, [{"key": f"k{k}", "value": None if (k + round_) % 5 == 0 else f"v{round_}",
-                                         "timestamp": 1000 + round_ * 100 + k} for k in range(100)])
+            writer.append(
+                log,
+                config,
+                [
+                    {
+                        "key": f"k{k}",
+                        "value": None if (k + round_) % 5 == 0 else f"v{round_}",
+                        "timestamp": 1000 + round_ * 100 + k,
+                    }
+                    for k in range(100)
+                ],
+            )
         writer.roll(log)
         engine.run(log, config, 10**12, spark=spark, force=True)
         writer.append(log, config, [{"key": f"k{k}", "value": "v3", "timestamp": 2000 + k} for k in range(0, 100, 9)])
@@ -72,7 +82,7 @@ def build(force: bool = False) -> str | None:
         return path
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
-    for name in os.listdir(folder):   # what an interrupted build left
+    for name in os.listdir(folder):  # what an interrupted build left
         if name.endswith(".partial"):
             os.remove(os.path.join(folder, name))
     partial = f"{path}.{os.getpid()}.partial"
@@ -81,23 +91,40 @@ def build(force: bool = False) -> str | None:
         # a child process: its JVM writes the archive as it exits, after the child's Python. The JVM inherits
         # the child's stdout, so reading that pipe to its end waits for the JVM too (and keeps whatever it
         # prints out of this command's output).
-        child = subprocess.run([sys.executable, "-m", "compaction_assets.warm_start.jvm_archive", "--workload", root,
-                                "--dump-to", partial], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        child = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "compaction_assets.warm_start.jvm_archive",
+                "--workload",
+                root,
+                "--dump-to",
+                partial,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     if child.returncode != 0 or not os.path.isfile(partial):
         if os.path.exists(partial):
             os.remove(partial)
         last = (child.stderr.strip().splitlines() or ["no output"])[-1]
         raise CompactionError(f"the JVM class-data archive could not be built (exit {child.returncode}): {last}")
-    os.replace(partial, path)     # whole or absent: a JVM never maps a half-written archive
-    print(f"jvm-archive: built {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in "
-          f"{time.monotonic() - started:.0f} s", file=sys.stderr)
+    os.replace(partial, path)  # whole or absent: a JVM never maps a half-written archive
+    print(
+        f"jvm-archive: built {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+    )
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: build the archive (or, internally, run the workload that writes it)."""
-    parser = argparse.ArgumentParser(prog="python -m compaction_assets.warm_start.jvm_archive", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m compaction_assets.warm_start.jvm_archive",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--force", action="store_true", help="build it again even if it exists")
     parser.add_argument("--workload", help=argparse.SUPPRESS)
     parser.add_argument("--dump-to", help=argparse.SUPPRESS)

@@ -19,8 +19,8 @@ import time
 
 def warm_up() -> float:
     """Run the small workload on the product's session (SPARK_REMOTE: the server); its seconds."""
-    from compaction_assets.warm_start.jvm_archive import common_paths
     from compaction_assets.spark import get_spark
+    from compaction_assets.warm_start.jvm_archive import common_paths
 
     started = time.monotonic()
     spark = get_spark()
@@ -34,8 +34,9 @@ def main() -> int:
     try:
         seconds = warm_up()
     except Exception as exc:  # a warm-up is an optimisation: say why it failed, never hide the server
-        print(f"warm-up: failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
-              file=sys.stderr)
+        print(
+            f"warm-up: failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr
+        )
         return 1
     print(f"warm-up: done in {seconds:.1f} s", file=sys.stderr)
     return 0

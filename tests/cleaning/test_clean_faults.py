@@ -32,9 +32,9 @@ from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
-from compaction_assets.topics.config import load_topics
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.topics.config import load_topics
 from resources.log_store import LogStoreResource
 from tests.log.test_store_faults import check_layout, referenced_files_exist, wait_lease_expiry
 
@@ -46,11 +46,15 @@ NOW = 10_000_000
 def make_log(store: LogStore, name: str, config, seed: int = 0):
     """Two sealed segments with superseded records and a tombstone: eligible for a cleaning."""
     h = store.log(name)
-    writer.append(h, config, [{"key": f"k{i % 7}", "value": f"{name}-{seed}-{i}", "timestamp": 100 + i}
-                               for i in range(40)])
+    writer.append(
+        h, config, [{"key": f"k{i % 7}", "value": f"{name}-{seed}-{i}", "timestamp": 100 + i} for i in range(40)]
+    )
     writer.roll(h)
-    writer.append(h, config, [{"key": f"k{i % 5}", "value": None if i == 3 else f"late-{i}",
-                                "timestamp": 200 + i} for i in range(10)])
+    writer.append(
+        h,
+        config,
+        [{"key": f"k{i % 5}", "value": None if i == 3 else f"late-{i}", "timestamp": 200 + i} for i in range(10)],
+    )
     writer.roll(h)
     return h
 
@@ -64,9 +68,15 @@ def latest(h) -> dict:
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "compaction_assets", *args], cwd=str(REPO),
-                            env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "compaction_assets", *args],
+        cwd=str(REPO),
+        env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def cli_in_process(capsys, *args: str) -> tuple[int, str, str]:
@@ -95,6 +105,7 @@ def env(tmp_path):
 # one cleaning at a time
 # =========================================================================================================
 
+
 def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env):
     tmp, store, topics, tf = env
     h = make_log(store, "orders-0", tf.config_for("orders"))
@@ -112,11 +123,13 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
     try:
         deadline = time.monotonic() + 120
         while h.lock_holder("clean") is None or all(p.poll() is None for p in procs):
-            assert time.monotonic() < deadline, ("no cleaner held the lease, or none was refused",
-                                                 [p.poll() for p in procs])
+            assert time.monotonic() < deadline, (
+                "no cleaner held the lease, or none was refused",
+                [p.poll() for p in procs],
+            )
             time.sleep(0.02)
-        with open(append_lease, "wb"):   # the held reader has it open: this returns at once, and closing
-            append_lease.unlink()        # it gives that reader an empty file (no lease)
+        with open(append_lease, "wb"):  # the held reader has it open: this returns at once, and closing
+            append_lease.unlink()  # it gives that reader an empty file (no lease)
         results = [(p, *p.communicate(timeout=300)) for p in procs]
     finally:
         for p in procs:
@@ -131,8 +144,8 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
     assert len(errors) == 1, lerr
     msg = errors[0]
     assert "orders-0" in msg and "locked for clean" in msg
-    assert h.path("_locks/clean.lock") in msg                     # the lock, by its file
-    assert f"pid {wp.pid} " in msg                                # and its holder
+    assert h.path("_locks/clean.lock") in msg  # the lock, by its file
+    assert f"pid {wp.pid} " in msg  # and its holder
     assert "Traceback" not in lerr
     # the log went through exactly one cleaning
     m = h.manifest()
@@ -152,8 +165,16 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
     kept_aside = segment_file.with_name(segment_file.name + ".aside")
     segment_file.rename(kept_aside)
     os.mkfifo(segment_file)
-    proc = run_cli("--store", store.location, "--topics", topics, "clean", "orders-1", "--force",
-                   env={"COMPACTION_LOCK_TTL_SECONDS": "3"})
+    proc = run_cli(
+        "--store",
+        store.location,
+        "--topics",
+        topics,
+        "clean",
+        "orders-1",
+        "--force",
+        env={"COMPACTION_LOCK_TTL_SECONDS": "3"},
+    )
     try:
         deadline = time.monotonic() + 120
         while getattr(h.lock_holder("clean"), "pid", None) != proc.pid:
@@ -161,13 +182,13 @@ def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys
             assert time.monotonic() < deadline, "the cleaner never took the lock"
             time.sleep(0.02)
     finally:
-        kill_group(proc)                                           # SIGKILL: the lease stays behind
+        kill_group(proc)  # SIGKILL: the lease stays behind
         segment_file.unlink()
         kept_aside.rename(segment_file)
     holder = h.lock_holder("clean")
     assert holder.pid == proc.pid
     args = ("--store", store.location, "--topics", topics, "clean", "orders-1", "--force")
-    if holder.expires_ms > wall_ms() + 1500:   # room for the CLI to start on a loaded machine
+    if holder.expires_ms > wall_ms() + 1500:  # room for the CLI to start on a loaded machine
         rc, _, err = cli_in_process(capsys, *args)
         assert rc == 1
         assert f"pid {proc.pid} " in err and h.path("_locks/clean.lock") in err and "expires in" in err
@@ -193,6 +214,7 @@ def test_lock_ttl_environment_variable_is_validated(value, monkeypatch, tmp_path
 # a corrupt or missing segment file
 # =========================================================================================================
 
+
 def _truncate(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -210,19 +232,23 @@ def _corrupt_pages(path: Path) -> None:
     """Footer intact, data pages overwritten: only reading the data finds it (Spark fails first)."""
     import pyarrow.parquet as pq
 
-    chunk = pq.read_metadata(path).row_group(0).column(1)          # the key column's pages
+    chunk = pq.read_metadata(path).row_group(0).column(1)  # the key column's pages
     start = chunk.dictionary_page_offset or chunk.data_page_offset
     data = bytearray(path.read_bytes())
     for at in range(start, start + chunk.total_compressed_size):
         data[at] = 0xAB
     path.write_bytes(bytes(data))
-    pq.read_metadata(path)                                          # the footer still reads
+    pq.read_metadata(path)  # the footer still reads
 
 
 DAMAGES = {"truncated": _truncate, "garbage": _garbage, "missing": _missing, "corrupt-pages": _corrupt_pages}
 # how each is found: the footers are checked before Spark starts; a corrupt page only by reading the file
-FOUND_BY = {"truncated": "is not a readable Parquet file", "garbage": "is not a readable Parquet file",
-            "missing": "is missing", "corrupt-pages": "cannot be read"}
+FOUND_BY = {
+    "truncated": "is not a readable Parquet file",
+    "garbage": "is not a readable Parquet file",
+    "missing": "is missing",
+    "corrupt-pages": "cannot be read",
+}
 
 
 def first_file(h) -> Path:
@@ -242,11 +268,11 @@ def test_damaged_segment_file_fails_the_cleaning_naming_it_and_marks_the_log(env
         engine.run(h, cfg, NOW, spark=spark)
     msg = str(info.value)
     assert "\n" not in msg
-    assert str(path) in msg and FOUND_BY[damage] in msg, msg        # names the file
+    assert str(path) in msg and FOUND_BY[damage] in msg, msg  # names the file
     assert "pay-0" in msg and "uncleanable" in msg
     m = h.manifest()
     assert m.uncleanable and str(path) in m.uncleanable.error
-    assert m.segments == before.segments and m.log_end_offset == before.log_end_offset   # unchanged
+    assert m.segments == before.segments and m.log_end_offset == before.log_end_offset  # unchanged
     assert m.checkpoint == before.checkpoint and m.last_cleaning is None
     figs = figures(evaluate_logs(store, tf.config_for, NOW))
     assert figs.uncleanable_partitions_count == 1
@@ -311,8 +337,10 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
     from compaction_assets.definitions import defs
     from compaction_assets.defs.sensors import dirty_ratio_sensor
     from tests.defs.test_dagster import materialize
-    resource = LogStoreResource(root=store.location, landing=str(tmp / "landing"), topics_file=topics,
-                                latest_state_root=str(tmp / "latest"))
+
+    resource = LogStoreResource(
+        root=store.location, landing=str(tmp / "landing"), topics_file=topics, latest_state_root=str(tmp / "latest")
+    )
     resources = {"log_store": resource, "pyspark": LazyPySparkResource(spark_config={})}
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, ["bad-0", "good-0", "good-1"])
@@ -323,26 +351,30 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
         assert len(store_obs) == 1
         meta = store_obs[0].metadata
         assert meta["uncleanable-partitions-count"].value == 1
-        assert meta["uncleanable-bytes"].value == evaluate(bad.manifest(), tf.config_for("bad"), wall_ms()).cleanable_bytes
+        assert (
+            meta["uncleanable-bytes"].value == evaluate(bad.manifest(), tf.config_for("bad"), wall_ms()).cleanable_bytes
+        )
         assert str(path) in json.dumps(meta["uncleanable_logs"].value)
         bad_obs = [e for e in tick.asset_events if e.partition == "bad-0"][0]
         assert bad_obs.metadata["observed_uncleanable"].value is True
         assert str(path) in bad_obs.metadata["observed_uncleanable_error"].value
-        for event in tick.asset_events:   # as the sensor daemon records them; then read back
+        for event in tick.asset_events:  # as the sensor daemon records them; then read back
             instance.report_runless_asset_event(event)
         recorded = instance.fetch_observations(dg.AssetKey("compacted_log"), limit=20).records
-        assert any(r.asset_observation.metadata.get("uncleanable-partitions-count") ==
-                   dg.IntMetadataValue(1) for r in recorded)
+        assert any(
+            r.asset_observation.metadata.get("uncleanable-partitions-count") == dg.IntMetadataValue(1) for r in recorded
+        )
         # the same tick again: unchanged figures are not recorded twice
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs,
-                                     cursor=tick.cursor) as ctx:
+        with dg.build_sensor_context(
+            instance_ref=instance.get_ref(), resources=resources, definitions=defs, cursor=tick.cursor
+        ) as ctx:
             again = dirty_ratio_sensor.evaluate_tick(ctx)
         assert not [e for e in again.asset_events if e.partition is None]
 
         # a manual run of the cleaning job on the bad partition fails, naming the file
         from compaction_assets.defs.assets import cleanable_range, compacted_log
-        result = materialize([cleanable_range, compacted_log], "bad-0", resources, instance,
-                             raise_on_error=False)
+
+        result = materialize([cleanable_range, compacted_log], "bad-0", resources, instance, raise_on_error=False)
         assert not result.success
         failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
         assert str(path) in failure.event_specific_data.error.message
@@ -366,8 +398,9 @@ def test_an_unreadable_manifest_does_not_stop_clean_all(env, spark, capsys):
     broken = make_log(store, "broken-0", tf.config_for("broken"))
     for name in os.listdir(broken.path("_log")):
         Path(broken.path(f"_log/{name}")).write_bytes(b"{not json")
-    rc, out, err = cli_in_process(capsys, "--store", store.location, "--topics", topics, "--now", str(NOW),
-                                  "clean", "--all")
+    rc, out, err = cli_in_process(
+        capsys, "--store", store.location, "--topics", topics, "--now", str(NOW), "clean", "--all"
+    )
     assert rc == 1
     assert [r["log"] for r in json.loads(out)] == ["good-0"] and good.manifest().last_cleaning
     assert "broken-0" in err and "no readable manifest" in err

@@ -33,22 +33,33 @@ CONFIG = {"segment.bytes": 1500, "compaction.strategy": "offset", "delete.retent
 def test_cleanings_in_their_own_process_import_no_pandas(tmp_path, make_config):
     """A first cleaning (the range decided here) and one after a few new records (the prefix probed)."""
     log, cfg = _build(LogStore(str(tmp_path), gc_grace_s=0), make_config, "offset")
-    assert cfg == make_config(**{k.replace(".", "_"): v for k, v in CONFIG.items()})   # what _build wrote with
+    assert cfg == make_config(**{k.replace(".", "_"): v for k, v in CONFIG.items()})  # what _build wrote with
     first = _clean_in_its_own_process(tmp_path, NOW)
     assert first == {"decision": "local", "written": 60, "pandas": False}, first
-    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k == 9 else f"new-{k}", "timestamp": 5000 + k}
-                             for k in (1, 9, 20, 20, 41)])
+    writer.append(
+        log,
+        cfg,
+        [
+            {"key": f"k{k:03d}", "value": None if k == 9 else f"new-{k}", "timestamp": 5000 + k}
+            for k in (1, 9, 20, 20, 41)
+        ],
+    )
     writer.roll(log)
     before = len(list(iter_records(log)))
     second = _clean_in_its_own_process(tmp_path, NOW + 1)
     # the prefix probed, the newer records' winners found here, and records really removed
-    assert second["decision"] == "probed" and 0 < second["written"] and len(list(iter_records(log))) < before, second
+    assert second["decision"] == "probed" and second["written"] > 0 and len(list(iter_records(log))) < before, second
     assert second["pandas"] is False, second
 
 
 def _clean_in_its_own_process(root, now: int) -> dict:
     """What CLEAN_IN_ITS_OWN_PROCESS printed: the route, the records written, whether pandas was imported."""
-    done = subprocess.run([sys.executable, "-c", CLEAN_IN_ITS_OWN_PROCESS, str(root), json.dumps(CONFIG), str(now)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    done = subprocess.run(
+        [sys.executable, "-c", CLEAN_IN_ITS_OWN_PROCESS, str(root), json.dumps(CONFIG), str(now)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -14,13 +14,20 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decide_here import KEY_HASH, newer_keys, newer_winners, split_by_key
-from compaction_assets.cleaning.placement import (DECIDED_HERE_ROW_BYTES, DECIDING_HERE_ROW_BYTES, MAX_HERE_BUCKETS, HerePlan,
-                                                  available_memory, decide_here_plan, local_cores)
+from compaction_assets.cleaning.placement import (
+    DECIDED_HERE_ROW_BYTES,
+    DECIDING_HERE_ROW_BYTES,
+    MAX_HERE_BUCKETS,
+    HerePlan,
+    available_memory,
+    decide_here_plan,
+    local_cores,
+)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
-from compaction_assets.segments.keys import key_hash
 from compaction_assets.log.reader import dead_offsets, iter_records
+from compaction_assets.segments.keys import key_hash
 from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build, _clean_more
 
@@ -38,7 +45,7 @@ def test_a_split_keeps_every_row_of_a_key_in_one_bucket(block_rows):
     parts = split_by_key(table, 5, block_rows)
     assert len(parts) == 5 and sum(len(p) for p in parts) == 1_000
     seen = [set(p.column("key").to_pylist()) for p in parts]
-    assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
+    assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1 :])
     # a bucket's rows in the table's order (split a block at a time or whole)
     offsets = [p.column("offset").to_pylist() for p in parts]
     assert all(o == sorted(o) for o in offsets) and sorted(sum(offsets, [])) == list(range(1_000))
@@ -63,14 +70,35 @@ def test_decided_here_in_one_or_many_buckets_cleans_as_spark_decides(spark, tmp_
         seen = []
         for n, batch in enumerate(([], [1, 20, 41], [3, 5])):
             if batch:
-                writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"new-{k}", "timestamp": 5000 + k} for k in batch])
+                writer.append(
+                    log, cfg, [{"key": f"k{k:03d}", "value": f"new-{k}", "timestamp": 5000 + k} for k in batch]
+                )
                 writer.roll(log)
             report = engine.run(log, cfg, (NOW, NOW + 1, NOW + 2 * DAY)[n], spark=spark, force=True, tuning=tuning)
             routes.setdefault(path, []).append(report.route.decision)
             stats = {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"}
-            seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
-                         [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.first_ts,
-                           s.min_pos_ts, s.tombstones, s.horizons, s.dead) for s in log.manifest().segments], stats))
+            seen.append(
+                (
+                    [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
+                    [
+                        (
+                            s.base_offset,
+                            s.next_offset,
+                            s.records,
+                            s.size,
+                            s.min_ts,
+                            s.max_ts,
+                            s.first_ts,
+                            s.min_pos_ts,
+                            s.tombstones,
+                            s.horizons,
+                            s.dead,
+                        )
+                        for s in log.manifest().segments
+                    ],
+                    stats,
+                )
+            )
         results[path] = seen
     assert routes == {"here": ["local"] * 3, "spark": ["collected"] * 3}
     assert results["here"][0][0] and results["here"] == results["spark"]
@@ -98,7 +126,9 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, local_decision_max_rows=-1)).threads == 0
     assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, driver_memory_share=0.0)).threads == 0
     # a given row limit stands for the memory, as fits_here's does
-    assert decide_here_plan(spark, 10, replace(DEFAULT_TUNING, local_decision_max_rows=10, driver_memory_share=0.0)).threads
+    assert decide_here_plan(
+        spark, 10, replace(DEFAULT_TUNING, local_decision_max_rows=10, driver_memory_share=0.0)
+    ).threads
     assert decide_here_plan(spark, 11, replace(DEFAULT_TUNING, local_decision_max_rows=10)).threads == 0
     # the tuning's bucket rows; then as many more buckets as the memory share needs
     assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets >= 3
@@ -112,7 +142,10 @@ def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
     share = DECIDED_HERE_ROW_BYTES * rows / available_memory()
     assert decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
-    assert decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads == 0
+    assert (
+        decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads
+        == 0
+    )
 
 
 def test_the_probes_newer_winners_found_here_or_in_spark_clean_alike(spark, tmp_path, make_config):
@@ -122,15 +155,25 @@ def test_the_probes_newer_winners_found_here_or_in_spark_clean_alike(spark, tmp_
     for path, tuning in (("here", DEFAULT_TUNING), ("spark", replace(DEFAULT_TUNING, local_decision_max_rows=-1))):
         log, cfg = _log(LogStore(str(tmp_path / path), gc_grace_s=0), make_config)
         engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
-        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k == 9 else f"new-{k}", "timestamp": 5000 + k}
-                                 for k in (1, 9, 20, 20, 41)])
+        writer.append(
+            log,
+            cfg,
+            [
+                {"key": f"k{k:03d}", "value": None if k == 9 else f"new-{k}", "timestamp": 5000 + k}
+                for k in (1, 9, 20, 20, 41)
+            ],
+        )
         writer.roll(log)
         report = engine.run(log, cfg, NOW + 1, spark=spark, force=True, tuning=tuning)
         assert report.route.decision == "probed", (path, report.route)
-        results[path] = ([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
-                         [(s.base_offset, s.next_offset, s.records, s.size, s.first_ts, s.tombstones, s.horizons, s.dead)
-                          for s in log.manifest().segments],
-                         {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"})
+        results[path] = (
+            [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
+            [
+                (s.base_offset, s.next_offset, s.records, s.size, s.first_ts, s.tombstones, s.horizons, s.dead)
+                for s in log.manifest().segments
+            ],
+            {k: v for k, v in report.stats.as_dict().items() if k != "clean_time_secs"},
+        )
     assert results["here"][0] and results["here"] == results["spark"]
     assert results["here"][2]["records_superseded"] >= 4
 
@@ -140,7 +183,7 @@ def test_the_keys_a_probe_tests_are_its_newer_records_keys(spark, store, make_co
     them (decide_here.newer_keys): every visible record's key (the log start and the deletion vector
     applied), the keys of newer_winners."""
     log, cfg = _log(store, make_config)
-    _clean_more(spark, log, cfg)   # a second cleaning marks records in the deletion vector
+    _clean_more(spark, log, cfg)  # a second cleaning marks records in the deletion vector
     log.update(lambda m: m.with_(log_start_offset=25))
     writer.append(log, cfg, [{"key": f"k{k:03d}", "value": "later", "timestamp": 6000} for k in (1, 1, 50)])
     m = log.manifest()

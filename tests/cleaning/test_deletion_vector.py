@@ -11,8 +11,7 @@ from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
-from compaction_assets.log.reader import ReadPaths, iter_records, read_df, read_segments
-from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.reader import ReadPaths, dead_offsets, iter_records, read_df, read_segments
 from tests.tunings import mark_only
 
 NOW = 10**12
@@ -24,8 +23,11 @@ def _state(spark, handle, cfg) -> dict:
 
 def _fill(handle, cfg, keys: int, rounds: int, ts0: int = 1000) -> None:
     for r in range(rounds):
-        writer.append(handle, cfg, [{"key": f"k{k:04d}", "value": f"v{r}-{k}", "timestamp": ts0 + r * keys + k}
-                                     for k in range(keys)])
+        writer.append(
+            handle,
+            cfg,
+            [{"key": f"k{k:04d}", "value": f"v{r}-{k}", "timestamp": ts0 + r * keys + k} for k in range(keys)],
+        )
     writer.roll(handle)
 
 
@@ -86,7 +88,7 @@ def test_enough_dead_rows_rewrite_the_segment_and_leave_the_vector(spark, store,
     assert m.deleted is None and all(s.dead == 0 for s in m.segments)
     state = _state(spark, log, cfg)
     assert len(state) == 90 and state[b"k0005"] == b"a-5" and b"k0015" not in state
-    assert len(list(iter_records(log))) == m.total_records == 100   # 90 values + 10 tombstones kept
+    assert len(list(iter_records(log))) == m.total_records == 100  # 90 values + 10 tombstones kept
 
 
 def test_dry_run_names_segments_to_rewrite_and_to_mark(spark, store, make_config):
@@ -202,12 +204,15 @@ def test_a_vector_above_the_broadcast_limit_is_joined_without_a_broadcast(spark,
     m = log.manifest()
     assert m.deleted and m.deleted["count"] == 5
     segments = list(enumerate(m.segments))
-    small, large = (read_segments(spark, log, m, segments, reads=ReadPaths(broadcast_dead_max=limit))
-                    for limit in (5, 4))
+    small, large = (
+        read_segments(spark, log, m, segments, reads=ReadPaths(broadcast_dead_max=limit)) for limit in (5, 4)
+    )
     assert "BroadcastHashJoin" in _plan(small)
     assert "BroadcastHashJoin" not in _plan(large) and "SortMergeJoin" in _plan(large)
     rows = sorted(r["offset"] for r in small.select("offset").collect())
-    assert rows == sorted(r["offset"] for r in large.select("offset").collect()) == [r.offset for r in iter_records(log)]
+    assert (
+        rows == sorted(r["offset"] for r in large.select("offset").collect()) == [r.offset for r in iter_records(log)]
+    )
     assert len(rows) == 200
 
 
@@ -215,8 +220,14 @@ def _update_segment(log, cfg, keys, tag: str, ts: int) -> None:
     """Update `keys` in a segment of their own, filled with new keys to 20 records (segment.bytes 520 holds
     20): a segment that fills segment.bytes merges with no neighbour, so each keeps its own dead share."""
     filler = [f"{tag}{j:03d}" for j in range(20 - len(keys))]
-    writer.append(log, cfg, [{"key": k, "value": f"{tag}-{k}", "timestamp": ts + n}
-                             for n, k in enumerate([f"k{k:04d}" for k in keys] + filler)])
+    writer.append(
+        log,
+        cfg,
+        [
+            {"key": k, "value": f"{tag}-{k}", "timestamp": ts + n}
+            for n, k in enumerate([f"k{k:04d}" for k in keys] + filler)
+        ],
+    )
     writer.roll(log)
 
 
@@ -226,20 +237,20 @@ def test_a_segment_is_first_marked_only_well_below_the_rewrite_line(spark, store
     cfg = make_config(segment_bytes=520)
     fresh = store.log("dv-first-0")
     _fill(fresh, cfg, keys=20, rounds=1)
-    _update_segment(fresh, cfg, range(9), "a", 10**6)      # 9 of the first segment's 20 rows dead: 45%
+    _update_segment(fresh, cfg, range(9), "a", 10**6)  # 9 of the first segment's 20 rows dead: 45%
     rep = engine.run(fresh, cfg, NOW, spark=spark, force=True)
     assert rep.stats.segments_rewritten == 1 and rep.stats.segments_marked == 0
     assert fresh.manifest().deleted is None
 
     listed = store.log("dv-first-1")
     _fill(listed, cfg, keys=20, rounds=1)
-    _update_segment(listed, cfg, range(3), "a", 10**6)     # 15%: marked
+    _update_segment(listed, cfg, range(3), "a", 10**6)  # 15%: marked
     engine.run(listed, cfg, NOW, spark=spark, force=True)
     assert listed.manifest().deleted["count"] == 3
     _update_segment(listed, cfg, range(3, 9), "b", 10**7)  # 45%, listed already: marked again, not rewritten
     rep = engine.run(listed, cfg, NOW, spark=spark, force=True)
     assert rep.stats.segments_rewritten == 0 and listed.manifest().deleted["count"] == 9
-    _update_segment(listed, cfg, (9,), "c", 10**8)         # 50%: rewritten
+    _update_segment(listed, cfg, (9,), "c", 10**8)  # 50%: rewritten
     rep = engine.run(listed, cfg, NOW, spark=spark, force=True)
     assert rep.stats.segments_rewritten == 1 and rep.stats.records_rewritten == 10
     m = listed.manifest()

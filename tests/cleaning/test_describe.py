@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from compaction_assets import cli
-from dataclasses import replace
-
-from compaction_assets.store.manifest import Hold, Horizon, LastCleaning, Uncleanable
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.store.manifest import Hold, Horizon, LastCleaning, Uncleanable
 
 GOLDEN = Path(__file__).with_name("describe_golden.json")
 
@@ -21,16 +20,23 @@ def _store_with_every_field(tmp_path) -> str:
     topics = tmp_path / "t.yaml"
     topics.write_text("defaults: {segment.bytes: 300, delete.retention.ms: 1000000}\ntopics: {d: {}}\n")
     lines = tmp_path / "in.jsonl"
-    lines.write_text("".join(json.dumps({"key": f"k{i % 7}", "value": None if i % 9 == 0 else f"v{i}",
-                                         "timestamp": 1000 + i}) + "\n" for i in range(40)))
+    lines.write_text(
+        "".join(
+            json.dumps({"key": f"k{i % 7}", "value": None if i % 9 == 0 else f"v{i}", "timestamp": 1000 + i}) + "\n"
+            for i in range(40)
+        )
+    )
     for argv in (["config", "apply", str(topics)], ["append", "d-0", str(lines)], ["roll", "d-0"]):
         assert cli.main(["--store", store, "--now", "2000"] + argv) == 0, argv
-    LogStore(store).log("d-0").update(lambda m: m.with_(
-        last_cleaning=LastCleaning(now=1500, reason="forced", figures={"records_read": 40, "records_written": 7}),
-        uncleanable=Uncleanable("a segment cannot be read", 1700),
-        remembered={"file": "remembered.parquet", "count": 3, "min_expiry": 9000},
-        holds=(Hold(offset=9, horizon=1_001_009, until=30),),
-        segments=(replace(m.segments[0], horizons=(Horizon(1_001_009, 1, 9, 9),)),) + m.segments[1:]))
+    LogStore(store).log("d-0").update(
+        lambda m: m.with_(
+            last_cleaning=LastCleaning(now=1500, reason="forced", figures={"records_read": 40, "records_written": 7}),
+            uncleanable=Uncleanable("a segment cannot be read", 1700),
+            remembered={"file": "remembered.parquet", "count": 3, "min_expiry": 9000},
+            holds=(Hold(offset=9, horizon=1_001_009, until=30),),
+            segments=(replace(m.segments[0], horizons=(Horizon(1_001_009, 1, 9, 9),)),) + m.segments[1:],
+        )
+    )
     return store
 
 

@@ -22,10 +22,10 @@ import pytest
 
 from compaction_assets import cli
 from compaction_assets.cleaning import engine, faults
-from compaction_assets.errors import CompactionError, EngineError, SparkSetupError
+from compaction_assets.errors import CompactionError, SparkSetupError
 from compaction_assets.log import writer
-from compaction_assets.topics.config import load_topics
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import load_topics
 from tests import cluster_helpers as ch
 
 TOPICS = "defaults: {min.cleanable.dirty.ratio: 0.01, delete.retention.ms: 1000}\n"
@@ -35,8 +35,9 @@ NOW = 10_000_000
 def make_log(store: LogStore, name: str, config, records: int = 40):
     """Two sealed segments with superseded records: eligible for a cleaning."""
     h = store.log(name)
-    writer.append(h, config, [{"key": f"k{i % 7}", "value": f"{name}-{i}", "timestamp": 100 + i}
-                               for i in range(records)])
+    writer.append(
+        h, config, [{"key": f"k{i % 7}", "value": f"{name}-{i}", "timestamp": 100 + i} for i in range(records)]
+    )
     writer.roll(h)
     writer.append(h, config, [{"key": f"k{i % 5}", "value": f"late-{i}", "timestamp": 200 + i} for i in range(10)])
     writer.roll(h)
@@ -76,7 +77,7 @@ def test_spark_that_cannot_start_marks_no_log(fleet, spark, capsys, monkeypatch,
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == len(logs) + 1 and all("not marked" in e for e in errors[:-1]), err
     assert "transient" in errors[-1]
-    assert out == ""   # stdout: only what ran (issue 28, item 9); the errors are on stderr
+    assert out == ""  # stdout: only what ran (issue 28, item 9); the errors are on stderr
     # Spark back: the next run cleans every log
     monkeypatch.delenv(setting)
     rc, out, err = cli_in_process(capsys, *base, "clean", "--all")
@@ -104,13 +105,16 @@ def test_dagster_cleaning_with_spark_down_is_retryable_and_marks_nothing(fleet, 
 
     store, logs, base = fleet
     monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:1")
-    resource = LogStoreResource(root=store.location, landing=str(tmp_path / "landing"),
-                                topics_file=base[3], latest_state_root=str(tmp_path / "latest"))
+    resource = LogStoreResource(
+        root=store.location,
+        landing=str(tmp_path / "landing"),
+        topics_file=base[3],
+        latest_state_root=str(tmp_path / "latest"),
+    )
     with dg.instance_for_test() as instance:
         context = dg.build_asset_context(partition_key=logs[0].name, instance=instance)
         with pytest.raises(dg.Failure) as failure:
-            compacted_log(context, config=CleaningConfig(now_ms=NOW), log_store=resource,
-                          pyspark=make_spark_resource())
+            compacted_log(context, config=CleaningConfig(now_ms=NOW), log_store=resource, pyspark=make_spark_resource())
     assert failure.value.allow_retries is True
     assert "not marked" in failure.value.description and "unreachable" in failure.value.description
     assert marked(logs) == []
@@ -152,11 +156,14 @@ def test_clear_uncleanable_all_and_the_operator_job(fleet, capsys, tmp_path):
 
     for h in logs[1:]:
         engine.mark_uncleanable(h, CompactionError("again"))
-    resource = LogStoreResource(root=store.location, landing=str(tmp_path / "landing"),
-                                topics_file=base[3], latest_state_root=str(tmp_path / "latest"))
+    resource = LogStoreResource(
+        root=store.location,
+        landing=str(tmp_path / "landing"),
+        topics_file=base[3],
+        latest_state_root=str(tmp_path / "latest"),
+    )
     with dg.instance_for_test() as instance:
-        result = clear_uncleanable_logs_job.execute_in_process(resources={"log_store": resource},
-                                                               instance=instance)
+        result = clear_uncleanable_logs_job.execute_in_process(resources={"log_store": resource}, instance=instance)
     assert result.success
     assert marked(logs) == []
     meta = result.get_step_success_events()[0]  # the op's own step
@@ -167,10 +174,17 @@ def test_clear_uncleanable_all_and_the_operator_job(fleet, capsys, tmp_path):
 # a real Connect server stopped in the middle of a fleet cleaning
 # ---------------------------------------------------------------------------------------------------
 
+
 def _clean_all(tmp: Path, base: list[str], remote: str) -> subprocess.Popen:
     env = ch.driver_env(tmp, remote=remote, COMPACTION_CLEAN_CONCURRENCY="1")
-    return subprocess.Popen([ch.PYTHON, "-m", "compaction_assets", *base, "clean", "--all"], cwd=str(ch.ROOT),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [ch.PYTHON, "-m", "compaction_assets", *base, "clean", "--all"],
+        cwd=str(ch.ROOT),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.skipif(ch.java_missing_reason() is not None, reason=str(ch.java_missing_reason()))
@@ -186,10 +200,10 @@ def test_connect_server_stopped_mid_fleet_marks_nothing_and_next_run_cleans_all(
         server.start()
         proc = _clean_all(tmp_path, base, server.url)
         cleaned_before_kill = 0
-        for line in proc.stderr:   # the fleet's progress: stop the server once the first log is cleaned
+        for line in proc.stderr:  # the fleet's progress: stop the server once the first log is cleaned
             if ": cleaned (" in line:
                 cleaned_before_kill += 1
-                os.kill(server.server_pid(), signal.SIGKILL)   # as a crash or an OOM kill would
+                os.kill(server.server_pid(), signal.SIGKILL)  # as a crash or an OOM kill would
                 break
         out, err = proc.communicate(timeout=600)
     finally:

@@ -19,8 +19,14 @@ NOW = 10**12
 
 def _fill(handle, cfg, keys: int, rounds: int, seed: int, ts0: int = 1000) -> None:
     for r in range(rounds):
-        rows = [{"key": f"k{(k * 7 + seed) % keys:03d}", "value": None if (k + r + seed) % 11 == 0 else f"v{r}-{k}",
-                 "timestamp": ts0 + r * keys + k} for k in range(keys)]
+        rows = [
+            {
+                "key": f"k{(k * 7 + seed) % keys:03d}",
+                "value": None if (k + r + seed) % 11 == 0 else f"v{r}-{k}",
+                "timestamp": ts0 + r * keys + k,
+            }
+            for k in range(keys)
+        ]
         writer.append(handle, cfg, rows)
     writer.roll(handle)
 
@@ -47,6 +53,7 @@ def test_fleet_cleaned_concurrently_equals_one_by_one(spark, store, make_config,
         _fill(store.log(name), cfg, keys=40, rounds=3, seed=i)
     # the same logs in a second store, cleaned one at a time
     from compaction_assets.store.log_store import LogStore
+
     other = LogStore(str(tmp_path / "one-by-one"), gc_grace_s=0)
     for i, name in enumerate(names):
         _fill(other.log(name), cfg, keys=40, rounds=3, seed=i)
@@ -55,8 +62,9 @@ def test_fleet_cleaned_concurrently_equals_one_by_one(spark, store, make_config,
     _fill(broken, cfg, keys=40, rounds=2, seed=9)
     os.remove(broken.path(broken.manifest().segments[0].files[0].name))
 
-    results = engine.run_many([(store.log(n), cfg) for n in names + ["fleet-9"]], NOW, spark=spark, force=True,
-                              concurrency=3)
+    results = engine.run_many(
+        [(store.log(n), cfg) for n in names + ["fleet-9"]], NOW, spark=spark, force=True, concurrency=3
+    )
     assert [r.log for r in results] == names + ["fleet-9"]
     assert results[-1].error is not None and results[-1].report is None
     for res, name in zip(results, names):
@@ -74,8 +82,14 @@ def test_latest_state_from_the_clean_section_equals_a_replay(spark, store, make_
     engine.run(log, cfg, NOW, spark=spark, force=True)
     assert unique_keys_below(log.manifest()) is not None
     # a dirty tail: updates, new keys and deletes of keys of the clean section, sealed and active
-    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k % 5 == 0 else f"tail-{k}",
-                              "timestamp": 10**6 + k} for k in range(0, 90, 3)])
+    writer.append(
+        log,
+        cfg,
+        [
+            {"key": f"k{k:03d}", "value": None if k % 5 == 0 else f"tail-{k}", "timestamp": 10**6 + k}
+            for k in range(0, 90, 3)
+        ],
+    )
     writer.roll(log)
     writer.append(log, cfg, [{"key": "k001", "value": "active", "timestamp": 2 * 10**6}])
 
@@ -96,18 +110,23 @@ def _header(version: int | None) -> list:
 def test_latest_state_in_process_equals_spark(spark, store, make_config, strategy):
     """The Arrow build (no Spark) and the Spark job give the same rows: a dirty tail over a clean
     section, stale writes that lose by rank, and remembered deletes."""
-    cfg = make_config(segment_bytes=1500, compaction_strategy=strategy, compaction_strategy_header="v",
-                      delete_retention_ms=10)
+    cfg = make_config(
+        segment_bytes=1500, compaction_strategy=strategy, compaction_strategy_header="v", delete_retention_ms=10
+    )
     log = store.log(f"arrow{strategy}-0")
 
     def write(rows):
-        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": v, "timestamp": ts, "headers": _header(ver)}
-                                 for k, v, ts, ver in rows])
+        writer.append(
+            log,
+            cfg,
+            [{"key": f"k{k:03d}", "value": v, "timestamp": ts, "headers": _header(ver)} for k, v, ts, ver in rows],
+        )
         writer.roll(log)
 
     # ranks out of offset order: timestamps and versions fall and rise; some records carry no version
-    write([(k, None if k % 9 == 0 else f"a{k}", 5000 - 37 * k % 700, None if k % 4 == 0 else k % 13)
-           for k in range(80)])
+    write(
+        [(k, None if k % 9 == 0 else f"a{k}", 5000 - 37 * k % 700, None if k % 4 == 0 else k % 13) for k in range(80)]
+    )
     write([(k, None if k % 6 == 0 else f"b{k}", 4000 + 11 * k % 900, k % 7) for k in range(0, 80, 2)])
     engine.run(log, cfg, NOW, spark=spark, force=True)
     # tombstones expire at the next cleaning (remembered deletes); updates mark records of kept files
@@ -119,29 +138,39 @@ def test_latest_state_in_process_equals_spark(spark, store, make_config, strateg
     if strategy != "offset":
         assert log.manifest().remembered, "expired tombstones are remembered"
 
-    spark_rows = sorted((r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
-                        for r in latest_state_df(spark, log, cfg).collect())
+    spark_rows = sorted(
+        (r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
+        for r in latest_state_df(spark, log, cfg).collect()
+    )
     table = latest_state_table(log, cfg)
-    arrow_rows = [(r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
-                  for r in table.to_pylist()]
+    arrow_rows = [
+        (r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+        for r in table.to_pylist()
+    ]
     assert arrow_rows == spark_rows and len(arrow_rows) > 20
     assert [r[0] for r in arrow_rows] == sorted(r[0] for r in arrow_rows)
     if strategy == "offset":
         assert {k: v for k, v, *_ in arrow_rows} == _replayed_state(log)
     # unordered (the Parquet write's): the same rows; the offset strategy's in the log's order, unsorted
-    loose = [(r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
-             for r in latest_state_table(log, cfg, ordered=False).to_pylist()]
+    loose = [
+        (r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+        for r in latest_state_table(log, cfg, ordered=False).to_pylist()
+    ]
     assert sorted(loose) == arrow_rows
     if strategy == "offset":
         assert [r[2] for r in loose] == sorted(r[2] for r in loose) and loose != arrow_rows
     # the whole log cleaned: no key is contested, the clean section's records are the state as they are
     engine.run(log, cfg, NOW + 2 * 10**6, spark=spark, force=True)
     assert log.manifest().last_cleaning.unique_keys_below >= log.manifest().segments[-1].base_offset
-    spark_rows = sorted((r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
-                        for r in latest_state_df(spark, log, cfg).collect())
+    spark_rows = sorted(
+        (r["key"], r["value"], r["offset"], r["timestamp"], [tuple(h) for h in r["headers"]])
+        for r in latest_state_df(spark, log, cfg).collect()
+    )
     for ordered in (True, False):
-        rows = [(r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
-                for r in latest_state_table(log, cfg, ordered=ordered).to_pylist()]
+        rows = [
+            (r["key"], r["value"], r["offset"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+            for r in latest_state_table(log, cfg, ordered=ordered).to_pylist()
+        ]
         assert (rows if ordered else sorted(rows)) == spark_rows and len(rows) > 20
 
 
@@ -191,28 +220,37 @@ def test_offset_state_written_by_parts_equals_the_table(spark, store, make_confi
     log = store.log("parts-0")
 
     def table_rows():
-        return [(r["key"], r["value"], r["offset"], r["timestamp"])
-                for r in latest_state_table(log, cfg, ordered=False).to_pylist()]
+        return [
+            (r["key"], r["value"], r["offset"], r["timestamp"])
+            for r in latest_state_table(log, cfg, ordered=False).to_pylist()
+        ]
+
     _fill(log, cfg, keys=60, rounds=3, seed=4)
-    assert not written_by_parts(cfg, log.manifest())    # never cleaned: every key may be contested
+    assert not written_by_parts(cfg, log.manifest())  # never cleaned: every key may be contested
     count, parts, rows = _written_state(log, cfg, tmp_path / "never")
     assert parts == 1 and rows == table_rows() and count == len(rows) > 20
     engine.run(log, cfg, NOW, spark=spark, force=True)
     writer.append(log, cfg, [{"key": f"k{k:03d}", "value": "u", "timestamp": 10**5 + k} for k in (3, 30)])
     writer.roll(log)
-    engine.run(log, cfg, NOW, spark=spark, force=True)      # a few updates: their old records are marked
+    engine.run(log, cfg, NOW, spark=spark, force=True)  # a few updates: their old records are marked
     # a dirty tail: a key in four again (one in three of those deleted), and new keys
-    writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if k % 3 == 0 else f"t{k}", "timestamp": 10**6 + k}
-                             for k in range(0, 60, 4)])
+    writer.append(
+        log,
+        cfg,
+        [
+            {"key": f"k{k:03d}", "value": None if k % 3 == 0 else f"t{k}", "timestamp": 10**6 + k}
+            for k in range(0, 60, 4)
+        ],
+    )
     writer.append(log, cfg, [{"key": f"new{k}", "value": f"n{k}", "timestamp": 10**7 + k} for k in range(5)])
     writer.roll(log)
     assert written_by_parts(cfg, log.manifest()) and log.manifest().deleted
     count, parts, rows = _written_state(log, cfg, tmp_path / "tail")
     assert parts > 2 and rows == table_rows() and count == len(rows)
     assert {k: v for k, v, *_ in rows} == _replayed_state(log)
-    engine.run(log, cfg, NOW, spark=spark, force=True)      # the whole log clean: no tail
+    engine.run(log, cfg, NOW, spark=spark, force=True)  # the whole log clean: no tail
     before = table_rows()
-    writer.set_log_start(log, sorted(offset for _, _, offset, _ in before)[5])   # five records fall below it
+    writer.set_log_start(log, sorted(offset for _, _, offset, _ in before)[5])  # five records fall below it
     count, parts, rows = _written_state(log, cfg, tmp_path / "clean")
     assert rows == table_rows() and count == len(rows) == len(before) - 5
     assert {k: v for k, v, *_ in rows} == _replayed_state(log)
@@ -243,9 +281,9 @@ def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, m
     writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"t{k}", "timestamp": 10**6 + k} for k in range(0, 400, 40)])
     writer.roll(log)
     m = log.manifest()
-    share = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size / available_memory() / 2   # half the whole's need
+    share = latest_state.HELD_PER_VISIBLE_BYTE * m.total_size / available_memory() / 2  # half the whole's need
     assert not latest_state.fits_in_process(m, share) and latest_state.parts_fit_in_process(m, share)
     assert latest_state.written_here(log, cfg, m, share)
-    count, parts, rows = _written_state(log, cfg, tmp_path / "big", share)   # spark=_no_spark: Spark is not asked
+    count, parts, rows = _written_state(log, cfg, tmp_path / "big", share)  # spark=_no_spark: Spark is not asked
     assert parts > 2 and count == len(rows) and {k: v for k, v, *_ in rows} == _replayed_state(log)
     assert not latest_state.parts_fit_in_process(m, share / 100) and not latest_state.written_here(log, cfg, m, 0)

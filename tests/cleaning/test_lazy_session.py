@@ -11,16 +11,18 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.errors import EngineError
-from compaction_assets.spark.lazy_session import LOOPBACK_CONNECT_MASTER, LazySession, master_named_by, started_session
 from compaction_assets.log import writer
+from compaction_assets.spark.lazy_session import LOOPBACK_CONNECT_MASTER, LazySession, master_named_by, started_session
 from tests.cleaning.test_small_and_large_paths import NOW, _build, _segments
 
 
 def _counting(spark, starts: list):
     """The test's session, handed out by a function that counts how often the cleaning asks for it."""
+
     def start():
         starts.append(1)
         return spark
+
     return start
 
 
@@ -37,7 +39,7 @@ def test_a_cleaning_decided_here_starts_no_session_and_cleans_as_with_one(spark,
         again = engine.run(log, cfg, NOW + 1, spark=_counting(spark, starts) if given is None else given, force=True)
         assert report.cleaned and again.cleaned and report.route.decision == "local"
         logs[name] = (_segments(log), report.stats.records_written, starts)
-    assert logs["lazy"][2] == []   # neither the full nor the incremental cleaning started Spark
+    assert logs["lazy"][2] == []  # neither the full nor the incremental cleaning started Spark
     assert logs["lazy"][:2] == logs["eager"][:2]
     # a fleet, as `clean --all` runs it: no session either
     fleet_starts: list = []
@@ -58,7 +60,7 @@ def test_the_master_is_known_from_the_settings_without_a_session():
     assert master_named_by({"spark.master": "spark://10.0.0.5:7077"}) == "spark://10.0.0.5:7077"
     listening = socket.create_server(("127.0.0.1", 0))
     port = listening.getsockname()[1]
-    try:   # a Connect server that answers on loopback runs on this machine
+    try:  # a Connect server that answers on loopback runs on this machine
         assert master_named_by({"spark.remote": f"sc://127.0.0.1:{port}"}) == LOOPBACK_CONNECT_MASTER
         assert master_named_by({"spark.remote": f"sc://localhost:{port}/;use_ssl=false"}) == LOOPBACK_CONNECT_MASTER
     finally:

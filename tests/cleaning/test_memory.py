@@ -20,25 +20,42 @@ def _cgroup(root, files: dict[str, str]):
 
 def test_a_container_limit_bounds_the_memory_available(tmp_path):
     # cgroup v2: 2 GiB limit, 1.5 GiB charged of which 1 GiB is reclaimable file pages
-    v2 = _cgroup(tmp_path / "v2", {"memory.max": f"{2 * GIB}\n", "memory.current": f"{GIB + GIB // 2}\n",
-                                   "memory.stat": f"anon 123\ninactive_file {GIB}\nactive_file 7\n"})
+    v2 = _cgroup(
+        tmp_path / "v2",
+        {
+            "memory.max": f"{2 * GIB}\n",
+            "memory.current": f"{GIB + GIB // 2}\n",
+            "memory.stat": f"anon 123\ninactive_file {GIB}\nactive_file 7\n",
+        },
+    )
     assert _container_headroom(v2) == 2 * GIB - GIB // 2
     assert available_memory(v2) == min(_machine_available(), 2 * GIB - GIB // 2)
     # cgroup v1: the same figures under memory/, the file pages as total_inactive_file
-    v1 = _cgroup(tmp_path / "v1", {"memory/memory.limit_in_bytes": f"{GIB}\n",
-                                   "memory/memory.usage_in_bytes": f"{3 * GIB}\n",
-                                   "memory/memory.stat": f"inactive_file 5\ntotal_inactive_file {GIB // 2}\n"})
-    assert _container_headroom(v1) == 0          # over its limit: nothing to spare
+    v1 = _cgroup(
+        tmp_path / "v1",
+        {
+            "memory/memory.limit_in_bytes": f"{GIB}\n",
+            "memory/memory.usage_in_bytes": f"{3 * GIB}\n",
+            "memory/memory.stat": f"inactive_file 5\ntotal_inactive_file {GIB // 2}\n",
+        },
+    )
+    assert _container_headroom(v1) == 0  # over its limit: nothing to spare
     assert available_memory(v1) == 0
 
 
 def test_no_container_limit_leaves_the_machine_available(tmp_path):
     unlimited_v2 = _cgroup(tmp_path / "v2", {"memory.max": "max\n", "memory.current": "100\n", "memory.stat": ""})
-    unlimited_v1 = _cgroup(tmp_path / "v1", {"memory/memory.limit_in_bytes": "9223372036854771712\n",
-                                             "memory/memory.usage_in_bytes": "100\n", "memory/memory.stat": ""})
+    unlimited_v1 = _cgroup(
+        tmp_path / "v1",
+        {
+            "memory/memory.limit_in_bytes": "9223372036854771712\n",
+            "memory/memory.usage_in_bytes": "100\n",
+            "memory/memory.stat": "",
+        },
+    )
     for root in (unlimited_v2, unlimited_v1, str(tmp_path / "none")):
         assert _container_headroom(root) is None
-        assert 0 < available_memory(root) <= _machine_available() + GIB   # MemAvailable moves between reads
+        assert 0 < available_memory(root) <= _machine_available() + GIB  # MemAvailable moves between reads
 
 
 def test_the_latest_state_is_built_here_while_it_fits_the_memory(store, make_config):
@@ -49,8 +66,8 @@ def test_the_latest_state_is_built_here_while_it_fits_the_memory(store, make_con
     manifest = log.manifest()
     visible = manifest.total_size
     assert visible > 200 * 100
-    assert fits_in_process(manifest)                      # a small log: Arrow, no Spark
-    assert not fits_in_process(manifest, share=0.0)       # no memory to spare: the Spark job
+    assert fits_in_process(manifest)  # a small log: Arrow, no Spark
+    assert not fits_in_process(manifest, share=0.0)  # no memory to spare: the Spark job
     needed = HELD_PER_VISIBLE_BYTE * visible / available_memory()
     assert fits_in_process(manifest, share=needed * 2)
     assert not fits_in_process(manifest, share=needed / 2)

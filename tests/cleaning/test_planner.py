@@ -12,9 +12,9 @@ import pytest
 
 from compaction_assets.cleaning import engine, planner
 from compaction_assets.log import writer
-from compaction_assets.topics.config import INT64_MAX, build_config
-from compaction_assets.store.manifest import Hold
 from compaction_assets.segments.records import record_size
+from compaction_assets.store.manifest import Hold
+from compaction_assets.topics.config import INT64_MAX, build_config
 
 REC = 30  # logical size of every record made by `recs`: 16 + 4 (key) + 10 (value)
 
@@ -56,6 +56,7 @@ def test_record_size_of_helper():
 
 # --- dirty ratio --------------------------------------------------------------------------------------
 
+
 def test_all_dirty_ratio_one(store):
     c = cfg()
     log = build(store, "a-0", c, recs(4, 100), recs(6, 200))
@@ -86,8 +87,8 @@ def test_segment_straddling_first_dirty_counts_on_both_sides(store):
     e = ev(log, c, 1000)
     assert e.first_dirty_offset == 7
     assert e.first_uncleanable_offset == 15
-    assert e.clean_bytes == (4 + 6) * REC          # both segments with base < 7
-    assert e.cleanable_bytes == (6 + 5) * REC      # from the one containing 7, whole
+    assert e.clean_bytes == (4 + 6) * REC  # both segments with base < 7
+    assert e.cleanable_bytes == (6 + 5) * REC  # from the one containing 7, whole
     assert e.dirty_ratio == pytest.approx(11 / 21)
     assert e.checkpoint_reset is False and e.stored_checkpoint == 7
 
@@ -147,9 +148,14 @@ def test_ratio_threshold_with_fractional_sizes(store):
 def test_sizes_are_logical_bytes_with_headers(store):
     c = cfg()
     log = store.log("h-0")
-    writer.append(log, c, [{"key": b"kk", "value": None, "timestamp": 5,
-                             "headers": [("näme", b"123"), ("x", None)]},
-                            {"key": b"k", "value": b"abc", "timestamp": 6}])
+    writer.append(
+        log,
+        c,
+        [
+            {"key": b"kk", "value": None, "timestamp": 5, "headers": [("näme", b"123"), ("x", None)]},
+            {"key": b"k", "value": b"abc", "timestamp": 6},
+        ],
+    )
     writer.roll(log)
     expected = (16 + 2 + 0 + len("näme".encode()) + 3 + 1) + (16 + 1 + 3)
     e = ev(log, c, 10)
@@ -158,6 +164,7 @@ def test_sizes_are_logical_bytes_with_headers(store):
 
 
 # --- zero-total logs, non-compacted logs ----------------------------------------------------------------
+
 
 def test_empty_log_reports_ratio_zero(store):
     c = cfg(min_cleanable_dirty_ratio=0)
@@ -203,11 +210,12 @@ def test_force_reason(store):
 
 # --- first uncleanable offset with min.compaction.lag.ms -------------------------------------------------
 
+
 def test_min_lag_young_segment_blocks(store):
     c = cfg(min_compaction_lag_ms=600)
     # S0 [0,3) max ts 100, S1 [3,6) max ts 500, S2 [6,9) max ts 200
     log = build(store, "m-0", c, recs(3, [50, 100, 80]), recs(3, [300, 500, 400]), recs(3, 200))
-    e = ev(log, c, 1000)   # now - lag = 400: S1 (500 > 400) is too young
+    e = ev(log, c, 1000)  # now - lag = 400: S1 (500 > 400) is too young
     assert e.first_uncleanable_offset == 3
     assert e.cleanable_bytes == 3 * REC
     assert e.dirty_ratio == 1.0
@@ -252,7 +260,7 @@ def test_min_lag_scan_starts_at_first_dirty(store):
 def test_min_lag_checkpoint_inside_young_segment(store):
     c = cfg(min_compaction_lag_ms=100, min_cleanable_dirty_ratio=0)
     log = build(store, "m-0", c, recs(3, 10), recs(4, 990), recs(3, 20))
-    writer.set_checkpoint(log, 5)   # inside the too-young segment [3,7)
+    writer.set_checkpoint(log, 5)  # inside the too-young segment [3,7)
     e = ev(log, c, 1000)
     assert e.first_dirty_offset == 5
     assert e.first_uncleanable_offset == 5  # U = first_dirty: nothing cleanable
@@ -263,7 +271,7 @@ def test_min_lag_checkpoint_inside_young_segment(store):
 def test_min_lag_checkpoint_inside_active_segment(store):
     c = cfg(min_cleanable_dirty_ratio=0)
     log = build(store, "m-0", c, recs(3, 10), recs(4, 20), roll_last=False)
-    writer.set_checkpoint(log, 5)   # inside the active segment [3,7)
+    writer.set_checkpoint(log, 5)  # inside the active segment [3,7)
     e = ev(log, c, 100)
     assert e.first_dirty_offset == 5 and e.first_uncleanable_offset == 5
     assert e.cleanable_bytes == 0 and not e.eligible
@@ -305,8 +313,7 @@ def test_crafted_empty_sealed_segment_does_not_block(store):
     m = log.manifest()
     segs = list(m.segments)
     # an emptied segment (as a cleaning leaves it) whose stale max_ts would be young
-    segs[1] = replace(segs[1], files=(), records=0, size=0, min_ts=None, max_ts=None, first_ts=None,
-                      min_pos_ts=None)
+    segs[1] = replace(segs[1], files=(), records=0, size=0, min_ts=None, max_ts=None, first_ts=None, min_pos_ts=None)
     m = m.with_(segments=tuple(segs))
     e = planner.evaluate(m, c, 1000)
     assert e.first_uncleanable_offset == 9
@@ -314,6 +321,7 @@ def test_crafted_empty_sealed_segment_does_not_block(store):
 
 
 # --- checkpoint resets ---------------------------------------------------------------------------------
+
 
 def test_checkpoint_above_leo_reset_to_log_start(store):
     c = cfg()
@@ -362,7 +370,7 @@ def test_checkpoint_at_log_start_and_explicit_first_offset(store):
 
 
 def test_prepare_rewrites_checkpoint_dry_run_does_not(store):
-    c = cfg(min_cleanable_dirty_ratio=1)   # never eligible: no Spark needed
+    c = cfg(min_cleanable_dirty_ratio=1)  # never eligible: no Spark needed
     log = build(store, "r-0", c, recs(3, 10), recs(3, 20))
     writer.set_checkpoint(log, 99)
     version = log.manifest().version
@@ -380,6 +388,7 @@ def test_prepare_rewrites_checkpoint_dry_run_does_not(store):
 
 
 # --- max compaction delay -------------------------------------------------------------------------------
+
 
 def test_max_delay_from_earliest_timestamp(store):
     c = cfg(max_compaction_lag_ms=1000, min_cleanable_dirty_ratio=1)
@@ -404,15 +413,15 @@ def test_max_delay_zero_timestamps_ignored(store):
 def test_max_delay_not_positive_is_zero(store):
     c = cfg(max_compaction_lag_ms=1000, min_cleanable_dirty_ratio=1)
     log = build(store, "x-0", c, recs(3, 4000))
-    assert ev(log, c, 5000).max_compaction_delay_ms == 0     # exactly due: not positive
+    assert ev(log, c, 5000).max_compaction_delay_ms == 0  # exactly due: not positive
     assert not ev(log, c, 5000).eligible
     assert ev(log, c, 5001).max_compaction_delay_ms == 1
     assert ev(log, c, 5001).reason == "max_compaction_lag"
-    assert ev(log, c, 100).max_compaction_delay_ms == 0       # now earlier than the records
+    assert ev(log, c, 100).max_compaction_delay_ms == 0  # now earlier than the records
 
 
 def test_max_delay_int64_max_lag_never_due(store):
-    c = cfg(min_cleanable_dirty_ratio=1)   # max.compaction.lag.ms = int64 max
+    c = cfg(min_cleanable_dirty_ratio=1)  # max.compaction.lag.ms = int64 max
     log = build(store, "x-0", c, recs(3, 1))
     for now in (0, 10**15, INT64_MAX - 1, INT64_MAX):
         e = ev(log, c, now)
@@ -456,17 +465,18 @@ def test_max_delay_includes_min_lag_blocked_segments(store):
 def test_max_delay_needs_cleanable_bytes(store):
     c = cfg(max_compaction_lag_ms=1000, min_cleanable_dirty_ratio=1)
     log = build(store, "x-0", c, recs(3, 100))
-    writer.set_checkpoint(log, 3)   # everything clean
+    writer.set_checkpoint(log, 3)  # everything clean
     e = ev(log, c, 10_000)
     assert e.cleanable_bytes == 0 and e.max_compaction_delay_ms == 0 and not e.eligible
 
 
 # --- deadline roll ------------------------------------------------------------------------------------------
 
+
 def test_deadline_roll_is_strict(store):
     c = cfg(segment_ms=5000, min_cleanable_dirty_ratio=0)
     log = build(store, "dl-0", c, recs(3, [1000, 1500, 1200]), roll_last=False)
-    e = ev(log, c, 6000)     # now - roll interval == earliest timestamp: not older
+    e = ev(log, c, 6000)  # now - roll interval == earliest timestamp: not older
     assert not e.deadline_roll
     assert e.first_uncleanable_offset == 0 and e.cleanable_bytes == 0 and not e.eligible
     e = ev(log, c, 6001)
@@ -528,13 +538,18 @@ def test_deadline_roll_and_max_delay(store):
 
 # --- delete horizon and reason order --------------------------------------------------------------------
 
+
 def with_horizons(log, index, horizons):
     def change(m):
         segs = list(m.segments)
         base = segs[index].base_offset  # the tombstones are the segment's first records
-        segs[index] = replace(segs[index], horizons=tuple((h, c, base, base + c - 1) for h, c in horizons),
-                              tombstones=sum(c for _, c in horizons))
+        segs[index] = replace(
+            segs[index],
+            horizons=tuple((h, c, base, base + c - 1) for h, c in horizons),
+            tombstones=sum(c for _, c in horizons),
+        )
         return m.with_(segments=tuple(segs))
+
     return log.update(change)
 
 
@@ -545,7 +560,7 @@ def test_delete_horizon_reason(store):
     with_horizons(log, 0, [(5000, 2)])
     e = ev(log, c, 4999)
     assert e.expired_tombstones == 0 and not e.eligible
-    e = ev(log, c, 5000)            # horizon <= now
+    e = ev(log, c, 5000)  # horizon <= now
     assert e.expired_tombstones == 2 and e.eligible and e.reason == "delete_horizon"
     # a horizon in the dirty section does not count
     writer.set_checkpoint(log, 0)
@@ -554,7 +569,7 @@ def test_delete_horizon_reason(store):
 
 def test_reason_order(store):
     log = build(store, "t-0", cfg(), recs(2, 10), recs(2, 20), recs(2, 30))
-    writer.set_checkpoint(log, 2)   # ratio 4/6
+    writer.set_checkpoint(log, 2)  # ratio 4/6
     with_horizons(log, 0, [(100, 1)])
     now = 10_000
     all_three = cfg(min_cleanable_dirty_ratio=0.5, max_compaction_lag_ms=1000)
@@ -586,21 +601,28 @@ def test_held_tombstone_not_counted(store):
 def test_delete_horizon_from_a_real_cleaning(store, spark):
     c = cfg(delete_retention_ms=1000, min_cleanable_dirty_ratio=0.5)
     log = store.log("real-0")
-    writer.append(log, c, [{"key": "a", "value": "1", "timestamp": 10},
-                            {"key": "a", "value": None, "timestamp": 11},
-                            {"key": "b", "value": "2", "timestamp": 12}])
+    writer.append(
+        log,
+        c,
+        [
+            {"key": "a", "value": "1", "timestamp": 10},
+            {"key": "a", "value": None, "timestamp": 11},
+            {"key": "b", "value": "2", "timestamp": 12},
+        ],
+    )
     writer.roll(log)
     report = engine.run(log, c, 5000, spark=spark)
     assert report.cleaned and report.stats.tombstones_stamped == 1
     m = log.manifest()
     assert m.checkpoint == 3
     assert sum(cnt for s in m.segments for _, cnt, *_ in s.horizons) == 1
-    assert ev(log, c, 5999).reason is None           # horizon = 5000 + 1000
+    assert ev(log, c, 5999).reason is None  # horizon = 5000 + 1000
     e = ev(log, c, 6000)
     assert e.expired_tombstones == 1 and e.reason == "delete_horizon"
 
 
 # --- priority across logs ----------------------------------------------------------------------------
+
 
 def test_order_by_ratio_then_delay_then_name(store):
     c = cfg(max_compaction_lag_ms=1000, min_cleanable_dirty_ratio=0)
@@ -612,11 +634,11 @@ def test_order_by_ratio_then_delay_then_name(store):
         return planner.evaluate(log.manifest(), c, now)
 
     evs = [
-        mk("b-0", 1, 1, 50_000),    # ratio 0.5, delay 49000
-        mk("a-0", 1, 3, 90_000),    # ratio 0.75, delay 9000
-        mk("c-0", 1, 1, 10_000),    # ratio 0.5, delay 89000
-        mk("a-1", 1, 1, 50_000),    # ratio 0.5, delay 49000 (ties with b-0: by name)
-        mk("z-0", 1, 3, 99_500),    # ratio 0.75, delay 0
+        mk("b-0", 1, 1, 50_000),  # ratio 0.5, delay 49000
+        mk("a-0", 1, 3, 90_000),  # ratio 0.75, delay 9000
+        mk("c-0", 1, 1, 10_000),  # ratio 0.5, delay 89000
+        mk("a-1", 1, 1, 50_000),  # ratio 0.5, delay 49000 (ties with b-0: by name)
+        mk("z-0", 1, 3, 99_500),  # ratio 0.75, delay 0
     ]
     ordered = [e.log for e in planner.order(evs)]
     assert ordered == ["a-0", "z-0", "c-0", "a-1", "b-0"]
@@ -637,14 +659,16 @@ def test_priority_compares_ratio_before_delay(store):
 
 # --- roll rules at append (SPEC §1), used by the figures above ---------------------------------------------
 
+
 def test_find_rolls_bytes_and_interval():
     import numpy as np
+
     sizes = np.array([10, 10, 10, 10], dtype=np.int64)
     ts = np.array([0, 0, 0, 0], dtype=np.int64)
-    assert writer.find_rolls(sizes, ts, 0, None, 20, 10**9) == [2]          # 10+10 <= 20; +10 > 20
-    assert writer.find_rolls(sizes, ts, 15, 0, 20, 10**9) == [0, 2]         # active already at 15
+    assert writer.find_rolls(sizes, ts, 0, None, 20, 10**9) == [2]  # 10+10 <= 20; +10 > 20
+    assert writer.find_rolls(sizes, ts, 15, 0, 20, 10**9) == [0, 2]  # active already at 15
     ts = np.array([100, 150, 201, 250], dtype=np.int64)
-    assert writer.find_rolls(sizes, ts, 0, None, 10**9, 100) == [2]         # 201 - 100 > 100
+    assert writer.find_rolls(sizes, ts, 0, None, 10**9, 100) == [2]  # 201 - 100 > 100
     assert writer.find_rolls(sizes, np.array([100, 150, 200, 250]), 0, None, 10**9, 100) == [3]
 
 

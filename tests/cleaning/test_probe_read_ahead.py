@@ -32,24 +32,36 @@ class KeysAfter:
 def _segment(path: str, first: int, rows: int) -> ProbeSpec:
     offsets = np.arange(first, first + rows, dtype=np.int64)
     tomb = offsets % 7 == 0
-    pq.write_table(pa.table({
-        "offset": offsets,
-        "key": [b"key-%d" % o for o in offsets.tolist()],
-        "value": pa.array([None if t else b"v" for t in tomb.tolist()], pa.binary()),
-        "timestamp": offsets * 3,
-        "headers": pa.nulls(rows, SEGMENT_SCHEMA.field("headers").type),
-        # tombstones: some past their horizon, some not, some without one
-        "delete_horizon": pa.array([((int(o) % 300) * 50 if o % 3 else None) if t else None
-                                    for o, t in zip(offsets.tolist(), tomb.tolist())], pa.int64()),
-        "record_size": offsets % 40 + 10,
-        "is_tombstone": tomb,
-    }, schema=SEGMENT_SCHEMA), path)
-    dead = offsets[offsets % 11 == 5]   # the deletion vector's entries of this segment
+    pq.write_table(
+        pa.table(
+            {
+                "offset": offsets,
+                "key": [b"key-%d" % o for o in offsets.tolist()],
+                "value": pa.array([None if t else b"v" for t in tomb.tolist()], pa.binary()),
+                "timestamp": offsets * 3,
+                "headers": pa.nulls(rows, SEGMENT_SCHEMA.field("headers").type),
+                # tombstones: some past their horizon, some not, some without one
+                "delete_horizon": pa.array(
+                    [
+                        ((int(o) % 300) * 50 if o % 3 else None) if t else None
+                        for o, t in zip(offsets.tolist(), tomb.tolist())
+                    ],
+                    pa.int64(),
+                ),
+                "record_size": offsets % 40 + 10,
+                "is_tombstone": tomb,
+            },
+            schema=SEGMENT_SCHEMA,
+        ),
+        path,
+    )
+    dead = offsets[offsets % 11 == 5]  # the deletion vector's entries of this segment
     return ProbeSpec(first // 1000, ((path, None),), 0, dead, rows)
 
 
-@pytest.mark.parametrize("batch_rows, read_ahead_rows, waits", [(7, 0, 0), (7, 50, 3), (7, 10_000, 1_000),
-                                                                (64, 130, 2), (1, 1, 5)])
+@pytest.mark.parametrize(
+    "batch_rows, read_ahead_rows, waits", [(7, 0, 0), (7, 50, 3), (7, 10_000, 1_000), (64, 130, 2), (1, 1, 5)]
+)
 def test_reading_ahead_finds_what_testing_each_batch_at_once_finds(tmp_path, batch_rows, read_ahead_rows, waits):
     specs = [_segment(str(tmp_path / f"seg-{n}.parquet"), n * 1000, rows) for n, rows in enumerate((300, 41, 170))]
     newer = pa.array([b"key-%d" % o for o in (3, 5, 14, 299, 1000, 1040, 2001, 2169, 99_999)], pa.binary())

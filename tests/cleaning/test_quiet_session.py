@@ -24,8 +24,14 @@ print("done")
 @pytest.mark.slow
 def test_a_local_session_starts_without_start_up_noise():
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_MASTER")}
-    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=900, env=env,
-                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "done" in proc.stdout
     assert "a line the JVM prints later" in proc.stderr

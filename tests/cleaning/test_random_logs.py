@@ -41,12 +41,11 @@ from tests.tunings import mark_only
 STRATEGIES = ("offset", "timestamp", "header")
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
 # The repository's copy of the public cases (tests/conformance/), so the tests pass from a clone alone.
-CONFORMANCE = os.environ.get("CONFORMANCE_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)),
-                                                             "conformance"))
+CONFORMANCE = os.environ.get("CONFORMANCE_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "conformance"))
 BASE_SEED = int(os.environ.get("RANDOM_LOGS_SEED", "20250611"))
-FAST_CASES = int(os.environ.get("RANDOM_LOGS_CASES", "25"))   # per strategy
+FAST_CASES = int(os.environ.get("RANDOM_LOGS_CASES", "25"))  # per strategy
 FAST_MAX_CLEANS = 2
-SLOW_CASES = 200                                                # per strategy
+SLOW_CASES = 200  # per strategy
 SLOW_MAX_CLEANS = 5
 MAX_RECORDS = 60
 
@@ -55,19 +54,21 @@ MAX_RECORDS = 60
 # case generation
 # ---------------------------------------------------------------------------------------------------
 
+
 def _config(rng: random.Random, strategy: str, delete_focus: bool) -> dict:
     cfg: dict = {"compaction.strategy": strategy}
     if strategy == "header":
         cfg["compaction.strategy.header"] = rng.choice(["v", "v", "ver"])
     elif rng.random() < 0.1:
-        cfg["compaction.strategy.header"] = "v"          # valid but ignored
-    cfg["min.cleanable.dirty.ratio"] = rng.choice([0, 0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1, 1.0,
-                                                   round(rng.random(), 3)])
+        cfg["compaction.strategy.header"] = "v"  # valid but ignored
+    cfg["min.cleanable.dirty.ratio"] = rng.choice(
+        [0, 0.0, 0.1, 0.25, 0.5, 0.5, 0.75, 0.9, 1, 1.0, round(rng.random(), 3)]
+    )
     r = rng.random()
     if r < 0.75:
         cfg["segment.bytes"] = rng.randint(40, 200)
     elif r < 0.85:
-        cfg["segment.bytes"] = rng.randint(10, 39)       # records may exceed a whole segment
+        cfg["segment.bytes"] = rng.randint(10, 39)  # records may exceed a whole segment
     if rng.random() < 0.5:
         cfg["segment.ms"] = rng.choice([rng.randint(50, 400), rng.randint(400, 3000)])
     max_lag = None
@@ -81,22 +82,23 @@ def _config(rng: random.Random, strategy: str, delete_focus: bool) -> dict:
     elif r < 0.55:
         cfg["min.compaction.lag.ms"] = 0
     r = rng.random()
-    if delete_focus:   # horizons and remembered deletes that expire within the case, mostly
-        cfg["delete.retention.ms"] = (0 if r < 0.1 else rng.randint(1, 300) if r < 0.55
-                                      else rng.randint(300, 2000) if r < 0.95 else INT64_MAX)
+    if delete_focus:  # horizons and remembered deletes that expire within the case, mostly
+        cfg["delete.retention.ms"] = (
+            0 if r < 0.1 else rng.randint(1, 300) if r < 0.55 else rng.randint(300, 2000) if r < 0.95 else INT64_MAX
+        )
     elif r < 0.25:
         cfg["delete.retention.ms"] = 0
     elif r < 0.85:
         cfg["delete.retention.ms"] = rng.choice([rng.randint(1, 300), rng.randint(300, 3000)])
     elif r < 0.92:
-        cfg["delete.retention.ms"] = INT64_MAX            # the horizon saturates
+        cfg["delete.retention.ms"] = INT64_MAX  # the horizon saturates
     if rng.random() < 0.3:
         cfg["cleanup.policy"] = rng.choice(["compact,delete", "delete,compact", " compact , delete"])
         cfg["retention.ms"] = rng.choice([-1, rng.randint(100, 1500), rng.randint(1500, 6000)])
         cfg["retention.bytes"] = rng.choice([-1, -1, rng.randint(60, 400)])
     elif rng.random() < 0.15:
         cfg["cleanup.policy"] = "compact"
-        cfg["retention.ms"] = rng.randint(0, 100)         # valid but unused without delete
+        cfg["retention.ms"] = rng.randint(0, 100)  # valid but unused without delete
     return cfg
 
 
@@ -113,16 +115,16 @@ def _headers(rng: random.Random, strategy: str, name: str, version: int) -> list
         lambda: [[name, version]],
         lambda: [[name, version]],
         lambda: [[name, rng.randint(-2, 6)]],
-        lambda: [[name, rng.choice([INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 2**32, -2**32])]],
+        lambda: [[name, rng.choice([INT64_MAX, INT64_MIN, INT64_MAX - 1, INT64_MIN + 1, 2**32, -(2**32)])]],
         lambda: [[name, rng.choice(["ÿÿÿÿ", "\u20ac\u20acab", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f"])]],  # 8 UTF-8 bytes
-        lambda: [],                                          # missing
-        lambda: None,                                        # no headers at all
-        lambda: [[name, None]],                              # null value
-        lambda: [[name, rng.choice(["abc", "abcdefghi", ""])]],   # not 8 bytes
+        lambda: [],  # missing
+        lambda: None,  # no headers at all
+        lambda: [[name, None]],  # null value
+        lambda: [[name, rng.choice(["abc", "abcdefghi", ""])]],  # not 8 bytes
         lambda: [[name, rng.choice(["abcdefgh", "\x00\x00\x00\x00\x00\x00\x00\x03"])]],  # exactly 8 bytes
-        lambda: [[name, rng.randint(-2, 6)], [name, rng.randint(-2, 6)]],   # the last one counts
-        lambda: [[name, rng.randint(0, 6)], ["x", 1], [name, "bad"]],       # last is not 8 bytes
-        lambda: [[name.upper(), rng.randint(0, 6)]],         # names are case-sensitive
+        lambda: [[name, rng.randint(-2, 6)], [name, rng.randint(-2, 6)]],  # the last one counts
+        lambda: [[name, rng.randint(0, 6)], ["x", 1], [name, "bad"]],  # last is not 8 bytes
+        lambda: [[name.upper(), rng.randint(0, 6)]],  # names are case-sensitive
         lambda: [["other", rng.randint(0, 6)], [name, rng.randint(-2, 6)]],
     ]
     return rng.choice(choices)()
@@ -133,22 +135,22 @@ class _Gen:
         self.rng, self.strategy, self.cfg = rng, strategy, cfg
         self.keys = [f"k{i}" for i in range(rng.randint(3, 6))]
         if rng.random() < 0.2:
-            self.keys[-1] = "kä€"                            # sizes count UTF-8 bytes, not characters
+            self.keys[-1] = "kä€"  # sizes count UTF-8 bytes, not characters
         self.leo = 0
         self.records = 0
         # times near 0 mostly; sometimes a realistic epoch, sometimes near the int64 end (saturation)
         epoch = rng.choices([0, 1_700_000_000_000, INT64_MAX - 1_000_000], [90, 7, 3])[0]
         self.now = epoch + rng.choice([0, 100, 1000, rng.randint(0, 2000)])
         self.vseq = 0
-        self.latest_ts: dict = {}       # per key: highest timestamp so far
+        self.latest_ts: dict = {}  # per key: highest timestamp so far
         self.latest_version: dict = {}  # per key: highest version so far (header strategy)
-        self.deleted: set = set()       # keys that got a tombstone
+        self.deleted: set = set()  # keys that got a tombstone
         self.tombstone_rate = 0.12 if strategy == "offset" else 0.18
 
     def tick(self, big: bool = False, small: bool = False) -> int:
         r = self.rng.random()
         dr = self.cfg.get("delete.retention.ms", 86_400_000)
-        if big and dr <= 5000:   # around the delete retention: before and after horizons and expiries
+        if big and dr <= 5000:  # around the delete retention: before and after horizons and expiries
             step = self.rng.choice([0, dr // 3, dr // 2, dr, dr + 1, 2 * dr + 1, self.rng.randint(1, 300)])
         elif small:
             step = self.rng.randint(0, 20)
@@ -163,14 +165,24 @@ class _Gen:
         self.now = min(self.now + step, INT64_MAX)
         return self.now
 
-    def record(self, explicit: bool, key: str | None = None, stale: bool | None = None,
-               tombstone_rate: float | None = None, fresh_tombstones: bool = False) -> dict:
+    def record(
+        self,
+        explicit: bool,
+        key: str | None = None,
+        stale: bool | None = None,
+        tombstone_rate: float | None = None,
+        fresh_tombstones: bool = False,
+    ) -> dict:
         rng = self.rng
         self.vseq += 1
         key = key or rng.choice(self.keys)
         rate = self.tombstone_rate if tombstone_rate is None else tombstone_rate
-        rec: dict = {"key": key, "value": None if rng.random() < rate
-                     else f"v{self.vseq}" + rng.choice(["x", "x", "x", "é"]) * rng.randint(0, 6)}
+        rec: dict = {
+            "key": key,
+            "value": None
+            if rng.random() < rate
+            else f"v{self.vseq}" + rng.choice(["x", "x", "x", "é"]) * rng.randint(0, 6),
+        }
         if rec["value"] is None:
             self.deleted.add(key)
         # a stale write (older timestamp / lower version than the key's latest) now and then, so that
@@ -180,7 +192,7 @@ class _Gen:
         stale = stale and key in self.latest_ts
         fresh = fresh_tombstones and rec["value"] is None
         r = rng.random()
-        if fresh:   # a delete that wins: newest timestamp and version of its key
+        if fresh:  # a delete that wins: newest timestamp and version of its key
             stale = False
             rec["timestamp"] = min(max(self.latest_ts.get(key, 0), self.now) + rng.randint(0, 20), INT64_MAX)
         elif stale:
@@ -188,7 +200,7 @@ class _Gen:
         elif r < 0.06:
             rec["timestamp"] = 0
         elif r < 0.13:
-            pass                                             # takes the step's `now`
+            pass  # takes the step's `now`
         else:
             rec["timestamp"] = min(max(0, self.now + rng.randint(-400, 40)), INT64_MAX)
         ts = rec.get("timestamp", self.now)
@@ -211,7 +223,7 @@ class _Gen:
         if explicit and rng.random() < 0.8:
             off = self.leo + rng.choice([0, 0, 1, 2, 5])
             if self.leo == 0 and rng.random() < 0.5:
-                off = rng.randint(1, 40)                     # data exported from Kafka: starts late
+                off = rng.randint(1, 40)  # data exported from Kafka: starts late
             rec["offset"] = off
             self.leo = off + 1
         else:
@@ -252,11 +264,11 @@ class _Gen:
                 out.append(self.clean())
         elif r < 0.94:
             if rng.random() < 0.03:
-                target = self.leo + 1                        # refused: beyond LEO (ends the case)
+                target = self.leo + 1  # refused: beyond LEO (ends the case)
             else:
                 target = rng.randint(0, self.leo) if self.leo else 0
             out.append({"set_log_start": {"offset": target}})
-        elif self.leo > 0:                                   # not on a log that never had a record
+        elif self.leo > 0:  # not on a log that never had a record
             out.append({"set_checkpoint": {"offset": rng.randint(0, self.leo + 3)}})
 
     def delete_episode(self, out: list, rounds: int) -> None:
@@ -279,13 +291,12 @@ class _Gen:
             if self.records >= MAX_RECORDS:
                 return
             key = rng.choice(sorted(self.deleted)) if self.deleted else None
-            out.append(self.append(n=n, key=key, stale=rng.random() < 0.85, tombstone_rate=0.1,
-                                   small_tick=True))
+            out.append(self.append(n=n, key=key, stale=rng.random() < 0.85, tombstone_rate=0.1, small_tick=True))
 
         out.append(self.append(tombstone_rate=0.5, fresh_tombstones=True))
         if rng.random() < 0.8:
             out.append({"roll": {}})
-        clean(rng.randint(0, 50))                                  # stamps the horizons
+        clean(rng.randint(0, 50))  # stamps the horizons
         for _ in range(rounds):
             r = rng.random()
             if r < 0.7:
@@ -297,8 +308,11 @@ class _Gen:
             if rng.random() < 0.3:
                 out.append({"plan": {"now": min(self.now + rng.randint(0, 30), INT64_MAX)}})
             if short:
-                clean(rng.choice([0, dr // 4, dr // 3, dr // 2, dr - 1, dr, dr + 1, 2 * dr + 1])
-                      if dr > 1 else rng.randint(0, 3))
+                clean(
+                    rng.choice([0, dr // 4, dr // 3, dr // 2, dr - 1, dr, dr + 1, 2 * dr + 1])
+                    if dr > 1
+                    else rng.randint(0, 3)
+                )
             else:
                 clean(rng.randint(0, 500))
         if rng.random() < 0.6 and self.deleted and self.records < MAX_RECORDS:
@@ -311,7 +325,7 @@ class _Gen:
         rng = self.rng
         out: list = []
         budget = {"cleans": max_cleans}
-        if episode:   # a shorter random prefix, then a delete's life, then a few random steps
+        if episode:  # a shorter random prefix, then a delete's life, then a few random steps
             for _ in range(rng.randint(1, 6)):
                 self.random_step(out, budget)
             self.delete_episode(out, rng.randint(2, max(2, max_cleans - 1)))
@@ -349,136 +363,221 @@ def case_seeds(strategy: str, count: int, salt: int = 0) -> list[int]:
 # ---------------------------------------------------------------------------------------------------
 
 TARGETED_CASES = [
-    {"name": "remembered-delete-expiry", "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 100}]},
-         {"roll": {}},
-         {"clean": {"now": 200}},
-         {"clean": {"now": 300}},
-         {"clean": {"now": 400}}
-     ]},
-    {"name": "tombstone-index-lost-to-gc", "config": {"compaction.strategy": "timestamp"},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 100}]},
-         {"roll": {}},
-         {"clean": {"now": 200}},
-         {"clean": {"now": 250}},
-         {"append": [{"key": "a", "value": "late", "timestamp": 50}]}
-     ]},
-    {"name": "remembered-delete-hit", "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 1000, "min.cleanable.dirty.ratio": 0},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 100}, {"key": "b", "value": "1", "timestamp": 100}]},
-         {"roll": {}},
-         {"clean": {"now": 200}},
-         {"clean": {"now": 1300}},
-         {"append": [{"key": "a", "value": "late", "timestamp": 50}]},
-         {"plan": {"now": 1350}},
-         {"roll": {}},
-         {"clean": {"now": 1400}}
-     ]},
-    {"name": "hold-single-batch", "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 1000}, {"key": "b", "value": None, "timestamp": 1000}]},
-         {"roll": {}},
-         {"clean": {"now": 1100}},
-         {"append": [{"key": "a", "value": "old", "timestamp": 500}, {"key": "a", "value": "old2", "timestamp": 600}]},
-         {"plan": {"now": 1300}},
-         {"clean": {"now": 1300}}
-     ]},
-    {"name": "hold-double-count", "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 1000}, {"key": "b", "value": None, "timestamp": 1000}]},
-         {"roll": {}},
-         {"clean": {"now": 1100}},
-         {"append": [{"key": "a", "value": "old", "timestamp": 500}]},
-         {"append": [{"key": "a", "value": "old2", "timestamp": 600}]},
-         {"plan": {"now": 1300}},
-         {"clean": {"now": 1300}}
-     ]},
-    {"name": "hold-for-a-tombstone-below-log-start", "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
-     "steps": [
-         {"append": [{"key": "x", "value": "1", "timestamp": 1000}, {"key": "a", "value": None, "timestamp": 1000}, {"key": "b", "value": None, "timestamp": 1000}]},
-         {"roll": {}},
-         {"clean": {"now": 1100}},
-         {"set_log_start": {"offset": 2}},
-         {"append": [{"key": "a", "value": "late", "timestamp": 500}]},
-         {"plan": {"now": 1300}},
-         {"clean": {"now": 1300}}
-     ]},
-    {"name": "header-remembered-delete-hides-late-value",
-     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "delete.retention.ms": 1000,
-                "min.cleanable.dirty.ratio": 0},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 100, "headers": [["v", 5]]},
-                     {"key": "b", "value": "1", "timestamp": 100, "headers": [["v", 1]]}]},
-         {"roll": {}},
-         {"clean": {"now": 200}},
-         {"clean": {"now": 1300}},
-         {"append": [{"key": "a", "value": "late", "timestamp": 900, "headers": [["v", 3]]}]},
-         {"plan": {"now": 1350}}
-     ]},
-    {"name": "header-held-tombstone",
-     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "delete.retention.ms": 100},
-     "steps": [
-         {"append": [{"key": "a", "value": None, "timestamp": 1000, "headers": [["v", 5]]},
-                     {"key": "b", "value": None, "timestamp": 1000, "headers": [["v", 1]]}]},
-         {"roll": {}},
-         {"clean": {"now": 1100}},
-         {"append": [{"key": "a", "value": "old", "timestamp": 1200, "headers": [["v", 3]]}]},
-         {"plan": {"now": 1300}},
-         {"clean": {"now": 1300}}
-     ]},
-    {"name": "header-ties-and-short-versions",
-     "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "min.cleanable.dirty.ratio": 0},
-     "steps": [
-         {"append": [{"key": "a", "value": "v2-first", "timestamp": 100, "headers": [["v", 2]]},
-                     {"key": "a", "value": "v2-second", "timestamp": 50, "headers": [["v", 2]]},
-                     {"key": "a", "value": "short", "timestamp": 900, "headers": [["v", "abc"]]},
-                     {"key": "b", "value": "no-header", "timestamp": 100},
-                     {"key": "b", "value": "null-version", "timestamp": 100, "headers": [["v", None]]},
-                     {"key": "c", "value": "last-counts", "timestamp": 100, "headers": [["v", 9], ["v", 1]]},
-                     {"key": "c", "value": "v5", "timestamp": 100, "headers": [["v", 5]]},
-                     {"key": "d", "value": "V-is-not-v", "timestamp": 100, "headers": [["V", 9]]},
-                     {"key": "d", "value": "negative", "timestamp": 100, "headers": [["v", -1]]},
-                     {"key": "d", "value": "none", "timestamp": 100}]},
-         {"roll": {}},
-         {"clean": {"now": 1000}}
-     ]},
-    {"name": "timestamp-ties-go-to-the-higher-offset",
-     "config": {"compaction.strategy": "timestamp", "min.cleanable.dirty.ratio": 0},
-     "steps": [
-         {"append": [{"key": "a", "value": "1", "timestamp": 500}, {"key": "a", "value": "2", "timestamp": 500},
-                     {"key": "a", "value": "older", "timestamp": 499}, {"key": "b", "value": None, "timestamp": 7},
-                     {"key": "b", "value": "1", "timestamp": 7}]},
-         {"roll": {}},
-         {"clean": {"now": 1000}}
-     ]},
-    {"name": "compact-delete-retention-after-cleaning",
-     "config": {"cleanup.policy": "compact,delete", "retention.ms": 1000, "min.cleanable.dirty.ratio": 0,
-                "segment.bytes": 60},
-     "steps": [
-         {"append": [{"key": "a", "value": "1", "timestamp": 100}, {"key": "a", "value": "2", "timestamp": 200},
-                     {"key": "b", "value": "1", "timestamp": 300}, {"key": "c", "value": "1", "timestamp": 2500},
-                     {"key": "c", "value": "2", "timestamp": 2600}]},
-         {"roll": {}},
-         {"append": [{"key": "d", "value": "1", "timestamp": 2700}]},
-         {"clean": {"now": 2800}}
-     ]},
-    {"name": "delete-horizon-outside-clean-section", "config": {"delete.retention.ms": 0},
-     "steps": [
-         {"append": [{"key": "b", "value": "1", "timestamp": 100}, {"key": "a", "value": None, "timestamp": 100}]},
-         {"roll": {}},
-         {"clean": {"now": 200}},
-         {"set_checkpoint": {"offset": 1}},
-         {"plan": {"now": 300}},
-         {"clean": {"now": 300}}
-     ]},
+    {
+        "name": "remembered-delete-expiry",
+        "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 0, "min.cleanable.dirty.ratio": 0},
+        "steps": [
+            {"append": [{"key": "a", "value": None, "timestamp": 100}]},
+            {"roll": {}},
+            {"clean": {"now": 200}},
+            {"clean": {"now": 300}},
+            {"clean": {"now": 400}},
+        ],
+    },
+    {
+        "name": "tombstone-index-lost-to-gc",
+        "config": {"compaction.strategy": "timestamp"},
+        "steps": [
+            {"append": [{"key": "a", "value": None, "timestamp": 100}]},
+            {"roll": {}},
+            {"clean": {"now": 200}},
+            {"clean": {"now": 250}},
+            {"append": [{"key": "a", "value": "late", "timestamp": 50}]},
+        ],
+    },
+    {
+        "name": "remembered-delete-hit",
+        "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 1000, "min.cleanable.dirty.ratio": 0},
+        "steps": [
+            {"append": [{"key": "a", "value": None, "timestamp": 100}, {"key": "b", "value": "1", "timestamp": 100}]},
+            {"roll": {}},
+            {"clean": {"now": 200}},
+            {"clean": {"now": 1300}},
+            {"append": [{"key": "a", "value": "late", "timestamp": 50}]},
+            {"plan": {"now": 1350}},
+            {"roll": {}},
+            {"clean": {"now": 1400}},
+        ],
+    },
+    {
+        "name": "hold-single-batch",
+        "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": None, "timestamp": 1000},
+                    {"key": "b", "value": None, "timestamp": 1000},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1100}},
+            {
+                "append": [
+                    {"key": "a", "value": "old", "timestamp": 500},
+                    {"key": "a", "value": "old2", "timestamp": 600},
+                ]
+            },
+            {"plan": {"now": 1300}},
+            {"clean": {"now": 1300}},
+        ],
+    },
+    {
+        "name": "hold-double-count",
+        "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": None, "timestamp": 1000},
+                    {"key": "b", "value": None, "timestamp": 1000},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1100}},
+            {"append": [{"key": "a", "value": "old", "timestamp": 500}]},
+            {"append": [{"key": "a", "value": "old2", "timestamp": 600}]},
+            {"plan": {"now": 1300}},
+            {"clean": {"now": 1300}},
+        ],
+    },
+    {
+        "name": "hold-for-a-tombstone-below-log-start",
+        "config": {"compaction.strategy": "timestamp", "delete.retention.ms": 100},
+        "steps": [
+            {
+                "append": [
+                    {"key": "x", "value": "1", "timestamp": 1000},
+                    {"key": "a", "value": None, "timestamp": 1000},
+                    {"key": "b", "value": None, "timestamp": 1000},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1100}},
+            {"set_log_start": {"offset": 2}},
+            {"append": [{"key": "a", "value": "late", "timestamp": 500}]},
+            {"plan": {"now": 1300}},
+            {"clean": {"now": 1300}},
+        ],
+    },
+    {
+        "name": "header-remembered-delete-hides-late-value",
+        "config": {
+            "compaction.strategy": "header",
+            "compaction.strategy.header": "v",
+            "delete.retention.ms": 1000,
+            "min.cleanable.dirty.ratio": 0,
+        },
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": None, "timestamp": 100, "headers": [["v", 5]]},
+                    {"key": "b", "value": "1", "timestamp": 100, "headers": [["v", 1]]},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 200}},
+            {"clean": {"now": 1300}},
+            {"append": [{"key": "a", "value": "late", "timestamp": 900, "headers": [["v", 3]]}]},
+            {"plan": {"now": 1350}},
+        ],
+    },
+    {
+        "name": "header-held-tombstone",
+        "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "delete.retention.ms": 100},
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": None, "timestamp": 1000, "headers": [["v", 5]]},
+                    {"key": "b", "value": None, "timestamp": 1000, "headers": [["v", 1]]},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1100}},
+            {"append": [{"key": "a", "value": "old", "timestamp": 1200, "headers": [["v", 3]]}]},
+            {"plan": {"now": 1300}},
+            {"clean": {"now": 1300}},
+        ],
+    },
+    {
+        "name": "header-ties-and-short-versions",
+        "config": {"compaction.strategy": "header", "compaction.strategy.header": "v", "min.cleanable.dirty.ratio": 0},
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": "v2-first", "timestamp": 100, "headers": [["v", 2]]},
+                    {"key": "a", "value": "v2-second", "timestamp": 50, "headers": [["v", 2]]},
+                    {"key": "a", "value": "short", "timestamp": 900, "headers": [["v", "abc"]]},
+                    {"key": "b", "value": "no-header", "timestamp": 100},
+                    {"key": "b", "value": "null-version", "timestamp": 100, "headers": [["v", None]]},
+                    {"key": "c", "value": "last-counts", "timestamp": 100, "headers": [["v", 9], ["v", 1]]},
+                    {"key": "c", "value": "v5", "timestamp": 100, "headers": [["v", 5]]},
+                    {"key": "d", "value": "V-is-not-v", "timestamp": 100, "headers": [["V", 9]]},
+                    {"key": "d", "value": "negative", "timestamp": 100, "headers": [["v", -1]]},
+                    {"key": "d", "value": "none", "timestamp": 100},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1000}},
+        ],
+    },
+    {
+        "name": "timestamp-ties-go-to-the-higher-offset",
+        "config": {"compaction.strategy": "timestamp", "min.cleanable.dirty.ratio": 0},
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": "1", "timestamp": 500},
+                    {"key": "a", "value": "2", "timestamp": 500},
+                    {"key": "a", "value": "older", "timestamp": 499},
+                    {"key": "b", "value": None, "timestamp": 7},
+                    {"key": "b", "value": "1", "timestamp": 7},
+                ]
+            },
+            {"roll": {}},
+            {"clean": {"now": 1000}},
+        ],
+    },
+    {
+        "name": "compact-delete-retention-after-cleaning",
+        "config": {
+            "cleanup.policy": "compact,delete",
+            "retention.ms": 1000,
+            "min.cleanable.dirty.ratio": 0,
+            "segment.bytes": 60,
+        },
+        "steps": [
+            {
+                "append": [
+                    {"key": "a", "value": "1", "timestamp": 100},
+                    {"key": "a", "value": "2", "timestamp": 200},
+                    {"key": "b", "value": "1", "timestamp": 300},
+                    {"key": "c", "value": "1", "timestamp": 2500},
+                    {"key": "c", "value": "2", "timestamp": 2600},
+                ]
+            },
+            {"roll": {}},
+            {"append": [{"key": "d", "value": "1", "timestamp": 2700}]},
+            {"clean": {"now": 2800}},
+        ],
+    },
+    {
+        "name": "delete-horizon-outside-clean-section",
+        "config": {"delete.retention.ms": 0},
+        "steps": [
+            {"append": [{"key": "b", "value": "1", "timestamp": 100}, {"key": "a", "value": None, "timestamp": 100}]},
+            {"roll": {}},
+            {"clean": {"now": 200}},
+            {"set_checkpoint": {"offset": 1}},
+            {"plan": {"now": 300}},
+            {"clean": {"now": 300}},
+        ],
+    },
 ]
 
 
 # ---------------------------------------------------------------------------------------------------
 # comparison
 # ---------------------------------------------------------------------------------------------------
+
 
 def _normalise(result: dict) -> dict:
     out = json.loads(json.dumps(result))
@@ -504,8 +603,13 @@ def _diff(exp, act, path: str, out: list) -> None:
         for i, (e, a) in enumerate(zip(exp, act)):
             _diff(e, a, f"{path}[{i}]", out)
     elif isinstance(exp, float) or isinstance(act, float):
-        if isinstance(exp, bool) or isinstance(act, bool) or not isinstance(exp, (int, float)) \
-                or not isinstance(act, (int, float)) or abs(exp - act) > 1e-9:
+        if (
+            isinstance(exp, bool)
+            or isinstance(act, bool)
+            or not isinstance(exp, (int, float))
+            or not isinstance(act, (int, float))
+            or abs(exp - act) > 1e-9
+        ):
             out.append(f"{path}: oracle {exp!r}, engine {act!r}")
     elif type(exp) is not type(act) or exp != act:
         out.append(f"{path}: oracle {json.dumps(exp)}, engine {json.dumps(act)}")
@@ -522,25 +626,30 @@ def compare_results(oracle: dict, engine: dict) -> list[str]:
     return out
 
 
-def run_both(case: dict, spark, root: str, tuning: CleanerTuning = DEFAULT_TUNING
-             ) -> tuple[dict, dict | None, list[str]]:
+def run_both(
+    case: dict, spark, root: str, tuning: CleanerTuning = DEFAULT_TUNING
+) -> tuple[dict, dict | None, list[str]]:
     """Run a case through the oracle and the engine; the differences ([] when they agree). An engine
     crash (an exception other than a refusal, which the runner reports as `error`) is a difference too."""
     expected = oracle_run(case)
     try:
         actual = CaseRun(case, spark, root, checks=True, tuning=tuning).run()
-    except Exception as exc:  # noqa: BLE001 - any crash of the engine is a finding
+    except Exception as exc:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if "compaction_assets" in f.filename]
         where = [f"  at {os.path.basename(f.filename)}:{f.lineno} in {f.name}: {f.line}" for f in frames[-4:]]
         return expected, None, [f"engine crashed: {type(exc).__name__}: {exc}", *where]
     # the asset checks run after every clean step: on a cleaning that matches the oracle, none may fail
-    failed = [f"check {c['name']} failed after step {c['step']}: {c['description']}"
-              for c in actual.pop("checks") if not c["passed"]]
+    failed = [
+        f"check {c['name']} failed after step {c['step']}: {c['description']}"
+        for c in actual.pop("checks")
+        if not c["passed"]
+    ]
     return expected, actual, compare_results(expected, actual) + failed
 
 
-def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path,
-                tuning: CleanerTuning = DEFAULT_TUNING) -> None:
+def _check_many(
+    strategy: str, seeds: list[int], max_cleans: int, spark, tmp_path, tuning: CleanerTuning = DEFAULT_TUNING
+) -> None:
     failures = []
     for n, seed in enumerate(seeds):
         case = make_case(strategy, seed, max_cleans)
@@ -548,8 +657,10 @@ def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_pat
         if diffs:
             failures.append((seed, case, diffs))
     if failures:
-        lines = [f"{len(failures)} of {len(seeds)} random {strategy!r} cases differ from the oracle "
-                 f"(RANDOM_LOGS_SEED={BASE_SEED}); seeds: {[f[0] for f in failures]}"]
+        lines = [
+            f"{len(failures)} of {len(seeds)} random {strategy!r} cases differ from the oracle "
+            f"(RANDOM_LOGS_SEED={BASE_SEED}); seeds: {[f[0] for f in failures]}"
+        ]
         for seed, case, diffs in failures[:3]:
             lines.append(f"--- RANDOM_LOGS_CASE={strategy}:{seed}:{max_cleans}  ({len(diffs)} difference(s))")
             lines += ["  " + d[:600] for d in diffs[:12]]
@@ -560,6 +671,7 @@ def _check_many(strategy: str, seeds: list[int], max_cleans: int, spark, tmp_pat
 # ---------------------------------------------------------------------------------------------------
 # tests
 # ---------------------------------------------------------------------------------------------------
+
 
 def test_oracle_matches_the_example_cases():
     """The oracle itself passes every example case of the conformance suite (it must, to be trusted)."""
@@ -578,10 +690,22 @@ def test_oracle_matches_the_example_cases():
     assert not problems, problems
 
 
-RULES = ["roll_by_size", "roll_by_time", "deadline_roll", "checkpoint_reset", "min_lag_blocks",
-         "log_start_splits_segment", "retention_deleted_segment", "tombstones_stamped",
-         "tombstones_removed", "reason=dirty_ratio", "reason=max_compaction_lag",
-         "reason=delete_horizon", "reason=forced", "reason=None"]
+RULES = [
+    "roll_by_size",
+    "roll_by_time",
+    "deadline_roll",
+    "checkpoint_reset",
+    "min_lag_blocks",
+    "log_start_splits_segment",
+    "retention_deleted_segment",
+    "tombstones_stamped",
+    "tombstones_removed",
+    "reason=dirty_ratio",
+    "reason=max_compaction_lag",
+    "reason=delete_horizon",
+    "reason=forced",
+    "reason=None",
+]
 GUARD_RULES = ["tombstone_held", "remembered_delete_added", "lost_to_remembered_delete", "latest_state_hides_loser"]
 
 
@@ -612,7 +736,9 @@ def test_every_rule_fires_in_the_default_run(strategy):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_generator_exercises_the_rules(strategy):
     """The slow sample reaches every rule at least three times (in number of cases)."""
-    seen = _rules_seen([make_case(strategy, seed, SLOW_MAX_CLEANS) for seed in case_seeds(strategy, SLOW_CASES, salt=1)])
+    seen = _rules_seen(
+        [make_case(strategy, seed, SLOW_MAX_CLEANS) for seed in case_seeds(strategy, SLOW_CASES, salt=1)]
+    )
     wanted = RULES + (GUARD_RULES if strategy != "offset" else [])
     missing = {k: seen.get(k, 0) for k in wanted if seen.get(k, 0) < 3}
     assert not missing, f"rules the generator rarely reaches: {missing} (all: {seen})"
@@ -629,20 +755,27 @@ def test_targeted_case_matches_oracle(case, spark, tmp_path):
 # vector are compared record by record) by the paths of large logs: only the keys that newer rows touch
 # grouped, the decision not collected but cached in Spark (the offset strategy's: made in the tasks of
 # its group-by), the writes in Python workers (the case logs are small: every size limit set below them).
-REWRITE_MODES = {"threshold": DEFAULT_TUNING,
-                 "deletion_vector": replace(mark_only(),
-                                            small_range_records=0,
-                                            collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                                            driver_rewrite_max_rows=-1, driver_mark_max_rows=-1,
-                                            local_master_writes_here=False, incremental_max_dirty_share=1.0,
-                                            incremental_min_rows=0)}
+REWRITE_MODES = {
+    "threshold": DEFAULT_TUNING,
+    "deletion_vector": replace(
+        mark_only(),
+        small_range_records=0,
+        collect_decision_max_rows=-1,
+        collect_offset_decision_max_rows=-1,
+        driver_rewrite_max_rows=-1,
+        driver_mark_max_rows=-1,
+        local_master_writes_here=False,
+        incremental_max_dirty_share=1.0,
+        incremental_min_rows=0,
+    ),
+}
 
 
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle(strategy, mode, spark, tmp_path):
     seeds = case_seeds(strategy, FAST_CASES)
-    seeds = seeds[: (FAST_CASES + 1) // 2] if mode == "threshold" else seeds[(FAST_CASES + 1) // 2:]
+    seeds = seeds[: (FAST_CASES + 1) // 2] if mode == "threshold" else seeds[(FAST_CASES + 1) // 2 :]
     _check_many(strategy, seeds, FAST_MAX_CLEANS, spark, tmp_path, REWRITE_MODES[mode])
 
 
@@ -650,12 +783,20 @@ def test_random_logs_match_oracle(strategy, mode, spark, tmp_path):
 @pytest.mark.parametrize("mode", REWRITE_MODES)
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_random_logs_match_oracle_many(strategy, mode, spark, tmp_path):
-    _check_many(strategy, case_seeds(strategy, SLOW_CASES // 2, salt=1 if mode == "threshold" else 2),
-                SLOW_MAX_CLEANS, spark, tmp_path, REWRITE_MODES[mode])
+    _check_many(
+        strategy,
+        case_seeds(strategy, SLOW_CASES // 2, salt=1 if mode == "threshold" else 2),
+        SLOW_MAX_CLEANS,
+        spark,
+        tmp_path,
+        REWRITE_MODES[mode],
+    )
 
 
-@pytest.mark.skipif("RANDOM_LOGS_CASE" not in os.environ,
-                    reason="set RANDOM_LOGS_CASE=<strategy>:<seed>[:<max cleans>] to replay one case")
+@pytest.mark.skipif(
+    "RANDOM_LOGS_CASE" not in os.environ,
+    reason="set RANDOM_LOGS_CASE=<strategy>:<seed>[:<max cleans>] to replay one case",
+)
 def test_single_case(spark, tmp_path):
     strategy, seed, *rest = os.environ["RANDOM_LOGS_CASE"].split(":")
     case = make_case(strategy, int(seed), int(rest[0]) if rest else FAST_MAX_CLEANS)

@@ -20,9 +20,16 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide, group_partitions, keys_mostly_distinct
-from compaction_assets.cleaning.placement import (COLLECTED_WINNER, KEPT_OFFSET, RowCost, fits_here, local_cores,
-                                                  shuffle_partitions, write_threads,
-                                                  result_limit)
+from compaction_assets.cleaning.placement import (
+    COLLECTED_WINNER,
+    KEPT_OFFSET,
+    RowCost,
+    fits_here,
+    local_cores,
+    result_limit,
+    shuffle_partitions,
+    write_threads,
+)
 from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
@@ -40,8 +47,18 @@ def _build(store: LogStore, make_config, strategy: str):
     cfg = make_config(segment_bytes=1500, compaction_strategy=strategy, delete_retention_ms=DAY, **extra)
     log = store.log("paths-0")
     for r in range(3):
-        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": None if (k + r) % 7 == 0 else f"v{r}-{k}",
-                                  "timestamp": 1000 + r * 100 + k} for k in range(60)])
+        writer.append(
+            log,
+            cfg,
+            [
+                {
+                    "key": f"k{k:03d}",
+                    "value": None if (k + r) % 7 == 0 else f"v{r}-{k}",
+                    "timestamp": 1000 + r * 100 + k,
+                }
+                for k in range(60)
+            ],
+        )
     writer.roll(log)
     return log, cfg
 
@@ -60,27 +77,58 @@ def _figures(report: engine.StepReport) -> dict:
 
 
 def _segments(log) -> list[tuple]:
-    return [(s.base_offset, s.next_offset, s.records, s.size, s.min_ts, s.max_ts, s.first_ts, s.min_pos_ts,
-             s.tombstones, s.horizons, s.dead) for s in log.manifest().segments]
+    return [
+        (
+            s.base_offset,
+            s.next_offset,
+            s.records,
+            s.size,
+            s.min_ts,
+            s.max_ts,
+            s.first_ts,
+            s.min_pos_ts,
+            s.tombstones,
+            s.horizons,
+            s.dead,
+        )
+        for s in log.manifest().segments
+    ]
 
 
 # the writes as large ones go, not in the driver's one thread; the decision in Spark, not here with Arrow
-IN_WORKERS = replace(DEFAULT_TUNING, driver_rewrite_max_rows=-1, driver_mark_max_rows=-1, local_master_writes_here=False,
-                     local_decision_max_rows=-1)
+IN_WORKERS = replace(
+    DEFAULT_TUNING,
+    driver_rewrite_max_rows=-1,
+    driver_mark_max_rows=-1,
+    local_master_writes_here=False,
+    local_decision_max_rows=-1,
+)
 
 
 def _general_paths(writes: str = "workers") -> CleanerTuning:
     """The tuning of the general paths (every limit below any size); the stamps in a map per file."""
     # the decision cached in Spark; the writes in Python workers (one Spark job), or in the driver's
     # threads (a local master's); a map per stamped file
-    return replace(IN_WORKERS, small_range_records=0, collect_decision_max_rows=-1,
-                   collect_offset_decision_max_rows=-1, task_decision_max_rows=-1,
-                   local_master_writes_here=writes == "threads", reads=ReadPaths(stamp_bucket_files=1))
+    return replace(
+        IN_WORKERS,
+        small_range_records=0,
+        collect_decision_max_rows=-1,
+        collect_offset_decision_max_rows=-1,
+        task_decision_max_rows=-1,
+        local_master_writes_here=writes == "threads",
+        reads=ReadPaths(stamp_bucket_files=1),
+    )
 
 
 # the offset strategy's decision made in the tasks of a group-by of several partitions (a large range's)
-IN_TASKS = replace(DEFAULT_TUNING, small_range_records=0, rows_per_partition=40, local_decision_max_rows=-1,
-                   collect_offset_decision_max_rows=-1, incremental_max_dirty_share=-1.0)
+IN_TASKS = replace(
+    DEFAULT_TUNING,
+    small_range_records=0,
+    rows_per_partition=40,
+    local_decision_max_rows=-1,
+    collect_offset_decision_max_rows=-1,
+    incremental_max_dirty_share=-1.0,
+)
 # the offset strategy's range decided here with Arrow (a local master's), grouped rather than probed
 HERE = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
 
@@ -91,10 +139,15 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strat
     for path in ("small", "workers", "threads", "collected_workers", "tasks", "here"):
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
-        tuning = {"workers": _general_paths("workers"), "threads": _general_paths("threads"),
-                  # a collected decision whose write runs in Python workers (a cluster's master): its
-                  # kept offsets go back to Spark
-                  "collected_workers": IN_WORKERS, "tasks": IN_TASKS, "here": HERE}.get(path, DEFAULT_TUNING)
+        tuning = {
+            "workers": _general_paths("workers"),
+            "threads": _general_paths("threads"),
+            # a collected decision whose write runs in Python workers (a cluster's master): its
+            # kept offsets go back to Spark
+            "collected_workers": IN_WORKERS,
+            "tasks": IN_TASKS,
+            "here": HERE,
+        }.get(path, DEFAULT_TUNING)
         report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
@@ -132,6 +185,7 @@ def test_local_cores_reads_the_master(spark):
     class Session:
         def __init__(self, master):
             self.conf = Conf(master)
+
     cores = os.cpu_count()
     assert local_cores(Session("local")) == 1
     assert local_cores(Session("local[*]")) == cores
@@ -139,7 +193,7 @@ def test_local_cores_reads_the_master(spark):
     assert local_cores(Session("local[64,3]")) == cores
     assert local_cores(Session("spark://127.0.0.1:7077")) is None
     assert local_cores(Session("yarn")) is None
-    assert local_cores(spark) == min(2, cores)   # the test session's master: local[2]
+    assert local_cores(spark) == min(2, cores)  # the test session's master: local[2]
 
 
 def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizons(spark, store, make_config):
@@ -159,12 +213,14 @@ def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizo
 
     def rows(reads: ReadPaths):
         df = read_segments(spark, log, m, segs, reads=reads).withColumn("seg_idx", segment_index(segs))
-        return sorted((r["offset"], r["seg_idx"], r["delete_horizon"]) for r in
-                      df.select("offset", "seg_idx", "delete_horizon").collect())
+        return sorted(
+            (r["offset"], r["seg_idx"], r["delete_horizon"])
+            for r in df.select("offset", "seg_idx", "delete_horizon").collect()
+        )
 
     stamped = sum(1 for f in m.files() if f.stamp is not None)
-    mapped = rows(ReadPaths(stamp_bucket_files=stamped))   # one map
-    joined = rows(ReadPaths(stamp_bucket_files=1))         # a bucket per file (some empty)
+    mapped = rows(ReadPaths(stamp_bucket_files=stamped))  # one map
+    joined = rows(ReadPaths(stamp_bucket_files=1))  # a bucket per file (some empty)
     assert mapped == joined and len(mapped) == m.total_records
     assert any(h is not None for _, _, h in mapped), "tombstone horizons (from stamps) are read"
     # both agree with the Python reader, which applies the same stamps and vector
@@ -172,10 +228,18 @@ def test_stamps_found_in_one_map_or_in_buckets_give_the_same_segments_and_horizo
     assert all(m.segments[i].contains(o) for o, i, _ in mapped)
 
 
-@pytest.mark.parametrize("strategy, writes, vector", [("offset", "workers", "grows"), ("offset", "threads", "grows"),
-                                                     ("offset", "threads", "rebuilt"), ("timestamp", "workers", "grows")])
-def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path, make_config, strategy, writes,
-                                                                 vector):
+@pytest.mark.parametrize(
+    "strategy, writes, vector",
+    [
+        ("offset", "workers", "grows"),
+        ("offset", "threads", "grows"),
+        ("offset", "threads", "rebuilt"),
+        ("timestamp", "workers", "grows"),
+    ],
+)
+def test_grouping_only_the_touched_keys_cleans_like_grouping_all(
+    spark, tmp_path, make_config, strategy, writes, vector
+):
     """Above the prefix that the last cleaning left with one record per key, the newer rows and the
     older rows of their keys are grouped, the others are their own winners (the offset strategy probes
     the prefix segment by segment instead, in Python workers or in the driver's threads): same log,
@@ -186,10 +250,10 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
         log, cfg = _build(store, make_config, strategy)
         routes = []
         tuning = replace(_general_paths(writes), incremental_min_rows=0)
-        if vector == "rebuilt":   # every cleaning rewrites the vector whole: untouched entries carried
+        if vector == "rebuilt":  # every cleaning rewrites the vector whole: untouched entries carried
             # (and the probe reads its files a row at a time: figures summed over batches)
             tuning = replace(tuning, dead_vector_max_files=0, probe_batch_rows=1)
-        elif writes == "threads":   # the probe reads its files two rows at a time
+        elif writes == "threads":  # the probe reads its files two rows at a time
             tuning = replace(tuning, probe_batch_rows=2)
         if path == "all":
             tuning = replace(tuning, incremental_max_dirty_share=-1.0)
@@ -206,8 +270,9 @@ def test_grouping_only_the_touched_keys_cleans_like_grouping_all(spark, tmp_path
             writer.roll(log)
             report = engine.run(log, cfg, NOW + 1 + n * 2 * DAY, spark=spark, force=True, tuning=tuning)
             routes.append(report.route)
-            seen.append(([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
-                         _figures(report)))
+            seen.append(
+                ([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log), _figures(report))
+            )
         results[path] = (seen, [r.only_touched_keys for r in routes], [r.decision == "probed" for r in routes])
     (touched, how_touched, probed), (every, how_all, _) = results["touched"], results["all"]
     assert how_touched == [False, True, True] and how_all == [False, False, False]
@@ -240,8 +305,9 @@ def test_grouping_with_or_without_a_partial_aggregation_cleans_alike(spark, tmp_
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, strategy)
         # as many partitions as the session's shuffle
-        tuning = replace(_general_paths(), rows_per_partition=1,
-                         distinct_skips_partial=0.0 if path == "hashed" else 1.01)
+        tuning = replace(
+            _general_paths(), rows_per_partition=1, distinct_skips_partial=0.0 if path == "hashed" else 1.01
+        )
         report = _clean_more(spark, log, cfg, tuning)
         records = [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in iter_records(log)]
         results[path] = (records, _segments(log), _figures(report))
@@ -262,13 +328,27 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
     # grouped, not probed; the decision collected, cached, or (the offset strategy) made in the tasks
     # of a group-by of several partitions, each task's figures added up here
     grouped = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
-    paths = {"collected": replace(grouped, collect_decision_max_rows=10**9, collect_offset_decision_max_rows=10**9,
-                                  local_decision_max_rows=-1),
-             "here": grouped,
-             "cached": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                               task_decision_max_rows=-1, local_decision_max_rows=-1),
-             "task": replace(grouped, collect_decision_max_rows=-1, collect_offset_decision_max_rows=-1,
-                             small_range_records=0, rows_per_partition=40, local_decision_max_rows=-1)}
+    paths = {
+        "collected": replace(
+            grouped, collect_decision_max_rows=10**9, collect_offset_decision_max_rows=10**9, local_decision_max_rows=-1
+        ),
+        "here": grouped,
+        "cached": replace(
+            grouped,
+            collect_decision_max_rows=-1,
+            collect_offset_decision_max_rows=-1,
+            task_decision_max_rows=-1,
+            local_decision_max_rows=-1,
+        ),
+        "task": replace(
+            grouped,
+            collect_decision_max_rows=-1,
+            collect_offset_decision_max_rows=-1,
+            small_range_records=0,
+            rows_per_partition=40,
+            local_decision_max_rows=-1,
+        ),
+    }
     for path, tuning in paths.items():
         # late enough that the first tombstones' horizons have passed, so some are removed
         d = decide(spark, log, m, cfg, cleaning_range(m, u), NOW + 2 * DAY, tuning=tuning)
@@ -292,11 +372,13 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
     _clean_more(spark, log, cfg)
     writer.append(log, cfg, [{"key": "k005", "value": "again", "timestamp": 9000}])
     writer.roll(log)
-    log.update(lambda m: m.with_(segments=(replace(m.segments[0], records=m.segments[0].records + 1),
-                                           *m.segments[1:])))
+    log.update(lambda m: m.with_(segments=(replace(m.segments[0], records=m.segments[0].records + 1), *m.segments[1:])))
     before = log.manifest()
-    with pytest.raises(CompactionError, match=r"CorruptLogError: log 'paths-0': segment \[0, \d+\) holds \d+ "
-                                              r"visible records, its metadata says \d+: its files and the manifest"):
+    with pytest.raises(
+        CompactionError,
+        match=r"CorruptLogError: log 'paths-0': segment \[0, \d+\) holds \d+ "
+        r"visible records, its metadata says \d+: its files and the manifest",
+    ):
         engine.run(log, cfg, NOW + 2, spark=spark, force=True)
     after = log.manifest()
     assert after.segments == before.segments and after.deleted == before.deleted and after.uncleanable
@@ -306,12 +388,13 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
 # (cleaning/placement.py): with no memory to spare (`driver_memory_share` 0) a log takes their general twins
 # and must come out the same.
 
+
 def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit(spark):
-    assert fits_here(spark, 10, 10, COLLECTED_WINNER, 0.0)          # a given limit wins over memory
+    assert fits_here(spark, 10, 10, COLLECTED_WINNER, 0.0)  # a given limit wins over memory
     assert not fits_here(spark, 11, 10, COLLECTED_WINNER, 1.0)
-    assert not fits_here(spark, 1, -1, KEPT_OFFSET, 1.0)            # -1: the general path at every size
-    assert fits_here(spark, 1000, 0, COLLECTED_WINNER, 0.25)        # a few rows fit any machine
-    assert not fits_here(spark, 1, 0, COLLECTED_WINNER, 0.0)        # no memory to spare
+    assert not fits_here(spark, 1, -1, KEPT_OFFSET, 1.0)  # -1: the general path at every size
+    assert fits_here(spark, 1000, 0, COLLECTED_WINNER, 0.25)  # a few rows fit any machine
+    assert not fits_here(spark, 1, 0, COLLECTED_WINNER, 0.0)  # no memory to spare
     # the test session leaves spark.driver.maxResultSize at Spark's 1 GiB: results above it do not fit,
     # however much memory this process has
     assert result_limit(spark) == 1 << 30
@@ -336,8 +419,11 @@ def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, ma
         store = LogStore(str(tmp_path / path), gc_grace_s=0)
         log, cfg = _build(store, make_config, "offset")
         report = _clean_more(spark, log, cfg, replace(base, driver_memory_share=share))
-        results[path] = ([(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)], _segments(log),
-                         _figures(report))
+        results[path] = (
+            [(r.offset, r.key, r.value, r.timestamp) for r in iter_records(log)],
+            _segments(log),
+            _figures(report),
+        )
         routes[path] = report.route
     assert routes["memory"].decision == "probed" and routes["memory"].write_threads == local_cores(spark)
     # no memory to spare: the decision is not collected either, but cached in Spark
@@ -351,8 +437,8 @@ def test_a_large_range_is_grouped_in_tasks_of_bounded_rows():
     """No group-by task holds more than `group_task_max_rows` rows' keys, whatever the session's partitions:
     50M records of distinct keys in the session's 8 tasks ran a 1 GiB Spark driver out of memory."""
     assert group_partitions(50_000_000, 8) == 100
-    assert group_partitions(4_000_000, 8) == 0          # within the session's partitions: a partial aggregation
-    assert group_partitions(500_000, 8) == 5            # a small range: as many partitions as its size needs
+    assert group_partitions(4_000_000, 8) == 0  # within the session's partitions: a partial aggregation
+    assert group_partitions(500_000, 8) == 5  # a small range: as many partitions as its size needs
     assert group_partitions(60_000, 8) == 1
     for rows in (8_000_001, 20_000_000, 123_456_789):
         parts = group_partitions(rows, 8) or 8

@@ -34,7 +34,7 @@ def test_case(spark, tmp_path, path):
     result = CaseRun(case, spark, str(tmp_path / "store")).run()
     diffs = _checker().compare(case.get("expect") or {}, result)
     assert diffs == [], "\n".join(map(str, diffs))
-    if result["error"] is None:   # the case's configuration is the one stored with its store
+    if result["error"] is None:  # the case's configuration is the one stored with its store
         stored = glob.glob(str(tmp_path / "store" / "_topics" / "*" / "v1.json"))
         assert len(stored) == 1, stored
 
@@ -50,11 +50,26 @@ def test_the_checkers_default_runner_works_from_a_bare_python(tmp_path):
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=120)
     bare = str(tmp_path / "bare" / "bin" / "python")
-    probe = subprocess.run([bare, "-c", "import importlib.util as u; print(bool(u.find_spec('pyarrow')))"],
-                           capture_output=True, text=True, timeout=60)
+    probe = subprocess.run(
+        [bare, "-c", "import importlib.util as u; print(bool(u.find_spec('pyarrow')))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert probe.stdout.strip() == "False", "the bare Python has the dependencies: nothing to show"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_REMOTE")}
-    run = subprocess.run([sys.executable, os.path.join(HERE, "check.py"), "--runner",
-                          f"{bare} -m compaction_assets.conformance", CASES[0]],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(HERE, "check.py"),
+            "--runner",
+            f"{bare} -m compaction_assets.conformance",
+            CASES[0],
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0 and "1 passed, 0 failed" in run.stdout, run.stdout + run.stderr

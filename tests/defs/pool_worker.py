@@ -12,10 +12,17 @@ def main(instance_home: str, log: str, now_ms: str) -> int:
     """Run compaction_job for `log` on the instance kept in `instance_home`."""
     with dg.DagsterInstance.from_config(instance_home) as instance:
         result = defs.resolve_job_def("compaction_job").execute_in_process(
-            partition_key=log, instance=instance, raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}},
-                        "ops": {"cleanable_range": {"config": {"now_ms": int(now_ms)}},
-                                "compacted_log": {"config": {"now_ms": int(now_ms)}}}})
+            partition_key=log,
+            instance=instance,
+            raise_on_error=False,
+            run_config={
+                "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+                "ops": {
+                    "cleanable_range": {"config": {"now_ms": int(now_ms)}},
+                    "compacted_log": {"config": {"now_ms": int(now_ms)}},
+                },
+            },
+        )
     return 0 if result.success else 1
 
 

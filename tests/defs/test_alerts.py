@@ -38,7 +38,7 @@ class Server:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            do_POST = do_GET = do_PUT = _any  # noqa: N815
+            do_POST = do_GET = do_PUT = _any
 
             def log_message(self, *args):
                 pass
@@ -82,9 +82,21 @@ def webhook() -> AlertWebhookResource:
 
 PAYLOAD = {"log": "users-0", "check": "latest_value_per_key", "run": "r1", "reason": "bad", "severity": "ERROR"}
 
-BAD_URLS = ["file:///etc/passwd", "ftp://{host}/x", "gopher://{host}/", "ws://{host}/", "javascript:alert(1)",
-            "data:text/plain,hello", "//{host}/hook", "{host}/hook", "http://", "https:///hook", "http:/hook",
-            "mailto:ops@example.com", "ftp://user:" + TOKEN + "@{host}/"]
+BAD_URLS = [
+    "file:///etc/passwd",
+    "ftp://{host}/x",
+    "gopher://{host}/",
+    "ws://{host}/",
+    "javascript:alert(1)",
+    "data:text/plain,hello",
+    "//{host}/hook",
+    "{host}/hook",
+    "http://",
+    "https:///hook",
+    "http:/hook",
+    "mailto:ops@example.com",
+    "ftp://user:" + TOKEN + "@{host}/",
+]
 
 
 @pytest.mark.parametrize("template", BAD_URLS)
@@ -95,9 +107,9 @@ def test_only_http_and_https_urls_are_accepted(monkeypatch, server, token, templ
         webhook().resolved_url()
     msg = str(info.value)
     assert alert_resource.URL_ENV in msg and "http or https" in msg and "\n" not in msg
-    assert TOKEN not in msg and url not in msg            # a URL may carry credentials: not echoed
+    assert TOKEN not in msg and url not in msg  # a URL may carry credentials: not echoed
     log = Log()
-    assert webhook().send(PAYLOAD, log) is False       # refused, reported, nothing sent
+    assert webhook().send(PAYLOAD, log) is False  # refused, reported, nothing sent
     assert server.received == []
     assert any("http or https" in line for line in log.lines)
     assert all(TOKEN not in line for line in log.lines)
@@ -218,9 +230,15 @@ def test_failed_run_alert_keeps_the_token_out_of_dagster(monkeypatch, server, to
     folder = tmp_path / "landing" / "users" / "partition=0"
     folder.mkdir(parents=True)
     (folder / "a.jsonl").write_text('{"key": null, "value": "x", "timestamp": 1}\n')
-    resources = {"log_store": LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
-                                               topics_file=None, latest_state_root=str(tmp_path / "latest")),
-                 "pyspark": LazyPySparkResource(spark_config={})}
+    resources = {
+        "log_store": LogStoreResource(
+            root=str(tmp_path / "store"),
+            landing=str(tmp_path / "landing"),
+            topics_file=None,
+            latest_state_root=str(tmp_path / "latest"),
+        ),
+        "pyspark": LazyPySparkResource(spark_config={}),
+    }
     caplog.set_level(logging.DEBUG)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
@@ -228,9 +246,12 @@ def test_failed_run_alert_keeps_the_token_out_of_dagster(monkeypatch, server, to
         assert not result.success
         failure = [e for e in result.all_events if e.event_type_value in ("RUN_FAILURE", "PIPELINE_FAILURE")][0]
         ctx = dg.build_run_status_sensor_context(
-            sensor_name="run_failure_alert", dagster_instance=instance,
-            dagster_run=instance.get_run_by_id(result.run_id), dagster_event=failure,
-            resources={"alert_webhook": AlertWebhookResource(token=TOKEN)}).for_run_failure()
+            sensor_name="run_failure_alert",
+            dagster_instance=instance,
+            dagster_run=instance.get_run_by_id(result.run_id),
+            dagster_event=failure,
+            resources={"alert_webhook": AlertWebhookResource(token=TOKEN)},
+        ).for_run_failure()
         alerts.run_failure_alert(ctx)
         assert server.received and server.received[0][2]["Authorization"] == f"Bearer {TOKEN}"
         body = json.loads(server.received[0][3])

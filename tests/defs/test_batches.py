@@ -18,7 +18,6 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.errors import ConfigError
 from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
@@ -26,13 +25,14 @@ from compaction_assets.defs.checks import compacted_log_checks, table_matches_la
 from compaction_assets.defs.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
+from compaction_assets.errors import ConfigError
 from compaction_assets.table import read as table_read
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 
 ASSETS = [raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks, table_matches_latest_state]
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-NOW = 2_000_000_000_000   # past every segment's deadline: a fresh log is due
+NOW = 2_000_000_000_000  # past every segment's deadline: a fresh log is due
 ROOT = Path(__file__).resolve().parents[2]
 # differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went,
 # the topic table's snapshot id (random) and the snapshots a commit expired (the topic's, by commit order)
@@ -54,8 +54,13 @@ def make_env(root: Path, topics: Path | None = None, lock_ttl: float | None = No
     root.mkdir(parents=True, exist_ok=True)
     topics = topics or root / "topics.yaml"
     topics.write_text("defaults: {min.cleanable.dirty.ratio: 0.3, delete.retention.ms: 1000}\n")
-    store = LogStoreResource(root=str(root / "store"), landing=str(root / "landing"), topics_file=str(topics),
-                             latest_state_root=str(root / "latest"), lock_ttl_seconds=lock_ttl)
+    store = LogStoreResource(
+        root=str(root / "store"),
+        landing=str(root / "landing"),
+        topics_file=str(topics),
+        latest_state_root=str(root / "latest"),
+        lock_ttl_seconds=lock_ttl,
+    )
     return store, {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
 
 
@@ -71,8 +76,9 @@ def batch_config(logs, op="compaction_batch_op", now=NOW) -> dict:
 
 
 def run_batch(job, logs, resources, instance, op="compaction_batch_op", now=NOW):
-    return job.execute_in_process(run_config=batch_config(logs, op, now), instance=instance, resources=resources,
-                                  raise_on_error=False)
+    return job.execute_in_process(
+        run_config=batch_config(logs, op, now), instance=instance, resources=resources, raise_on_error=False
+    )
 
 
 def own(log: str, key: str, value):
@@ -85,15 +91,25 @@ def history(instance, log: str) -> dict:
     """A partition's history: each asset's materializations' metadata and each check's evaluations."""
     out = {}
     for asset in ("raw_segments", "cleanable_range", "compacted_log", "latest_state"):
-        recs = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset),
-                                                                     asset_partitions=[log]), limit=10).records
-        out[asset] = [{k: own(log, k, v.value) for k, v in r.asset_materialization.metadata.items()
-                       if k not in VOLATILE} for r in recs]
+        recs = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[log]), limit=10
+        ).records
+        out[asset] = [
+            {k: own(log, k, v.value) for k, v in r.asset_materialization.metadata.items() if k not in VOLATILE}
+            for r in recs
+        ]
     for spec in [*compacted_log_checks.check_specs, *table_matches_latest_state.check_specs]:
         recs = instance.event_log_storage.get_asset_check_execution_history(spec.key, limit=200)
-        out[spec.name] = [(r.evaluation.passed, r.evaluation.severity, r.evaluation.blocking,
-                           {k: v.value for k, v in r.evaluation.metadata.items() if k not in VOLATILE})
-                          for r in recs if r.partition == log and r.evaluation is not None]
+        out[spec.name] = [
+            (
+                r.evaluation.passed,
+                r.evaluation.severity,
+                r.evaluation.blocking,
+                {k: v.value for k, v in r.evaluation.metadata.items() if k not in VOLATILE},
+            )
+            for r in recs
+            if r.partition == log and r.evaluation is not None
+        ]
     return out
 
 
@@ -103,8 +119,11 @@ def assert_same_histories(expected: dict, got: dict) -> None:
         for key in expected[log]:
             assert len(got[log][key]) == len(expected[log][key]), (log, key)
             for b, o in zip(got[log][key], expected[log][key]):
-                differ = {k: (b.get(k), o.get(k)) for k in set(b) | set(o) if b.get(k) != o.get(k)} \
-                    if isinstance(b, dict) else ({} if b == o else {"evaluation": (b, o)})
+                differ = (
+                    {k: (b.get(k), o.get(k)) for k in set(b) | set(o) if b.get(k) != o.get(k)}
+                    if isinstance(b, dict)
+                    else ({} if b == o else {"evaluation": (b, o)})
+                )
                 assert not differ, (log, key, differ)
 
 
@@ -121,15 +140,26 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
             if path == "single":
                 for log in logs:
                     config = {"now_ms": NOW}
-                    result = dg.materialize(ASSETS, partition_key=log, instance=instance, resources=resources,
-                                            run_config={**QUIET, "ops": {"cleanable_range": {"config": config},
-                                                                         "compacted_log": {"config": config}}})
+                    result = dg.materialize(
+                        ASSETS,
+                        partition_key=log,
+                        instance=instance,
+                        resources=resources,
+                        run_config={
+                            **QUIET,
+                            "ops": {"cleanable_range": {"config": config}, "compacted_log": {"config": config}},
+                        },
+                    )
                     assert result.success
             else:
                 result = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op")
                 assert result.success
                 assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
-                    "raw_segments", "cleanable_range", "compacted_log", "latest_state"}
+                    "raw_segments",
+                    "cleanable_range",
+                    "compacted_log",
+                    "latest_state",
+                }
                 for topic, names in (("users", ["users-0", "users-1"]), ("orders", ["orders-0"])):
                     [snapshot] = table_read.history(table_read.open_table(store.handle(names[0]).st, topic)[0])
                     # one snapshot per topic, after the batch's cleanings, recording each of its logs' versions
@@ -139,8 +169,10 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
     assert_same_histories(single, batch)
     for log in logs:
         assert len(batch[log]["compacted_log"]) == 1 and batch[log]["compacted_log"][0]["cleaned"] is True
-        assert [c[0] for name in ("latest_value_per_key", "max_compaction_delay") for c in batch[log][name]] == \
-            [True, True]
+        assert [c[0] for name in ("latest_value_per_key", "max_compaction_delay") for c in batch[log][name]] == [
+            True,
+            True,
+        ]
 
 
 def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_history(tmp_path, spark, postgres_server):
@@ -162,19 +194,19 @@ def test_a_batch_on_postgres_holds_pooled_connections_and_records_the_same_histo
             if path == "postgres":
                 assert {type(s._engine.pool) for s in storages} == {QueuePool}
                 engine = instance.event_log_storage._engine
-                hold_instance_connections(instance, result.run_id)   # as the run's second step: once an instance
+                hold_instance_connections(instance, result.run_id)  # as the run's second step: once an instance
                 assert instance.event_log_storage._engine is engine and held_shards(instance) == []
-            else:   # the index and the run's shard, each with its WAL kept (not deleted at each transaction's end)
+            else:  # the index and the run's shard, each with its WAL kept (not deleted at each transaction's end)
                 shards = [instance.event_log_storage.path_for_shard(s) for s in ("index", result.run_id)]
                 assert held_shards(instance) == sorted(shards)
                 assert all(os.path.exists(f"{shard}-wal") for shard in shards)
-                assert [synchronous(shard) for shard in shards] == [NORMAL, NORMAL]   # the run's writes, too
+                assert [synchronous(shard) for shard in shards] == [NORMAL, NORMAL]  # the run's writes, too
             histories.append({log: history(instance, log) for log in logs})
     assert_same_histories(*histories)
     assert all(histories[1][log]["compacted_log"] for log in logs)
 
 
-NORMAL, FULL = 1, 2   # PRAGMA synchronous
+NORMAL, FULL = 1, 2  # PRAGMA synchronous
 
 
 def synchronous(path) -> int:
@@ -198,8 +230,8 @@ def test_a_batch_writes_its_sqlite_instance_with_normal_sync_unless_told_full(tm
     with dg.instance_for_test(temp_dir=str(tmp_path / "normal")) as instance:
         hold_instance_connections(instance, "run-normal")
         assert synchronous(instance.event_log_storage.path_for_shard("index")) == NORMAL
-        assert synchronous(tmp_path / "full" / "history" / "runs.db") == FULL   # another instance's files
-        assert synchronous(tmp_path / "catalog.db") == FULL                     # a table catalog's, elsewhere
+        assert synchronous(tmp_path / "full" / "history" / "runs.db") == FULL  # another instance's files
+        assert synchronous(tmp_path / "catalog.db") == FULL  # a table catalog's, elsewhere
     monkeypatch.setenv(settings.BATCH_SQLITE_SYNC, "off")
     with pytest.raises(ConfigError, match="COMPACTION_BATCH_SQLITE_SYNC='off': must be one of normal, full"):
         settings.current()
@@ -207,6 +239,7 @@ def test_a_batch_writes_its_sqlite_instance_with_normal_sync_unless_told_full(tm
 
 def tick(sensor, instance, resources):
     from compaction_assets.definitions import defs
+
     with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx:
         return sensor.evaluate_tick(ctx)
 
@@ -218,13 +251,14 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
         land(tmp / "landing", log, records(30))
     found = tick(log_discovery_sensor, instance, resources)
     instance.add_dynamic_partitions(log_partitions.name, found.dynamic_partitions_requests[0].partition_keys)
-    [ingest] = found.run_requests          # ten logs with new files: one batch, not ten runs
+    [ingest] = found.run_requests  # ten logs with new files: one batch, not ten runs
     assert ingest.job_name == "ingest_batch_job" and ingest.tags["compaction/logs"] == "users:0-9"
     assert ingest.tags["topic"] == "users" and ingest.tags["compaction/batch_size"] == "10"
     assert sorted(ingest.run_config["ops"]["ingest_batch_op"]["config"]["logs"]) == sorted(logs)
-    for log in logs:   # ingested without cleaning: the dirty-ratio sensor finds them due
-        assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
-                              run_config=QUIET).success
+    for log in logs:  # ingested without cleaning: the dirty-ratio sensor finds them due
+        assert dg.materialize(
+            [raw_segments], partition_key=log, instance=instance, resources=resources, run_config=QUIET
+        ).success
     with clock.frozen_at(NOW):
         [batch] = tick(dirty_ratio_sensor, instance, resources).run_requests
         assert batch.job_name == "compaction_batch_job" and batch.tags["reason"] == "dirty_ratio"
@@ -235,8 +269,9 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
         split = tick(dirty_ratio_sensor, instance, resources).run_requests
         assert [len(r.run_config["ops"]["compaction_batch_op"]["config"]["logs"]) for r in split] == [2] * 5
         monkeypatch.delenv(settings.BATCH_MAX_BYTES)
-        result = compaction_batch_job.execute_in_process(run_config={**QUIET, **batch.run_config}, tags=batch.tags,
-                                                         instance=instance, resources=resources)
+        result = compaction_batch_job.execute_in_process(
+            run_config={**QUIET, **batch.run_config}, tags=batch.tags, instance=instance, resources=resources
+        )
         assert result.success
         assert tick(dirty_ratio_sensor, instance, resources).run_requests == []
     # one log due: today's run of its own
@@ -255,10 +290,15 @@ def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):
     found = tick(log_discovery_sensor, instance, resources)
     instance.add_dynamic_partitions(log_partitions.name, found.dynamic_partitions_requests[0].partition_keys)
     for log in ("users-0", "users-1"):
-        assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
-                              run_config=QUIET).success
-    held = dg.DagsterRun(job_name=compaction_batch_job.name, run_id=str(uuid.uuid4()),
-                         status=dg.DagsterRunStatus.STARTED, tags=batch_requests.batch_tags(["users-0"]))
+        assert dg.materialize(
+            [raw_segments], partition_key=log, instance=instance, resources=resources, run_config=QUIET
+        ).success
+    held = dg.DagsterRun(
+        job_name=compaction_batch_job.name,
+        run_id=str(uuid.uuid4()),
+        status=dg.DagsterRunStatus.STARTED,
+        tags=batch_requests.batch_tags(["users-0"]),
+    )
     instance.add_run(held)
     for log in ("users-0", "users-1"):
         land(tmp / "landing", log, records(30), name="b.jsonl")
@@ -266,16 +306,18 @@ def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):
 
     def observed(cursor=None):
         from compaction_assets.definitions import defs
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs,
-                                     cursor=cursor) as ctx:
+
+        with dg.build_sensor_context(
+            instance_ref=instance.get_ref(), resources=resources, definitions=defs, cursor=cursor
+        ) as ctx:
             result = dirty_ratio_sensor.evaluate_tick(ctx)
         return result, sorted(e.partition for e in result.asset_events if e.partition)
 
     with clock.frozen_at(NOW):
         first, logs = observed()
         assert logs == ["users-1"] and [r.partition_key for r in first.run_requests] == ["users-1"]
-        assert observed(first.cursor)[1] == []   # nothing changed
-        instance.report_run_canceled(held)        # the batch ended: its log is observed (and due) again
+        assert observed(first.cursor)[1] == []  # nothing changed
+        instance.report_run_canceled(held)  # the batch ended: its log is observed (and due) again
         after, logs = observed(first.cursor)
         assert logs == ["users-0"] and [r.partition_key for r in after.run_requests] == ["users-0", "users-1"]
         assert after.asset_events[0].metadata["observed_dirty_ratio"].value > 0
@@ -285,8 +327,11 @@ def alerts_of(instance, run_id):
     run = instance.get_run_by_id(run_id)
     event = list(instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE))[0]
     ctx = dg.build_run_status_sensor_context(
-        sensor_name="run_failure_alert", dagster_instance=instance, dagster_run=run,
-        dagster_event=event.get_dagster_event()).for_run_failure()
+        sensor_name="run_failure_alert",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=event.get_dagster_event(),
+    ).for_run_failure()
     return alerts.run_failure_alerts(ctx)
 
 
@@ -297,7 +342,7 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
         land(tmp / "landing", log, records(9))
     instance.add_dynamic_partitions(log_partitions.name, logs)
     assert run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op").success
-    for log in logs:   # more records: each log is due again
+    for log in logs:  # more records: each log is due again
         land(tmp / "landing", log, records(9), name="b.jsonl")
     bad = store.handle("pay-2")
     path = Path(bad.path(bad.manifest().segments[0].files[0].name))
@@ -312,7 +357,7 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
         cleanings = history(instance, log)["compacted_log"]
         assert len(cleanings) == 2 and cleanings[0]["cleaned"] is True
         assert store.handle(log).manifest().uncleanable is None
-    assert len(history(instance, "pay-2")["compacted_log"]) == 1   # the first batch's only
+    assert len(history(instance, "pay-2")["compacted_log"]) == 1  # the first batch's only
     [alert] = alerts_of(instance, result.run_id)
     assert alert.log == "pay-2" and alert.step == "compacted_log" and str(path) in alert.reason
 
@@ -320,8 +365,11 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
     again = run_batch(ingest_batch_job, logs, resources, instance, op="ingest_batch_op", now=NOW + 1)
     assert not again.success
     assert all(len(history(instance, log)["compacted_log"]) == 2 for log in ("pay-0", "pay-1", "pay-3"))
-    assert not [e for e in again.all_events if e.event_type_value == "ASSET_OBSERVATION"
-                and FAILURE_KEY in e.event_specific_data.asset_observation.metadata]
+    assert not [
+        e
+        for e in again.all_events
+        if e.event_type_value == "ASSET_OBSERVATION" and FAILURE_KEY in e.event_specific_data.asset_observation.metadata
+    ]
 
 
 def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_state(env):
@@ -349,17 +397,19 @@ def test_a_cleaning_committed_but_not_recorded_is_recorded_not_redone(env):
     tmp, store, resources, instance = env
     land(tmp / "landing", "users-0", records(10))
     instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
-    assert dg.materialize([raw_segments], partition_key="users-0", instance=instance, resources=resources,
-                          run_config=QUIET).success
+    assert dg.materialize(
+        [raw_segments], partition_key="users-0", instance=instance, resources=resources, run_config=QUIET
+    ).success
     handle = store.handle("users-0")
     rep = engine.run(handle, store.config_for("users-0"), NOW, spark=lambda: resources["pyspark"].spark_session)
     assert rep.cleaned
-    result = compaction_batch_job.execute_in_process(run_config=batch_config(["users-0"]), instance=instance,
-                                                     resources=resources)
+    result = compaction_batch_job.execute_in_process(
+        run_config=batch_config(["users-0"]), instance=instance, resources=resources
+    )
     [cleaning] = history(instance, "users-0")["compacted_log"]
     assert cleaning["cleaned"] is True and cleaning["before_version"] == rep.before_version
     assert cleaning["after_version"] == rep.after_version and cleaning["records_written"] == 3
-    assert handle.manifest().version == rep.after_version   # not cleaned again
+    assert handle.manifest().version == rep.after_version  # not cleaned again
     assert all(c[0] for c in history(instance, "users-0")["latest_value_per_key"])
     assert result.success
 
@@ -377,10 +427,10 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-@pytest.mark.slow   # a second process with its own Spark, killed, then leases left to expire: 1-2 minutes
+@pytest.mark.slow  # a second process with its own Spark, killed, then leases left to expire: 1-2 minutes
 def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeypatch):
-    logs = [f"users-{i}" for i in range(16)]   # enough that the kill lands midway on a fast machine too
-    ttl = 3.0   # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does
+    logs = [f"users-{i}" for i in range(16)]  # enough that the kill lands midway on a fast machine too
+    ttl = 3.0  # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does
     store, resources = make_env(tmp_path, lock_ttl=ttl)
     home = tmp_path / "home"
     home.mkdir()
@@ -392,13 +442,19 @@ def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeyp
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions(log_partitions.name, logs)
         for log in logs:
-            assert dg.materialize([raw_segments], partition_key=log, instance=instance, resources=resources,
-                                  run_config=QUIET).success
-        env = {**os.environ, "COMPACTION_CLEAN_CONCURRENCY": "1", "SPARK_MASTER": "local[1]",
-               "COMPACTION_LOCK_TTL_SECONDS": str(ttl),
-               "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path), ",".join(logs), str(NOW + 1)],
-                                env=env, cwd=ROOT)
+            assert dg.materialize(
+                [raw_segments], partition_key=log, instance=instance, resources=resources, run_config=QUIET
+            ).success
+        env = {
+            **os.environ,
+            "COMPACTION_CLEAN_CONCURRENCY": "1",
+            "SPARK_MASTER": "local[1]",
+            "COMPACTION_LOCK_TTL_SECONDS": str(ttl),
+            "PYTHONPATH": str(ROOT),
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILLED, str(tmp_path), ",".join(logs), str(NOW + 1)], env=env, cwd=ROOT
+        )
         # no wall bound: on a loaded machine the second process's Spark takes minutes to start
         while proc.poll() is None and sum(len(history(instance, log)["compacted_log"]) == 1 for log in logs) < 2:
             time.sleep(0.05)
@@ -413,7 +469,7 @@ def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeyp
         assert rerun.success
         for log in logs:
             h = history(instance, log)
-            assert len(h["compacted_log"]) == 1, log            # one cleaning each: nothing lost or doubled
+            assert len(h["compacted_log"]) == 1, log  # one cleaning each: nothing lost or doubled
             assert h["compacted_log"][0]["cleaned"] is True and h["compacted_log"][0]["evaluated_at_ms"] == NOW + 1
             assert len(h["latest_state"]) == 1, log
             for name in ("latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved"):

@@ -31,28 +31,51 @@ def land(root, log_topic, part, name, records):
 @pytest.fixture
 def env(tmp_path, spark):
     topics = tmp_path / "topics.yaml"
-    topics.write_text("defaults: {min.cleanable.dirty.ratio: 0.3, delete.retention.ms: 1000}\n"
-                      "topics: {laggy: {max.compaction.lag.ms: 1000, min.cleanable.dirty.ratio: 1.0}}\n")
-    store = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
-                             topics_file=str(topics), latest_state_root=str(tmp_path / "latest"))
-    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={}),
-                 "alert_webhook": AlertWebhookResource()}
+    topics.write_text(
+        "defaults: {min.cleanable.dirty.ratio: 0.3, delete.retention.ms: 1000}\n"
+        "topics: {laggy: {max.compaction.lag.ms: 1000, min.cleanable.dirty.ratio: 1.0}}\n"
+    )
+    store = LogStoreResource(
+        root=str(tmp_path / "store"),
+        landing=str(tmp_path / "landing"),
+        topics_file=str(topics),
+        latest_state_root=str(tmp_path / "latest"),
+    )
+    resources = {
+        "log_store": store,
+        "pyspark": LazyPySparkResource(spark_config={}),
+        "alert_webhook": AlertWebhookResource(),
+    }
     with dg.instance_for_test() as instance:
         yield tmp_path, store, resources, instance
 
 
 def materialize(assets, log, resources, instance, **kw):
     """Materialize `assets` for one partition on the test's instance, quietly."""
-    return dg.materialize(assets, partition_key=log, resources={k: v for k, v in resources.items()
-                                                                 if k != "alert_webhook"},
-                          instance=instance, run_config=QUIET, **kw)
+    return dg.materialize(
+        assets,
+        partition_key=log,
+        resources={k: v for k, v in resources.items() if k != "alert_webhook"},
+        instance=instance,
+        run_config=QUIET,
+        **kw,
+    )
 
 
 def test_materialize_a_partition_end_to_end(env):
     tmp, store, resources, instance = env
-    land(tmp / "landing", "users", 0, "a.jsonl", [
-        {"key": "u1", "value": "v1", "timestamp": 100}, {"key": "u2", "value": "v1", "timestamp": 110},
-        {"key": "u1", "value": "v2", "timestamp": 120}, {"key": "u3", "value": None, "timestamp": 130}])
+    land(
+        tmp / "landing",
+        "users",
+        0,
+        "a.jsonl",
+        [
+            {"key": "u1", "value": "v1", "timestamp": 100},
+            {"key": "u2", "value": "v1", "timestamp": 110},
+            {"key": "u1", "value": "v2", "timestamp": 120},
+            {"key": "u3", "value": None, "timestamp": 130},
+        ],
+    )
     instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
     result = materialize(ASSETS, "users-0", resources, instance)
     assert result.success
@@ -64,8 +87,12 @@ def test_materialize_a_partition_end_to_end(env):
     # the first cleaning: nothing was clean, every byte of the (deadline-sealed) log was dirty
     assert meta["compacted_log"]["dirty_ratio"].value == 1.0
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-    assert checks == {"latest_value_per_key": True, "tombstone_retention": True,
-                      "offsets_and_order_preserved": True, "max_compaction_delay": True}
+    assert checks == {
+        "latest_value_per_key": True,
+        "tombstone_retention": True,
+        "offsets_and_order_preserved": True,
+        "max_compaction_delay": True,
+    }
     assert meta["latest_state"]["keys"].value == 2  # u1 and u2; u3 is deleted
 
     again = materialize([raw_segments], "users-0", resources, instance)  # idempotent ingestion
@@ -75,7 +102,9 @@ def test_materialize_a_partition_end_to_end(env):
 def test_a_bad_landing_file_is_reported_and_nothing_of_it_written(env):
     tmp, store, resources, instance = env
     land(tmp / "landing", "users", 1, "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": 100}])
-    (tmp / "landing" / "users" / "partition=1" / "b.jsonl").write_text('{"key": "u2", "value": "x", "timestamp": 1}\n{"key": nul\n')
+    (tmp / "landing" / "users" / "partition=1" / "b.jsonl").write_text(
+        '{"key": "u2", "value": "x", "timestamp": 1}\n{"key": nul\n'
+    )
     instance.add_dynamic_partitions(log_partitions.name, ["users-1"])
     result = materialize([raw_segments], "users-1", resources, instance, raise_on_error=False)
     assert not result.success
@@ -87,15 +116,21 @@ def test_a_bad_landing_file_is_reported_and_nothing_of_it_written(env):
 
 def test_sensors_discover_ingest_and_request_cleanings(env):
     tmp, store, resources, instance = env
-    land(tmp / "landing", "users", 0, "a.jsonl", [{"key": f"k{i % 3}", "value": str(i), "timestamp": 100 + i}
-                                                 for i in range(9)])
+    land(
+        tmp / "landing",
+        "users",
+        0,
+        "a.jsonl",
+        [{"key": f"k{i % 3}", "value": str(i), "timestamp": 100 + i} for i in range(9)],
+    )
     land(tmp / "landing", "laggy", 0, "a.jsonl", [{"key": f"k{i}", "value": "1", "timestamp": 100} for i in range(5)])
     land(tmp / "landing", "bad$topic", 0, "a.jsonl", [{"key": "k", "value": "v", "timestamp": 1}])
     (tmp / "landing" / "users" / "partition=x").mkdir()
 
     def tick(sensor, cursor=None):
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), cursor=cursor, resources=resources,
-                                     definitions=defs) as ctx:
+        with dg.build_sensor_context(
+            instance_ref=instance.get_ref(), cursor=cursor, resources=resources, definitions=defs
+        ) as ctx:
             return sensor.evaluate_tick(ctx)
 
     found = tick(log_discovery_sensor)
@@ -139,25 +174,31 @@ def test_a_tick_reads_each_topics_configuration_once(env):
     logs = [f"{topic}-{p}" for topic in ("users", "laggy") for p in range(3)]
     for log in logs:
         topic, _, p = log.rpartition("-")
-        land(tmp / "landing", topic, p, "a.jsonl", [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i}
-                                                   for i in range(4)])
+        land(
+            tmp / "landing",
+            topic,
+            p,
+            "a.jsonl",
+            [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i} for i in range(4)],
+        )
         assert counting.config_for(log) == store.config_for(log)
     instance.add_dynamic_partitions(log_partitions.name, logs)
     for log in logs:
         assert materialize([raw_segments], log, resources, instance).success
     asked.clear()
-    with dg.build_sensor_context(instance_ref=instance.get_ref(), resources={**resources, "log_store": counting},
-                                 definitions=defs) as ctx:
+    with dg.build_sensor_context(
+        instance_ref=instance.get_ref(), resources={**resources, "log_store": counting}, definitions=defs
+    ) as ctx:
         result = dirty_ratio_sensor.evaluate_tick(ctx)
     assert sorted(asked, key=lambda log: log.split("-")[0]) == ["laggy-0", "users-0"]
-    assert {e.partition for e in result.asset_events} == {*logs, None}   # still every log observed
+    assert {e.partition for e in result.asset_events} == {*logs, None}  # still every log observed
     assert sorted(r.partition_key for r in result.run_requests) == [f"users-{p}" for p in range(3)]
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         _Hook.received.append((self.headers.get("Authorization"), json.loads(body)))
         self.send_response(204)
@@ -174,8 +215,10 @@ def webhook(monkeypatch):
     thread.start()
     _Hook.received = []
     monkeypatch.delenv(URL_ENV, raising=False)
-    yield AlertWebhookResource(url=f"http://127.0.0.1:{server.server_port}/alerts", token="s3cret-token"), \
-        _Hook.received
+    yield (
+        AlertWebhookResource(url=f"http://127.0.0.1:{server.server_port}/alerts", token="s3cret-token"),
+        _Hook.received,
+    )
     server.shutdown()
 
 
@@ -186,14 +229,22 @@ def run_status_sensors(instance, resource) -> None:
         if run.status == dg.DagsterRunStatus.FAILURE:
             event = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)][0]
             ctx = dg.build_run_status_sensor_context(
-                sensor_name="run_failure_alert", dagster_instance=instance, dagster_run=run,
-                dagster_event=event.get_dagster_event(), resources={"alert_webhook": resource}).for_run_failure()
+                sensor_name="run_failure_alert",
+                dagster_instance=instance,
+                dagster_run=run,
+                dagster_event=event.get_dagster_event(),
+                resources={"alert_webhook": resource},
+            ).for_run_failure()
             alerts.run_failure_alert(ctx)
         elif run.status == dg.DagsterRunStatus.SUCCESS:
             event = [e for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS)][0]
             ctx = dg.build_run_status_sensor_context(
-                sensor_name="check_failure_alert", dagster_instance=instance, dagster_run=run,
-                dagster_event=event.get_dagster_event(), resources={"alert_webhook": resource})
+                sensor_name="check_failure_alert",
+                dagster_instance=instance,
+                dagster_run=run,
+                dagster_event=event.get_dagster_event(),
+                resources={"alert_webhook": resource},
+            )
             alerts.check_failure_alert(ctx)
 
 
@@ -201,8 +252,13 @@ def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, 
     """One blocking check failure: the step and the run fail too, yet exactly one webhook call, the check's."""
     tmp, store, resources, instance = env
     resource, received = webhook
-    land(tmp / "landing", "users", 2, "a.jsonl", [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i}
-                                                 for i in range(6)])
+    land(
+        tmp / "landing",
+        "users",
+        2,
+        "a.jsonl",
+        [{"key": f"k{i % 2}", "value": str(i), "timestamp": 100 + i} for i in range(6)],
+    )
     instance.add_dynamic_partitions(log_partitions.name, ["users-2"])
     assert materialize([raw_segments, cleanable_range], "users-2", resources, instance).success
     # a wrong cleaning: it decides, then writes nothing, so superseded records stay visible

@@ -28,6 +28,7 @@ def demo_env(tmp_path, monkeypatch, spark):
     monkeypatch.setenv("COMPACTION_LANDING", str(tmp_path / "landing"))
     monkeypatch.setenv("COMPACTION_LATEST_STATE", str(tmp_path / "latest"))
     from resources.log_store import REPO_TOPICS
+
     store = str(tmp_path / "store")
     demo.prepare_folders(store, str(tmp_path / "landing"), str(tmp_path / "latest"))
     demo.apply_demo_topics(store, REPO_TOPICS)
@@ -39,7 +40,7 @@ def test_the_demos_runs_are_the_sensors_batch_without_dagster_warnings(demo_env,
     from compaction_assets.definitions import defs
     from compaction_assets.defs.sensors import dirty_ratio_sensor
 
-    monkeypatch.setenv(settings.BATCH_MIN_LOGS, demo.DEMO_BATCH_MIN_LOGS)   # as the demo sets it
+    monkeypatch.setenv(settings.BATCH_MIN_LOGS, demo.DEMO_BATCH_MIN_LOGS)  # as the demo sets it
     with dg.instance_for_test() as instance, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         logs, requests = demo.discover(defs, instance)
@@ -49,13 +50,17 @@ def test_the_demos_runs_are_the_sensors_batch_without_dagster_warnings(demo_env,
         runs = instance.get_runs()
         assert [run.job_name for run in runs] == ["ingest_batch_job"], [run.job_name for run in runs]
         assert sorted(decode_logs(runs[0].tags["compaction/logs"])) == sorted(logs)
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs,
-                                     resources=defs.resources) as context:
+        with dg.build_sensor_context(
+            instance_ref=instance.get_ref(), definitions=defs, resources=defs.resources
+        ) as context:
             tick = dirty_ratio_sensor.evaluate_tick(context)
-    dagster_warnings = [f"{w.category.__name__}: {w.message}" for w in caught
-                        if "dagster" in (w.filename or "") and issubclass(w.category, UserWarning)]
+    dagster_warnings = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if "dagster" in (w.filename or "") and issubclass(w.category, UserWarning)
+    ]
     assert dagster_warnings == [], dagster_warnings
-    for log in logs:   # each log cleaned, checked and its latest state written, in the one run
+    for log in logs:  # each log cleaned, checked and its latest state written, in the one run
         mats, checks = demo.log_history(results, log)
         assert {"raw_segments", "cleanable_range", "compacted_log", "latest_state"} <= set(mats), log
         assert checks and all(c.passed for c in checks), log
@@ -82,12 +87,17 @@ def test_a_disagreeing_topics_file_is_a_refusal_that_is_not_retried(tmp_path):
     store = LogStore(str(tmp_path / "store"))
     from compaction_assets.log import writer
     from compaction_assets.topics.config import build_config
+
     writer.append(store.log("t-0"), build_config({}), [{"key": "a", "value": "1", "timestamp": 1}])
     ConfigStore(store.storage).set_topic("t", {"segment.ms": 60000}, "test", 1)
     topics = tmp_path / "topics.yaml"
     topics.write_text("topics:\n  t: {segment.ms: 120000}\n")
-    resource = LogStoreResource(root=store.location, landing=str(tmp_path / "landing"), topics_file=str(topics),
-                                latest_state_root=str(tmp_path / "latest"))
+    resource = LogStoreResource(
+        root=store.location,
+        landing=str(tmp_path / "landing"),
+        topics_file=str(topics),
+        latest_state_root=str(tmp_path / "latest"),
+    )
     with dg.instance_for_test() as instance:
         context = dg.build_asset_context(partition_key="t-0", instance=instance)
         with pytest.raises(dg.Failure) as failure:
@@ -102,9 +112,14 @@ def test_dg_check_defs_loads_the_same_code_location(tmp_path):
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     dg_cli = Path(sys.executable).parent / "dg"
-    proc = subprocess.run([str(dg_cli), "check", "defs", "--no-check-yaml"], cwd=str(ROOT), capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "DAGSTER_HOME": str(home),
-                                                       "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)})
+    proc = subprocess.run(
+        [str(dg_cli), "check", "defs", "--no-check-yaml"],
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "DAGSTER_HOME": str(home), "VIRTUAL_ENV": str(Path(sys.executable).parent.parent)},
+    )
     assert proc.returncode == 0, proc.stderr
     output = (proc.stdout + proc.stderr).strip()
     assert output == "All definitions loaded successfully.", output

@@ -17,8 +17,8 @@ from compaction_assets.defs.batch_requests import in_flight, record_pool_limit
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_000_000_000
@@ -42,25 +42,44 @@ def test_concurrent_runs_never_exceed_the_spark_pool(tmp_path, postgres_server, 
     home = tmp_path / "dagster_home"
     home.mkdir()
     # the pool by steps (Dagster's default granularity): the runs start together, their Spark steps wait
-    (home / "dagster.yaml").write_text(f"telemetry: {{enabled: false}}\nstorage:\n  postgres:\n    postgres_url:\n"
-                                       f"      env: DAGSTER_PG_URL\nconcurrency:\n  pools:\n"
-                                       f"    default_limit: {limit}\n")
+    (home / "dagster.yaml").write_text(
+        f"telemetry: {{enabled: false}}\nstorage:\n  postgres:\n    postgres_url:\n"
+        f"      env: DAGSTER_PG_URL\nconcurrency:\n  pools:\n"
+        f"    default_limit: {limit}\n"
+    )
     monkeypatch.setenv("DAGSTER_PG_URL", postgres_server.new_database(f"pool_{limit}_{logs}"))
     store = LogStore(str(tmp_path / "store"))
     names = [f"users-{p}" for p in range(logs)]
     for name in names:
-        writer.append(store.log(name), build_config({}),
-                      [{"key": f"k{i % 3}", "value": "v", "timestamp": 100 + i} for i in range(30)], now=NOW)
-    env = {**os.environ, "DAGSTER_HOME": str(home), "COMPACTION_STORE": str(tmp_path / "store"),
-           "COMPACTION_LANDING": str(tmp_path / "landing"), "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
-           "SPARK_MASTER": "local[1]"}
+        writer.append(
+            store.log(name),
+            build_config({}),
+            [{"key": f"k{i % 3}", "value": "v", "timestamp": 100 + i} for i in range(30)],
+            now=NOW,
+        )
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "COMPACTION_STORE": str(tmp_path / "store"),
+        "COMPACTION_LANDING": str(tmp_path / "landing"),
+        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+        "SPARK_MASTER": "local[1]",
+    }
     with dg.DagsterInstance.from_config(str(home)) as instance:
         instance.add_dynamic_partitions(log_partitions.name, names)
         # as the sensors do before they request runs: the pool's limit recorded before a run claims a slot
         record_pool_limit(instance, [dg.RunRequest(partition_key=name) for name in names])
-    workers = [subprocess.Popen([sys.executable, "-m", "tests.defs.pool_worker", str(home), name, str(NOW)],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-               for name in names]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.defs.pool_worker", str(home), name, str(NOW)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
     errors = [w.communicate()[1] for w in workers]
     assert all(w.returncode == 0 for w in workers), "\n".join(e[-1500:] for e in errors)
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -79,8 +98,10 @@ def test_concurrent_runs_never_exceed_the_spark_pool(tmp_path, postgres_server, 
             spans += [(starts[k], ends[k]) for k in starts if k in ends]
     assert len(spans) == len(SPARK_STEPS) * logs
     overlap = max_overlap(spans)
-    print(f"{logs} runs, pool {SPARK_POOL!r} limit {limit}: {max_overlap(runs)} runs at once, "
-          f"at most {overlap} Spark step(s) at once")
+    print(
+        f"{logs} runs, pool {SPARK_POOL!r} limit {limit}: {max_overlap(runs)} runs at once, "
+        f"at most {overlap} Spark step(s) at once"
+    )
     # the runs did run at the same time (else the limit would hold without a pool), their Spark steps not
     assert max_overlap(runs) > limit, runs
     assert overlap == limit
@@ -92,8 +113,12 @@ def test_the_instance_the_product_writes_has_the_pool_and_a_one_second_run_queue
     from compaction_assets.demo import DEQUEUE_INTERVAL_S, instance_yaml
 
     script = (ROOT / "scripts" / "ui.sh").read_text()
-    written = subprocess.run(["bash", "-c", script[script.index("printf '"):script.index(" > \"$DAGSTER_HOME")]],
-                             capture_output=True, text=True, check=True).stdout
+    written = subprocess.run(
+        ["bash", "-c", script[script.index("printf '") : script.index(' > "$DAGSTER_HOME')]],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert written == instance_yaml()
     (tmp_path / "dagster.yaml").write_text(written)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:

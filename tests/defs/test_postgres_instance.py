@@ -20,30 +20,30 @@ import pytest
 
 from compaction_assets.definitions import defs
 from compaction_assets.log import reader, writer
-from compaction_assets.topics.config import build_config
-from compaction_assets.store.log_store import LogStore
 from compaction_assets.settings import ALERT_WEBHOOK_URL
+from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 from tests.defs.test_pool import SPARK_STEPS, max_overlap
 
 ROOT = Path(__file__).resolve().parents[2]
-OLD = 1_000_000_000          # appended long ago: every segment is past its roll deadline, so sealed
+OLD = 1_000_000_000  # appended long ago: every segment is past its roll deadline, so sealed
 GOOD = ["users-0", "users-1", "users-2"]
 BAD = "users-3"
-WAIT_S = 900                 # how long the fleet may take on a loaded machine before the test gives up
+WAIT_S = 900  # how long the fleet may take on a loaded machine before the test gives up
 CHECKS = sorted(k.name for k in defs.resolve_asset_graph().asset_check_keys)
 
 
 def deployment_yaml() -> str:
     """docs/deployment.md's dagster.yaml block, as a user copies it."""
     text = (ROOT / "docs" / "deployment.md").read_text()
-    section = text[text.index("## A production Dagster instance"):]
+    section = text[text.index("## A production Dagster instance") :]
     return re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         _Hook.received.append((time.time(), json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
         self.send_response(204)
         self.end_headers()
@@ -78,15 +78,30 @@ def make_fleet(root: Path) -> dict[str, dict[bytes, bytes]]:
 
 def start_daemon(home: Path, tmp: Path, pg_url: str, hook_url: str) -> tuple[subprocess.Popen, Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
-    env.update({"DAGSTER_HOME": str(home), "DAGSTER_PG_URL": pg_url, "PYTHONPATH": str(ROOT),
-                "COMPACTION_STORE": str(tmp / "store"), "COMPACTION_LANDING": str(tmp / "landing"),
-                "COMPACTION_LATEST_STATE": str(tmp / "latest"), ALERT_WEBHOOK_URL: hook_url,
-                "SPARK_MASTER": "local[1]"})
+    env.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "DAGSTER_PG_URL": pg_url,
+            "PYTHONPATH": str(ROOT),
+            "COMPACTION_STORE": str(tmp / "store"),
+            "COMPACTION_LANDING": str(tmp / "landing"),
+            "COMPACTION_LATEST_STATE": str(tmp / "latest"),
+            ALERT_WEBHOOK_URL: hook_url,
+            "SPARK_MASTER": "local[1]",
+        }
+    )
     log = tmp / "daemon.log"
     daemon = os.path.join(os.path.dirname(sys.executable), "dagster-daemon")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([daemon, "run", "-w", "workspace.yaml"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [daemon, "run", "-w", "workspace.yaml"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     return proc, log
 
 
@@ -112,8 +127,11 @@ def last_tick(instance, sensor: str) -> float:
     """When the daemon last finished a tick of `sensor` (0 when it has not)."""
     for state in instance.all_instigator_state():
         if state.instigator_name == sensor:
-            ticks = [t for t in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=5)
-                     if t.status.value != "STARTED"]   # by value: the enum is private
+            ticks = [
+                t
+                for t in instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=5)
+                if t.status.value != "STARTED"
+            ]  # by value: the enum is private
             return max((t.timestamp for t in ticks), default=0.0)
     return 0.0
 
@@ -146,7 +164,8 @@ def step_spans(instance, run_id: str) -> list[tuple[float, float]]:
 @pytest.mark.ci_real
 @pytest.mark.slow  # 4-5 minutes: sensor ticks are 30 s apart, and each run starts its own Spark
 def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
-        tmp_path, postgres_server, webhook, monkeypatch):
+    tmp_path, postgres_server, webhook, monkeypatch
+):
     home = tmp_path / "dagster_home"
     home.mkdir()
     block = deployment_yaml()
@@ -163,16 +182,25 @@ def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
             deadline = time.monotonic() + WAIT_S
             while not settled(instance, received):
                 assert proc.poll() is None, f"dagster-daemon exited: {log.read_text()[-3000:]}"
-                assert time.monotonic() < deadline, \
+                assert time.monotonic() < deadline, (
                     f"the fleet did not settle in {WAIT_S}s: {runs_by_log(instance)} {log.read_text()[-3000:]}"
+                )
                 time.sleep(3)
             runs = runs_by_log(instance)
             spans = [s for rs in runs.values() for r in rs for s in step_spans(instance, r.dagster_run.run_id)]
-            checks = {log: sorted({e.get_dagster_event().asset_check_evaluation_data.check_name
-                                   for r in runs[log] for e in instance.all_logs(
-                                       r.dagster_run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-                                   if e.get_dagster_event().asset_check_evaluation_data.passed})
-                      for log in GOOD}
+            checks = {
+                log: sorted(
+                    {
+                        e.get_dagster_event().asset_check_evaluation_data.check_name
+                        for r in runs[log]
+                        for e in instance.all_logs(
+                            r.dagster_run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION
+                        )
+                        if e.get_dagster_event().asset_check_evaluation_data.passed
+                    }
+                )
+                for log in GOOD
+            }
     finally:
         stop(proc)
     store = LogStore(str(tmp_path / "store"))
@@ -188,4 +216,4 @@ def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
     assert body["log"] == BAD and body["job"] == "compaction_job"
     assert "is not a readable Parquet file" in body["reason"], body["reason"]
     assert store.log(BAD).manifest().uncleanable
-    assert 1 <= max_overlap(spans) <= 2        # the pool's limit in the documented block
+    assert 1 <= max_overlap(spans) <= 2  # the pool's limit in the documented block

@@ -18,8 +18,9 @@ def run_check(folder: Path, path: str) -> subprocess.CompletedProcess:
     scripts.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "scripts" / "check-real-systems.sh", scripts)
     (folder / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
-    return subprocess.run(["/bin/bash", str(scripts / "check-real-systems.sh")], env={"PATH": path},
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["/bin/bash", str(scripts / "check-real-systems.sh")], env={"PATH": path}, capture_output=True, text=True
+    )
 
 
 def test_without_the_s3_servers_binary_one_line_names_it(tmp_path):
@@ -37,4 +38,5 @@ def test_with_weed_beside_it_the_next_missing_program_is_named(tmp_path):
     (tmp_path / ".venv" / "bin" / "weed").symlink_to(weed)
     result = run_check(tmp_path, str(tmp_path / "empty"))
     assert result.returncode == 1 and result.stderr.splitlines() == [
-        "check-real-systems: the real-system suite cannot run: chromium (scripts/setup-browser.sh) is missing"]
+        "check-real-systems: the real-system suite cannot run: chromium (scripts/setup-browser.sh) is missing"
+    ]

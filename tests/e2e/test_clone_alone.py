@@ -16,13 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 def clone(tmp_path_factory) -> Path:
     """The repository's files (tracked and new, not ignored) in a folder with no `../shared` beside it."""
     target = tmp_path_factory.mktemp("alone") / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=str(REPO), check=True,
-                           capture_output=True, text=True).stdout.splitlines()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=str(REPO), check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     for name in files:
         if (REPO / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, target / name)
-    os.symlink(REPO / ".venv", target / ".venv")   # the same pinned environment; no second install
+    os.symlink(REPO / ".venv", target / ".venv")  # the same pinned environment; no second install
     assert not (target.parent / "shared").exists()
     return target
 
@@ -31,8 +32,14 @@ def _test_sh(clone: Path, *args: str, ci: bool) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
     if ci:
         env["CI"] = "true"
-    return subprocess.run(["bash", "scripts/test.sh", "-q", "-p", "no:cacheprovider", *args], cwd=str(clone),
-                          env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        ["bash", "scripts/test.sh", "-q", "-p", "no:cacheprovider", *args],
+        cwd=str(clone),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.mark.slow

@@ -24,15 +24,16 @@ import dagster as dg
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
+from compaction_assets.definitions import defs
 from compaction_assets.defs.assets import CleaningConfig, cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.definitions import defs
 from resources.log_store import LogStoreResource
 from tests import cluster_helpers as ch
 
 pytestmark = [
-    pytest.mark.slow, pytest.mark.ci_real,
+    pytest.mark.slow,
+    pytest.mark.ci_real,
     pytest.mark.skipif(ch.java_skip(), reason=str(ch.java_missing_reason())),
 ]
 
@@ -49,8 +50,11 @@ def _drive(mode: str, args: list[str], env: dict):
     except AssertionError as exc:
         import compaction_assets.cleaning.cleaner as cleaner
 
-        if mode == "connect" and KNOWN_CONNECT_FAILURE in str(exc) and \
-                'mode("errorifexists")' in inspect.getsource(cleaner):
+        if (
+            mode == "connect"
+            and KNOWN_CONNECT_FAILURE in str(exc)
+            and 'mode("errorifexists")' in inspect.getsource(cleaner)
+        ):
             line = next(ln for ln in str(exc).splitlines() if KNOWN_CONNECT_FAILURE in ln)
             pytest.xfail(f"known Spark Connect incompatibility in cleaner.py: {line.strip()}")
         raise
@@ -59,6 +63,7 @@ def _drive(mode: str, args: list[str], env: dict):
 # ---------------------------------------------------------------------------------------------------
 # services
 # ---------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
@@ -101,6 +106,7 @@ def _target(request, mode: str) -> dict:
 # the engine: three strategies, tombstones, several segments, a second incremental cleaning
 # ---------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def base_store(workdir):
     """Round 0 of every log, appended once (fixed seed); each run works on its own copy."""
@@ -119,10 +125,11 @@ def local_engine_run(workdir, base_store, spark):
 
 def test_the_scenario_exercises_what_it_claims(base_store, local_engine_run):
     summaries, contents = local_engine_run
-    assert all(len(segs) > 3 for segs in
-               ({log: m["segments"] for log, m in ch.log_contents(str(base_store)).items()}).values())
+    assert all(
+        len(segs) > 3 for segs in ({log: m["segments"] for log, m in ch.log_contents(str(base_store)).items()}).values()
+    )
     assert [s["cleaned"] for s in summaries] == [True] * len(ch.LOGS) * ch.ROUNDS
-    second = summaries[len(ch.LOGS):]
+    second = summaries[len(ch.LOGS) :]
     assert all(s["first_dirty"] > 0 for s in second)  # incremental: starts at the first round's checkpoint
     assert all(s["stats"]["tombstones_stamped"] > 0 for s in summaries)
     assert all(s["stats"]["tombstones_removed"] > 0 for s in second)
@@ -149,8 +156,10 @@ def test_engine_cleaning_matches_local_mode(request, mode, workdir, base_store, 
         assert any(a["name"] == "compaction-assets" for a in _seen_apps(request))  # it really ran on the cluster
     else:
         assert out["info"]["session"] == "pyspark.sql.connect.session"
-    assert out["info"]["conf"] == {"spark.sql.session.timeZone": "UTC",
-                                   "spark.sql.sources.partitionColumnTypeInference.enabled": "false"}
+    assert out["info"]["conf"] == {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    }
     local_summaries, local_contents = local_engine_run
     assert [ch.report_summary(r) for r in out["reports"]] == local_summaries
     contents = ch.log_contents(str(root))
@@ -162,26 +171,48 @@ def test_engine_cleaning_matches_local_mode(request, mode, workdir, base_store, 
 # the code location: one partition materialized with the Spark resource pointed at the cluster
 # ---------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def local_materialization(workdir, spark):
     base = workdir / "dagster-local"
     env = ch.write_dagster_inputs(base)
-    store = LogStoreResource(root=env["COMPACTION_STORE"], landing=env["COMPACTION_LANDING"],
-                             topics_file=env["COMPACTION_TOPICS"], latest_state_root=env["COMPACTION_LATEST_STATE"])
+    store = LogStoreResource(
+        root=env["COMPACTION_STORE"],
+        landing=env["COMPACTION_LANDING"],
+        topics_file=env["COMPACTION_TOPICS"],
+        latest_state_root=env["COMPACTION_LATEST_STATE"],
+    )
     resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}  # the local session
-    config = dg.RunConfig({"cleanable_range": CleaningConfig(now_ms=ch.DAGSTER_NOW),
-                           "compacted_log": CleaningConfig(now_ms=ch.DAGSTER_NOW)},
-                          loggers={"console": {"config": {"log_level": "WARNING"}}})
+    config = dg.RunConfig(
+        {
+            "cleanable_range": CleaningConfig(now_ms=ch.DAGSTER_NOW),
+            "compacted_log": CleaningConfig(now_ms=ch.DAGSTER_NOW),
+        },
+        loggers={"console": {"config": {"log_level": "WARNING"}}},
+    )
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(log_partitions.name, [ch.DAGSTER_LOG])
         # with the checks, as the deployed location materializes them (their own definition)
-        result = dg.materialize([raw_segments, cleanable_range, compacted_log, latest_state, compacted_log_checks,
-                                 table_matches_latest_state],
-                                partition_key=ch.DAGSTER_LOG, resources=resources, instance=instance,
-                                run_config=config)
+        result = dg.materialize(
+            [
+                raw_segments,
+                cleanable_range,
+                compacted_log,
+                latest_state,
+                compacted_log_checks,
+                table_matches_latest_state,
+            ],
+            partition_key=ch.DAGSTER_LOG,
+            resources=resources,
+            instance=instance,
+            run_config=config,
+        )
         summary = ch.run_summary(instance, result.run_id)
-    return summary, ch.log_contents(env["COMPACTION_STORE"], [ch.DAGSTER_LOG]), \
-        ch.latest_state_rows(env["COMPACTION_LATEST_STATE"])
+    return (
+        summary,
+        ch.log_contents(env["COMPACTION_STORE"], [ch.DAGSTER_LOG]),
+        ch.latest_state_rows(env["COMPACTION_LATEST_STATE"]),
+    )
 
 
 @pytest.mark.parametrize("mode", ["standalone", "connect"])
@@ -198,10 +229,24 @@ def test_materialize_a_partition_matches_local_mode(request, mode, workdir, loca
         # The code location as deployed: definitions.py builds its Spark resource from SPARK_MASTER /
         # SPARK_REMOTE and its log store from COMPACTION_*.
         apps_before = _apps(request, mode)
-        _drive(mode, ["-m", "dagster", "asset", "materialize", "-m", "compaction_assets.definitions",
-                      "--select", ch.DAGSTER_ASSETS, "--partition", ch.DAGSTER_LOG,
-                      "--config-json", json.dumps(ch.dagster_run_config())],
-               ch.driver_env(workdir, **target, DAGSTER_HOME=str(home), **env))
+        _drive(
+            mode,
+            [
+                "-m",
+                "dagster",
+                "asset",
+                "materialize",
+                "-m",
+                "compaction_assets.definitions",
+                "--select",
+                ch.DAGSTER_ASSETS,
+                "--partition",
+                ch.DAGSTER_LOG,
+                "--config-json",
+                json.dumps(ch.dagster_run_config()),
+            ],
+            ch.driver_env(workdir, **target, DAGSTER_HOME=str(home), **env),
+        )
         runs = instance.get_runs()
         assert len(runs) == 1
         summary = ch.run_summary(instance, runs[0].run_id)
@@ -212,12 +257,20 @@ def test_materialize_a_partition_matches_local_mode(request, mode, workdir, loca
     assert summary["status"] == "SUCCESS", summary
     # every check of the deployed location (the four of the cleaning and the table's), each passed
     assert summary["checks"] == {key.name: True for key in defs.resolve_asset_graph().asset_check_keys}
-    assert {"latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved", "max_compaction_delay",
-            "table_matches_latest_state"} <= set(summary["checks"])
+    assert {
+        "latest_value_per_key",
+        "tombstone_retention",
+        "offsets_and_order_preserved",
+        "max_compaction_delay",
+        "table_matches_latest_state",
+    } <= set(summary["checks"])
     assert summary["metadata"]["compacted_log"]["cleaned"] is True
-    differing = {(asset, key): (value, summary["metadata"].get(asset, {}).get(key))
-                 for asset, meta in local_summary["metadata"].items() for key, value in meta.items()
-                 if summary["metadata"].get(asset, {}).get(key) != value}
+    differing = {
+        (asset, key): (value, summary["metadata"].get(asset, {}).get(key))
+        for asset, meta in local_summary["metadata"].items()
+        for key, value in meta.items()
+        if summary["metadata"].get(asset, {}).get(key) != value
+    }
     assert not differing, f"metadata that differs (local, {mode}): {differing}"
     assert summary == local_summary
     assert ch.log_contents(env["COMPACTION_STORE"], [ch.DAGSTER_LOG]) == local_contents

@@ -19,8 +19,10 @@ from tests import cluster_helpers as ch
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "scripts" / "spark-connect.sh")
 # a fresh client process: the product's session on SPARK_REMOTE, one small query
-CLIENT = ("from compaction_assets.spark import get_spark; "
-          "print(get_spark().range(7).selectExpr('sum(id) AS s').collect()[0]['s'])")
+CLIENT = (
+    "from compaction_assets.spark import get_spark; "
+    "print(get_spark().range(7).selectExpr('sum(id) AS s').collect()[0]['s'])"
+)
 
 
 def _script(command: str, env: dict) -> subprocess.CompletedProcess:
@@ -29,10 +31,14 @@ def _script(command: str, env: dict) -> subprocess.CompletedProcess:
 
 def test_start_warms_up_a_server_the_product_reaches_and_stop_ends_it(request, tmp_path):
     port = ch.free_port()
-    env = {k: v for k, v in os.environ.items() if k not in (settings.SPARK_REMOTE, settings.SPARK_MASTER,
-                                                             settings.JVM_QUICK_START)}
-    env.update(SPARK_CONNECT_PORT=str(port), SPARK_CONNECT_DIR=str(tmp_path / "connect"),
-               SPARK_CONNECT_MASTER="local[2]")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (settings.SPARK_REMOTE, settings.SPARK_MASTER, settings.JVM_QUICK_START)
+    }
+    env.update(
+        SPARK_CONNECT_PORT=str(port), SPARK_CONNECT_DIR=str(tmp_path / "connect"), SPARK_CONNECT_MASTER="local[2]"
+    )
     request.addfinalizer(lambda: _script("stop", env))
 
     started = _script("start", env)
@@ -48,11 +54,17 @@ def test_start_warms_up_a_server_the_product_reaches_and_stop_ends_it(request, t
     options = connect_server_java_options(settings.current(env)).split()
     assert "-XX:TieredStopAtLevel=1" in options and all(o in args for o in options), args
 
-    client = subprocess.run([sys.executable, "-c", CLIENT], cwd=ROOT, env={**env, settings.SPARK_REMOTE: remote},
-                            capture_output=True, text=True, timeout=120)
+    client = subprocess.run(
+        [sys.executable, "-c", CLIENT],
+        cwd=ROOT,
+        env={**env, settings.SPARK_REMOTE: remote},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert client.returncode == 0 and client.stdout.strip() == "21", client.stderr
     assert _script("status", env).stdout.strip() == remote
-    again = _script("start", env)   # already running: the same address, no second server
+    again = _script("start", env)  # already running: the same address, no second server
     assert again.stdout.strip() == remote and len(list((tmp_path / "connect").glob("*.pid"))) == 1
 
     _script("stop", env)

@@ -22,7 +22,7 @@ def _path_without_chromium(tmp_path: Path) -> str:
             target = bin_dir / entry.name
             if entry.name not in ("chromium", "apt-get") and not target.exists() and not target.is_symlink():
                 target.symlink_to(entry)
-    (bin_dir / "apt-get").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'apt-get.calls'}\nexit 1\n")
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt-get.calls"}\nexit 1\n')
     (bin_dir / "apt-get").chmod(0o755)
     return str(bin_dir)
 
@@ -30,8 +30,9 @@ def _path_without_chromium(tmp_path: Path) -> str:
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="the refusal to install is seen as root")
 def test_demo_sh_installs_no_browser_even_as_root(tmp_path):
     env = {**os.environ, "PATH": _path_without_chromium(tmp_path)}
-    proc = subprocess.run(["bash", "scripts/demo.sh", "--help"], cwd=str(ROOT), env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        ["bash", "scripts/demo.sh", "--help"], cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "python -m compaction_assets.demo" in proc.stdout
     calls = (tmp_path / "apt-get.calls").read_text() if (tmp_path / "apt-get.calls").exists() else ""
@@ -46,8 +47,9 @@ def test_the_browser_step_says_why_it_cannot_install(tmp_path):
     unavailable = ROOT / ".venv" / ".chromium-unavailable"
     saved = unavailable.read_text() if unavailable.exists() else None
     try:
-        proc = subprocess.run(["bash", "scripts/setup-browser.sh"], cwd=str(ROOT), env=env, capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            ["bash", "scripts/setup-browser.sh"], cwd=str(ROOT), env=env, capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 0, proc.stderr
         assert "needs root and apt-get" in unavailable.read_text()
     finally:

@@ -35,9 +35,14 @@ def errors(err: str) -> list[str]:
 
 def subprocess_cli(*args: str, env: dict | None = None, cwd: Path = REPO, timeout: float = 300):
     """The CLI in a process of its own (`timeout` only guards against a hang; no test bounds its time)."""
-    return subprocess.run([sys.executable, "-m", "compaction_assets", *args], cwd=str(cwd), text=True,
-                          capture_output=True, timeout=timeout,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "compaction_assets", *args],
+        cwd=str(cwd),
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -47,23 +52,29 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 # --- 1. configuration stored with the store ------------------------------------------------------
 
+
 def test_configuration_lives_with_the_store_and_a_clean_from_another_directory_uses_it(
-        spark, tmp_path, capsys, monkeypatch):
+    spark, tmp_path, capsys, monkeypatch
+):
     store = str(tmp_path / "store")
     monkeypatch.delenv("COMPACTION_TOPICS", raising=False)
-    monkeypatch.chdir(REPO)                                    # where topics.yaml is
+    monkeypatch.chdir(REPO)  # where topics.yaml is
     rc, out, err = run(capsys, "--store", store, "config", "apply", "topics.yaml")
     assert rc == 0, err
     changes = {c["topic"]: c["changed"] for c in json.loads(out)["changes"]}
     assert changes[VERSIONED[:-2]]["compaction.strategy"] == ["offset", "header"]
-    data = write_jsonl(tmp_path / "in.jsonl", [
-        {"key": "k", "value": "v2", "timestamp": 10, "headers": [["version", 2]]},
-        {"key": "k", "value": "v1", "timestamp": 20, "headers": [["version", 1]]}])
-    assert run(capsys, "append", VERSIONED, str(data), "--store", store)[0] == 0   # option after the command
+    data = write_jsonl(
+        tmp_path / "in.jsonl",
+        [
+            {"key": "k", "value": "v2", "timestamp": 10, "headers": [["version", 2]]},
+            {"key": "k", "value": "v1", "timestamp": 20, "headers": [["version", 1]]},
+        ],
+    )
+    assert run(capsys, "append", VERSIONED, str(data), "--store", store)[0] == 0  # option after the command
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)                               # no topics.yaml here
+    monkeypatch.chdir(elsewhere)  # no topics.yaml here
     rc, out, err = run(capsys, "--store", store, "describe", VERSIONED)
     assert rc == 0, err
     desc = json.loads(out)
@@ -72,7 +83,7 @@ def test_configuration_lives_with_the_store_and_a_clean_from_another_directory_u
     rc, out, err = run(capsys, "--store", store, "clean", VERSIONED, "--force")
     assert rc == 0, err
     values = [r.value for r in iter_records(LogStore(store).log(VERSIONED))]
-    assert values == [b"v2"]                                   # the highest version wins, from any directory
+    assert values == [b"v2"]  # the highest version wins, from any directory
 
     # a topics file that disagrees with the stored configuration is refused, not used for this run
     offset_file = tmp_path / "offset.yaml"
@@ -84,8 +95,9 @@ def test_configuration_lives_with_the_store_and_a_clean_from_another_directory_u
     rc, _, err = run(capsys, "--store", store, "config", "set", VERSIONED[:-2], "compaction.strategy=offset")
     assert rc == 1 and "--confirm" in err and VERSIONED in err and len(errors(err)) == 1
     assert LogStore(store).storage.list_dir(f"{store}/_topics/user-profiles-versioned") == ["v1.json"]
-    rc, out, err = run(capsys, "--store", store, "config", "set", VERSIONED[:-2], "compaction.strategy=offset",
-                       "--confirm")
+    rc, out, err = run(
+        capsys, "--store", store, "config", "set", VERSIONED[:-2], "compaction.strategy=offset", "--confirm"
+    )
     assert rc == 0 and json.loads(out)["version"] == 2, err
     rc, out, _ = run(capsys, "--store", store, "config", "show", VERSIONED[:-2], "--history")
     history = json.loads(out)[0]["history"]
@@ -114,40 +126,62 @@ def test_config_apply_dry_run_reports_the_diff_and_stores_nothing(tmp_path, caps
     topics.write_text("defaults: {delete.retention.ms: 5}\ntopics:\n  a: {segment.bytes: 100}\n")
     rc, out, err = run(capsys, "--store", store, "config", "apply", str(topics), "--dry-run")
     assert rc == 0, err
-    assert json.loads(out)["changes"] == [{"topic": "a", "changed": {"delete.retention.ms": [86400000, 5],
-                                                                      "segment.bytes": [1073741824, 100]}}]
+    assert json.loads(out)["changes"] == [
+        {"topic": "a", "changed": {"delete.retention.ms": [86400000, 5], "segment.bytes": [1073741824, 100]}}
+    ]
     assert not (tmp_path / "store" / "_topics").exists()
 
 
 def test_invalid_topics_file_fails_the_code_location_load_in_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("topics:\n  orders: {min.cleanable.dirty.ratio: 2}\n")
-    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
-                           "workspace.yaml"], cwd=str(REPO), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COMPACTION_TOPICS": str(bad), "DAGSTER_HOME": str(tmp_path)})
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COMPACTION_TOPICS": str(bad), "DAGSTER_HOME": str(tmp_path)},
+    )
     assert proc.returncode != 0
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "CompactionError:" in ln]
     assert len(lines) == 1, proc.stdout + proc.stderr
     assert str(bad) in lines[0] and "'orders'" in lines[0] and "min.cleanable.dirty.ratio" in lines[0]
-    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w",
-                           "workspace.yaml"], cwd=str(REPO), capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COMPACTION_MAX_RUNS_PER_TICK": "abc", "DAGSTER_HOME": str(tmp_path)})
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COMPACTION_MAX_RUNS_PER_TICK": "abc", "DAGSTER_HOME": str(tmp_path)},
+    )
     lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "CompactionError:" in ln]
     assert proc.returncode != 0 and len(lines) == 1 and "COMPACTION_MAX_RUNS_PER_TICK='abc'" in lines[0]
 
 
 # --- 2. nothing destroys what it did not create ----------------------------------------------------
 
+
 def test_demo_refuses_a_store_holding_logs_it_did_not_make(tmp_path, capsys):
     store = tmp_path / "store"
     data = write_jsonl(tmp_path / "mine.jsonl", [{"key": "mine", "value": "precious", "timestamp": 1}])
     assert run(capsys, "--store", str(store), "append", "user-profiles-0", str(data))[0] == 0
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    env = {"COMPACTION_STORE": str(store), "COMPACTION_LANDING": str(tmp_path / "landing"),
-           "COMPACTION_LATEST_STATE": str(tmp_path / "latest"), "DAGSTER_HOME": str(tmp_path / "home")}
+    env = {
+        "COMPACTION_STORE": str(store),
+        "COMPACTION_LANDING": str(tmp_path / "landing"),
+        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+    }
     (tmp_path / "home").mkdir()
-    proc = subprocess.run(["bash", "scripts/demo.sh"], cwd=str(REPO), capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **env})
+    proc = subprocess.run(
+        ["bash", "scripts/demo.sh"],
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "holds logs the demo did not make (user-profiles-0)" in proc.stderr
     assert [r.value for r in iter_records(LogStore(str(store)).log("user-profiles-0"))] == [b"precious"]
@@ -179,7 +213,7 @@ def test_latest_state_output_leaves_a_users_folder_alone(spark, tmp_path, capsys
     fresh = tmp_path / "fresh"
     assert run(capsys, "--store", store, "latest-state", "t-0", "--output", str(fresh))[0] == 0
     rc, _, err = run(capsys, "--store", store, "latest-state", "t-0", "--output", str(fresh))
-    assert rc == 0, err                                        # its own earlier output is replaced
+    assert rc == 0, err  # its own earlier output is replaced
     assert spark.read.parquet(str(fresh)).count() == 1
     rc, _, err = run(capsys, "--store", store, "latest-state", "t-0", "--output", str(folder), "--overwrite")
     assert rc == 0 and not (folder / "thesis.txt").exists(), err
@@ -206,6 +240,7 @@ def test_set_log_start_says_what_it_deletes_and_needs_confirm(tmp_path, capsys):
 
 # --- 3. one line per error -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def small_store(tmp_path, capsys):
     store = str(tmp_path / "store")
@@ -217,14 +252,14 @@ def small_store(tmp_path, capsys):
 def test_unreachable_spark_connect_fails_naming_the_endpoint(small_store):
     proc = subprocess_cli("--store", small_store, "plan", "t-0", env={"SPARK_REMOTE": "sc://127.0.0.1:1"})
     errs = errors(proc.stderr)
-    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr   # an engine fault (issue 28)
+    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr  # an engine fault (issue 28)
     assert "127.0.0.1:1" in errs[0] and "SPARK_REMOTE" in errs[0] and "unreachable" in errs[0]
 
 
 def test_bad_spark_master_names_the_setting_without_a_java_trace(small_store):
     proc = subprocess_cli("--store", small_store, "plan", "t-0", env={"SPARK_MASTER": "bogus"})
     errs = errors(proc.stderr)
-    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr   # a session that cannot start
+    assert proc.returncode == cli.EXIT_TRANSIENT and len(errs) == 1, proc.stderr  # a session that cannot start
     assert "SPARK_MASTER='bogus'" in errs[0] and "Java" not in proc.stderr
 
 
@@ -262,6 +297,7 @@ def test_bad_variable_is_one_line_and_the_trace_needs_compaction_debug(small_sto
         p = cli.build_parser()
         p._subparsers._group_actions[0].choices["logs"].set_defaults(fn=lambda ctx: 1 / 0)
         return p
+
     capsys.readouterr()
     rc = cli.main(["--store", small_store, "logs"], parser=broken_parser())
     err = capsys.readouterr().err
@@ -273,12 +309,21 @@ def test_bad_variable_is_one_line_and_the_trace_needs_compaction_debug(small_sto
 
 # --- 4. read | append round-trips ----------------------------------------------------------------
 
+
 def test_read_output_appends_back_to_the_same_records(tmp_path, capsys):
     store = str(tmp_path / "store")
     records = [
-        {"key_b64": base64.b64encode(b"\xff\x00key").decode(), "value_b64": base64.b64encode(b"\x80\x81").decode(),
-         "timestamp": 5, "headers": [["bin", {"b64": base64.b64encode(b"\xfe\xff").decode()}], ["n", 7],
-                                      ["none", None], ["text", "é"]]},
+        {
+            "key_b64": base64.b64encode(b"\xff\x00key").decode(),
+            "value_b64": base64.b64encode(b"\x80\x81").decode(),
+            "timestamp": 5,
+            "headers": [
+                ["bin", {"b64": base64.b64encode(b"\xfe\xff").decode()}],
+                ["n", 7],
+                ["none", None],
+                ["text", "é"],
+            ],
+        },
         {"key": "plain", "value": "text", "timestamp": 6, "headers": []},
         {"key": "plain", "value": None, "timestamp": 7},
         {"key_b64": base64.b64encode(b"\xc3").decode(), "value": "v", "timestamp": 8, "offset": 10},
@@ -294,6 +339,7 @@ def test_read_output_appends_back_to_the_same_records(tmp_path, capsys):
 
     def records_of(log):
         return [(r.offset, r.key, r.value, r.timestamp, list(r.headers)) for r in iter_records(st.log(log))]
+
     assert records_of("copy-0") == records_of("src-0")
     assert records_of("src-0")[0][1:3] == (b"\xff\x00key", b"\x80\x81")
 
@@ -307,12 +353,18 @@ def test_dagster_operator_job_applies_a_topics_file_and_reports_the_diff(tmp_pat
 
     topics = tmp_path / "t.yaml"
     topics.write_text("topics:\n  orders: {compaction.strategy: timestamp}\n")
-    resource = LogStoreResource(root=str(tmp_path / "store"), landing=str(tmp_path / "landing"),
-                                latest_state_root=str(tmp_path / "latest"), topics_file=str(topics))
+    resource = LogStoreResource(
+        root=str(tmp_path / "store"),
+        landing=str(tmp_path / "landing"),
+        latest_state_root=str(tmp_path / "latest"),
+        topics_file=str(topics),
+    )
     with dg.instance_for_test() as instance:
         result = apply_topics_config_job.execute_in_process(
-            instance=instance, resources={"log_store": resource},
-            run_config={"ops": {"apply_topics_config": {"config": {"topics_file": str(topics)}}}})
+            instance=instance,
+            resources={"log_store": resource},
+            run_config={"ops": {"apply_topics_config": {"config": {"topics_file": str(topics)}}}},
+        )
         assert result.success
         meta = [e for e in result.all_events if e.event_type_value == "STEP_OUTPUT"][0]
         changes = meta.event_specific_data.metadata["changes"].value
@@ -334,21 +386,39 @@ def test_refused_first_ingestion_leaves_no_log_folder(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_demo_runs_twice_replacing_only_what_it_made(tmp_path):
-    env = {**os.environ, "COMPACTION_STORE": str(tmp_path / "store"), "COMPACTION_LANDING": str(tmp_path / "landing"),
-           "COMPACTION_LATEST_STATE": str(tmp_path / "latest"), "DAGSTER_HOME": str(tmp_path / "home")}
+    env = {
+        **os.environ,
+        "COMPACTION_STORE": str(tmp_path / "store"),
+        "COMPACTION_LANDING": str(tmp_path / "landing"),
+        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+    }
     (tmp_path / "home").mkdir()
-    other = tmp_path / "landing" / "someone-else" / "partition=0" / "keep.jsonl"   # not a demo topic
+    other = tmp_path / "landing" / "someone-else" / "partition=0" / "keep.jsonl"  # not a demo topic
     other.parent.mkdir(parents=True)
     other.write_text('{"key": "a", "value": "b", "timestamp": 1}\n')
     for _ in range(2):
-        proc = subprocess.run([sys.executable, "-m", "compaction_assets.demo", "--events", "200"], cwd=str(REPO),
-                              env=env, capture_output=True, text=True, timeout=1200)
+        proc = subprocess.run(
+            [sys.executable, "-m", "compaction_assets.demo", "--events", "200"],
+            cwd=str(REPO),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert json.loads(proc.stdout.splitlines()[-1])["checks_failed"] == 0
         # the Debezium topic in Confluent's layout: the row deleted in the source is gone, the others at their
         # latest change by LSN although some changes landed out of order
-        assert ("users-cdc-0: row id=7, deleted in the source (Debezium op=d, then its tombstone), is gone from "
-                "the latest state; 39 of 40 rows remain, each at its latest change by source.lsn") in proc.stderr
+        assert (
+            "users-cdc-0: row id=7, deleted in the source (Debezium op=d, then its tombstone), is gone from "
+            "the latest state; 39 of 40 rows remain, each at its latest change by source.lsn"
+        ) in proc.stderr
     assert other.read_text().startswith('{"key": "a"')
     assert sorted(LogStore(str(tmp_path / "store")).logs()) == [
-        "user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0", "users-cdc-0"]
+        "user-profiles-0",
+        "user-profiles-1",
+        "user-profiles-2",
+        "user-profiles-versioned-0",
+        "users-cdc-0",
+    ]

@@ -24,8 +24,9 @@ DAY_MS = 24 * 3600 * 1000
 def store(tmp_path, capsys):
     """A store with log t-0 holding five records (offsets 0..4), all in its active segment."""
     store = str(tmp_path / "store")
-    data = write_jsonl(tmp_path / "in.jsonl", [{"key": f"k{i % 2}", "value": "v", "timestamp": 1000 + i}
-                                              for i in range(5)])
+    data = write_jsonl(
+        tmp_path / "in.jsonl", [{"key": f"k{i % 2}", "value": "v", "timestamp": 1000 + i} for i in range(5)]
+    )
     rc, _, err = run(capsys, "--store", store, "append", "t-0", str(data))
     assert rc == 0, err
     return store
@@ -37,6 +38,7 @@ def _records(store: str, log: str) -> list[tuple]:
 
 # --- 2. ingest from a landing area that does not exist ----------------------------------------------
 
+
 def test_ingest_from_a_missing_landing_area_fails_in_one_line(tmp_path, capsys):
     missing = tmp_path / "nonexistent"
     rc, out, err = run(capsys, "--store", str(tmp_path / "store"), "ingest", "--landing", str(missing))
@@ -46,16 +48,19 @@ def test_ingest_from_a_missing_landing_area_fails_in_one_line(tmp_path, capsys):
 
 # --- 3. append of several files: all or nothing, and a summary --------------------------------------
 
+
 def test_append_of_several_files_is_all_or_nothing_and_summarised(store, tmp_path, capsys):
     good = write_jsonl(tmp_path / "good.jsonl", [{"key": "g", "value": "1", "timestamp": 5}])
-    bad = write_jsonl(tmp_path / "bad.jsonl", [{"key": "b", "value": "1", "timestamp": 5},
-                                               {"key": None, "value": "2", "timestamp": 6}])
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [{"key": "b", "value": "1", "timestamp": 5}, {"key": None, "value": "2", "timestamp": 6}],
+    )
     before = _records(store, "t-0")
     rc, out, err = run(capsys, "--store", store, "append", "t-0", str(good), str(bad))
     assert rc == 1 and out == ""
     assert errors(err) == [err.strip()] and f"{bad}: line 2" in err and "nothing appended" in err
     assert _records(store, "t-0") == before, "the first file must not be appended alone"
-    bad.write_text(json.dumps({"key": "b", "value": "1", "timestamp": 5}) + "\n")   # fixed: run again
+    bad.write_text(json.dumps({"key": "b", "value": "1", "timestamp": 5}) + "\n")  # fixed: run again
     rc, out, err = run(capsys, "--store", store, "append", "t-0", str(good), str(bad))
     assert rc == 0, err
     summary = json.loads(out)
@@ -66,15 +71,25 @@ def test_append_of_several_files_is_all_or_nothing_and_summarised(store, tmp_pat
 
 def test_append_help_says_avro_is_accepted(capsys):
     from compaction_assets import cli
+
     with pytest.raises(SystemExit):
         cli.main(["append", "--help"])
     assert "Avro" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("command, flag", [("plan", "--force"), ("read", "--from"), ("read", "--limit"),
-                                           ("gc", "--grace-seconds"), ("ingest", "--drop-invalid")])
+@pytest.mark.parametrize(
+    "command, flag",
+    [
+        ("plan", "--force"),
+        ("read", "--from"),
+        ("read", "--limit"),
+        ("gc", "--grace-seconds"),
+        ("ingest", "--drop-invalid"),
+    ],
+)
 def test_every_flag_has_a_help_text(command, flag):
     from compaction_assets import cli
+
     parser = cli.build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]
     action = next(a for a in sub._actions if flag in a.option_strings)
@@ -83,8 +98,15 @@ def test_every_flag_has_a_help_text(command, flag):
 
 # --- 4. reserved names -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args", [("append", "_defaults-0", "IN"), ("config", "set", "_defaults", "segment.ms=1000"),
-                                  ("config", "show", "_defaults")])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("append", "_defaults-0", "IN"),
+        ("config", "set", "_defaults", "segment.ms=1000"),
+        ("config", "show", "_defaults"),
+    ],
+)
 def test_a_topic_named_like_the_config_stores_defaults_is_refused(store, tmp_path, capsys, args):
     data = write_jsonl(tmp_path / "one.jsonl", [{"key": "a", "value": "1", "timestamp": 1}])
     args = tuple(str(data) if a == "IN" else a for a in args)
@@ -95,6 +117,7 @@ def test_a_topic_named_like_the_config_stores_defaults_is_refused(store, tmp_pat
 
 
 # --- 5. config apply and set ------------------------------------------------------------------------
+
 
 def _config_show(store, capsys):
     rc, out, err = run(capsys, "--store", store, "config", "show")
@@ -140,6 +163,7 @@ def test_a_config_set_that_changes_nothing_stores_no_version(store, capsys):
 
 # --- 6. a disagreeing topics file is refused by every command ---------------------------------------
 
+
 @pytest.mark.parametrize("args", [("read", "t-0"), ("logs",), ("roll", "t-0"), ("metrics",)])
 def test_a_disagreeing_topics_file_is_refused_by_every_command(store, tmp_path, capsys, args):
     assert run(capsys, "--store", store, "config", "set", "t", "segment.ms=60000")[0] == 0
@@ -153,14 +177,19 @@ def test_a_disagreeing_topics_file_is_refused_by_every_command(store, tmp_path, 
 
 # --- 7. why a log is not eligible ---------------------------------------------------------------------
 
+
 def test_not_eligible_says_why(store, tmp_path, capsys):
     rc, out, _ = run(capsys, "--store", store, "logs", "--now", "2000")
     row = json.loads(out)[0]
     assert row["eligible"] is False and "active segment" in row["why_not_eligible"]
     assert "roll" in row["why_not_eligible"] and "segment.ms (7 days)" in row["why_not_eligible"]
     assert run(capsys, "--store", store, "roll", "t-0")[0] == 0
-    assert run(capsys, "--store", store, "config", "set", "t", "min.cleanable.dirty.ratio=0.99",
-               "min.compaction.lag.ms=0")[0] == 0
+    assert (
+        run(
+            capsys, "--store", store, "config", "set", "t", "min.cleanable.dirty.ratio=0.99", "min.compaction.lag.ms=0"
+        )[0]
+        == 0
+    )
     data = write_jsonl(tmp_path / "more.jsonl", [{"key": "k9", "value": "v", "timestamp": 3000}])
     rc, out, _ = run(capsys, "--store", store, "plan", "--metadata-only", "--now", "4000")
     ev = json.loads(out)[0]
@@ -187,6 +216,7 @@ def test_dirty_ratio_below_the_minimum_gives_the_figures(spark, store, tmp_path,
 
 def test_logs_does_not_list_an_uncleanable_log_as_eligible(store, capsys):
     from compaction_assets.cleaning import engine
+
     assert run(capsys, "--store", store, "roll", "t-0")[0] == 0
     engine.mark_uncleanable(LogStore(store).log("t-0"), RuntimeError("a bad page"))
     rc, out, _ = run(capsys, "--store", store, "logs", "--now", str(10 * DAY_MS))
@@ -197,6 +227,7 @@ def test_logs_does_not_list_an_uncleanable_log_as_eligible(store, capsys):
 
 # --- 8. set-log-start beyond the log end --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("confirm", [(), ("--confirm",)])
 def test_set_log_start_beyond_the_log_end_refuses_before_saying_what_it_deletes(store, capsys, confirm):
     rc, out, err = run(capsys, "--store", store, "set-log-start", "t-0", "100", *confirm)
@@ -206,15 +237,23 @@ def test_set_log_start_beyond_the_log_end_refuses_before_saying_what_it_deletes(
 
 # --- 9. pipes, errors and arguments ---------------------------------------------------------------------
 
+
 def test_read_into_head_exits_quietly(tmp_path, capsys):
     store = str(tmp_path / "store")
-    data = write_jsonl(tmp_path / "many.jsonl", [{"key": f"k{i}", "value": "v" * 100, "timestamp": i}
-                                                 for i in range(20000)])
+    data = write_jsonl(
+        tmp_path / "many.jsonl", [{"key": f"k{i}", "value": "v" * 100, "timestamp": i} for i in range(20000)]
+    )
     assert run(capsys, "--store", store, "append", "t-0", str(data))[0] == 0
-    proc = subprocess.run(f"'{sys.executable}' -m compaction_assets --store '{store}' read t-0 | head -1; "
-                          "echo \"rc=${PIPESTATUS[0]}\"", shell=True, executable="/bin/bash", cwd=str(REPO),
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        f"'{sys.executable}' -m compaction_assets --store '{store}' read t-0 | head -1; echo \"rc=${{PIPESTATUS[0]}}\"",
+        shell=True,
+        executable="/bin/bash",
+        cwd=str(REPO),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert json.loads(proc.stdout.splitlines()[0])["offset"] == 0
     assert proc.stdout.splitlines()[-1] in ("rc=0", "rc=141")
     assert proc.stderr == "", proc.stderr
@@ -248,8 +287,18 @@ def test_negative_read_arguments_are_refused_in_one_line(store, capsys, flag):
 
 # --- 10. Parquet timestamps -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("typ", [pa.timestamp("ms"), pa.timestamp("us"), pa.timestamp("ns"), pa.timestamp("s"),
-                                 pa.timestamp("ms", tz="UTC"), pa.timestamp("us", tz="Europe/Berlin")])
+
+@pytest.mark.parametrize(
+    "typ",
+    [
+        pa.timestamp("ms"),
+        pa.timestamp("us"),
+        pa.timestamp("ns"),
+        pa.timestamp("s"),
+        pa.timestamp("ms", tz="UTC"),
+        pa.timestamp("us", tz="Europe/Berlin"),
+    ],
+)
 def test_parquet_timestamp_columns_are_read_as_epoch_milliseconds(tmp_path, capsys, typ):
     ms = [1_767_225_600_000, 1_767_225_601_000]
     col = pa.array(ms, pa.timestamp("ms", tz=typ.tz)).cast(typ)

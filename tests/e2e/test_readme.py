@@ -21,15 +21,16 @@ def test_the_first_hour_session_runs_as_written(tmp_path):
     commands = _block_after("<!-- first-hour: commands -->")
     expected = _block_after("<!-- first-hour: output -->").splitlines()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPACTION_", "SPARK_"))}
-    env["TMPDIR"] = str(tmp_path)     # the session's `mktemp -d` folder lands under the test's tmp_path
-    proc = subprocess.run(["bash", "-e", "-c", commands], cwd=str(REPO), env=env, capture_output=True,
-                          text=True, timeout=900)
+    env["TMPDIR"] = str(tmp_path)  # the session's `mktemp -d` folder lands under the test's tmp_path
+    proc = subprocess.run(
+        ["bash", "-e", "-c", commands], cwd=str(REPO), env=env, capture_output=True, text=True, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.splitlines()
-    assert out[-len(expected):] == expected, proc.stdout[-2000:]
+    assert out[-len(expected) :] == expected, proc.stdout[-2000:]
     # the steps said what the README says they say
     first_plan, second_plan = proc.stdout.index('"eligible": false'), proc.stdout.index('"eligible": true')
-    assert first_plan < second_plan           # not eligible before the roll, eligible after it
+    assert first_plan < second_plan  # not eligible before the roll, eligible after it
     assert "cleaned (dirty_ratio) 4 -> 2 records" in proc.stderr
     store = next(tmp_path.glob("*/store"))
     assert (store / "_topics" / "profiles" / "v1.json").exists()

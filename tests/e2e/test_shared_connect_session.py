@@ -31,7 +31,7 @@ def test_the_shared_session_depends_on_the_endpoint_and_the_hour():
     hour = SHARED_SESSION_SECONDS
     a = shared_session_remote("sc://127.0.0.1:15002", 10 * hour + 5)
     assert a.startswith("sc://127.0.0.1:15002/;session_id=")
-    assert a == shared_session_remote("sc://127.0.0.1:15002/", 11 * hour - 1)      # same hour, same id
+    assert a == shared_session_remote("sc://127.0.0.1:15002/", 11 * hour - 1)  # same hour, same id
     assert _session_of(a) != _session_of(shared_session_remote("sc://127.0.0.1:15002", 11 * hour))
     assert _session_of(a) != _session_of(shared_session_remote("sc://127.0.0.1:15003", 10 * hour))
     # parameters stay; an id the user gave is kept as it is
@@ -42,17 +42,28 @@ def test_the_shared_session_depends_on_the_endpoint_and_the_hour():
 
 
 # one process: the product's session, one query, its session id and a setting as JSON; `stop` releases it
-PROBE = ("import json, sys; from compaction_assets.spark import get_spark; s = get_spark(); "
-         "n = s.range(5).count(); print(json.dumps({'session': s.session_id, 'count': n, "
-         "'partitions': s.conf.get('spark.sql.shuffle.partitions')})); "
-         "(s.stop() if sys.argv[1:] == ['stop'] else None)")
+PROBE = (
+    "import json, sys; from compaction_assets.spark import get_spark; s = get_spark(); "
+    "n = s.range(5).count(); print(json.dumps({'session': s.session_id, 'count': n, "
+    "'partitions': s.conf.get('spark.sql.shuffle.partitions')})); "
+    "(s.stop() if sys.argv[1:] == ['stop'] else None)"
+)
 
 
 def _probe(tmp: Path, remote: str, *args: str, **env: str) -> dict:
-    base = {k: v for k, v in ch.base_env(tmp).items()
-            if k not in (settings.SHARED_CONNECT_SESSION, settings.SPARK_CONNECT_RELEASE_SESSION_ON_EXIT)}
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**base, settings.SPARK_REMOTE: remote, **env}, timeout=300)
+    base = {
+        k: v
+        for k, v in ch.base_env(tmp).items()
+        if k not in (settings.SHARED_CONNECT_SESSION, settings.SPARK_CONNECT_RELEASE_SESSION_ON_EXIT)
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**base, settings.SPARK_REMOTE: remote, **env},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -68,7 +79,7 @@ def test_runs_share_a_server_session_and_survive_its_release(request, tmp_path):
     first, second = _probe(tmp_path, remote), _probe(tmp_path, remote, "stop")
     after = _session_of(shared_session_remote(remote, time.time()))
     assert first["session"] in (before, after) and (second["session"] == first["session"] or before != after)
-    assert first["count"] == second["count"] == 5 and first["partitions"] == "8"   # the product's settings
+    assert first["count"] == second["count"] == 5 and first["partitions"] == "8"  # the product's settings
     # the shared session was released: the next run opens one of its own, and works
     third = _probe(tmp_path, remote)
     assert third["session"] != second["session"] and third["count"] == 5 and third["partitions"] == "8"

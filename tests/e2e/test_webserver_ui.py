@@ -33,24 +33,46 @@ from compaction_assets.defs.batch_requests import decode_logs
 from compaction_assets.demo import DEMO_LOGS
 from tests import ui_dagster, ui_png
 
-pytestmark = [pytest.mark.slow, pytest.mark.ci_real]  # the demo alone takes 1-6 minutes (Spark, 4 logs in one batch run)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.ci_real,
+]  # the demo alone takes 1-6 minutes (Spark, 4 logs in one batch run)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "var" / "screenshots"
-DOCS_CROPS = SCREENSHOTS / "docs"   # the README's images as the test crops them: copied to docs/screenshots/
-DOCS_MAX_BYTES = 300_000            # committed: kept small
+DOCS_CROPS = SCREENSHOTS / "docs"  # the README's images as the test crops them: copied to docs/screenshots/
+DOCS_MAX_BYTES = 300_000  # committed: kept small
 ASSETS = {"raw_segments", "cleanable_range", "compacted_log", "latest_state"}
 CHECKS = {"latest_value_per_key", "tombstone_retention", "offsets_and_order_preserved", "max_compaction_delay"}
-SENSORS = {"log_discovery_sensor", "dirty_ratio_sensor", "max_compaction_lag_sensor", "run_failure_alert",
-           "check_failure_alert"}
+SENSORS = {
+    "log_discovery_sensor",
+    "dirty_ratio_sensor",
+    "max_compaction_lag_sensor",
+    "run_failure_alert",
+    "check_failure_alert",
+}
 SCHEDULES = {"retention_schedule", "gc_schedule", "compaction_sweep_schedule"}
-OPERATOR_JOBS = {"clear_uncleanable_job", "set_checkpoint_job", "set_log_start_job", "gc_job", "retention_job",
-                 "rebuild_latest_state", "apply_topics_config_job"}
-CHECK_PAGE = "max_compaction_delay"      # passes on every partition, the broken one too
-FAILED_CHECK = "latest_value_per_key"    # blocking: fails on the broken partition
+OPERATOR_JOBS = {
+    "clear_uncleanable_job",
+    "set_checkpoint_job",
+    "set_log_start_job",
+    "gc_job",
+    "retention_job",
+    "rebuild_latest_state",
+    "apply_topics_config_job",
+}
+CHECK_PAGE = "max_compaction_delay"  # passes on every partition, the broken one too
+FAILED_CHECK = "latest_value_per_key"  # blocking: fails on the broken partition
 DIRTY_LOG, BROKEN_LOG = "user-profiles-0", "user-profiles-1"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--no-proxy-server"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-proxy-server",
+]
 DEMO_TIMEOUT_S = 1200
 UNAVAILABLE = ROOT / ".venv" / ".chromium-unavailable"  # written by scripts/setup.sh with the reason
 
@@ -69,8 +91,11 @@ def chromium() -> str:
     path = _chromium()
     if path:
         return path
-    why = (UNAVAILABLE.read_text().strip() if UNAVAILABLE.exists()   # scripts/setup-browser.sh tried
-           else "chromium is not installed (bash scripts/setup-browser.sh installs Debian's chromium; root)")
+    why = (
+        UNAVAILABLE.read_text().strip()
+        if UNAVAILABLE.exists()  # scripts/setup-browser.sh tried
+        else "chromium is not installed (bash scripts/setup-browser.sh installs Debian's chromium; root)"
+    )
     if os.environ.get("CI") == "true":
         pytest.fail(f"the UI test needs chromium under CI: {why}")
     pytest.skip(f"chromium is missing: {why}")
@@ -95,12 +120,17 @@ def demo_instance(tmp_path_factory, chromium, playwright_api):
     env = dict(os.environ)
     for var in ("COMPACTION_TOPICS", "COMPACTION_ALERT_WEBHOOK_URL", "COMPACTION_ALERT_WEBHOOK_TOKEN"):
         env.pop(var, None)  # topics.yaml from the cwd; no alert leaves the machine
-    env.update(DAGSTER_HOME=str(home), COMPACTION_STORE=str(base / "store"),
-               COMPACTION_LANDING=str(base / "landing"), COMPACTION_LATEST_STATE=str(base / "latest_state"),
-               PYTHONUNBUFFERED="1")
+    env.update(
+        DAGSTER_HOME=str(home),
+        COMPACTION_STORE=str(base / "store"),
+        COMPACTION_LANDING=str(base / "landing"),
+        COMPACTION_LATEST_STATE=str(base / "latest_state"),
+        PYTHONUNBUFFERED="1",
+    )
     log = base / "demo.log"
-    proc = ui_dagster.start([sys.executable, "-m", "compaction_assets.demo", "--events", "3000"],
-                            env=env, cwd=ROOT, log=log)
+    proc = ui_dagster.start(
+        [sys.executable, "-m", "compaction_assets.demo", "--events", "3000"], env=env, cwd=ROOT, log=log
+    )
     try:
         proc.wait(timeout=DEMO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -109,12 +139,18 @@ def demo_instance(tmp_path_factory, chromium, playwright_api):
         ui_dagster.stop(proc, grace_s=10, stragglers_s=10)
     assert proc.returncode == 0, f"the demo failed (exit {proc.returncode}):\n{ui_dagster.tail(log)}"
     assert "Warning" not in log.read_text(), f"the demo printed a warning:\n{ui_dagster.tail(log)}"
-    scenes = subprocess.run([sys.executable, "-m", "tests.ui_scenes", DIRTY_LOG, BROKEN_LOG], env=env, cwd=ROOT,
-                            capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+    scenes = subprocess.run(
+        [sys.executable, "-m", "tests.ui_scenes", DIRTY_LOG, BROKEN_LOG],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=DEMO_TIMEOUT_S,
+    )
     assert scenes.returncode == 0, f"the UI scenes failed:\n{scenes.stderr[-3000:]}"
     made = json.loads(scenes.stdout.strip().splitlines()[-1])
-    assert made["observations"] >= 2, made               # points for the dirty-ratio plot
-    assert FAILED_CHECK in made["failed_checks"], made    # the wrong cleaning was caught
+    assert made["observations"] >= 2, made  # points for the dirty-ratio plot
+    assert FAILED_CHECK in made["failed_checks"], made  # the wrong cleaning was caught
     assert "latest_state" not in made["materialized"] and "compacted_log" in made["materialized"], made
     return env, base, made
 
@@ -127,8 +163,21 @@ def webserver(demo_instance):
     url = f"http://{ui_dagster.HOST}:{port}"
     log = base / "dagster_dev.log"
     # as scripts/ui.sh starts it: Dagster 1.13's `dg dev` on the same workspace.yaml
-    proc = ui_dagster.start([str(Path(sys.executable).parent / "dg"), "dev", "-w", "workspace.yaml",
-                             "-h", ui_dagster.HOST, "-p", str(port)], env=env, cwd=ROOT, log=log)
+    proc = ui_dagster.start(
+        [
+            str(Path(sys.executable).parent / "dg"),
+            "dev",
+            "-w",
+            "workspace.yaml",
+            "-h",
+            ui_dagster.HOST,
+            "-p",
+            str(port),
+        ],
+        env=env,
+        cwd=ROOT,
+        log=log,
+    )
     try:
         info = ui_dagster.wait_until_ready(proc, url, log)
         assert info.get("dagster_webserver_version"), info
@@ -138,7 +187,8 @@ def webserver(demo_instance):
     finally:
         ui_dagster.stop(proc)
         assert ui_dagster.wait_group_gone(proc.pid, 10), (
-            f"processes of dagster dev still alive after stop: {ui_dagster.group_members(proc.pid)}")
+            f"processes of dagster dev still alive after stop: {ui_dagster.group_members(proc.pid)}"
+        )
 
 
 DEFINITIONS = """{
@@ -168,15 +218,16 @@ def test_the_demos_logs_went_through_one_batch_run(webserver):
     tags = {t["key"]: t["value"] for t in runs[0]["tags"]}
     assert sorted(decode_logs(tags["compaction/logs"])) == sorted(DEMO_LOGS), tags
     history = ui_dagster.graphql(webserver, HISTORY, {"check": CHECK_PAGE})
-    linked = {m["partition"] for m in history["assetOrError"]["assetMaterializations"]
-              if m["runId"] == runs[0]["runId"]}
+    linked = {
+        m["partition"] for m in history["assetOrError"]["assetMaterializations"] if m["runId"] == runs[0]["runId"]
+    }
     assert linked == set(DEMO_LOGS), linked
 
 
 def test_graphql_lists_assets_checks_and_sensors(webserver):
     data = ui_dagster.graphql(webserver, DEFINITIONS)
     nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
-    assert ASSETS <= set(nodes), f"assets missing from the UI: {sorted(ASSETS - set(nodes))}"
+    assert set(nodes) >= ASSETS, f"assets missing from the UI: {sorted(ASSETS - set(nodes))}"
     for name in ASSETS:
         assert nodes[name]["partitionDefinition"]["name"] == "logs", nodes[name]["partitionDefinition"]
     checks = nodes["compacted_log"]["assetChecksOrError"]
@@ -186,12 +237,12 @@ def test_graphql_lists_assets_checks_and_sensors(webserver):
     repos = data["repositoriesOrError"]
     assert repos["__typename"] == "RepositoryConnection", repos
     sensors = {s["name"] for r in repos["nodes"] for s in r["sensors"]}
-    assert SENSORS <= sensors, f"sensors missing from the UI: {sorted(SENSORS - sensors)}"
+    assert sensors >= SENSORS, f"sensors missing from the UI: {sorted(SENSORS - sensors)}"
     schedules = {s["name"]: s for r in repos["nodes"] for s in r["schedules"]}
-    assert SCHEDULES <= set(schedules), f"schedules missing from the UI: {sorted(SCHEDULES - set(schedules))}"
+    assert set(schedules) >= SCHEDULES, f"schedules missing from the UI: {sorted(SCHEDULES - set(schedules))}"
     assert all(schedules[n]["cronSchedule"] for n in SCHEDULES), schedules
     jobs = {j["name"] for r in repos["nodes"] for j in r["pipelines"]}
-    assert OPERATOR_JOBS <= jobs, f"operator jobs missing from the UI: {sorted(OPERATOR_JOBS - jobs)}"
+    assert jobs >= OPERATOR_JOBS, f"operator jobs missing from the UI: {sorted(OPERATOR_JOBS - jobs)}"
 
     # The demo left materializations of partitions, and a passed result of every check for those partitions.
     for check in sorted(CHECKS):
@@ -216,8 +267,12 @@ def _is_loopback(url: str) -> bool:
 def _wait_for_texts(page, texts: list[str], what: str, timeout_ms: int = 90_000) -> str:
     """Wait until the page's visible text contains every one of `texts`; return that text."""
     try:
-        page.wait_for_function("texts => texts.every(t => document.body && document.body.innerText.includes(t))",
-                               arg=texts, timeout=timeout_ms, polling=250)
+        page.wait_for_function(
+            "texts => texts.every(t => document.body && document.body.innerText.includes(t))",
+            arg=texts,
+            timeout=timeout_ms,
+            polling=250,
+        )
     except Exception as exc:
         body = page.evaluate("document.body ? document.body.innerText : ''")
         missing = [t for t in texts if t not in body]
@@ -231,7 +286,8 @@ def _save(page, name: str, tmp_dir: Path, clip: dict | None = None) -> bytes:
     shutil.copyfile(tmp_dir / name, SCREENSHOTS / name)
     colours, dominant = ui_png.colour_stats(png)
     assert colours >= 50 and dominant < 0.98, (
-        f"{name} looks blank: {colours} colours, the commonest covers {dominant:.1%} of the sampled pixels")
+        f"{name} looks blank: {colours} colours, the commonest covers {dominant:.1%} of the sampled pixels"
+    )
     return png
 
 
@@ -272,8 +328,9 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
 
             # The asset graph ("Global asset lineage"): every asset node with its live data.
             page.goto(f"{webserver}/asset-groups", wait_until="domcontentloaded")
-            text = _wait_for_texts(page, ["Global asset lineage", *sorted(ASSETS), "Latest event", "Asset checks"],
-                                   "asset graph")
+            text = _wait_for_texts(
+                page, ["Global asset lineage", *sorted(ASSETS), "Latest event", "Asset checks"], "asset graph"
+            )
             # the nodes' live data (latest events, check results) has arrived
             page.wait_for_function("() => !document.body.innerText.includes('Loading')")
             text = page.evaluate("document.body.innerText")
@@ -290,9 +347,17 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
                 .map(r => [r.left, r.top, r.right, r.bottom])""")
             assert len(nodes) >= len(ASSETS), f"the graph's nodes were not found: {nodes}"
             left, top = min(n[0] for n in nodes) - 16, min(n[1] for n in nodes) - 16
-            _save_for_docs(page, "asset_graph.png", tmp_path, {
-                "x": max(0, left), "y": max(0, top), "width": max(n[2] for n in nodes) + 16 - max(0, left),
-                "height": max(n[3] for n in nodes) + 16 - max(0, top)})
+            _save_for_docs(
+                page,
+                "asset_graph.png",
+                tmp_path,
+                {
+                    "x": max(0, left),
+                    "y": max(0, top),
+                    "width": max(n[2] for n in nodes) + 16 - max(0, left),
+                    "height": max(n[3] for n in nodes) + 16 - max(0, top),
+                },
+            )
 
             # The schedules (Automation) and the operator jobs (Jobs), as an operator finds them.
             page.goto(f"{webserver}/automation", wait_until="domcontentloaded")
@@ -314,7 +379,7 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
             page.wait_for_function("() => document.querySelectorAll('canvas').length > 0")  # the charts
             title = page.get_by_text("observed_dirty_ratio", exact=True).first
             title.scroll_into_view_if_needed()
-            page.wait_for_timeout(1500)   # the chart's drawing animation
+            page.wait_for_timeout(1500)  # the chart's drawing animation
             box = title.bounding_box()
             assert box is not None, "the dirty_ratio plot has no title on screen"
             clip = {"x": max(0, box["x"] - 16), "y": max(0, box["y"] - 12), "width": 400, "height": 250}
@@ -322,20 +387,42 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
             _save_for_docs(page, "dirty_ratio_plot.png", tmp_path, clip)
 
             # A passed check of compacted_log: the Checks tab with one check's latest execution (of a partition).
-            page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={CHECK_PAGE}",
-                      wait_until="domcontentloaded")
-            text = _wait_for_texts(page, [f"Checks ({len(CHECKS)})", *sorted(CHECKS), "Latest execution",
-                                          "Evaluation result", "Passed", f"Partition\n{latest_partition}", "Metadata"],
-                                   f"check {CHECK_PAGE}")
+            page.goto(
+                f"{webserver}/assets/compacted_log?view=checks&checkDetail={CHECK_PAGE}", wait_until="domcontentloaded"
+            )
+            text = _wait_for_texts(
+                page,
+                [
+                    f"Checks ({len(CHECKS)})",
+                    *sorted(CHECKS),
+                    "Latest execution",
+                    "Evaluation result",
+                    "Passed",
+                    f"Partition\n{latest_partition}",
+                    "Metadata",
+                ],
+                f"check {CHECK_PAGE}",
+            )
             assert "Join the Dagster community" not in text
             _save(page, f"compacted_log_check_{CHECK_PAGE}.png", tmp_path)
 
             # The failed one: the wrong cleaning of BROKEN_LOG, its reason and examples, blocking.
-            page.goto(f"{webserver}/assets/compacted_log?view=checks&checkDetail={FAILED_CHECK}",
-                      wait_until="domcontentloaded")
-            text = _wait_for_texts(page, ["Latest execution", "Evaluation result", "Failed", f"Partition\n{BROKEN_LOG}",
-                                          "kept that are not their key's winner", "examples_records_not_the_winner"],
-                                   f"check {FAILED_CHECK}")
+            page.goto(
+                f"{webserver}/assets/compacted_log?view=checks&checkDetail={FAILED_CHECK}",
+                wait_until="domcontentloaded",
+            )
+            text = _wait_for_texts(
+                page,
+                [
+                    "Latest execution",
+                    "Evaluation result",
+                    "Failed",
+                    f"Partition\n{BROKEN_LOG}",
+                    "kept that are not their key's winner",
+                    "examples_records_not_the_winner",
+                ],
+                f"check {FAILED_CHECK}",
+            )
             assert "This is a blocking asset check." in text
             _save(page, "check_failure.png", tmp_path)
             # the README's crop: the Checks tab without the navigation, down to the end of the failure's metadata
@@ -344,16 +431,26 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
             assert panel is not None and last_row is not None, (panel, last_row)
             left, size = max(0, panel["x"] - 24), page.viewport_size
             bottom = min(size["height"], last_row["y"] + last_row["height"] + 16)
-            _save_for_docs(page, "check_failure.png", tmp_path,
-                           {"x": left, "y": 0, "width": size["width"] - left, "height": bottom})
+            _save_for_docs(
+                page,
+                "check_failure.png",
+                tmp_path,
+                {"x": left, "y": 0, "width": size["width"] - left, "height": bottom},
+            )
         finally:
             browser.close()
 
     assert not page_errors, f"uncaught errors in the UI: {page_errors}"
     if blocked:
         warnings.warn(f"the UI tried to reach beyond 127.0.0.1 (blocked): {sorted(set(blocked))}")
-    for name in ("asset_graph.png", "automation.png", "jobs.png", "dirty_ratio_plot.png",
-                 f"compacted_log_check_{CHECK_PAGE}.png", "check_failure.png"):
+    for name in (
+        "asset_graph.png",
+        "automation.png",
+        "jobs.png",
+        "dirty_ratio_plot.png",
+        f"compacted_log_check_{CHECK_PAGE}.png",
+        "check_failure.png",
+    ):
         assert (SCREENSHOTS / name).stat().st_size > 0, name
-    for name in ("asset_graph.png", "dirty_ratio_plot.png", "check_failure.png"):   # the README's three
+    for name in ("asset_graph.png", "dirty_ratio_plot.png", "check_failure.png"):  # the README's three
         assert (DOCS_CROPS / name).stat().st_size > 0, name

@@ -10,8 +10,9 @@ import pytest
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64", "float32",
-                                   "float64", "bool"])
+@pytest.mark.parametrize(
+    "dtype", ["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64", "float32", "float64", "bool"]
+)
 def test_numbers_and_booleans_go_both_ways_as_pyarrow_converts_them(dtype):
     rng = np.random.default_rng(7)
     values = (rng.random(45) < 0.5) if dtype == "bool" else (rng.random(45) * 100).astype(dtype)
@@ -19,10 +20,17 @@ def test_numbers_and_booleans_go_both_ways_as_pyarrow_converts_them(dtype):
     assert ours.equals(pa.array(values)) and ours.type == pa.array(values).type
     ours.validate(full=True)
     # whole, sliced at an offset that is not a whole byte of booleans, empty, and chunked
-    for array in (ours, ours.slice(3, 20), ours.slice(45, 0), pa.chunked_array([ours.slice(0, 5), ours.slice(9, 11)]),
-                  pa.chunked_array([], ours.type)):
+    for array in (
+        ours,
+        ours.slice(3, 20),
+        ours.slice(45, 0),
+        pa.chunked_array([ours.slice(0, 5), ours.slice(9, 11)]),
+        pa.chunked_array([], ours.type),
+    ):
         got = to_numpy(array)
-        assert got.dtype == np.dtype(dtype) and np.array_equal(got, np.asarray(array.to_numpy(zero_copy_only=False), dtype))
+        assert got.dtype == np.dtype(dtype) and np.array_equal(
+            got, np.asarray(array.to_numpy(zero_copy_only=False), dtype)
+        )
 
 
 def test_a_mask_makes_nulls_and_nulls_take_arrows_own_conversion():

@@ -7,20 +7,34 @@ import fastavro
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.topics.config import build_config
 from compaction_assets.ingest.landing import ingest, landing_logs, pending_files
 from compaction_assets.log.reader import iter_records
+from compaction_assets.topics.config import build_config
 
-SCHEMA = fastavro.parse_schema({
-    "type": "record", "name": "ConnectRecord", "fields": [
-        {"name": "key", "type": ["null", "bytes", "string"]},
-        {"name": "value", "type": ["null", "bytes", "string"]},
-        {"name": "timestamp", "type": "long"},
-        {"name": "offset", "type": ["null", "long"], "default": None},
-        {"name": "headers", "type": {"type": "array", "items": {
-            "type": "record", "name": "Header", "fields": [
-                {"name": "key", "type": "string"}, {"name": "value", "type": ["null", "bytes"]}]}}, "default": []},
-    ]})
+SCHEMA = fastavro.parse_schema(
+    {
+        "type": "record",
+        "name": "ConnectRecord",
+        "fields": [
+            {"name": "key", "type": ["null", "bytes", "string"]},
+            {"name": "value", "type": ["null", "bytes", "string"]},
+            {"name": "timestamp", "type": "long"},
+            {"name": "offset", "type": ["null", "long"], "default": None},
+            {
+                "name": "headers",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "Header",
+                        "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": ["null", "bytes"]}],
+                    },
+                },
+                "default": [],
+            },
+        ],
+    }
+)
 
 
 def write_avro(path, records, codec="null"):
@@ -30,9 +44,16 @@ def write_avro(path, records, codec="null"):
 
 
 def records(n, start=0):
-    return [{"key": f"k{i % 4}".encode(), "value": None if i % 5 == 4 else bytes([0xff, i % 256]),
-             "timestamp": 1000 + i, "offset": start + i, "headers": [{"key": "src", "value": b"\x00\x01"}]}
-            for i in range(n)]
+    return [
+        {
+            "key": f"k{i % 4}".encode(),
+            "value": None if i % 5 == 4 else bytes([0xFF, i % 256]),
+            "timestamp": 1000 + i,
+            "offset": start + i,
+            "headers": [{"key": "src", "value": b"\x00\x01"}],
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -52,8 +73,8 @@ def test_an_avro_file_from_kafka_connect_lands_whole(store, folder):
     assert report.records_appended == 20
     got = list(iter_records(handle))
     assert [r.offset for r in got] == list(range(20))
-    assert got[1].key == b"k1" and got[1].value == bytes([0xff, 1])  # bytes, not UTF-8
-    assert got[4].value is None                                          # a tombstone
+    assert got[1].key == b"k1" and got[1].value == bytes([0xFF, 1])  # bytes, not UTF-8
+    assert got[4].value is None  # a tombstone
     assert list(got[0].headers) == [("src", b"\x00\x01")]
 
 
@@ -62,7 +83,7 @@ def test_a_corrupt_avro_file_is_refused_with_its_record_number(store, folder):
     bad = folder / "orders+0+0000000005.avro"
     write_avro(bad, records(200, start=5), codec="deflate")
     data = bytearray(bad.read_bytes())
-    data[len(data) // 2: len(data) // 2 + 40] = b"\x13" * 40  # damage a block in the middle
+    data[len(data) // 2 : len(data) // 2 + 40] = b"\x13" * 40  # damage a block in the middle
     bad.write_bytes(bytes(data))
     handle = store.log("orders-0")
     with pytest.raises(InvalidInputError) as info:
@@ -78,8 +99,9 @@ def test_not_avro_and_invalid_records_are_refused(store, folder):
     with pytest.raises(InvalidInputError, match=r"a\.avro: not a readable Avro file"):
         ingest(store.log("orders-0"), build_config({}), folder)
     (folder / "a.avro").unlink()
-    write_avro(folder / "b.avro", [*records(3), {"key": None, "value": b"x", "timestamp": 5, "offset": 3,
-                                                  "headers": []}])
+    write_avro(
+        folder / "b.avro", [*records(3), {"key": None, "value": b"x", "timestamp": 5, "offset": 3, "headers": []}]
+    )
     with pytest.raises(InvalidInputError, match=r"b\.avro: record 4: .*key"):
         ingest(store.log("orders-0"), build_config({}), folder)
     assert store.log("orders-0").manifest().log_end_offset == 0

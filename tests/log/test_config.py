@@ -16,9 +16,17 @@ from compaction_assets.topics.config import DEFAULTS, INT64_MAX, KEYS, build_con
 from compaction_assets.topics.landing_settings import NATIVE_LANDING, LandingFormat
 
 TABLE_ORDER = [
-    "cleanup.policy", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms",
-    "delete.retention.ms", "segment.bytes", "segment.ms", "retention.ms", "retention.bytes",
-    "compaction.strategy", "compaction.strategy.header",
+    "cleanup.policy",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "segment.bytes",
+    "segment.ms",
+    "retention.ms",
+    "retention.bytes",
+    "compaction.strategy",
+    "compaction.strategy.header",
 ]
 
 
@@ -37,6 +45,7 @@ def assert_names(msg: str, topic: str, key: str, value, rule: str | None = None)
 
 
 # --- defaults ---------------------------------------------------------------------------------------
+
 
 def test_key_table_matches_spec_order_and_defaults():
     assert list(KEYS) == TABLE_ORDER
@@ -57,19 +66,32 @@ def test_key_table_matches_spec_order_and_defaults():
 
 
 def test_boundary_values_are_accepted():
-    cfg = build_config({
-        "min.cleanable.dirty.ratio": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1,
-        "delete.retention.ms": 0, "segment.bytes": 1, "segment.ms": 1, "retention.ms": -1,
-        "retention.bytes": -1,
-    })
+    cfg = build_config(
+        {
+            "min.cleanable.dirty.ratio": 0,
+            "min.compaction.lag.ms": 0,
+            "max.compaction.lag.ms": 1,
+            "delete.retention.ms": 0,
+            "segment.bytes": 1,
+            "segment.ms": 1,
+            "retention.ms": -1,
+            "retention.bytes": -1,
+        }
+    )
     assert (cfg.min_cleanable_dirty_ratio, cfg.max_compaction_lag_ms, cfg.segment_bytes, cfg.segment_ms) == (0, 1, 1, 1)
     assert build_config({"min.cleanable.dirty.ratio": 1}).min_cleanable_dirty_ratio == 1.0
     assert build_config({"min.cleanable.dirty.ratio": 0.25}).min_cleanable_dirty_ratio == 0.25
     # min lag may equal max lag
     cfg = build_config({"min.compaction.lag.ms": 5000, "max.compaction.lag.ms": 5000})
     assert cfg.min_compaction_lag_ms == cfg.max_compaction_lag_ms == 5000
-    big = build_config({"max.compaction.lag.ms": INT64_MAX, "min.compaction.lag.ms": INT64_MAX,
-                        "retention.ms": INT64_MAX, "retention.bytes": INT64_MAX})
+    big = build_config(
+        {
+            "max.compaction.lag.ms": INT64_MAX,
+            "min.compaction.lag.ms": INT64_MAX,
+            "retention.ms": INT64_MAX,
+            "retention.bytes": INT64_MAX,
+        }
+    )
     assert big.min_compaction_lag_ms == INT64_MAX
     assert build_config({"retention.ms": 0, "retention.bytes": 0}).retention_ms == 0
 
@@ -100,8 +122,15 @@ def test_invalid_value_refused_with_topic_key_value_rule(key, value, rule):
     assert_names(msg, "payments", key, value, rule)
 
 
-INT_KEYS = ["min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms", "segment.bytes",
-            "segment.ms", "retention.ms", "retention.bytes"]
+INT_KEYS = [
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "delete.retention.ms",
+    "segment.bytes",
+    "segment.ms",
+    "retention.ms",
+    "retention.bytes",
+]
 NOT_INTEGERS = [True, False, "100", "1000ms", 1.5, 0.5, None, [100]]
 
 
@@ -112,8 +141,9 @@ def test_integer_keys_refuse_booleans_strings_fractions(key, value):
     assert_names(msg, "t1", key, value, r"integer")
 
 
-@pytest.mark.parametrize("value", [True, False, "0.5", None, [0.5], math.nan],
-                         ids=["True", "False", "str", "None", "list", "nan"])
+@pytest.mark.parametrize(
+    "value", [True, False, "0.5", None, [0.5], math.nan], ids=["True", "False", "str", "None", "list", "nan"]
+)
 def test_ratio_must_be_a_number(value):
     msg = refused({"min.cleanable.dirty.ratio": value}, topic="t2")
     assert_names(msg, "t2", "min.cleanable.dirty.ratio", value, r"number|between 0 and 1")
@@ -151,10 +181,14 @@ def test_default_topic_name_in_message():
 
 # --- first invalid key in table order ------------------------------------------------------------------
 
+
 def test_first_invalid_key_in_table_order_is_reported():
     bad = {
-        "retention.bytes": -7, "segment.ms": 0, "delete.retention.ms": -3,
-        "min.cleanable.dirty.ratio": 3, "compaction.strategy": "nope",
+        "retention.bytes": -7,
+        "segment.ms": 0,
+        "delete.retention.ms": -3,
+        "min.cleanable.dirty.ratio": 3,
+        "compaction.strategy": "nope",
     }
     msg = refused(bad)
     assert "min.cleanable.dirty.ratio" in msg
@@ -168,9 +202,16 @@ def test_first_invalid_key_in_table_order_is_reported():
 @pytest.mark.parametrize("first", range(len(TABLE_ORDER) - 1))
 def test_each_key_wins_over_all_later_invalid_keys(first):
     invalid_value = {
-        "cleanup.policy": "purge", "min.cleanable.dirty.ratio": 2, "min.compaction.lag.ms": -1,
-        "max.compaction.lag.ms": 0, "delete.retention.ms": -1, "segment.bytes": 0, "segment.ms": 0,
-        "retention.ms": -2, "retention.bytes": -2, "compaction.strategy": "nope",
+        "cleanup.policy": "purge",
+        "min.cleanable.dirty.ratio": 2,
+        "min.compaction.lag.ms": -1,
+        "max.compaction.lag.ms": 0,
+        "delete.retention.ms": -1,
+        "segment.bytes": 0,
+        "segment.ms": 0,
+        "retention.ms": -2,
+        "retention.bytes": -2,
+        "compaction.strategy": "nope",
         "compaction.strategy.header": "",
     }
     keys = TABLE_ORDER[first:]
@@ -192,11 +233,19 @@ def test_policy_error_reported_before_ratio_error():
 
 # --- cleanup.policy parsing ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text,expected", [
-    ("compact", {"compact"}), ("delete", {"delete"}), ("compact,delete", {"compact", "delete"}),
-    ("delete,compact", {"compact", "delete"}), (" compact , delete ", {"compact", "delete"}),
-    ("  delete", {"delete"}), ("compact ", {"compact"}),
-])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("compact", {"compact"}),
+        ("delete", {"delete"}),
+        ("compact,delete", {"compact", "delete"}),
+        ("delete,compact", {"compact", "delete"}),
+        (" compact , delete ", {"compact", "delete"}),
+        ("  delete", {"delete"}),
+        ("compact ", {"compact"}),
+    ],
+)
 def test_policy_parsing_order_and_spaces(text, expected):
     cfg = build_config({"cleanup.policy": text})
     assert cfg.policy == frozenset(expected)
@@ -204,9 +253,23 @@ def test_policy_parsing_order_and_spaces(text, expected):
     assert cfg.delete == ("delete" in expected)
 
 
-@pytest.mark.parametrize("text", ["", " ", "compact,compact", "delete, delete", "compact,", ",delete",
-                                  "compact,,delete", "purge", "Compact", "compact;delete",
-                                  "compact delete", "compact,delete,compact"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "compact,compact",
+        "delete, delete",
+        "compact,",
+        ",delete",
+        "compact,,delete",
+        "purge",
+        "Compact",
+        "compact;delete",
+        "compact delete",
+        "compact,delete,compact",
+    ],
+)
 def test_policy_invalid_forms_refused(text):
     msg = refused({"cleanup.policy": text}, topic="pol")
     assert_names(msg, "pol", "cleanup.policy", text)
@@ -219,10 +282,19 @@ def test_policy_non_string_refused(value):
 
 
 def test_to_kafka_round_trip():
-    raw = {"cleanup.policy": "delete, compact", "min.cleanable.dirty.ratio": 0.1,
-           "min.compaction.lag.ms": 10, "max.compaction.lag.ms": 20, "delete.retention.ms": 30,
-           "segment.bytes": 40, "segment.ms": 50, "retention.ms": 60, "retention.bytes": 70,
-           "compaction.strategy": "header", "compaction.strategy.header": "version"}
+    raw = {
+        "cleanup.policy": "delete, compact",
+        "min.cleanable.dirty.ratio": 0.1,
+        "min.compaction.lag.ms": 10,
+        "max.compaction.lag.ms": 20,
+        "delete.retention.ms": 30,
+        "segment.bytes": 40,
+        "segment.ms": 50,
+        "retention.ms": 60,
+        "retention.bytes": 70,
+        "compaction.strategy": "header",
+        "compaction.strategy.header": "version",
+    }
     cfg = build_config(raw)
     back = cfg.to_kafka()
     assert build_config(back) == cfg
@@ -231,8 +303,10 @@ def test_to_kafka_round_trip():
 
 # --- header strategy ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("header", [None, "", "   ", "\t", 5, b"version"],
-                         ids=["missing", "empty", "spaces", "tab", "int", "bytes"])
+
+@pytest.mark.parametrize(
+    "header", [None, "", "   ", "\t", 5, b"version"], ids=["missing", "empty", "spaces", "tab", "int", "bytes"]
+)
 def test_header_strategy_requires_non_blank_header(header):
     raw = {"compaction.strategy": "header"}
     if header is not None:
@@ -249,16 +323,14 @@ def test_header_strategy_keeps_header_and_other_strategies_ignore_it():
         cfg = build_config({"compaction.strategy": strategy, "compaction.strategy.header": "whatever"})
         assert cfg.strategy == strategy and cfg.strategy_header is None
         # ignored means even a blank value is accepted
-        assert build_config({"compaction.strategy": strategy,
-                             "compaction.strategy.header": ""}).strategy == strategy
+        assert build_config({"compaction.strategy": strategy, "compaction.strategy.header": ""}).strategy == strategy
 
 
 def test_valid_unused_keys_are_accepted_and_ignored():
     # retention keys with a compact-only policy, lag keys with a delete-only policy
     cfg = build_config({"cleanup.policy": "compact", "retention.ms": 5, "retention.bytes": 10})
     assert cfg.policy == frozenset({"compact"}) and not cfg.delete
-    cfg = build_config({"cleanup.policy": "delete", "max.compaction.lag.ms": 1000,
-                        "min.cleanable.dirty.ratio": 0.9})
+    cfg = build_config({"cleanup.policy": "delete", "max.compaction.lag.ms": 1000, "min.cleanable.dirty.ratio": 0.9})
     assert not cfg.compact
     # roll interval of a topic without compact ignores max.compaction.lag.ms (SPEC §1)
     assert cfg.roll_interval_ms == cfg.segment_ms
@@ -276,6 +348,7 @@ def test_invalid_value_refused_even_if_unused_by_policy():
 
 # --- topics file ---------------------------------------------------------------------------------------
 
+
 def write(tmp_path, text, name="topics.yaml"):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
@@ -283,7 +356,9 @@ def write(tmp_path, text, name="topics.yaml"):
 
 
 def test_topics_file_defaults_and_overrides(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 defaults:
   min.cleanable.dirty.ratio: 0.2
   segment.bytes: 4096
@@ -296,18 +371,19 @@ topics:
     cleanup.policy: "compact, delete"
     retention.ms: 1000
   plain:
-""")
+""",
+    )
     tf = load_topics(path)
     users = tf.config_for("users")
-    assert users.segment_bytes == 1024              # override
-    assert users.min_cleanable_dirty_ratio == 0.2   # from defaults
+    assert users.segment_bytes == 1024  # override
+    assert users.min_cleanable_dirty_ratio == 0.2  # from defaults
     assert users.strategy == "timestamp"
     audit = tf.config_for("audit.log_v2")
     assert audit.policy == frozenset({"compact", "delete"}) and audit.retention_ms == 1000
     assert audit.segment_bytes == 4096
-    plain = tf.config_for("plain")                  # listed without overrides
+    plain = tf.config_for("plain")  # listed without overrides
     assert plain.segment_bytes == 4096 and plain.min_cleanable_dirty_ratio == 0.2
-    other = tf.config_for("not-listed")             # a topic not listed takes the defaults
+    other = tf.config_for("not-listed")  # a topic not listed takes the defaults
     assert other.segment_bytes == 4096 and other.strategy == "offset"
     assert other.segment_ms == DEFAULTS["segment.ms"]
 
@@ -374,14 +450,16 @@ def test_topics_file_missing(tmp_path):
     assert str(path) in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".", "", "x" * 250, "bad name", "ünïcode",
-                                  "topic*", "../../etc/passwd"])
+@pytest.mark.parametrize(
+    "name", ["../x", "a/b", "..", ".", "", "x" * 250, "bad name", "ünïcode", "topic*", "../../etc/passwd"]
+)
 def test_topics_file_bad_topic_names_refused(tmp_path, name):
     with pytest.raises(CompactionError) as info:
         parse_topics({"topics": {name: {"segment.ms": 10}}})
     assert repr(name) in str(info.value) or name in str(info.value)
     # the same through a YAML file
     import yaml
+
     path = write(tmp_path, yaml.safe_dump({"topics": {name: {"segment.ms": 10}}}))
     with pytest.raises(CompactionError):
         load_topics(path)
@@ -401,8 +479,10 @@ def test_topics_file_numeric_topic_name(tmp_path):
     assert tf.config_for("2025").segment_ms == 11
 
 
-@pytest.mark.parametrize("data", [[1, 2], "text", 5, {"defaults": [1]}, {"topics": ["users"]},
-                                  {"topics": {"users": "compact"}}, {"topic": {}}])
+@pytest.mark.parametrize(
+    "data",
+    [[1, 2], "text", 5, {"defaults": [1]}, {"topics": ["users"]}, {"topics": {"users": "compact"}}, {"topic": {}}],
+)
 def test_topics_file_bad_structure_refused(data):
     with pytest.raises(ConfigError):
         parse_topics(data)
@@ -417,8 +497,11 @@ def test_topics_file_unknown_section_named(tmp_path):
 def test_a_topic_without_landing_keys_takes_the_native_landing_as_it_is():
     """No landing or cdc key (or each at its default): the one native landing, nothing built or shown for
     it; any other value is validated and shown as before."""
-    for raw in ({}, {"landing.format": "native", "cdc.format": "none"},
-                {"compaction.strategy": "header", "compaction.strategy.header": "v"}):
+    for raw in (
+        {},
+        {"landing.format": "native", "cdc.format": "none"},
+        {"compaction.strategy": "header", "compaction.strategy.header": "v"},
+    ):
         config = build_config(raw, "t")
         assert config.landing is NATIVE_LANDING, raw
         assert not any(key.startswith(("landing.", "cdc.")) for key in config.to_kafka()), raw

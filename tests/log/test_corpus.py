@@ -23,11 +23,11 @@ from compaction_assets import cli
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config, load_topics
 from compaction_assets.ingest.landing import ingest
+from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config, load_topics
 from tests.log.test_bad_input import snapshot
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -35,21 +35,32 @@ CFG = build_config({})
 
 # what each bad JSON Lines file of the corpus is refused for (the place is line 3 unless said)
 JSONL_REASONS = {
-    "bad-malformed-json": "malformed JSON", "bad-trailing-garbage": "malformed JSON",
-    "bad-not-an-object": "expected a JSON object", "bad-key-number": "key must be a string or null",
-    "bad-value-object": "value must be a string or null", "bad-timestamp-string": "timestamp must be an integer",
-    "bad-timestamp-float": "timestamp must be an integer", "bad-timestamp-bool": "timestamp must be an integer",
+    "bad-malformed-json": "malformed JSON",
+    "bad-trailing-garbage": "malformed JSON",
+    "bad-not-an-object": "expected a JSON object",
+    "bad-key-number": "key must be a string or null",
+    "bad-value-object": "value must be a string or null",
+    "bad-timestamp-string": "timestamp must be an integer",
+    "bad-timestamp-float": "timestamp must be an integer",
+    "bad-timestamp-bool": "timestamp must be an integer",
     "bad-timestamp-overflow": "does not fit in a signed 64-bit integer",
-    "bad-offset-string": "offset must be an integer", "bad-headers-not-a-list": "headers must be a list",
-    "bad-header-name-number": "header name 1 is not a string", "bad-header-value-bool": "header 'h' value",
-    "bad-header-int-overflow": "does not fit in 8 bytes", "bad-missing-key": "missing required field 'key'",
-    "bad-missing-value": "missing required field 'value'", "bad-unknown-field": "unknown field(s) ['partition']",
-    "bad-key-and-key-b64": "both 'key' and 'key_b64'", "bad-invalid-base64": "invalid base64",
+    "bad-offset-string": "offset must be an integer",
+    "bad-headers-not-a-list": "headers must be a list",
+    "bad-header-name-number": "header name 1 is not a string",
+    "bad-header-value-bool": "header 'h' value",
+    "bad-header-int-overflow": "does not fit in 8 bytes",
+    "bad-missing-key": "missing required field 'key'",
+    "bad-missing-value": "missing required field 'value'",
+    "bad-unknown-field": "unknown field(s) ['partition']",
+    "bad-key-and-key-b64": "both 'key' and 'key_b64'",
+    "bad-invalid-base64": "invalid base64",
     "bad-not-utf8": "not UTF-8",
     # refused by the record rules of SPEC §1 (the log holds 2 records: the file's third is offset 4)
-    "bad-null-key": "record at offset 4 has a null key", "bad-timestamp-missing": "record at offset 4 has no timestamp",
+    "bad-null-key": "record at offset 4 has a null key",
+    "bad-timestamp-missing": "record at offset 4 has no timestamp",
     "bad-timestamp-negative": "record at offset 4 has a negative timestamp -1",
-    "bad-offsets-backwards": "offset 11 follows offset 12", "bad-offsets-repeat": "offset 12 follows offset 12",
+    "bad-offsets-backwards": "offset 11 follows offset 12",
+    "bad-offsets-repeat": "offset 12 follows offset 12",
     "bad-offset-below-log-end": "offset 1 is below the log end offset 2",
 }
 JSONL_LINE = {"bad-offset-below-log-end": 1}
@@ -58,8 +69,11 @@ HEADERS = pa.list_(pa.struct([("name", pa.string()), ("value", pa.binary())]))
 
 
 def _table(**cols) -> pa.Table:
-    base = {"key": pa.array([b"a", b"b", b"c"]), "value": pa.array([b"1", b"2", b"3"]),
-            "timestamp": pa.array([1, 2, 3], pa.int64())}
+    base = {
+        "key": pa.array([b"a", b"b", b"c"]),
+        "value": pa.array([b"1", b"2", b"3"]),
+        "timestamp": pa.array([1, 2, 3], pa.int64()),
+    }
     base.update(cols)
     return pa.table({k: v for k, v in base.items() if v is not None})
 
@@ -79,14 +93,20 @@ PARQUET_BAD = {
     "bad-missing-value": (_table(value=None), "missing required column(s) ['value']"),
     "bad-unknown-column": (_table(partition=pa.array([0, 0, 0])), "unknown column(s) ['partition']"),
     "bad-null-key": (_table(key=pa.array([b"a", b"b", None])), "row 3: record at offset 4 has a null key"),
-    "bad-null-timestamp": (_table(timestamp=pa.array([1, None, 3], pa.int64())),
-                           "row 2: record at offset 3 has no timestamp"),
-    "bad-negative-timestamp": (_table(timestamp=pa.array([1, 2, -9], pa.int64())),
-                               "row 3: record at offset 4 has a negative timestamp -9"),
+    "bad-null-timestamp": (
+        _table(timestamp=pa.array([1, None, 3], pa.int64())),
+        "row 2: record at offset 3 has no timestamp",
+    ),
+    "bad-negative-timestamp": (
+        _table(timestamp=pa.array([1, 2, -9], pa.int64())),
+        "row 3: record at offset 4 has a negative timestamp -9",
+    ),
     "bad-offsets-backwards": (_table(offset=pa.array([10, 12, 11], pa.int64())), "row 3: offset 11 follows offset 12"),
     "bad-offsets-repeat": (_table(offset=pa.array([10, 10, 11], pa.int64())), "row 2: offset 10 follows offset 10"),
-    "bad-offset-below-log-end": (_table(offset=pa.array([0, 5, 6], pa.int64())),
-                                 "row 1: offset 0 is below the log end offset 2"),
+    "bad-offset-below-log-end": (
+        _table(offset=pa.array([0, 5, 6], pa.int64())),
+        "row 1: offset 0 is below the log end offset 2",
+    ),
     "bad-not-parquet": (b"PAR1 this is not a Parquet file at all \x00\xff", "not a readable Parquet file"),
     "bad-truncated": (None, "not a readable Parquet file"),
 }
@@ -143,8 +163,9 @@ def refused_everywhere(seeded, capsys, path: Path, reason: str, place: str | Non
         assert msg.startswith(f"{path}: {place}: "), msg
     assert snapshot(h) == before and h.manifest().ingested == ("a-seed.jsonl",)
     assert h.lock_holder("append") is None
-    rc, out, err = cli_run(capsys, "--store", h.store.location, "--topics", str(topics), "ingest",
-                           "--landing", str(tmp / "landing"))
+    rc, out, err = cli_run(
+        capsys, "--store", h.store.location, "--topics", str(topics), "ingest", "--landing", str(tmp / "landing")
+    )
     assert rc == 1 and out == ""
     assert errors_of(err) == [f"error: {msg}"]
     assert snapshot(h) == before
@@ -182,11 +203,12 @@ def test_a_bad_file_stops_the_ingestion_of_later_files(seeded, capsys):
     with pytest.raises(InvalidInputError, match="b-bad.jsonl: line 3"):
         ingest(h, CFG, folder)
     assert snapshot(h) == before
-    (folder / "b-bad.jsonl").write_text((CORPUS / "good-seed.jsonl").read_text())   # repaired
+    (folder / "b-bad.jsonl").write_text((CORPUS / "good-seed.jsonl").read_text())  # repaired
     assert ingest(h, CFG, folder).files == ("b-bad.jsonl", "c-good.jsonl")
 
 
 # --- good files: exact round trips ------------------------------------------------------------------------
+
 
 def expected_binary() -> list[tuple]:
     """good-binary.jsonl decoded by hand: (key, value, timestamp, headers)."""
@@ -227,11 +249,14 @@ def test_non_utf8_bytes_round_trip_through_jsonl_parquet_and_cli(tmp_path, capsy
     got = [(r.key, r.value, r.timestamp, list(r.headers)) for r in iter_records(h)]
     assert got == want
     # Parquet with binary (and large_binary) columns carrying the same bytes
-    table = pa.table({
-        "key": pa.array([k for k, *_ in want], pa.large_binary()),
-        "value": pa.array([v for _, v, *_ in want], pa.binary()),
-        "timestamp": pa.array([t for *_, t, _ in want], pa.int64()),
-        "headers": pa.array([[{"name": n, "value": v} for n, v in hs] for *_, hs in want], HEADERS)})
+    table = pa.table(
+        {
+            "key": pa.array([k for k, *_ in want], pa.large_binary()),
+            "value": pa.array([v for _, v, *_ in want], pa.binary()),
+            "timestamp": pa.array([t for *_, t, _ in want], pa.int64()),
+            "headers": pa.array([[{"name": n, "value": v} for n, v in hs] for *_, hs in want], HEADERS),
+        }
+    )
     pfolder = tmp_path / "landing" / "bin" / "partition=1"
     pfolder.mkdir()
     pq.write_table(table, pfolder / "x.parquet")
@@ -248,8 +273,11 @@ def test_non_utf8_bytes_round_trip_through_jsonl_parquet_and_cli(tmp_path, capsy
 
     def field(o, name):
         return base64.b64decode(o[f"{name}_b64"]) if f"{name}_b64" in o else dec(o[name])
-    cli_got = [(field(o, "key"), field(o, "value"), o["timestamp"], [(n, dec(v)) for n, v in o["headers"]])
-               for o in map(json.loads, out.splitlines())]
+
+    cli_got = [
+        (field(o, "key"), field(o, "value"), o["timestamp"], [(n, dec(v)) for n, v in o["headers"]])
+        for o in map(json.loads, out.splitlines())
+    ]
     assert cli_got == want
 
 
@@ -259,17 +287,28 @@ def test_five_megabyte_values_round_trip(tmp_path):
     folder = tmp_path / "landing" / "big" / "partition=0"
     folder.mkdir(parents=True)
     (folder / "a.jsonl").write_text(
-        json.dumps({"key": "b64", "value_b64": base64.b64encode(big).decode(), "timestamp": 1}) + "\n"
-        + json.dumps({"key": "text", "value": text, "timestamp": 2}) + "\n")
-    pq.write_table(pa.table({"key": [b"\xffparquet"], "value": pa.array([big[::-1]], pa.large_binary()),
-                             "timestamp": pa.array([3], pa.int64())}), folder / "b.parquet")
+        json.dumps({"key": "b64", "value_b64": base64.b64encode(big).decode(), "timestamp": 1})
+        + "\n"
+        + json.dumps({"key": "text", "value": text, "timestamp": 2})
+        + "\n"
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "key": [b"\xffparquet"],
+                "value": pa.array([big[::-1]], pa.large_binary()),
+                "timestamp": pa.array([3], pa.int64()),
+            }
+        ),
+        folder / "b.parquet",
+    )
     h = LogStore(str(tmp_path / "store")).log("big-0")
     ingest(h, build_config({"segment.bytes": 6 * 1024 * 1024}), folder)
     recs = list(iter_records(h))
     assert [(r.key, r.value) for r in recs] == [(b"b64", big), (b"text", text.encode()), (b"\xffparquet", big[::-1])]
     m = h.manifest()
     assert m.total_size == sum(16 + len(r.key) + len(r.value) for r in recs)
-    assert len(m.segments) >= 3    # each 5 MB record rolled the segment (segment.bytes 6 MB)
+    assert len(m.segments) >= 3  # each 5 MB record rolled the segment (segment.bytes 6 MB)
 
 
 def test_header_values_of_the_wrong_size_have_no_version(tmp_path, spark):
@@ -285,12 +324,17 @@ def test_header_values_of_the_wrong_size_have_no_version(tmp_path, spark):
     writer.roll(h)
     rep = engine.run(h, config, 10**9, spark=spark, force=True)
     assert rep.cleaned
-    winners = {"a": "a-v5", "b": "b-no-header", "c": "c-null-value", "d": "d-other-case",
-               "e": "e-v-minus-1", "f": "f-v2"}
+    winners = {
+        "a": "a-v5",
+        "b": "b-no-header",
+        "c": "c-null-value",
+        "d": "d-other-case",
+        "e": "e-v-minus-1",
+        "f": "f-v2",
+    }
     survivors = {r.key.decode(): r.value.decode() for r in iter_records(h)}
     assert survivors == winners and len(list(iter_records(h))) == len(winners)
-    state = {bytes(r["key"]).decode(): bytes(r["value"]).decode()
-             for r in latest_state_df(spark, h, config).collect()}
+    state = {bytes(r["key"]).decode(): bytes(r["value"]).decode() for r in latest_state_df(spark, h, config).collect()}
     assert state == winners
 
 
@@ -298,30 +342,52 @@ def test_topic_missing_from_the_topics_file_takes_the_defaults(tmp_path, capsys)
     """SPEC §2: per-topic configuration over a default set for all topics; a landing folder whose topic
     the file does not list is ingested with the defaults (Kafka would create it with the broker's)."""
     topics = tmp_path / "topics.yaml"
-    topics.write_text("defaults: {segment.bytes: 200, min.cleanable.dirty.ratio: 0.2}\n"
-                      "topics: {known: {segment.bytes: 5000}}\n")
+    topics.write_text(
+        "defaults: {segment.bytes: 200, min.cleanable.dirty.ratio: 0.2}\ntopics: {known: {segment.bytes: 5000}}\n"
+    )
     folder = tmp_path / "landing" / "unknown" / "partition=0"
     folder.mkdir(parents=True)
     shutil.copy(CORPUS / "good-binary.jsonl", folder)
     store = str(tmp_path / "store")
-    rc, out, err = cli_run(capsys, "--store", store, "--topics", str(topics), "ingest", "--landing",
-                           str(tmp_path / "landing"))
+    rc, out, err = cli_run(
+        capsys, "--store", store, "--topics", str(topics), "ingest", "--landing", str(tmp_path / "landing")
+    )
     assert rc == 0, err
-    assert json.loads(out) == {"unknown-0": {"files_ingested": 1, "records_appended": 7, "invalid_records_dropped": 0,
-                                             "files": ["good-binary.jsonl"]}}
+    assert json.loads(out) == {
+        "unknown-0": {
+            "files_ingested": 1,
+            "records_appended": 7,
+            "invalid_records_dropped": 0,
+            "files": ["good-binary.jsonl"],
+        }
+    }
     rc, out, _ = cli_run(capsys, "--store", store, "--topics", str(topics), "describe", "unknown-0")
     desc = json.loads(out)
     assert desc["config"] == load_topics(topics).config_for("unknown").to_kafka()
     assert desc["config"]["segment.bytes"] == 200 and desc["config"]["min.cleanable.dirty.ratio"] == 0.2
-    assert len(desc["segments"]) > 2    # rolled by the default segment.bytes (200), not the known topic's
+    assert len(desc["segments"]) > 2  # rolled by the default segment.bytes (200), not the known topic's
 
 
 # --- SPEC §2: every invalid configuration, from a topics file, refused before anything runs ----------------
 
-INT_RULES = {"min.compaction.lag.ms": ">= 0", "max.compaction.lag.ms": ">= 1", "delete.retention.ms": ">= 0",
-             "segment.bytes": ">= 1", "segment.ms": ">= 1", "retention.ms": ">= -1", "retention.bytes": ">= -1"}
-BELOW = {"min.compaction.lag.ms": -1, "max.compaction.lag.ms": 0, "delete.retention.ms": -1, "segment.bytes": 0,
-         "segment.ms": 0, "retention.ms": -2, "retention.bytes": -2}
+INT_RULES = {
+    "min.compaction.lag.ms": ">= 0",
+    "max.compaction.lag.ms": ">= 1",
+    "delete.retention.ms": ">= 0",
+    "segment.bytes": ">= 1",
+    "segment.ms": ">= 1",
+    "retention.ms": ">= -1",
+    "retention.bytes": ">= -1",
+}
+BELOW = {
+    "min.compaction.lag.ms": -1,
+    "max.compaction.lag.ms": 0,
+    "delete.retention.ms": -1,
+    "segment.bytes": 0,
+    "segment.ms": 0,
+    "retention.ms": -2,
+    "retention.bytes": -2,
+}
 INVALID_CONFIGS = [
     # (topic overrides as YAML, key reported, rule stated)
     ('{cleanup.policy: ""}', "cleanup.policy", "must not be empty"),
@@ -336,11 +402,17 @@ INVALID_CONFIGS = [
     ("{min.cleanable.dirty.ratio: true}", "min.cleanable.dirty.ratio", "must be a number"),
     ("{min.cleanable.dirty.ratio: .nan}", "min.cleanable.dirty.ratio", "must be a number"),
     ("{min.cleanable.dirty.ratio: .inf}", "min.cleanable.dirty.ratio", "between 0 and 1"),
-    ("{min.compaction.lag.ms: 10, max.compaction.lag.ms: 5}", "min.compaction.lag.ms",
-     "must be <= max.compaction.lag.ms"),
+    (
+        "{min.compaction.lag.ms: 10, max.compaction.lag.ms: 5}",
+        "min.compaction.lag.ms",
+        "must be <= max.compaction.lag.ms",
+    ),
     *[(f"{{{k}: {v}}}", k, INT_RULES[k]) for k, v in BELOW.items()],
-    *[(f"{{{k}: {bad}}}", k, "must be an integer") for k in INT_RULES
-      for bad in ("true", "'100'", "1.5", "10ms", "null")],
+    *[
+        (f"{{{k}: {bad}}}", k, "must be an integer")
+        for k in INT_RULES
+        for bad in ("true", "'100'", "1.5", "10ms", "null")
+    ],
     *[(f"{{{k}: 9223372036854775808}}", k, "signed 64-bit") for k in INT_RULES],
     ("{compaction.strategy: version}", "compaction.strategy", "one of offset, timestamp, header"),
     ("{compaction.strategy: Offset}", "compaction.strategy", "one of offset, timestamp, header"),
@@ -358,18 +430,28 @@ def test_invalid_configuration_refused_before_anything_runs(tmp_path, capsys, ov
     folder.mkdir(parents=True)
     shutil.copy(CORPUS / "good-seed.jsonl", folder)
     landing_before = sorted(p.name for p in folder.iterdir())
-    for where, text in (("orders", f"topics:\n  orders: {overrides}\n"),
-                        ("<defaults>", f"defaults: {overrides}\ntopics: {{orders: {{}}}}\n")):
+    for where, text in (
+        ("orders", f"topics:\n  orders: {overrides}\n"),
+        ("<defaults>", f"defaults: {overrides}\ntopics: {{orders: {{}}}}\n"),
+    ):
         topics = tmp_path / "topics.yaml"
         topics.write_text(text)
         value = (yaml.safe_load(overrides) or {}).get(key)
-        rc, out, err = cli_run(capsys, "--store", str(tmp_path / "store"), "--topics", str(topics), "ingest",
-                               "--landing", str(tmp_path / "landing"))
+        rc, out, err = cli_run(
+            capsys,
+            "--store",
+            str(tmp_path / "store"),
+            "--topics",
+            str(topics),
+            "ingest",
+            "--landing",
+            str(tmp_path / "landing"),
+        )
         assert rc == 1 and out == ""
         lines = errors_of(err)
         assert len(lines) == 1 and len(err.splitlines()) == 1, err
         msg = lines[0]
         assert where in msg and key in msg and rule in msg, msg
         assert repr(value) in msg or str(value) in msg, msg
-        assert not (tmp_path / "store").exists()                      # nothing ran
+        assert not (tmp_path / "store").exists()  # nothing ran
         assert sorted(p.name for p in folder.iterdir()) == landing_before

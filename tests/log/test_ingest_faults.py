@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import itertools
 import io
+import itertools
 import json
 import os
 import random
@@ -29,9 +29,9 @@ import pytest
 
 from compaction_assets import cli
 from compaction_assets.cleaning import engine
-from compaction_assets.topics.config import build_config
 from compaction_assets.ingest.landing import ingest
 from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.topics.config import build_config
 from tests.log.test_store_faults import (
     check_layout,
     latest_state,
@@ -58,15 +58,22 @@ def cli_quiet(*args: str) -> int:
 
 # --- the landing area and its oracle ------------------------------------------------------------------
 
+
 def _rows(rng: random.Random, file_no: int, n: int) -> list[dict]:
     out = []
     for i in range(n):
         key = f"user-{rng.randrange(400):04d}".encode()
         if rng.random() < 0.1:
-            key = bytes([0xff, rng.randrange(256)]) + key          # not UTF-8
+            key = bytes([0xFF, rng.randrange(256)]) + key  # not UTF-8
         value = None if rng.random() < 0.05 else rng.randbytes(rng.randrange(0, 24)) + f"|{file_no}:{i}".encode()
-        out.append({"key": key, "value": value, "timestamp": 1_000 + file_no * 10 + i % 7,
-                    "headers": [("src", f"f{file_no}".encode())] if i % 3 == 0 else []})
+        out.append(
+            {
+                "key": key,
+                "value": value,
+                "timestamp": 1_000 + file_no * 10 + i % 7,
+                "headers": [("src", f"f{file_no}".encode())] if i % 3 == 0 else [],
+            }
+        )
     return out
 
 
@@ -77,8 +84,10 @@ def write_landing_file(folder: Path, file_no: int, rows: list[dict]) -> Path:
         path = folder / f"part-{file_no:04d}.jsonl"
         lines = []
         for r in rows:
-            obj: dict = {"timestamp": r["timestamp"], "headers": [[n, {"b64": base64.b64encode(v).decode()}]
-                                                                  for n, v in r["headers"]]}
+            obj: dict = {
+                "timestamp": r["timestamp"],
+                "headers": [[n, {"b64": base64.b64encode(v).decode()}] for n, v in r["headers"]],
+            }
             for name in ("key", "value"):
                 v = r[name]
                 if v is None:
@@ -91,16 +100,20 @@ def write_landing_file(folder: Path, file_no: int, rows: list[dict]) -> Path:
             lines.append(json.dumps(obj))
         tmp = folder / f".{path.name}.tmp"
         tmp.write_text("\n".join(lines) + "\n")
-        tmp.rename(path)   # a sink publishes whole files
+        tmp.rename(path)  # a sink publishes whole files
     else:
         path = folder / f"part-{file_no:04d}.parquet"
-        table = pa.table({
-            "key": pa.array([r["key"] for r in rows], pa.binary()),
-            "value": pa.array([r["value"] for r in rows], pa.binary()),
-            "timestamp": pa.array([r["timestamp"] for r in rows], pa.int64()),
-            "headers": pa.array([[{"name": n, "value": v} for n, v in r["headers"]] for r in rows],
-                                pa.list_(pa.struct([("name", pa.string()), ("value", pa.binary())]))),
-        })
+        table = pa.table(
+            {
+                "key": pa.array([r["key"] for r in rows], pa.binary()),
+                "value": pa.array([r["value"] for r in rows], pa.binary()),
+                "timestamp": pa.array([r["timestamp"] for r in rows], pa.int64()),
+                "headers": pa.array(
+                    [[{"name": n, "value": v} for n, v in r["headers"]] for r in rows],
+                    pa.list_(pa.struct([("name", pa.string()), ("value", pa.binary())])),
+                ),
+            }
+        )
         tmp = folder / f".{path.name}.tmp"
         pq.write_table(table, tmp)
         tmp.rename(path)
@@ -127,10 +140,19 @@ def read_back(path: Path) -> list[tuple]:
     """(key, value, timestamp, headers) of a landing file, read with json or pyarrow alone."""
     if path.suffix == ".jsonl":
         objs = [json.loads(line) for line in path.read_text().splitlines()]
-        return [(_json_bytes(o, "key"), _json_bytes(o, "value"), o["timestamp"],
-                 [(n, base64.b64decode(v["b64"])) for n, v in o["headers"]]) for o in objs]
-    return [(r["key"], r["value"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
-            for r in pq.read_table(path).to_pylist()]
+        return [
+            (
+                _json_bytes(o, "key"),
+                _json_bytes(o, "value"),
+                o["timestamp"],
+                [(n, base64.b64decode(v["b64"])) for n, v in o["headers"]],
+            )
+            for o in objs
+        ]
+    return [
+        (r["key"], r["value"], r["timestamp"], [(h["name"], h["value"]) for h in r["headers"]])
+        for r in pq.read_table(path).to_pylist()
+    ]
 
 
 def as_tuples(records) -> list[tuple]:
@@ -147,10 +169,11 @@ def landing(tmp_path_factory):
     (root / "topics.yaml").write_text(TOPICS)
     # independently of the product's reader (json and pyarrow directly): the files hold the rows written
     for path, rows in zip(paths, files):
-        assert read_back(path) == [(r["key"], r["value"], r["timestamp"], list(map(tuple, r["headers"])))
-                                   for r in rows], path
+        assert read_back(path) == [
+            (r["key"], r["value"], r["timestamp"], list(map(tuple, r["headers"]))) for r in rows
+        ], path
     expected = oracle_records(files)
-    ends = list(itertools.accumulate(len(rows) for rows in files))   # records after the first k files
+    ends = list(itertools.accumulate(len(rows) for rows in files))  # records after the first k files
     return root, [p.name for p in paths], expected, ends
 
 
@@ -160,13 +183,28 @@ class Ingestion:
     def __init__(self, root: Path, store: Path):
         env = dict(os.environ, COMPACTION_LOCK_TTL_SECONDS="0.5", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "compaction_assets", "--store", str(store), "--topics",
-             str(root / "topics.yaml"), "ingest", "--landing", str(root / "landing")],
-            cwd=str(REPO), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "compaction_assets",
+                "--store",
+                str(store),
+                "--topics",
+                str(root / "topics.yaml"),
+                "ingest",
+                "--landing",
+                str(root / "landing"),
+            ],
+            cwd=str(REPO),
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: list[tuple[float, str]] = []
         self.started = threading.Event()
-        self.begun = 0   # the files the process has said it begins ("ingesting NAME (n/FILES)")
+        self.begun = 0  # the files the process has said it begins ("ingesting NAME (n/FILES)")
         self.progressed = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -181,7 +219,7 @@ class Ingestion:
                     self.progressed.notify_all()
         self.started.set()
         with self.progressed:
-            self.begun = FILES + 1   # the process ended: no more files begin
+            self.begun = FILES + 1  # the process ended: no more files begin
             self.progressed.notify_all()
 
     def wait_begun(self, n: int, timeout: float = 120) -> None:
@@ -215,26 +253,29 @@ def kill_trial(landing, store: Path, delay: float, after_files: int = 0) -> int:
     run.wait_begun(after_files + 1)
     time.sleep(delay)
     run.kill()
-    where = (f"kill {delay:.3f}s after file {after_files + 1} began; "
-             f"stderr {[line for _, line in run.lines][-4:]}")
+    where = f"kill {delay:.3f}s after file {after_files + 1} began; stderr {[line for _, line in run.lines][-4:]}"
 
     h = LogStore(str(store), gc_grace_s=0).log(LOG)
     m = h.manifest()
     k = len(m.ingested)
-    assert k >= after_files, where                              # what it said it had done is there
-    assert list(m.ingested) == names[:k], where               # a prefix, in order, each once
+    assert k >= after_files, where  # what it said it had done is there
+    assert list(m.ingested) == names[:k], where  # a prefix, in order, each once
     n = ends[k - 1] if k else 0
     assert m.log_end_offset == n, where
-    assert as_tuples(check_layout(h, m)) == expected[:n], where   # whole files only
+    assert as_tuples(check_layout(h, m)) == expected[:n], where  # whole files only
     referenced_files_exist(h)
 
-    wait_lease_expiry(h, "append")                              # the dead ingestion's 0.5 s lease
-    assert cli_quiet("--store", str(store), "--topics", str(root / "topics.yaml"), "ingest",
-                     "--landing", str(root / "landing")) == 0, where
+    wait_lease_expiry(h, "append")  # the dead ingestion's 0.5 s lease
+    assert (
+        cli_quiet(
+            "--store", str(store), "--topics", str(root / "topics.yaml"), "ingest", "--landing", str(root / "landing")
+        )
+        == 0
+    ), where
     m2 = h.manifest()
     assert list(m2.ingested) == names, where
     assert as_tuples(check_layout(h, m2)) == expected, where
-    h.collect_garbage(grace_s=0)                                # leftovers of the killed append go
+    h.collect_garbage(grace_s=0)  # leftovers of the killed append go
     only_referenced_data_left(h)
     referenced_files_exist(h)
     # once more: nothing is appended twice
@@ -254,8 +295,7 @@ def run_kill_trials(landing, tmp_path, seed: int, trials: int) -> list[int]:
     """Kill trials at moments read from the ingestion's progress; the files each had committed."""
     per_file = calibrate(landing, tmp_path) / FILES
     moments = kill_moments(random.Random(seed), trials, per_file)
-    committed = [kill_trial(landing, tmp_path / f"trial-{i}", delay, after)
-                 for i, (after, delay) in enumerate(moments)]
+    committed = [kill_trial(landing, tmp_path / f"trial-{i}", delay, after) for i, (after, delay) in enumerate(moments)]
     print(f"files committed when killed, per trial: {committed}")
     return committed
 
@@ -277,8 +317,12 @@ def test_ingestion_killed_at_many_more_moments(landing, tmp_path):
 
 # --- ingestion and cleaning of the same log at the same time --------------------------------------------
 
-CONCURRENT_CONF = {"segment.bytes": 4000, "min.cleanable.dirty.ratio": 0.01, "delete.retention.ms": 0,
-                   "max.compaction.lag.ms": 100}
+CONCURRENT_CONF = {
+    "segment.bytes": 4000,
+    "min.cleanable.dirty.ratio": 0.01,
+    "delete.retention.ms": 0,
+    "max.compaction.lag.ms": 100,
+}
 
 
 def test_ingestion_and_cleaning_at_the_same_time(tmp_path, spark):
@@ -291,7 +335,7 @@ def test_ingestion_and_cleaning_at_the_same_time(tmp_path, spark):
     rng = random.Random(77)
     rounds, per_round = 3, 2
     paths: list[Path] = []
-    generated: list[list[dict]] = []   # the rows of each file, as this test made them
+    generated: list[list[dict]] = []  # the rows of each file, as this test made them
     errors: list[BaseException] = []
     ingesting = threading.Event()
     ingesting.set()
@@ -303,7 +347,7 @@ def test_ingestion_and_cleaning_at_the_same_time(tmp_path, spark):
     def sink_and_ingest() -> None:
         try:
             for r in range(rounds):
-                with started:   # each round lands while the r-th cleaning runs (prepare, decide, rewrite)
+                with started:  # each round lands while the r-th cleaning runs (prepare, decide, rewrite)
                     assert started.wait_for(lambda: n_started[0] >= r or errors, timeout=300)
                 for _ in range(per_round):
                     rows = _rows(rng, len(paths), 300)
@@ -343,19 +387,19 @@ def test_ingestion_and_cleaning_at_the_same_time(tmp_path, spark):
 
     expected = oracle_records(generated)
     m = handle.manifest()
-    assert list(m.ingested) == [p.name for p in paths]          # each file once
+    assert list(m.ingested) == [p.name for p in paths]  # each file once
     assert m.log_end_offset == len(expected)
     got = as_tuples(check_layout(handle, m))
     by_offset = {r[0]: r for r in expected}
-    for rec in got:                                              # nothing altered, nothing invented
+    for rec in got:  # nothing altered, nothing invented
         assert by_offset[rec[0]] == rec, rec
     winners: dict[bytes, tuple] = {}
     for rec in expected:
         winners[rec[1]] = rec
     live = {k: (r[0], r[2]) for k, r in winners.items() if r[2] is not None}
-    assert latest_state(spark, handle, config) == live           # SPEC §7.5 against the oracle
+    assert latest_state(spark, handle, config) == live  # SPEC §7.5 against the oracle
     kept = {r[0] for r in got}
-    assert all(r[0] in kept for r in live.values())              # every winner survives
+    assert all(r[0] in kept for r in live.values())  # every winner survives
     # every record at or above the checkpoint (the uncleaned head) is still there (SPEC §7.1)
     assert [r for r in got if r[0] >= m.checkpoint] == [r for r in expected if r[0] >= m.checkpoint]
     referenced_files_exist(handle)
@@ -373,14 +417,14 @@ def test_garbage_collection_spares_the_files_of_an_append_in_flight(tmp_path):
     in_flight = Path(handle.path("data/in-flight.parquet"))
     pq.write_table(pa.table({"x": [1]}), leftover)
     hour_ago = time.time() - 3600
-    os.utime(leftover, (hour_ago, hour_ago))          # a leftover of a change that died long ago
+    os.utime(leftover, (hour_ago, hour_ago))  # a leftover of a change that died long ago
     with handle.lock("append", ttl_s=0.5, purpose="a slow append"):
         pq.write_table(pa.table({"x": [1]}), in_flight)
         first = handle.lock_holder("append").expires_ms
-        while wall_ms() <= first + 100:                # past the first lease's expiry, as the store says
+        while wall_ms() <= first + 100:  # past the first lease's expiry, as the store says
             time.sleep(0.05)
-        assert handle.lock_holder("append").expires_ms > first   # renewed by the heartbeat: still held
+        assert handle.lock_holder("append").expires_ms > first  # renewed by the heartbeat: still held
         assert handle.collect_garbage(grace_s=0) == [str(leftover)]
         assert in_flight.exists()
-    assert handle.collect_garbage(grace_s=0) == [str(in_flight)]   # the lease is gone: a leftover now
+    assert handle.collect_garbage(grace_s=0) == [str(in_flight)]  # the lease is gone: a leftover now
     referenced_files_exist(handle)

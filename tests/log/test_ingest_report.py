@@ -9,12 +9,11 @@ import os
 import pytest
 
 from compaction_assets import cli
-from compaction_assets.topics.config import build_config
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import confluent_name, write_lines
 
-MTIME_SOURCE = ("the objects' modification time for records without a timestamp field "
-                "(landing.timestamp.field)")
+MTIME_SOURCE = "the objects' modification time for records without a timestamp field (landing.timestamp.field)"
 
 
 @pytest.fixture
@@ -22,8 +21,9 @@ def landing(tmp_path):
     """A native topic (one record of a.jsonl has no key: invalid) and a Confluent JSON topic of two gap-free
     files without a timestamp field, whose files' mtimes stamp their records."""
     native = tmp_path / "landing" / "orders" / "partition=0"
-    write_lines(native / "a.jsonl", [{"key": "k1", "value": "v", "timestamp": 5},
-                                     {"key": None, "value": "x", "timestamp": 6}])
+    write_lines(
+        native / "a.jsonl", [{"key": "k1", "value": "v", "timestamp": 5}, {"key": None, "value": "x", "timestamp": 6}]
+    )
     write_lines(native / "b.jsonl", [{"key": "k2", "value": None, "timestamp": 7}])
     part = tmp_path / "landing" / "users" / "partition=0"
     for start, ids in ((0, [1, 2, 1]), (3, [2, 3])):
@@ -33,14 +33,26 @@ def landing(tmp_path):
     return tmp_path / "landing"
 
 
-NATIVE_DOCUMENT = {"files_ingested": 2, "records_appended": 2, "invalid_records_dropped": 1,
-                   "files": ["a.jsonl", "b.jsonl"]}
+NATIVE_DOCUMENT = {
+    "files_ingested": 2,
+    "records_appended": 2,
+    "invalid_records_dropped": 1,
+    "files": ["a.jsonl", "b.jsonl"],
+}
 CONNECTOR_DOCUMENT = {
-    "files_ingested": 4, "records_appended": 5, "invalid_records_dropped": 0,
-    "files": [confluent_name("users", 0, 0, ext="json"), confluent_name("users", 0, 0, ".keys", "json"),
-              confluent_name("users", 0, 3, ext="json"), confluent_name("users", 0, 3, ".keys", "json")],
-    "timestamps_from_mtime": 5, "offsets_inferred": [confluent_name("users", 0, 3, ext="json")],
-    "timestamp_source": MTIME_SOURCE}
+    "files_ingested": 4,
+    "records_appended": 5,
+    "invalid_records_dropped": 0,
+    "files": [
+        confluent_name("users", 0, 0, ext="json"),
+        confluent_name("users", 0, 0, ".keys", "json"),
+        confluent_name("users", 0, 3, ext="json"),
+        confluent_name("users", 0, 3, ".keys", "json"),
+    ],
+    "timestamps_from_mtime": 5,
+    "offsets_inferred": [confluent_name("users", 0, 3, ext="json")],
+    "timestamp_source": MTIME_SOURCE,
+}
 
 
 def test_a_native_ingestion_reports_the_four_native_keys(landing, store):
@@ -48,28 +60,46 @@ def test_a_native_ingestion_reports_the_four_native_keys(landing, store):
     assert (report.files_ingested, report.records_appended, report.invalid_records_dropped) == (2, 2, 1)
     assert not report.connector_layout and report.timestamp_source is None
     document = report.as_document()
-    assert document == NATIVE_DOCUMENT and list(document) == list(NATIVE_DOCUMENT)   # same keys, same order
+    assert document == NATIVE_DOCUMENT and list(document) == list(NATIVE_DOCUMENT)  # same keys, same order
 
 
 def test_a_connector_ingestion_adds_its_keys_and_names_the_mtime_source(landing, store):
-    report = ingest(store.log("users-0"), build_config({"landing.format": "confluent"}),
-                    landing_logs(landing)[0]["users-0"])
+    report = ingest(
+        store.log("users-0"), build_config({"landing.format": "confluent"}), landing_logs(landing)[0]["users-0"]
+    )
     assert report.connector_layout and report.offsets_inferred == (confluent_name("users", 0, 3, ext="json"),)
     document = report.as_document()
     assert document == CONNECTOR_DOCUMENT and list(document) == list(CONNECTOR_DOCUMENT)
-    again = ingest(store.log("users-0"), build_config({"landing.format": "confluent"}),
-                   landing_logs(landing)[0]["users-0"]).as_document()
+    again = ingest(
+        store.log("users-0"), build_config({"landing.format": "confluent"}), landing_logs(landing)[0]["users-0"]
+    ).as_document()
     # nothing new: the connector keys stay, the timestamps' source is named only when some came from mtime
-    assert again == {"files_ingested": 0, "records_appended": 0, "invalid_records_dropped": 0, "files": [],
-                     "timestamps_from_mtime": 0, "offsets_inferred": []}
+    assert again == {
+        "files_ingested": 0,
+        "records_appended": 0,
+        "invalid_records_dropped": 0,
+        "files": [],
+        "timestamps_from_mtime": 0,
+        "offsets_inferred": [],
+    }
 
 
 def test_the_cli_prints_each_logs_document_byte_for_byte(landing, tmp_path, capsys):
     topics = tmp_path / "topics.yaml"
     topics.write_text("topics: {users: {landing.format: confluent}}\n")
     capsys.readouterr()
-    rc = cli.main(["--store", str(tmp_path / "store"), "--topics", str(topics), "ingest", "--landing", str(landing),
-                   "--drop-invalid"])
+    rc = cli.main(
+        [
+            "--store",
+            str(tmp_path / "store"),
+            "--topics",
+            str(topics),
+            "ingest",
+            "--landing",
+            str(landing),
+            "--drop-invalid",
+        ]
+    )
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert out == json.dumps({"orders-0": NATIVE_DOCUMENT, "users-0": CONNECTOR_DOCUMENT}, indent=2) + "\n"

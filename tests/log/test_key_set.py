@@ -22,29 +22,33 @@ def test_membership_is_the_keys_bytes_in_every_batch_and_array_type():
     members = _random_keys(rng, 5_000) + [b""]
     others = _random_keys(rng, 5_000)
     # the set holds a key twice, as chunks of 64-bit offsets
-    stored = pa.chunked_array([pa.array(members[:3_000], pa.large_binary()),
-                               pa.array(members[2_000:], pa.large_binary())])
+    stored = pa.chunked_array(
+        [pa.array(members[:3_000], pa.large_binary()), pa.array(members[2_000:], pa.large_binary())]
+    )
     key_set = KeySet(stored)
     asked = members + others
     rng.shuffle(asked)
     expected = np.array([key in set(members) for key in asked])
     assert 0 < expected.sum() < len(asked)
     # a batch at a time, as a slice, as chunks and as strings: the same answers
-    found = np.concatenate([key_set.contains(pa.array(asked[i:i + 1_000], pa.binary()))
-                            for i in range(0, len(asked), 1_000)])
+    found = np.concatenate(
+        [key_set.contains(pa.array(asked[i : i + 1_000], pa.binary())) for i in range(0, len(asked), 1_000)]
+    )
     assert np.array_equal(found, expected)
     array = pa.array(asked, pa.binary())
     assert np.array_equal(key_set.contains(array.slice(10, 500)), expected[10:510])
     assert np.array_equal(key_set.contains(pa.chunked_array([array.slice(0, 7), array.slice(7)])), expected)
     text = [k.hex() for k in members[:50]]
-    assert KeySet(pa.array(text, pa.string())).contains(pa.array(text + ["nope"], pa.string())).tolist() == \
-        [True] * 50 + [False]
+    assert KeySet(pa.array(text, pa.string())).contains(pa.array(text + ["nope"], pa.string())).tolist() == [
+        True
+    ] * 50 + [False]
 
 
 def test_keys_that_share_a_hash_are_told_apart_by_their_bytes():
     # long keys that differ only between the hashed edges share a hash
     def key(middle: bytes) -> bytes:
         return b"a" * HASHED_EDGE + middle + b"z" * HASHED_EDGE
+
     one, other, third = key(b"1111111111"), key(b"2222222222"), key(b"3333333333")
     assert len(set(key_hash(pa.array([one, other, third], pa.binary())).tolist())) == 1
     only_one = KeySet(pa.array([one], pa.binary()))
@@ -69,7 +73,7 @@ def test_keys_hashed_before_the_set_exists_get_the_same_answers():
     rng = random.Random(11)
     members, others = _random_keys(rng, 2_000), _random_keys(rng, 2_000)
     asked = pa.array(members[::3] + others, pa.binary())
-    early = hashed(asked)     # as the probe hashes a batch read while the newer keys are being found
+    early = hashed(asked)  # as the probe hashes a batch read while the newer keys are being found
     key_set = KeySet(pa.array(members, pa.binary()))
     assert np.array_equal(key_set.contains_hashed(early), key_set.contains(asked))
     assert key_set.contains_hashed(early).tolist() == [key in set(members) for key in members[::3] + others]

@@ -7,8 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, key_hash, key_numbers
 from compaction_assets.log.ranking import highest_offsets
+from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, key_hash, key_numbers
 
 
 def _same_partition(numbers: np.ndarray, keys: list[bytes]) -> bool:
@@ -97,7 +97,7 @@ def test_a_keys_words_are_its_own_bytes_wherever_it_ends():
         keys.append(bytes(rng.integers(1, 256, size=length, dtype=np.uint8)))
         key_bytes = KeyBytes(pa.array(keys, pa.binary()))
         for j in range(key_bytes.word_count()):
-            expected = [int.from_bytes(key[8 * j:8 * j + 8].ljust(8, b"\0"), "little") for key in keys]
+            expected = [int.from_bytes(key[8 * j : 8 * j + 8].ljust(8, b"\0"), "little") for key in keys]
             assert key_bytes.word(j).tolist() == expected, (length, j)
             assert key_bytes.word_at(j, np.array([len(keys) - 1, 0])).tolist() == [expected[-1], expected[0]]
         assert key_hash(pa.array(keys[-1:], pa.binary()))[0] == key_hash(pa.array(keys + [b"tail"], pa.binary()))[-2]

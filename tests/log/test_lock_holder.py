@@ -20,8 +20,12 @@ def test_a_held_lease_reads_as_its_holder_and_writes_back_the_same_bytes(store):
         holder = LockHolder.from_json(raw)
         assert list(document) == LEASE_KEYS
         assert holder == LockHolder(**document) and holder.to_json() == raw
-        assert (holder.pid, holder.host, holder.purpose, holder.epoch) == (os.getpid(), socket.gethostname(),
-                                                                            "a test holding it", 1)
+        assert (holder.pid, holder.host, holder.purpose, holder.epoch) == (
+            os.getpid(),
+            socket.gethostname(),
+            "a test holding it",
+            1,
+        )
         assert holder.owner.startswith(f"{socket.gethostname()}:{os.getpid()}:")
         assert holder.acquired_ms <= holder.expires_ms
     assert log.lock_holder("clean") is None
@@ -34,7 +38,7 @@ def test_a_lease_without_some_keys_reads_with_their_defaults():
 
 
 def test_a_torn_or_foreign_lease_reads_as_none_and_is_taken_over(store):
-    for torn in (b'{"owner": "gho', b'[1, 2]', b'{"epoch": "many"}', "\u00e9t\u00e9".encode("latin-1")):
+    for torn in (b'{"owner": "gho', b"[1, 2]", b'{"epoch": "many"}', "\u00e9t\u00e9".encode("latin-1")):
         assert LockHolder.from_json(torn) is None, torn
     log = store.log("lease-0")
     os.makedirs(log.path("_locks"))

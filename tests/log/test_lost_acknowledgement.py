@@ -16,10 +16,10 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.errors import StorageError
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
-from compaction_assets.store.fs import Storage
 from compaction_assets.log.reader import iter_records
+from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 from tests.fault_helpers import batch
 from tests.fault_proxy import FaultProxy
 from tests.log.test_store_faults import check_layout
@@ -71,13 +71,13 @@ def test_an_append_whose_commit_reply_is_lost_is_committed_once_with_its_files(p
     writer.append(h, CFG, first)
     proxy.drop_reply_to = manifest_put(2)
     result = writer.append(h, CFG, second)
-    assert [d.reply_status for d in proxy.dropped] == ["HTTP/1.1 200 OK"], proxy.dropped   # the server committed it
+    assert [d.reply_status for d in proxy.dropped] == ["HTTP/1.1 200 OK"], proxy.dropped  # the server committed it
     assert (result.records, result.first_offset, result.last_offset) == (40, 40, 79)
     h = direct().log("lost-0")
     m = h.manifest()
     assert m.version == 2 and m.log_end_offset == 80
     objects_exist(h)
-    assert [(r.key, r.value) for r in check_layout(h, m)] == expected(first + second)   # once each, in order
+    assert [(r.key, r.value) for r in check_layout(h, m)] == expected(first + second)  # once each, in order
 
 
 def test_an_append_whose_commit_cannot_be_read_back_fails_and_keeps_its_files(proxied):
@@ -105,7 +105,7 @@ def test_an_ingest_whose_commit_reply_is_lost_is_not_ingested_twice(proxied):
     rows = batch(30, 3)
     proxy.drop_reply_to = manifest_put(1)
     writer.append(h, CFG, rows, ingest_name="landing/a.jsonl")
-    again = writer.append(h, CFG, rows, ingest_name="landing/a.jsonl")   # a retried ingestion of the same file
+    again = writer.append(h, CFG, rows, ingest_name="landing/a.jsonl")  # a retried ingestion of the same file
     assert len(proxy.dropped) == 1 and again.already_ingested
     h = direct().log("lost-0")
     objects_exist(h)
@@ -120,27 +120,28 @@ def test_a_lease_whose_create_reply_is_lost_is_held_by_its_creator(proxied):
     writer.append(h, CFG, rows)
     assert len(proxy.dropped) == 1
     h = direct().log("lost-0")
-    assert h.lock_holder("append") is None   # released by its holder
+    assert h.lock_holder("append") is None  # released by its holder
     assert [(r.key, r.value) for r in iter_records(h)] == expected(rows)
 
 
 def test_a_lease_whose_renewal_reply_is_lost_stays_its_holders(proxied):
     uri, proxy, direct = proxied
     h = LogStore(uri, lock_ttl_s=1.5, gc_grace_s=0).log("lost-0")
-    proxy.drop_reply_to = re.compile(rb"PUT \S*/_locks/clean\.lock HTTP/1\.1\r\n(?:[^\r\n]+\r\n)*?if-match:",
-                                     re.IGNORECASE)
+    proxy.drop_reply_to = re.compile(
+        rb"PUT \S*/_locks/clean\.lock HTTP/1\.1\r\n(?:[^\r\n]+\r\n)*?if-match:", re.IGNORECASE
+    )
     with h.lock("clean"):
-        for _ in range(200):       # the heartbeat renews every half second
+        for _ in range(200):  # the heartbeat renews every half second
             if proxy.dropped:
                 break
             time.sleep(0.05)
         assert proxy.dropped, "no renewal went through the proxy"
         renewed_at = h.lock_holder("clean").expires_ms
-        for _ in range(40):        # a beat after the lost reply: the lease is still renewed (or else lost)
+        for _ in range(40):  # a beat after the lost reply: the lease is still renewed (or else lost)
             if h.lock_holder("clean").expires_ms > renewed_at:
                 break
             time.sleep(0.1)
-        committed = h.update(lambda m: m.with_(invalid_records=7))   # fenced by the lease: refused if lost
+        committed = h.update(lambda m: m.with_(invalid_records=7))  # fenced by the lease: refused if lost
     assert committed.invalid_records == 7
     assert direct().log("lost-0").lock_holder("clean") is None
 
@@ -151,7 +152,7 @@ def test_a_cleaning_whose_commit_reply_is_lost_reports_its_cleaning(spark, proxi
     rows = [{"key": f"k{i % 5}", "value": f"v{i}", "timestamp": i + 1} for i in range(40)]
     writer.append(h, CFG, rows)
     writer.roll(h)
-    engine.prepare(h, CFG, NOW)   # the evaluation's own changes now, so the cleaning's commit is the next version
+    engine.prepare(h, CFG, NOW)  # the evaluation's own changes now, so the cleaning's commit is the next version
     cleaned_version = h.latest_version() + 1
     proxy.drop_reply_to = manifest_put(cleaned_version)
     report = engine.run(h, CFG, NOW, spark=spark, force=True)
@@ -159,8 +160,9 @@ def test_a_cleaning_whose_commit_reply_is_lost_reports_its_cleaning(spark, proxi
     h = direct().log("lost-0")
     assert h.manifest_version(cleaned_version).last_cleaning is not None
     objects_exist(h)
-    assert sorted((r.key, r.value) for r in iter_records(h)) == [(f"k{k}".encode(), f"v{35 + k}".encode())
-                                                                 for k in range(5)]
+    assert sorted((r.key, r.value) for r in iter_records(h)) == [
+        (f"k{k}".encode(), f"v{35 + k}".encode()) for k in range(5)
+    ]
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -181,9 +183,8 @@ def test_a_create_finding_its_own_bytes_is_its_own_and_other_bytes_a_conflict(an
     assert mine.create_versioned(path, b'{"writer": "mine"}') is None
     assert mine.create_exclusive(path, b'{"writer": "mine"}') is False
     found, seen = theirs.read_versioned(path)
-    again = mine.create_versioned(path, found)   # the object already holds exactly these bytes
+    again = mine.create_versioned(path, found)  # the object already holds exactly these bytes
     assert again is not None and again == seen
     renewed = theirs.replace_if_unchanged(path, b'{"writer": "theirs", "renewed": 1}', seen)
     assert mine.replace_if_unchanged(path, b'{"writer": "mine"}', seen) is None
     assert mine.replace_if_unchanged(path, b'{"writer": "theirs", "renewed": 1}', seen) == renewed
-

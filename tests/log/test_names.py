@@ -24,9 +24,9 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.sensors import log_discovery_sensor
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 from resources.log_store import LogStoreResource
 from tests.defs.test_dagster import materialize
 
@@ -97,9 +97,27 @@ def cli_run(capsys, *args) -> tuple[int, str, str]:
 
 
 BAD_LOG_NAMES = [
-    "../outside/evil-0", "../x-0", "../../escaped-0", "ok-0/../../outside/evil-0", "", ".-0", "..-0",
-    "x" * 249 + "a-0", "bad topic-0", "bad$-0", "ünï-0", "x-abc", "x-", "x-01", "x--", "x-1.5", "x-+1",
-    "x-2147483648", "evil-0\n", "a\\b-0", "x\x00-0",
+    "../outside/evil-0",
+    "../x-0",
+    "../../escaped-0",
+    "ok-0/../../outside/evil-0",
+    "",
+    ".-0",
+    "..-0",
+    "x" * 249 + "a-0",
+    "bad topic-0",
+    "bad$-0",
+    "ünï-0",
+    "x-abc",
+    "x-",
+    "x-01",
+    "x--",
+    "x-1.5",
+    "x-+1",
+    "x-2147483648",
+    "evil-0\n",
+    "a\\b-0",
+    "x\x00-0",
 ]
 
 
@@ -109,10 +127,20 @@ def test_bad_log_names_refused_by_every_command(roots, capsys, name):
         name = str(roots.tmp / "outside" / "evil-0")
     good_file = roots.landing / "ok" / "partition=1" / "a.jsonl"
     base = ("--store", str(roots.store), "--topics", str(roots.topics))
-    commands = [["describe", name], ["read", name], ["latest-state", name], ["append", name, str(good_file)],
-                ["set-log-start", name, "0"], ["set-checkpoint", name, "0"], ["clear-uncleanable", name],
-                ["gc", name], ["clean", name], ["clean", "ok-0", name], ["plan", name],
-                ["ingest", name, "--landing", str(roots.landing)]]
+    commands = [
+        ["describe", name],
+        ["read", name],
+        ["latest-state", name],
+        ["append", name, str(good_file)],
+        ["set-log-start", name, "0"],
+        ["set-checkpoint", name, "0"],
+        ["clear-uncleanable", name],
+        ["gc", name],
+        ["clean", name],
+        ["clean", "ok-0", name],
+        ["plan", name],
+        ["ingest", name, "--landing", str(roots.landing)],
+    ]
     for command in commands:
         rc, out, err = cli_run(capsys, *base, *command)
         assert rc == 1, (command, out, err)
@@ -129,7 +157,7 @@ BAD_TOPICS = ["../outside/evil", "../x", "/abs/x", "", ".", "..", "x" * 250, "a 
 
 @pytest.mark.parametrize("topic", BAD_TOPICS, ids=lambda n: repr(n)[:40])
 def test_bad_topic_names_in_the_topics_file_refused(roots, capsys, topic):
-    roots.topics.write_text(json.dumps({"topics": {topic: {"segment.bytes": 100}}}))   # JSON is YAML
+    roots.topics.write_text(json.dumps({"topics": {topic: {"segment.bytes": 100}}}))  # JSON is YAML
     roots.before = roots.snapshot()
     for command in (["logs"], ["ingest", "--landing", str(roots.landing)], ["describe", "ok-0"]):
         rc, out, err = cli_run(capsys, "--store", str(roots.store), "--topics", str(roots.topics), *command)
@@ -145,11 +173,20 @@ def plant_bad_landing_folders(roots: Roots) -> list[str]:
     for topic_dir in ("bad topic", "x" * 250, "ünï", "a$b", "q?mark"):
         roots.land(topic_dir, "partition=0")
         bad.append(topic_dir)
-    for part_dir in ("partition=abc", "partition=-1", "partition=01", "partition=", "partition=1.5",
-                     "partition=2147483648", "p=0", "partition=0 ", "partition=0\n"):
+    for part_dir in (
+        "partition=abc",
+        "partition=-1",
+        "partition=01",
+        "partition=",
+        "partition=1.5",
+        "partition=2147483648",
+        "p=0",
+        "partition=0 ",
+        "partition=0\n",
+    ):
         roots.land("ok", part_dir)
         bad.append(part_dir)
-    os.symlink(roots.tmp / "outside", roots.landing / "linked")                          # a topic folder
+    os.symlink(roots.tmp / "outside", roots.landing / "linked")  # a topic folder
     os.symlink(roots.tmp / "outside" / "landing" / "partition=0", roots.landing / "ok" / "partition=7")
     return bad
 
@@ -157,13 +194,18 @@ def plant_bad_landing_folders(roots: Roots) -> list[str]:
 def test_bad_landing_folder_names_are_ignored_by_ingestion(roots, capsys):
     bad = plant_bad_landing_folders(roots)
     roots.before = roots.snapshot()
-    rc, out, err = cli_run(capsys, "--store", str(roots.store), "--topics", str(roots.topics), "ingest",
-                           "--landing", str(roots.landing))
+    rc, out, err = cli_run(
+        capsys, "--store", str(roots.store), "--topics", str(roots.topics), "ingest", "--landing", str(roots.landing)
+    )
     assert rc == 0, err
-    assert sorted(json.loads(out)) == ["ok-1"]                   # the one good folder
+    assert sorted(json.loads(out)) == ["ok-1"]  # the one good folder
     ignored = [line for line in err.splitlines() if "ignored:" in line]
     assert len(ignored) == len(bad), ignored
-    assert roots.store_logs() == ["ok-0", "ok-1"] and sorted(os.listdir(roots.store)) == ["_topics", "ok-0", "ok-1"]   # + the stored configuration
+    assert roots.store_logs() == ["ok-0", "ok-1"] and sorted(os.listdir(roots.store)) == [
+        "_topics",
+        "ok-0",
+        "ok-1",
+    ]  # + the stored configuration
     for log in ("ok-0", "ok-1"):
         assert all(SECRET not in (r.value or b"").decode() for r in iter_records(LogStore(str(roots.store)).log(log)))
     roots.assert_untouched()
@@ -172,22 +214,25 @@ def test_bad_landing_folder_names_are_ignored_by_ingestion(roots, capsys):
 def test_bad_names_never_become_dagster_partitions_and_bad_keys_are_refused(roots):
     plant_bad_landing_folders(roots)
     roots.before = roots.snapshot()
-    resource = LogStoreResource(root=str(roots.store), landing=str(roots.landing), topics_file=str(roots.topics),
-                                latest_state_root=str(roots.tmp / "latest"))
+    resource = LogStoreResource(
+        root=str(roots.store),
+        landing=str(roots.landing),
+        topics_file=str(roots.topics),
+        latest_state_root=str(roots.tmp / "latest"),
+    )
     resources = {"log_store": resource, "pyspark": LazyPySparkResource(spark_config={})}
     with dg.instance_for_test() as instance:
         # the discovery sensor proposes only the valid logs
-        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources,
-                                     definitions=defs) as context:
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as context:
             tick = log_discovery_sensor.evaluate_tick(context)
         assert sorted(tick.dynamic_partitions_requests[0].partition_keys) == ["ok-0", "ok-1"]
         assert [r.partition_key for r in tick.run_requests] == ["ok-1"]
         # a partition key added by hand (Dagster itself accepts any string) is refused by every asset
-        keys = ["../outside/evil-0", str(roots.tmp / "outside" / "evil-0"), "bad topic-0", "x-01",
-                "../../escaped-0"]
+        keys = ["../outside/evil-0", str(roots.tmp / "outside" / "evil-0"), "bad topic-0", "x-01", "../../escaped-0"]
         instance.add_dynamic_partitions(log_partitions.name, keys)
-        runs = [(key, asset) for asset in (raw_segments, cleanable_range, compacted_log, latest_state)
-                for key in keys[:1]] + [(key, raw_segments) for key in keys[1:]]
+        runs = [
+            (key, asset) for asset in (raw_segments, cleanable_range, compacted_log, latest_state) for key in keys[:1]
+        ] + [(key, raw_segments) for key in keys[1:]]
         for key, asset in runs:
             result = materialize([asset], key, resources, instance, raise_on_error=False)
             assert not result.success, (key, asset.key)

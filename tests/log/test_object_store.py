@@ -14,10 +14,10 @@ import pytest
 
 from compaction_assets.errors import LeaseLostError, StorageError
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
-from compaction_assets.store.fs import Storage
 from compaction_assets.log.reader import iter_records
+from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 from tests.tunings import mark_only
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,11 +37,11 @@ def test_create_only_if_absent_and_replace_only_if_unchanged(any_store_uri):
     a.makedirs(a.join("x"))
     path = a.join("x", "00001.json")
     assert a.create_exclusive(path, b"first") is True
-    assert b.create_exclusive(path, b"second") is False          # the loser learns it lost
+    assert b.create_exclusive(path, b"second") is False  # the loser learns it lost
     data, seen = b.read_versioned(path)
-    assert data == b"first"                                       # and the winner's object is intact
+    assert data == b"first"  # and the winner's object is intact
     assert a.replace_if_unchanged(path, b"renewed", seen) is not None
-    assert b.replace_if_unchanged(path, b"stale", seen) is None   # a replace of an old version fails
+    assert b.replace_if_unchanged(path, b"stale", seen) is None  # a replace of an old version fails
     assert a.read_bytes(path) == b"renewed"
 
 
@@ -65,16 +65,16 @@ def test_taken_over_lease_cannot_commit(any_store_uri):
     writer.append(h1, CFG, [{"key": "a", "value": "1", "timestamp": 1}])
     with h1.lock("clean", ttl_s=0.6, purpose="a writer that stalls"):
         stalled = h1._held["clean"]
-        stalled._stop.set()                    # its heartbeat stops, as in a long GC pause
+        stalled._stop.set()  # its heartbeat stops, as in a long GC pause
         stalled._thread.join()
-        time.sleep(0.8)                        # past its expiry
+        time.sleep(0.8)  # past its expiry
         with h2.lock("clean", purpose="the writer that takes over"):
             assert h2._held["clean"].epoch > stalled.epoch
             with pytest.raises(LeaseLostError, match="taken over"):
                 writer.set_checkpoint(h1, 7)
             committed = writer.set_checkpoint(h2, 5)
         assert committed.fence["clean"] == h2_epoch(committed)
-        with pytest.raises(LeaseLostError):    # still refused after the taker released
+        with pytest.raises(LeaseLostError):  # still refused after the taker released
             writer.set_checkpoint(h1, 7)
     assert h1.manifest().checkpoint == 5
 
@@ -88,9 +88,17 @@ def test_concurrent_writers_on_s3(s3_store_uri):
     once, and every version was written by exactly one writer (the commits add up to the last version)."""
     n, rounds = 4, 5
     env = {**os.environ, "PYTHONPATH": ROOT}
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}",
-                               str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                              text=True) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}", str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+            text=True,
+        )
+        for i in range(n)
+    ]
     outs = [p.communicate() for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0 and out.rstrip().endswith("DONE"), err[-2000:]
@@ -103,7 +111,7 @@ def test_concurrent_writers_on_s3(s3_store_uri):
     keys = [r.key.decode() for r in records]
     assert sorted(keys) == sorted(acked) and len(acked) == n * rounds * 3
     assert [r.offset for r in records] == list(range(len(records)))
-    assert m.version == len(commits) == n * rounds * 2           # no version written twice, none lost
+    assert m.version == len(commits) == n * rounds * 2  # no version written twice, none lost
     versions = [int(c) for c in commits if c != "append"]
     assert len(set(versions)) == len(versions)
 
@@ -144,7 +152,7 @@ def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, mon
         time.sleep(1.0)
     named_missing = "does not exist" in answers[-1][0]
 
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")   # nothing listens there
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
     with pytest.raises(StorageError, match="cannot reach") as info:
         LogStore(s3_store_uri).log("err-0").manifest()
     assert s3_store_uri in str(info.value) and "\n" not in str(info.value)
@@ -164,8 +172,10 @@ def test_spark_reads_segments_through_python_workers(spark, any_store_uri, pytho
     writer.append(h, CFG, rows)
     writer.roll(h)
     writer.set_log_start(h, 3)
-    got = [(r["offset"], bytes(r["key"]), None if r["value"] is None else bytes(r["value"]))
-           for r in reader.read_df(spark, h, reads=reads).collect()]
+    got = [
+        (r["offset"], bytes(r["key"]), None if r["value"] is None else bytes(r["value"]))
+        for r in reader.read_df(spark, h, reads=reads).collect()
+    ]
     assert got == [(r.offset, r.key, r.value) for r in iter_records(h)] and got[0][0] == 3 and len(got) == 57
 
 
@@ -192,9 +202,17 @@ def test_concurrent_writers_and_cleanings_on_s3(spark, s3_store_uri):
 
     h.st.create_exclusive = counting_create
     env = {**os.environ, "PYTHONPATH": ROOT}
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}",
-                               str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT,
-                              text=True) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.store_writer", s3_store_uri, "race-0", f"w{i}", str(rounds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+            text=True,
+        )
+        for i in range(n)
+    ]
     cleanings = 0
     while any(p.poll() is None for p in procs):
         try:
@@ -222,12 +240,17 @@ def test_public_conformance_cases_pass_with_store_on_s3(s3_store_uri):
     if not os.path.isdir(os.path.join(conformance, "cases")):
         pytest.skip(f"no conformance cases under {conformance}")
     runner = f"{sys.executable} -m compaction_assets.conformance --store {s3_store_uri}/conformance"
-    result = subprocess.run([sys.executable, os.path.join(conformance, "check.py"), "--runner", runner],
-                            cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
-                            timeout=1500)
+    result = subprocess.run(
+        [sys.executable, os.path.join(conformance, "check.py"), "--runner", runner],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0 and ", 0 failed" in result.stdout, result.stdout[-4000:] + result.stderr[-2000:]
     store = Storage.open(s3_store_uri)
-    assert store.list_files_recursive(store.join("conformance")) == []   # each run's objects are removed afterwards
+    assert store.list_files_recursive(store.join("conformance")) == []  # each run's objects are removed afterwards
 
 
 @pytest.mark.parametrize("tasks", ["driver", "workers"])
@@ -237,13 +260,16 @@ def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri,
     give the latest value of every key. The later cleanings probe the deduplicated prefix (offset
     strategy), in the driver's threads or in Python workers, both reading the store with pyarrow."""
     from compaction_assets.cleaning import engine
-    tuning = mark_only()   # every segment kept, never rewritten
-    if tasks == "workers":   # the probe and the write as a cluster's master runs them
+
+    tuning = mark_only()  # every segment kept, never rewritten
+    if tasks == "workers":  # the probe and the write as a cluster's master runs them
         tuning = replace(tuning, local_master_writes_here=False, driver_mark_max_rows=-1, driver_rewrite_max_rows=-1)
     probed = []
     h = LogStore(any_store_uri, gc_grace_s=0).log("vector-0")
-    for r, keys in enumerate((8, 4, 2)):   # each round updates fewer keys: older segments keep some
-        writer.append(h, CFG, [{"key": f"k{k}", "value": f"v{r}-{k}", "timestamp": 10 * r + k + 1} for k in range(keys)])
+    for r, keys in enumerate((8, 4, 2)):  # each round updates fewer keys: older segments keep some
+        writer.append(
+            h, CFG, [{"key": f"k{k}", "value": f"v{r}-{k}", "timestamp": 10 * r + k + 1} for k in range(keys)]
+        )
         writer.roll(h)
         report = engine.run(h, CFG, 10**12, spark=spark, force=True, tuning=tuning)
         assert report.cleaned
@@ -253,7 +279,8 @@ def test_cleanings_that_keep_a_deletion_vector_clean_again(spark, any_store_uri,
     assert m.deleted and m.deleted["count"] == 6 == sum(s.dead for s in m.segments)
     latest = {k: 0 for k in range(8)} | {k: 1 for k in range(4)} | {k: 2 for k in range(2)}
     assert sorted((r.key, r.value) for r in iter_records(h)) == sorted(
-        (f"k{k}".encode(), f"v{r}-{k}".encode()) for k, r in latest.items())
+        (f"k{k}".encode(), f"v{r}-{k}".encode()) for k, r in latest.items()
+    )
 
 
 def test_a_manifest_written_before_the_fence_had_its_own_field_keeps_its_fence():
@@ -294,9 +321,19 @@ def test_a_last_cleaning_reads_as_a_dataclass_and_is_written_back_byte_for_byte(
 
     from compaction_assets.store.manifest import LastCleaning, Manifest
 
-    full = {"now": 1500, "reason": "dirty_ratio", "first_dirty_offset": 0, "first_uncleanable_offset": 40,
-            "dirty_ratio": 0.5, "files_rewritten": 2, "finished_ms": 1600, "unique_keys_below": 40,
-            "records_read": 40, "records_written": 7, "clean_time_secs": 0.25}
+    full = {
+        "now": 1500,
+        "reason": "dirty_ratio",
+        "first_dirty_offset": 0,
+        "first_uncleanable_offset": 40,
+        "dirty_ratio": 0.5,
+        "files_rewritten": 2,
+        "finished_ms": 1600,
+        "unique_keys_below": 40,
+        "records_read": 40,
+        "records_written": 7,
+        "clean_time_secs": 0.25,
+    }
     older = {k: v for k, v in full.items() if k != "unique_keys_below"} | {"reason": None}
     for summary in (full, older):
         document = json.loads(Manifest("users-0").to_json())

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from compaction_assets.topics.config import build_config
 from compaction_assets.log.ranking import spark_order, spark_order_number
 from compaction_assets.segments.records import INT64_MAX
+from compaction_assets.topics.config import build_config
 
 INT64_MIN = -INT64_MAX - 1
 
@@ -18,7 +18,7 @@ def _rows(strategy: str) -> list[tuple]:
     rng = random.Random(13)
     ranks = [INT64_MIN, INT64_MIN + 1, -1, 0, 1, 1_700_000_000_000, INT64_MAX - 1, INT64_MAX]
     offsets = [0, 1, 2, 10**12, INT64_MAX - 1, INT64_MAX]
-    rows = [(r, o) for r in ranks for o in offsets]                      # every pair of the bounds
+    rows = [(r, o) for r in ranks for o in offsets]  # every pair of the bounds
     rows += [(rng.choice(ranks[2:6]) + rng.randint(-3, 3), rng.randint(0, 50)) for _ in range(300)]  # ties
     if strategy == "timestamp":
         return [(o, r, None, None) for r, o in rows]
@@ -33,16 +33,25 @@ def _rows(strategy: str) -> list[tuple]:
 
 @pytest.mark.parametrize("strategy", ["timestamp", "header"])
 def test_the_order_as_one_number_sorts_as_the_struct(spark, strategy):
-    from pyspark.sql import functions as F
 
-    config = build_config({"compaction.strategy": strategy, "compaction.strategy.header": "version"}
-                          if strategy == "header" else {"compaction.strategy": strategy})
+    config = build_config(
+        {"compaction.strategy": strategy, "compaction.strategy.header": "version"}
+        if strategy == "header"
+        else {"compaction.strategy": strategy}
+    )
     df = spark.createDataFrame(_rows(strategy), "offset long, r_ts long, r_hv boolean, r_v long")
-    got = df.select("offset", "r_ts", "r_hv", "r_v", spark_order(config).alias("by_struct"),
-                    spark_order_number(config).alias("by_number")).collect()
+    got = df.select(
+        "offset",
+        "r_ts",
+        "r_hv",
+        "r_v",
+        spark_order(config).alias("by_struct"),
+        spark_order_number(config).alias("by_number"),
+    ).collect()
     assert len(got) > 300 and all(r["by_number"] is not None for r in got)
-    by_struct = [(r["offset"], r["r_ts"], r["r_hv"], r["r_v"])
-                 for r in sorted(got, key=lambda r: tuple(r["by_struct"]))]
+    by_struct = [
+        (r["offset"], r["r_ts"], r["r_hv"], r["r_v"]) for r in sorted(got, key=lambda r: tuple(r["by_struct"]))
+    ]
     by_number = [(r["offset"], r["r_ts"], r["r_hv"], r["r_v"]) for r in sorted(got, key=lambda r: r["by_number"])]
     assert by_number == by_struct
-    assert spark_order_number(build_config({})) is None    # the offset strategy orders by the offset itself
+    assert spark_order_number(build_config({})) is None  # the offset strategy orders by the offset itself

@@ -31,10 +31,9 @@ def test_an_error_of_the_producer_is_raised_at_its_item():
         raise ValueError("file b: not Parquet")
 
     got = []
-    with pytest.raises(ValueError, match="file b: not Parquet"):
-        with ReadAhead(items()) as each:
-            for item in each:
-                got.append(item)
+    with pytest.raises(ValueError, match="file b: not Parquet"), ReadAhead(items()) as each:
+        for item in each:
+            got.append(item)
     assert got == ["a"]
 
 
@@ -49,9 +48,8 @@ def test_leaving_early_stops_the_producer_and_closes_its_generator():
             closed.set()
 
     ahead = ReadAhead(items())
-    with pytest.raises(RuntimeError, match="write failed"):
-        with ahead as each:
-            for item in each:
-                if item == 2:
-                    raise RuntimeError("write failed")
+    with pytest.raises(RuntimeError, match="write failed"), ahead as each:
+        for item in each:
+            if item == 2:
+                raise RuntimeError("write failed")
     assert closed.is_set() and not ahead._thread.is_alive()

@@ -13,8 +13,16 @@ HEADERS = [None, [], [("a", b"1")], [("dbz.version", b"\x00" * 8), ("é✓", Non
 
 
 def _table(count: int, headers_of) -> pa.Table:
-    rows = [{"offset": i, "key": f"key-{i % 7}".encode(), "value": None if i % 5 == 2 else b"v" * (i % 13),
-             "timestamp": i, "headers": headers_of(i)} for i in range(count)]
+    rows = [
+        {
+            "offset": i,
+            "key": f"key-{i % 7}".encode(),
+            "value": None if i % 5 == 2 else b"v" * (i % 13),
+            "timestamp": i,
+            "headers": headers_of(i),
+        }
+        for i in range(count)
+    ]
     for row in rows:
         if row["headers"] is not None:
             row["headers"] = [{"name": n, "value": v} for n, v in row["headers"]]
@@ -22,8 +30,10 @@ def _table(count: int, headers_of) -> pa.Table:
 
 
 def _per_row(table: pa.Table) -> list[int]:
-    return [record_size(r["key"], r["value"], [(h["name"], h["value"]) for h in r["headers"] or []])
-            for r in table.to_pylist()]
+    return [
+        record_size(r["key"], r["value"], [(h["name"], h["value"]) for h in r["headers"] or []])
+        for r in table.to_pylist()
+    ]
 
 
 def test_tables_without_a_header_take_the_fast_path_and_match_the_per_record_sizes():
@@ -53,18 +63,18 @@ def test_sliced_and_chunked_columns_count_only_their_own_rows():
     assert sizes_array(chunked).to_pylist() == _per_row(table)
     for start, length in ((1, 10), (17, 40), (85, 5)):
         part = table.slice(start, length)
-        assert sizes_array(part).to_pylist() == _per_row(table)[start:start + length]
+        assert sizes_array(part).to_pylist() == _per_row(table)[start : start + length]
     # a slice whose rows carry no header takes the fast path although its chunk's values hold headers
     quiet = _table(30, lambda i: [("h", b"12")] if i < 10 else [])
     assert sizes_array(quiet.slice(10)).to_pylist() == _per_row(quiet)[10:]
 
 
 def test_a_null_row_backed_by_headers_counts_none_of_them():
-    entries = pa.array([{"name": "a", "value": b"12"}, {"name": "b", "value": b"345"}],
-                       type=INPUT_SCHEMA.field("headers").type.value_type)
-    headers = pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), entries,
-                                       mask=pa.array([False, True]))
-    table = pa.table({"key": pa.array([b"k", b"kk"]), "value": pa.array([b"v", None], pa.binary()),
-                      "headers": headers})
+    entries = pa.array(
+        [{"name": "a", "value": b"12"}, {"name": "b", "value": b"345"}],
+        type=INPUT_SCHEMA.field("headers").type.value_type,
+    )
+    headers = pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), entries, mask=pa.array([False, True]))
+    table = pa.table({"key": pa.array([b"k", b"kk"]), "value": pa.array([b"v", None], pa.binary()), "headers": headers})
     assert headers.to_pylist()[1] is None
     assert sizes_array(table).to_pylist() == [record_size(b"k", b"v", [("a", b"12")]), record_size(b"kk", None, [])]

@@ -22,26 +22,27 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import build_config
 from tests.fault_helpers import batch
 from tests.log.test_store_faults import SLOW_TRIALS, Helper, wait_lease_expiry
 
 LOG = "s3kill-0"
 CONF = {"segment.bytes": 16_000, "min.cleanable.dirty.ratio": 0.01}
-NOW = 2_000_000            # every cleaning's clock (tombstones stay: the retention is a day)
-TTL_S = 5.0                # the helpers' leases: a killed holder's lease expires soon, a live one's
-                           # heartbeat (every TTL/3) keeps it on a machine loaded 20 deep
-APPEND_N = 20_000          # a killed append's batch: many segments, so many objects written before its commit
-BETWEEN_N = 400            # the acknowledged append before each trial
+NOW = 2_000_000  # every cleaning's clock (tombstones stay: the retention is a day)
+TTL_S = 5.0  # the helpers' leases: a killed holder's lease expires soon, a live one's
+# heartbeat (every TTL/3) keeps it on a machine loaded 20 deep
+APPEND_N = 20_000  # a killed append's batch: many segments, so many objects written before its commit
+BETWEEN_N = 400  # the acknowledged append before each trial
 KINDS = ("clean", "append", "dagster")
-EXPECTED_SPAN_S = {"clean": 10.0, "append": 4.0, "dagster": 25.0}   # until an uncut run of the kind is timed
+EXPECTED_SPAN_S = {"clean": 10.0, "append": 4.0, "dagster": 25.0}  # until an uncut run of the kind is timed
 
 
 @dataclass
 class Ledger:
     """Every record a commit made visible, by offset, as the test generated it."""
+
     records: dict[int, tuple[bytes, bytes | None]] = field(default_factory=dict)
 
     def add(self, first_offset: int, rows: list[dict]) -> None:
@@ -76,12 +77,16 @@ def s3_log(s3_store_uri, tmp_path, monkeypatch):
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    for name, value in {"COMPACTION_STORE": s3_store_uri, "COMPACTION_TOPICS": str(tmp_path / "topics.yaml"),
-                        "COMPACTION_LANDING": str(tmp_path / "landing"), "DAGSTER_HOME": str(home),
-                        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
-                        "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S),
-                        # the topic tables' catalog in the test's own folder, not under ./var/tables
-                        "COMPACTION_TABLE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.db"}.items():
+    for name, value in {
+        "COMPACTION_STORE": s3_store_uri,
+        "COMPACTION_TOPICS": str(tmp_path / "topics.yaml"),
+        "COMPACTION_LANDING": str(tmp_path / "landing"),
+        "DAGSTER_HOME": str(home),
+        "COMPACTION_LATEST_STATE": str(tmp_path / "latest"),
+        "COMPACTION_LOCK_TTL_SECONDS": str(TTL_S),
+        # the topic tables' catalog in the test's own folder, not under ./var/tables
+        "COMPACTION_TABLE_CATALOG_URI": f"sqlite:///{tmp_path}/catalog.db",
+    }.items():
         monkeypatch.setenv(name, value)
     return LogStore(s3_store_uri, lock_ttl_s=TTL_S, gc_grace_s=0).log(LOG)
 
@@ -95,9 +100,11 @@ def acknowledged_append(handle, ledger: Ledger, n: int, seed: int) -> None:
 
 
 def start_helper(kind: str, uri: str, seed: int, logs: Path) -> Helper:
-    args = {"clean": ["clean", uri, LOG, str(NOW), json.dumps(CONF), "--ttl", str(TTL_S), "--gate"],
-            "append": ["append", uri, LOG, json.dumps(CONF), str(APPEND_N), str(seed), "--ttl", str(TTL_S)],
-            "dagster": ["materialize", LOG, str(NOW), "--gate"]}[kind]
+    args = {
+        "clean": ["clean", uri, LOG, str(NOW), json.dumps(CONF), "--ttl", str(TTL_S), "--gate"],
+        "append": ["append", uri, LOG, json.dumps(CONF), str(APPEND_N), str(seed), "--ttl", str(TTL_S)],
+        "dagster": ["materialize", LOG, str(NOW), "--gate"],
+    }[kind]
     return Helper(args, logs)
 
 
@@ -130,10 +137,10 @@ def settle_append(handle, ledger: Ledger, before: int, seed: int, helper: Helper
     if leo == before + APPEND_N:
         ledger.add(before, batch(APPEND_N, seed))
         tally.appends_whole += 1
-        assert helper.seen("UPDATE 1") is not None, where         # nothing commits before its commit starts
+        assert helper.seen("UPDATE 1") is not None, where  # nothing commits before its commit starts
     else:
         tally.appends_absent += 1
-        assert helper.seen("UPDATED 1") is None, where            # a commit that returned is visible
+        assert helper.seen("UPDATED 1") is None, where  # a commit that returned is visible
 
 
 def check_log(handle, ledger: Ledger, where: str, tally: Tally) -> list[tuple[int, bytes, bytes | None]]:
@@ -181,10 +188,12 @@ def run_trials(handle, uri: str, work: Path, trials: int, spark) -> Tally:
 
 
 def report(tally: Tally, started: float) -> str:
-    return (f"S3 kill trials: {tally.trials} trials, {tally.kills} killed mid-way "
-            f"({tally.finished_first} had finished first), appends {tally.appends_whole} whole / "
-            f"{tally.appends_absent} absent, {tally.records_checked} records checked, "
-            f"{time.monotonic() - started:.0f} s")
+    return (
+        f"S3 kill trials: {tally.trials} trials, {tally.kills} killed mid-way "
+        f"({tally.finished_first} had finished first), appends {tally.appends_whole} whole / "
+        f"{tally.appends_absent} absent, {tally.records_checked} records checked, "
+        f"{time.monotonic() - started:.0f} s"
+    )
 
 
 @pytest.mark.slow

@@ -26,10 +26,10 @@ from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.errors import ConflictError, LockedError
 from compaction_assets.log import writer
-from compaction_assets.topics.config import build_config
 from compaction_assets.log.reader import iter_records, segment_records
 from compaction_assets.segments.records import record_size
 from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.topics.config import build_config
 from tests.fault_helpers import batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,6 +37,7 @@ CFG0 = build_config({})
 
 
 # --- subprocess plumbing ---------------------------------------------------------------------------------
+
 
 class Helper:
     """A `python -m tests.fault_helpers ...` subprocess in its own process group (its JVM included)."""
@@ -46,9 +47,16 @@ class Helper:
         self.stderr_path = log_dir / f"helper-{uuid.uuid4().hex[:8]}.stderr"
         self._stderr = open(self.stderr_path, "wb")
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.fault_helpers", *args], cwd=str(REPO),
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     env=env, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fault_helpers", *args],
+            cwd=str(REPO),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: list[tuple[float, str]] = []
         self._cond = threading.Condition()
         self._eof = False
@@ -84,8 +92,10 @@ class Helper:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill()
-                    raise AssertionError(f"helper did not print {prefix!r} within {timeout}s; "
-                                         f"output: {self.lines[-5:]}; stderr: {self.stderr()[-2000:]}")
+                    raise AssertionError(
+                        f"helper did not print {prefix!r} within {timeout}s; "
+                        f"output: {self.lines[-5:]}; stderr: {self.stderr()[-2000:]}"
+                    )
                 self._cond.wait(left)
 
     def go(self) -> None:
@@ -127,6 +137,7 @@ def wait_lease_expiry(handle, kind: str, slack_s: float = 0.05) -> None:
 
 
 # --- invariants ------------------------------------------------------------------------------------------
+
 
 def check_layout(handle, m) -> list:
     """Segments tile [first base, LEO) without gaps or overlaps; records lie in their segment, in
@@ -182,8 +193,7 @@ def only_referenced_data_left(handle) -> None:
 
 def latest_state(spark, handle, config) -> dict:
     rows = latest_state_df(spark, handle, config).collect()
-    return {bytes(r["key"]): (int(r["offset"]), None if r["value"] is None else bytes(r["value"]))
-            for r in rows}
+    return {bytes(r["key"]): (int(r["offset"]), None if r["value"] is None else bytes(r["value"])) for r in rows}
 
 
 def log_files(handle) -> list[str]:
@@ -197,6 +207,7 @@ def log_files(handle) -> list[str]:
 # (a) leases
 # =========================================================================================================
 
+
 @pytest.fixture
 def log(store):
     h = store.log("faults-0")
@@ -209,17 +220,15 @@ def test_second_lock_refused_while_held(store, log):
     with log.lock("clean", purpose="cleaning at 42"):
         holder = log.lock_holder("clean")
         assert holder.pid == os.getpid() and holder.expires_ms > wall_ms()
-        with pytest.raises(LockedError) as info:
-            with log.lock("clean"):
-                pytest.fail("a second holder got the lock")
+        with pytest.raises(LockedError) as info, log.lock("clean"):
+            pytest.fail("a second holder got the lock")
         msg = str(info.value)
         assert "faults-0" in msg and "clean" in msg and "cleaning at 42" in msg
         assert holder.owner in msg and "expires" in msg
         # another store object on the same folder (another process would see the same) is refused too
         other = LogStore(store.location).log("faults-0")
-        with pytest.raises(LockedError):
-            with other.lock("clean"):
-                pass
+        with pytest.raises(LockedError), other.lock("clean"):
+            pass
         # the lease is still the first holder's
         assert log.lock_holder("clean").owner == holder.owner
         # locks of another kind are independent
@@ -231,34 +240,40 @@ def test_second_lock_refused_while_held(store, log):
 
 
 def test_lock_released_when_body_raises(log):
-    with pytest.raises(RuntimeError):
-        with log.lock("clean"):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), log.lock("clean"):
+        raise RuntimeError("boom")
     assert log.lock_holder("clean") is None
 
 
 def test_engine_run_refused_while_cleaning_lock_held(log):
     before = log.manifest()
     files = log_files(log)
-    with log.lock("clean", purpose="another cleaning"):
-        with pytest.raises(LockedError, match="another cleaning"):
-            engine.run(log, CFG0, 10**6, spark=None, force=True)
+    with log.lock("clean", purpose="another cleaning"), pytest.raises(LockedError, match="another cleaning"):
+        engine.run(log, CFG0, 10**6, spark=None, force=True)
     assert log.manifest() == before and log_files(log) == files
 
 
 def test_append_refused_while_append_lock_held(log):
     before = log.manifest()
-    with log.lock("append", purpose="other ingestion"):
-        with pytest.raises(LockedError, match="other ingestion"):
-            writer.append(log, CFG0, [{"key": "x", "value": "y", "timestamp": 1}])
+    with log.lock("append", purpose="other ingestion"), pytest.raises(LockedError, match="other ingestion"):
+        writer.append(log, CFG0, [{"key": "x", "value": "y", "timestamp": 1}])
     assert log.manifest() == before
 
 
 def write_lease(handle, kind: str, expires_ms: int, owner: str = "ghost-host:4242:deadbeef") -> None:
     os.makedirs(handle.path("_locks"), exist_ok=True)
     with open(handle.path(f"_locks/{kind}.lock"), "w") as fh:
-        json.dump({"owner": owner, "pid": 4242, "host": "ghost-host", "purpose": "a dead cleaning",
-                   "acquired_ms": expires_ms - 300_000, "expires_ms": expires_ms}, fh)
+        json.dump(
+            {
+                "owner": owner,
+                "pid": 4242,
+                "host": "ghost-host",
+                "purpose": "a dead cleaning",
+                "acquired_ms": expires_ms - 300_000,
+                "expires_ms": expires_ms,
+            },
+            fh,
+        )
 
 
 def test_expired_lease_of_dead_holder_taken_over(log):
@@ -271,9 +286,8 @@ def test_expired_lease_of_dead_holder_taken_over(log):
 
 def test_unexpired_lease_of_other_holder_refused(log):
     write_lease(log, "clean", wall_ms() + 60_000)
-    with pytest.raises(LockedError) as info:
-        with log.lock("clean"):
-            pass
+    with pytest.raises(LockedError) as info, log.lock("clean"):
+        pass
     assert "ghost-host:4242:deadbeef" in str(info.value) and "a dead cleaning" in str(info.value)
     assert log.lock_holder("clean").owner == "ghost-host:4242:deadbeef"  # left untouched
 
@@ -298,9 +312,8 @@ def test_killed_holder_lease_renewed_while_alive_and_taken_over_after_expiry(log
         # the heartbeat renews the live holder's lease: observed in the store, twice
         renewed = wait_renewal(log, "clean", wait_renewal(log, "clean", first))
         assert renewed > first
-        with pytest.raises(LockedError, match="held by a test subprocess"):
-            with log.lock("clean"):
-                pass
+        with pytest.raises(LockedError, match="held by a test subprocess"), log.lock("clean"):
+            pass
         assert log.lock_holder("clean").pid == helper.proc.pid
     finally:
         helper.kill()
@@ -309,9 +322,8 @@ def test_killed_holder_lease_renewed_while_alive_and_taken_over_after_expiry(log
     expires = log.lock_holder("clean").expires_ms
     assert expires <= killed_ms + ttl * 1000 + 50
     while wall_ms() < expires - 100:
-        with pytest.raises(LockedError):
-            with log.lock("clean"):
-                pass
+        with pytest.raises(LockedError), log.lock("clean"):
+            pass
         assert log.lock_holder("clean").expires_ms == expires
         time.sleep(0.2)
     wait_lease_expiry(log, "clean")
@@ -323,14 +335,20 @@ def test_killed_holder_lease_renewed_while_alive_and_taken_over_after_expiry(log
 # (b) leftovers of interrupted changes
 # =========================================================================================================
 
+
 def test_collect_garbage_removes_unreferenced_keeps_referenced(log):
     writer.append(log, CFG0, [{"key": "z", "value": None, "timestamp": 99}])
     m = log.manifest()
     records = list(iter_records(log))
     some_file = m.files()[0].name
-    orphans = ["data/orphan.parquet", "data/clean-dead/seg_idx=0/part-00000.parquet",
-               "data/clean-dead/_SUCCESS", "side/remembered-dead/part-0.parquet",
-               "side/tombstones-dead/part-0.parquet", "_log/.tmp-0123abcd-00000000000000000099.json"]
+    orphans = [
+        "data/orphan.parquet",
+        "data/clean-dead/seg_idx=0/part-00000.parquet",
+        "data/clean-dead/_SUCCESS",
+        "side/remembered-dead/part-0.parquet",
+        "side/tombstones-dead/part-0.parquet",
+        "_log/.tmp-0123abcd-00000000000000000099.json",
+    ]
     for rel in orphans:
         os.makedirs(os.path.dirname(log.path(rel)), exist_ok=True)
         shutil.copyfile(log.path(some_file), log.path(rel))
@@ -354,8 +372,12 @@ def test_collect_garbage_keeps_referenced_side_tables(log):
         os.makedirs(log.path(table))
         pq.write_table(pa.table({"key": [b"k1"], "m_offset": [3]}), log.path(f"{table}/part-00000-x.snappy.parquet"))
         open(log.path(f"{table}/_SUCCESS"), "w").close()
-    log.update(lambda m: m.with_(tombstone_index={"file": "side/tombstones-0a1b", "count": 1},
-                                 remembered={"file": "side/remembered-2c3d", "count": 1, "min_expiry": 10**12}))
+    log.update(
+        lambda m: m.with_(
+            tombstone_index={"file": "side/tombstones-0a1b", "count": 1},
+            remembered={"file": "side/remembered-2c3d", "count": 1, "min_expiry": 10**12},
+        )
+    )
     os.makedirs(log.path("side/remembered-dead"))
     pq.write_table(pa.table({"key": [b"k1"]}), log.path("side/remembered-dead/part-00000.parquet"))
     removed = [os.path.relpath(p, log.path("")) for p in log.collect_garbage(grace_s=0)]
@@ -407,11 +429,15 @@ def test_unreadable_newest_manifest_falls_back_to_previous(log):
 # =========================================================================================================
 
 CLEAN_LOG = "kills-0"
-CLEAN_CONF = {"compaction.strategy": "timestamp", "delete.retention.ms": 1000, "segment.bytes": 16_000,
-              "min.cleanable.dirty.ratio": 0.01}
-NOW1 = 2_000_000      # the set-up cleaning: stamps tombstone horizons (NOW1 + 1000)
-NOW2 = 3_000_000      # the killed cleaning: removes expired tombstones, remembers deletes
-SLOW_TRIALS = int(os.environ.get("KILL_TRIALS", "30"))   # trials of the @slow variants
+CLEAN_CONF = {
+    "compaction.strategy": "timestamp",
+    "delete.retention.ms": 1000,
+    "segment.bytes": 16_000,
+    "min.cleanable.dirty.ratio": 0.01,
+}
+NOW1 = 2_000_000  # the set-up cleaning: stamps tombstone horizons (NOW1 + 1000)
+NOW2 = 3_000_000  # the killed cleaning: removes expired tombstones, remembers deletes
+SLOW_TRIALS = int(os.environ.get("KILL_TRIALS", "30"))  # trials of the @slow variants
 
 
 @dataclass
@@ -454,8 +480,7 @@ def clean_base(tmp_path_factory, spark):
     assert after != before and len(after) < len(before)
     # sanity of the expectation itself (SPEC §7.5): the cleaning does not change the latest state
     assert latest_state(spark, eh, config) == latest
-    return CleanBase(root, work, config, before, before_manifest, after, em.checkpoint, latest,
-                     work / "trials")
+    return CleanBase(root, work, config, before, before_manifest, after, em.checkpoint, latest, work / "trials")
 
 
 def start_clean_trial(base: CleanBase, name: str) -> tuple[Path, Helper]:
@@ -463,8 +488,9 @@ def start_clean_trial(base: CleanBase, name: str) -> tuple[Path, Helper]:
     root = base.trials_dir / name
     # fresh modification times: the copy must not look like hour-old leftovers to a garbage collection
     shutil.copytree(base.root, root, copy_function=shutil.copy)
-    helper = Helper(["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2",
-                     "--gate"], base.work / "logs")
+    helper = Helper(
+        ["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2", "--gate"], base.work / "logs"
+    )
     return root, helper
 
 
@@ -474,8 +500,9 @@ def kill_at(helper: Helper, marker: str, delay: float) -> None:
     helper.go()
     if helper.wait_for(marker) is None:
         rc = helper.finish()
-        raise AssertionError(f"cleaning ended (rc={rc}) before {marker!r}: {helper.lines[-5:]} "
-                             f"{helper.stderr()[-3000:]}")
+        raise AssertionError(
+            f"cleaning ended (rc={rc}) before {marker!r}: {helper.lines[-5:]} {helper.stderr()[-3000:]}"
+        )
     if delay > 0:
         time.sleep(delay)
     helper.kill()
@@ -486,7 +513,7 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     where = f"trial {root.name}, output {[line for _, line in helper.lines]}"
     st = LogStore(str(root), lock_ttl_s=2, gc_grace_s=0)
     h = st.log(CLEAN_LOG)
-    m = h.manifest()                                          # reads back
+    m = h.manifest()  # reads back
     assert m.log_end_offset == base.before_manifest.log_end_offset, where
     assert m.log_start_offset == base.before_manifest.log_start_offset, where
     records = check_layout(h, m)
@@ -495,12 +522,12 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
         assert records == base.after, where
         assert m.checkpoint == base.after_checkpoint, where
     else:
-        assert records == base.before, where                  # nothing of the cleaning is visible
+        assert records == base.before, where  # nothing of the cleaning is visible
         assert m.checkpoint == base.before_manifest.checkpoint, where
         assert m.segments == base.before_manifest.segments, where
     # what the process printed before it was killed decides the outcome where it can
     if not helper.seen("UPDATE 2"):
-        assert not committed, where                           # its commit never started
+        assert not committed, where  # its commit never started
     if helper.seen("UPDATED 2") or helper.seen("DONE"):
         assert committed, where
     assert latest_state(spark, h, base.config) == base.latest, where
@@ -510,9 +537,8 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     holder = h.lock_holder("clean")
     # (taken directly, as engine.run takes it: a run's preparation could outlast the lease's last moments)
     if holder is not None and holder.expires_ms > wall_ms() + 500:
-        with pytest.raises(LockedError) as info:
-            with h.lock("clean", purpose="a second cleaning"):
-                pass
+        with pytest.raises(LockedError) as info, h.lock("clean", purpose="a second cleaning"):
+            pass
         assert CLEAN_LOG in str(info.value) and "clean" in str(info.value), where
     wait_lease_expiry(h, "clean")
     # a following run (it collects the leftovers first, grace 0) succeeds and ends where an
@@ -544,7 +570,7 @@ def run_clean_trials(base: CleanBase, spark, plans: list[tuple[str, str, float]]
             outcomes.append(verify_after_kill(base, spark, root, helper))
             shutil.rmtree(root, ignore_errors=True)
     finally:
-        for _, helper in started[len(outcomes):]:
+        for _, helper in started[len(outcomes) :]:
             helper.kill()
     return outcomes
 
@@ -552,12 +578,12 @@ def run_clean_trials(base: CleanBase, spark, plans: list[tuple[str, str, float]]
 def test_cleaning_killed_at_several_moments(clean_base, spark):
     rng = random.Random(20240607)
     plans = [
-        ("start", "START", 0.0),                                   # lock taken, nothing else
+        ("start", "START", 0.0),  # lock taken, nothing else
         ("deciding", f"PROGRESS {CLEAN_LOG}: deciding", rng.uniform(0.0, 1.0)),
         ("rewriting", f"PROGRESS {CLEAN_LOG}: rewriting", rng.uniform(0.0, 1.0)),
         ("side-tables", f"PROGRESS {CLEAN_LOG}: updating", rng.uniform(0.0, 0.5)),
-        ("commit", "UPDATE 2", 0.0),                               # the cleaning's commit under way
-        ("after-commit", "UPDATED 2", 0.0),                        # committed, lock not yet released
+        ("commit", "UPDATE 2", 0.0),  # the cleaning's commit under way
+        ("after-commit", "UPDATED 2", 0.0),  # committed, lock not yet released
     ]
     outcomes = run_clean_trials(clean_base, spark, plans)
     # each trial's outcome is checked against the markers printed before its kill (verify_after_kill);
@@ -613,29 +639,33 @@ def append_base(tmp_path_factory):
     # calibration: the whole append in a subprocess, not killed
     calib = work / "calibrate"
     shutil.copytree(root, calib)
-    helper = Helper(["append", str(calib), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N),
-                     str(APPEND_SEED)], work / "logs")
+    helper = Helper(
+        ["append", str(calib), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N), str(APPEND_SEED)], work / "logs"
+    )
     assert helper.finish(timeout=120) == 0, helper.stderr()[-3000:]
     duration = helper.seen("DONE") - helper.seen("START")
     ch = LogStore(str(calib)).log(APPEND_LOG)
     cm = ch.manifest()
     assert cm.log_end_offset == bm.log_end_offset + APPEND_N
-    assert len(cm.segments) > 20   # the batch rolled many segments: many files written before the commit
+    assert len(cm.segments) > 20  # the batch rolled many segments: many files written before the commit
     expected_all = check_layout(ch, cm)
     assert expected_all[:100] == before
     tail = expected_all[100:]
     rows = batch(APPEND_N, APPEND_SEED)
     assert [(r.offset, r.key, r.value, r.timestamp) for r in tail[:50] + tail[-50:]] == [
         (100 + i, rows[i]["key"].encode(), rows[i]["value"], rows[i]["timestamp"])
-        for i in list(range(50)) + list(range(APPEND_N - 50, APPEND_N))]
+        for i in list(range(50)) + list(range(APPEND_N - 50, APPEND_N))
+    ]
     return AppendBase(root, work, before, bm, expected_all, duration)
 
 
 def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START") -> str:
     root = base.work / "trials" / name
     shutil.copytree(base.root, root, copy_function=shutil.copy)
-    helper = Helper(["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N),
-                     str(APPEND_SEED), "--ttl", "1"], base.work / "logs")
+    helper = Helper(
+        ["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N), str(APPEND_SEED), "--ttl", "1"],
+        base.work / "logs",
+    )
     assert helper.wait_for(marker, timeout=120) is not None, helper.stderr()[-3000:]
     time.sleep(delay)
     helper.kill()
@@ -654,7 +684,7 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
         assert m.log_end_offset == base.before_manifest.log_end_offset + APPEND_N, where
         assert records == base.expected_all, where
     if not helper.seen("UPDATE 1"):
-        assert outcome == "none", where                       # its commit never started
+        assert outcome == "none", where  # its commit never started
     if helper.seen("UPDATED 1") or helper.seen("DONE"):
         assert outcome == "all", where
     referenced_files_exist(h)
@@ -664,9 +694,8 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
     # (the lease is taken directly, as writer.append takes it: the whole append's preparation could
     # outlast the dead lease's last few hundred milliseconds on a loaded machine)
     if holder is not None and holder.expires_ms > wall_ms() + 500:
-        with pytest.raises(LockedError) as info:
-            with h.lock("append", purpose="a late append"):
-                pass
+        with pytest.raises(LockedError) as info, h.lock("append", purpose="a late append"):
+            pass
         assert APPEND_LOG in str(info.value) and "append" in str(info.value), where
     wait_lease_expiry(h, "append")
     writer.append(h, build_config(APPEND_CONF), [{"key": "late", "value": "x", "timestamp": 1}])
@@ -705,7 +734,6 @@ def test_append_killed_at_random_moments(append_base):
     assert "none" in outcomes and outcomes[-1] == "all"
 
 
-
 def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log):
     """An ingestion and a cleaning of the same log in one process may share a handle: a commit of one
     thread reads the handle's leases (to fence itself) while the other thread takes its lease. Here the
@@ -722,6 +750,7 @@ def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log):
             if not reading.is_set():
                 reading.set()
                 assert taken.wait(30)
+
         lease.check = check
 
     def ingestion() -> None:
@@ -729,6 +758,7 @@ def test_a_commit_reads_the_handles_leases_while_another_thread_takes_one(log):
         with log.lock("append"):
             taken.set()
             release.wait(30)
+
     other = threading.Thread(target=ingestion)
     try:
         with log.lock("clean"):
@@ -750,13 +780,13 @@ def test_a_commit_that_loses_a_race_returns_none_and_the_next_try_reads_the_winn
     mine, theirs = store.log("t-0"), store.log("t-0")
     tries = mine.attempts(retries=2)
     first = next(tries)
-    theirs.update(lambda m: m.with_(invalid_records=1))        # the other writer takes the next version
+    theirs.update(lambda m: m.with_(invalid_records=1))  # the other writer takes the next version
     assert mine.commit(first, first.current.with_(invalid_records=5)) is None
-    assert mine.manifest().invalid_records == 1                 # the winner's commit stands
+    assert mine.manifest().invalid_records == 1  # the winner's commit stands
     second = next(tries)
     assert second.current.invalid_records == 1
     committed = mine.commit(second, second.current.with_(invalid_records=second.current.invalid_records + 5))
     assert committed.version == second.current.version + 1 and mine.manifest().invalid_records == 6
-    assert mine.commit(second, None) is second.current           # nothing to commit: the try's manifest stands
+    assert mine.commit(second, None) is second.current  # nothing to commit: the try's manifest stands
     with pytest.raises(ConflictError, match="too many concurrent changes"):
         next(tries)

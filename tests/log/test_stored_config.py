@@ -7,9 +7,9 @@ import json
 import pytest
 
 from compaction_assets.errors import ConfigError
+from compaction_assets.store.log_store import LogStore
 from compaction_assets.topics.config import parse_topics
 from compaction_assets.topics.config_store import ConfigSource, ConfigStore, parse_setting
-from compaction_assets.store.log_store import LogStore
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_each_change_is_a_new_version_with_time_and_source(configs, tmp_path):
     history = configs.history("orders")
     assert [(h.version, h.source, h.changed_ms) for h in history] == [(1, "first", 1000), (2, "second", 2000)]
     cfg = configs.config_for("orders")
-    assert (cfg.min_cleanable_dirty_ratio, cfg.segment_bytes) == (0.2, 100)   # the second keeps the first's keys
+    assert (cfg.min_cleanable_dirty_ratio, cfg.segment_bytes) == (0.2, 100)  # the second keeps the first's keys
     on_disk = json.loads((tmp_path / "store" / "_topics" / "orders" / "v2.json").read_text())
     assert on_disk["settings"]["segment.bytes"] == 100 and on_disk["source"] == "second"
 
@@ -45,7 +45,7 @@ def test_applied_defaults_reach_topics_without_their_own(configs):
     assert {c.topic for c in changes} == {"a", "b"}
     assert configs.config_for("b").delete_retention_ms == 5 and configs.config_for("a").segment_bytes == 10
     assert configs.describe("b").source == ConfigSource.STORE_DEFAULTS
-    assert configs.apply(topics, "file", 2) == []                     # nothing changes the second time
+    assert configs.apply(topics, "file", 2) == []  # nothing changes the second time
 
 
 def test_a_topics_file_never_overrides_what_the_store_says(configs):

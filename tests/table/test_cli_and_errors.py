@@ -46,7 +46,10 @@ def test_table_commands(store, capsys):
     code, out, _ = cli(capsys, "--store", store.location, "table", "history", "users")
     assert [s["log_versions"] for s in json.loads(out)] == [{"users-0": 1}, {"users-0": 2}]
     code, out, _ = cli(capsys, "--store", store.location, "latest-state", "users-0", "--as-of", "1")
-    assert [(json.loads(line)["key"], json.loads(line)["value"]) for line in out.splitlines()] == [("a", "1"), ("b", "2")]
+    assert [(json.loads(line)["key"], json.loads(line)["value"]) for line in out.splitlines()] == [
+        ("a", "1"),
+        ("b", "2"),
+    ]
     code, out, err = cli(capsys, "--store", store.location, "latest-state", "users-0", "--as-of", "yesterday")
     assert code == 1 and err.count("\n") == 1 and "ISO-8601" in err
 
@@ -84,8 +87,13 @@ def test_topic_names_map_to_table_names(store):
 
 def test_the_cli_error_is_one_line_in_a_process(store):
     put(store.log("users-0"), {"a": "1"})
-    proc = subprocess.run([sys.executable, "-m", "compaction_assets", "--store", store.location, "table", "scan",
-                           "users"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "compaction_assets", "--store", store.location, "table", "scan", "users"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and proc.stderr.strip().count("\n") == 0 and "has no table" in proc.stderr
 
 
@@ -101,12 +109,12 @@ def test_object_stores_keep_their_own_local_catalogs(monkeypatch):
     assert first.startswith("sqlite:///") and first.endswith("/catalog.db") and "bucket-a_logs" in first
 
 
-@pytest.mark.slow   # a log of 270 MiB of visible records (compressible: under 1 MiB on disk), about 10 s
+@pytest.mark.slow  # a log of 270 MiB of visible records (compressible: under 1 MiB on disk), about 10 s
 def test_a_log_past_the_in_process_bound_is_refused_in_one_line_alone(store, monkeypatch):
     monkeypatch.setenv("COMPACTION_TABLE_MAX_STATE_BYTES", str(256 << 20))
     big, small = store.log("big-0"), store.log("big-1")
     value = "x" * (1 << 20)
-    for part in range(9):   # 30 MiB an append: the test holds one append's rows at a time
+    for part in range(9):  # 30 MiB an append: the test holds one append's rows at a time
         put(big, {f"k{part}-{i}": value for i in range(30)})
     put(small, {"a": "1"})
     assert big.manifest().total_size > 256 << 20
@@ -117,7 +125,7 @@ def test_a_log_past_the_in_process_bound_is_refused_in_one_line_alone(store, mon
     assert "\n" not in str(refused.value)
     tables = TopicBatch(2**30)
     tables.add(small, CFG)
-    with pytest.raises(TableError, match=one_line):   # refused when the batch queues it: the topic's others commit
+    with pytest.raises(TableError, match=one_line):  # refused when the batch queues it: the topic's others commit
         tables.add(big, CFG)
     [(log, outcome)] = tables.commit().items()
     assert log == "big-1" and outcome.result.committed and outcome.result.log_versions == {"big-1": 1}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from compaction_assets.topics.config import build_config
 from compaction_assets.table.commit import commit_log
 from compaction_assets.table.expiry import ORPHAN_GRACE_MS
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
+from compaction_assets.topics.config import build_config
 from tests.table.helpers import put, table_state
 
 RETENTION_MS = 60_000
@@ -23,8 +23,12 @@ CFG = build_config({"delete.retention.ms": RETENTION_MS, "max.compaction.lag.ms"
 def _values_in_files(table) -> set[bytes]:
     """Every value in every data file under the table's folder, referenced or not (delete files hold none)."""
     root = Path(table.location().removeprefix("file://"))
-    return {v for f in root.rglob("*.parquet") if not f.name.endswith("-deletes.parquet")
-            for v in pq.read_table(f, columns=["value"]).column("value").to_pylist()}
+    return {
+        v
+        for f in root.rglob("*.parquet")
+        if not f.name.endswith("-deletes.parquet")
+        for v in pq.read_table(f, columns=["value"]).column("value").to_pylist()
+    }
 
 
 def test_a_deleted_value_is_unreachable_after_the_retention(store):
@@ -35,16 +39,16 @@ def test_a_deleted_value_is_unreachable_after_the_retention(store):
     deleted = commit_log(h, CFG)
     assert deleted.rows_deleted == 1 and deleted.delete_files_added == 1 and b"gdpr" not in table_state(h)
     table, _ = open_table(h.st, "users")
-    assert table_state(h, first.snapshot_id)[b"gdpr"][0] == b"secret"     # time travel, within the window
+    assert table_state(h, first.snapshot_id)[b"gdpr"][0] == b"secret"  # time travel, within the window
     assert snapshot_as_of(table, "users-0", str(first.log_version)).snapshot_id == first.snapshot_id
-    assert b"secret" in _values_in_files(table)                           # masked, its data file kept
+    assert b"secret" in _values_in_files(table)  # masked, its data file kept
     now = int(time.time() * 1000)
-    early = commit_log(h, CFG, now=now + RETENTION_MS // 2 + 1)            # nothing to commit; the masked
-    assert not early.committed and early.expiry.snapshots_expired == 0    # row's bucket is rewritten
+    early = commit_log(h, CFG, now=now + RETENTION_MS // 2 + 1)  # nothing to commit; the masked
+    assert not early.committed and early.expiry.snapshots_expired == 0  # row's bucket is rewritten
     assert early.rewrite.buckets == 1 and early.snapshot_id == early.rewrite.snapshot_id
     table, _ = open_table(h.st, "users")
     assert table.inspect.delete_files().num_rows == 0 and b"secret" not in set(scan(table).column("value").to_pylist())
-    assert table_state(h, first.snapshot_id)[b"gdpr"][0] == b"secret"     # old snapshots still reach it
+    assert table_state(h, first.snapshot_id)[b"gdpr"][0] == b"secret"  # old snapshots still reach it
     late = commit_log(h, CFG, now=now + RETENTION_MS + ORPHAN_GRACE_MS + 1)
     assert late.expiry.snapshots_expired == 2 and late.expiry.files_removed >= 1
     table, _ = open_table(h.st, "users")

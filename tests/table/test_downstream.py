@@ -16,5 +16,5 @@ def test_duckdb_reads_the_table_as_the_docs_show(store):
     commit_log(h, CFG)
     uri = f"sqlite:///{store.storage.root}/_tables/catalog.db"
     users = load_catalog("compaction", type="sql", uri=uri).load_table("compaction.users").scan().to_arrow()
-    rows = duckdb.sql("SELECT key, value, \"offset\" FROM users WHERE partition = 0 ORDER BY key").fetchall()
+    rows = duckdb.sql('SELECT key, value, "offset" FROM users WHERE partition = 0 ORDER BY key').fetchall()
     assert {k: (v, o) for k, v, o in rows} == log_state(h)

@@ -43,13 +43,13 @@ def test_a_batch_commits_each_topic_once_with_every_logs_version(store):
     assert all(o.error is None and o.result.committed for o in outcomes.values())
     for topic, names in (("users", ["users-0", "users-1", "users-2"]), ("orders", ["orders-0", "orders-1"])):
         table, _ = open_table(store.storage, topic)
-        [snapshot] = history(table)                                  # one snapshot for the topic's logs
+        [snapshot] = history(table)  # one snapshot for the topic's logs
         assert snapshot.log_versions == {n: store.log(n).manifest().version for n in names}
         assert {outcomes[n].result.snapshot_id for n in names} == {snapshot.snapshot_id}
     for h in logs:
         assert table_state(h) == log_state(h) and b"k1" not in table_state(h)
 
-    again = TopicBatch(2**30)                                        # a re-run: nothing to commit
+    again = TopicBatch(2**30)  # a re-run: nothing to commit
     _added_from_threads(again, logs)
     assert not any(o.result.committed for o in again.commit().values())
     assert all(len(history(open_table(store.storage, t)[0])) == 1 for t in ("users", "orders"))
@@ -57,14 +57,14 @@ def test_a_batch_commits_each_topic_once_with_every_logs_version(store):
 
 def test_pending_states_beyond_the_bound_commit_their_topic_early_as_groups(store):
     logs = _logs(store)
-    tables = TopicBatch(max_bytes=1)              # every state outgrows it: each add commits its topic at once
+    tables = TopicBatch(max_bytes=1)  # every state outgrows it: each add commits its topic at once
     for h in logs:
         tables.add(h, CFG)
     table, _ = open_table(store.storage, "users")
-    assert len(history(table)) == 3               # committed before `commit`, a group each
+    assert len(history(table)) == 3  # committed before `commit`, a group each
     outcomes = tables.commit()
     assert all(o.error is None and o.result.committed for o in outcomes.values())
-    assert len(history(open_table(store.storage, "users")[0])) == 3   # the upkeep commits nothing new
+    assert len(history(open_table(store.storage, "users")[0])) == 3  # the upkeep commits nothing new
     for h in logs:
         assert table_state(h) == log_state(h)
 

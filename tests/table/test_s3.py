@@ -27,7 +27,7 @@ def test_a_table_in_the_bucket(s3_store_uri, tmp_path, monkeypatch):
     table, _ = open_table(h.st, "users")
     assert table.location().startswith(s3_store_uri.rsplit("/", 1)[0] + "/store/_tables/warehouse/")
     later = int(time.time() * 1000) + CFG.delete_retention_ms + ORPHAN_GRACE_MS + 1
-    late = commit_log(h, CFG, now=later)      # the masked rows' buckets rewritten, the snapshots before expired
+    late = commit_log(h, CFG, now=later)  # the masked rows' buckets rewritten, the snapshots before expired
     assert late.rewrite.buckets >= 1 and late.expiry.snapshots_expired == 2
     st = Storage.open(table.location())
     values = set()

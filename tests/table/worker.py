@@ -20,8 +20,11 @@ from tests.table.helpers import CFG, put
 
 
 def _change(handle, rng: random.Random, i: int) -> None:
-    put(handle, {f"k{rng.randrange(40)}": (None if rng.random() < 0.2 else f"{handle.name}-{i}") for _ in range(10)},
-        ts=i + 1)
+    put(
+        handle,
+        {f"k{rng.randrange(40)}": (None if rng.random() < 0.2 else f"{handle.name}-{i}") for _ in range(10)},
+        ts=i + 1,
+    )
 
 
 def _die_after_batch_cleaning(handles) -> None:
@@ -29,8 +32,13 @@ def _die_after_batch_cleaning(handles) -> None:
     for h in handles:
         put(h, {"k1": "after-kill", "k2": None, "k-new": "new"}, ts=10)
     tables = TopicBatch(2**30)
-    results = engine.run_many([(h, CFG) for h in handles], 10**6, force=True, concurrency=2,
-                              done=lambda r: tables.add(handles[[h.name for h in handles].index(r.log)], CFG))
+    results = engine.run_many(
+        [(h, CFG) for h in handles],
+        10**6,
+        force=True,
+        concurrency=2,
+        done=lambda r: tables.add(handles[[h.name for h in handles].index(r.log)], CFG),
+    )
     assert all(r.error is None for r in results), results
     print("CLEANED " + ",".join(f"{h.name}={h.manifest().version}" for h in handles), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -56,8 +64,9 @@ def main(argv: list[str]) -> int:
             for h in handles:
                 tables.add(h, CFG)
             outcomes = tables.commit()
-            print(" ".join(f"COMMITTED {o.result.log_version} {o.result.attempts}" for o in outcomes.values()),
-                  flush=True)
+            print(
+                " ".join(f"COMMITTED {o.result.log_version} {o.result.attempts}" for o in outcomes.values()), flush=True
+            )
             continue
         result = commit_log(handles[0], CFG)
         print(f"COMMITTED {result.log_version} {result.attempts}", flush=True)

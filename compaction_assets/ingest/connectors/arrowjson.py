@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 from compaction_assets.ingest.connectors.canonical import canonical_json
 
 
-
 class NotVectorised(Exception):
     """The column is shaped row by row instead (its per-row error names the record)."""
 
@@ -25,8 +24,9 @@ class NotVectorised(Exception):
 def _python(arr: pa.Array) -> pa.Array:
     """The per-row encoder over one column (the reference for the types built below)."""
     try:
-        return pa.array([None if v is None else canonical_json(v).decode("utf-8") for v in arr.to_pylist()],
-                        pa.string())
+        return pa.array(
+            [None if v is None else canonical_json(v).decode("utf-8") for v in arr.to_pylist()], pa.string()
+        )
     except (TypeError, ValueError) as exc:
         raise NotVectorised(str(exc)) from None
 
@@ -37,17 +37,17 @@ def text_bytes(text: pa.Array) -> np.ndarray:
     data = text.buffers()[2]
     if data is None:
         return np.empty(0, np.uint8)
-    return np.frombuffer(data, dtype=np.uint8)[offsets[0]:offsets[-1]]
+    return np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
 
 
 def _escaped(arr: pa.Array) -> pa.Array | None:
     """A text column's values escaped for JSON, without their quotes (None: control characters)."""
     text = arr.cast(pa.string())
     raw = text_bytes(text)
-    if (raw < 0x20).any():   # control characters: their escapes are left to the encoder
+    if (raw < 0x20).any():  # control characters: their escapes are left to the encoder
         return None
     for char, escape in (("\\", "\\\\"), ('"', '\\"')):
-        if (raw == ord(char)).any():   # most columns hold neither: skip the pass
+        if (raw == ord(char)).any():  # most columns hold neither: skip the pass
             text = pc.replace_substring(text, char, escape)
     return text
 
@@ -95,7 +95,7 @@ def _struct(arr: pa.StructArray) -> pa.Array:
             prefix = ("{" if n == 0 else ",") + canonical_json(names[i]).decode("utf-8") + ":"
             parts += [prefix, *_field_parts(arr.field(i), arr)]
         joined = pc.binary_join_element_wise(*_merge_literals(parts + ["}"]), "")
-    if joined.null_count == arr.null_count:   # its nulls are among the struct's (see _field_parts): the same
+    if joined.null_count == arr.null_count:  # its nulls are among the struct's (see _field_parts): the same
         return joined
     return pc.if_else(arr.is_valid(), joined, pa.scalar(None, pa.string()))
 
@@ -147,7 +147,13 @@ def encode_column(arr: pa.Array) -> tuple[pa.Array, pa.Array]:
     t = arr.type
     if pa.types.is_dictionary(t):
         return encode_column(arr.dictionary_decode())
-    if pa.types.is_null(t) or pa.types.is_string(t) or pa.types.is_large_string(t) \
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+    if (
+        pa.types.is_null(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
         return arr.cast(pa.binary()), pa.array(np.zeros(len(arr), dtype=bool))
     return to_json(arr).cast(pa.binary()), arr.is_valid()

@@ -18,8 +18,8 @@ import pyarrow.compute as pc
 from compaction_assets.ingest.connectors.arrowjson import text_bytes
 from compaction_assets.ingest.connectors.canonical import ValueSchema
 
-UNKNOWN = object()   # the Arrow type cannot say the inferred type exactly
-DATE_LIKE = "^[0-9]{4}-[0-9]{2}-[0-9]{2}"   # what the JSON reader may read as a timestamp (ISO-8601)
+UNKNOWN = object()  # the Arrow type cannot say the inferred type exactly
+DATE_LIKE = "^[0-9]{4}-[0-9]{2}-[0-9]{2}"  # what the JSON reader may read as a timestamp (ISO-8601)
 INT64_MAX = 2**63 - 1
 
 
@@ -35,7 +35,7 @@ def _date_like(arr: pa.Array) -> bool:
     """Whether some value may be read as a timestamp: the regex runs only on values starting with a digit."""
     text = arr.cast(pa.string())
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32, count=len(text) + 1, offset=4 * text.offset)
-    starts = offsets[:-1][(offsets[1:] - offsets[:-1]) >= 10] - offsets[0]   # "YYYY-MM-DD" at least
+    starts = offsets[:-1][(offsets[1:] - offsets[:-1]) >= 10] - offsets[0]  # "YYYY-MM-DD" at least
     data = text_bytes(text)
     if not starts.size or not ((data[starts] >= ord("0")) & (data[starts] <= ord("9"))).any():
         return False
@@ -56,7 +56,7 @@ def _scalar_type(arr: pa.Array):
     if _is_text(t):
         return UNKNOWN if _date_like(arr) else pa.string()
     if _is_bytes(t) or pa.types.is_decimal(t):
-        return pa.string()   # base64 and decimal text hold no ISO-8601 date
+        return pa.string()  # base64 and decimal text hold no ISO-8601 date
     return UNKNOWN
 
 
@@ -64,7 +64,7 @@ def _struct_type(arr: pa.StructArray):
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
     if not names or len(set(names)) != len(names):
         return UNKNOWN
-    children = dict(zip(names, arr.flatten()))   # parent nulls carried into each field
+    children = dict(zip(names, arr.flatten()))  # parent nulls carried into each field
     fields = []
     for name in sorted(names):
         t = json_type(children[name])
@@ -82,7 +82,7 @@ def json_type(arr: pa.Array):
     if pa.types.is_struct(t):
         return _struct_type(arr)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        item = json_type(arr.flatten())   # the items of the lists that are not null
+        item = json_type(arr.flatten())  # the items of the lists that are not null
         return UNKNOWN if item is UNKNOWN else pa.list_(item)
     return _scalar_type(arr)
 
@@ -91,7 +91,7 @@ def value_schema(values: pa.Array):
     """A value column's value schema (None: no JSON objects), or UNKNOWN."""
     t = values.type
     if pa.types.is_null(t) or _is_text(t) or _is_bytes(t):
-        return None   # stored as they are: not structured
+        return None  # stored as they are: not structured
     if not pa.types.is_struct(t):
         return UNKNOWN
     if values.null_count == len(values):

@@ -42,8 +42,9 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} cannot be written as JSON")
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default,
-                            allow_nan=False)   # built once: json.dumps with options builds one per call
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default, allow_nan=False
+)  # built once: json.dumps with options builds one per call
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -59,7 +60,7 @@ def is_structured(obj: Any) -> bool:
 def encode(obj: Any, where: str) -> bytes | None:
     """A key or value as stored: None, bytes, UTF-8 text, or canonical JSON; one-line error naming `where`."""
     if obj is None or isinstance(obj, (bytes, bytearray, memoryview, str)):
-        return to_bytes(obj, where)   # bytes stay bytes, text is its UTF-8, as a native record's
+        return to_bytes(obj, where)  # bytes stay bytes, text is its UTF-8, as a native record's
     try:
         return canonical_json(obj)
     except (TypeError, ValueError) as exc:
@@ -68,19 +69,22 @@ def encode(obj: Any, where: str) -> bytes | None:
 
 # --- the value schema kept per log -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ValueSchema:
     """The fields of a log's structured values (Arrow), merged over every file ingested."""
+
     schema: pa.Schema
 
     def to_json(self) -> bytes:
         """The side file's content."""
         data = base64.b64encode(self.schema.serialize().to_pybytes()).decode("ascii")
-        return json.dumps({"format": "arrow-ipc-schema", "fields": self.schema.names, "schema": data},
-                          indent=1).encode()
+        return json.dumps(
+            {"format": "arrow-ipc-schema", "fields": self.schema.names, "schema": data}, indent=1
+        ).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes, where: str) -> "ValueSchema":
+    def from_json(cls, raw: bytes, where: str) -> ValueSchema:
         """Read the side file back; a one-line error naming it when it does not."""
         try:
             data = json.loads(raw)
@@ -89,7 +93,7 @@ class ValueSchema:
             raise InvalidInputError(f"{where}: not a value schema ({exc})") from None
         return cls(schema)
 
-    def merge(self, other: "ValueSchema") -> "ValueSchema":
+    def merge(self, other: ValueSchema) -> ValueSchema:
         """Both schemas' fields; a field whose types conflict becomes text (its canonical JSON)."""
         try:
             return ValueSchema(pa.unify_schemas([self.schema, other.schema], promote_options="permissive"))
@@ -107,7 +111,7 @@ class ValueSchema:
 
 def infer_schema(values: pa.Array, structured: pa.Array) -> ValueSchema | None:
     """The Arrow schema of the structured values that are JSON objects (None when there are none)."""
-    texts = pc.filter(values, structured).view(pa.string())    # canonical JSON: UTF-8 by construction
+    texts = pc.filter(values, structured).view(pa.string())  # canonical JSON: UTF-8 by construction
     objects = pc.filter(texts, pc.starts_with(texts, "{"))
     if not len(objects):
         return None
@@ -117,10 +121,10 @@ def infer_schema(values: pa.Array, structured: pa.Array) -> ValueSchema | None:
     block = max(1 << 20, 2 * longest)
     try:
         table = pajson.read_json(pa.BufferReader(text), read_options=pajson.ReadOptions(block_size=block))
-    except pa.ArrowNotImplementedError:   # a field null in the first block and a struct later: blocks
+    except pa.ArrowNotImplementedError:  # a field null in the first block and a struct later: blocks
         # infer apart and Arrow cannot widen null to struct between them; one block infers it whole
         return _infer_in_one_block(text, objects)
-    except pa.ArrowInvalid:   # a field whose type changes between rows: infer each row alone, then merge
+    except pa.ArrowInvalid:  # a field whose type changes between rows: infer each row alone, then merge
         return _infer_row_by_row(objects)
     return ValueSchema(table.schema)
 

@@ -27,13 +27,13 @@ import re
 from typing import Any
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.topics.landing_settings import CdcFormat, LandingConfig, VersionField
 from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.topics.landing_settings import CdcFormat, LandingConfig, VersionField
 
 TRAILING_DIGITS = re.compile(r"(\d+)$")
 # SQL Server's LSN text (`change_lsn`, `commit_lsn`): VLF sequence : log block : slot, hexadecimal, 80 bits.
 SQLSERVER_LSN = re.compile(r"^([0-9A-Fa-f]{8}):([0-9A-Fa-f]{8}):([0-9A-Fa-f]{4})$")
-LSN_BLOCK_BITS, LSN_SLOT_BITS = 27, 12   # the VLF sequence takes the field's other bits (24 of 63)
+LSN_BLOCK_BITS, LSN_SLOT_BITS = 27, 12  # the VLF sequence takes the field's other bits (24 of 63)
 
 
 def _sqlserver_lsn(text: str, f: VersionField, where: str) -> int | None:
@@ -45,8 +45,10 @@ def _sqlserver_lsn(text: str, f: VersionField, where: str) -> int | None:
     widths = (f.bits - LSN_BLOCK_BITS - LSN_SLOT_BITS, LSN_BLOCK_BITS, LSN_SLOT_BITS)
     for part, value, bits in zip(("VLF sequence", "log block", "slot"), (vlf, block, slot), widths):
         if bits < 1 or value >= 1 << bits:
-            raise InvalidInputError(f"{where}: version field {f.name}={text!r}: its {part} {value} does not fit in "
-                                    f"{max(bits, 0)} bits of the 64-bit version (cdc.version.fields)")
+            raise InvalidInputError(
+                f"{where}: version field {f.name}={text!r}: its {part} {value} does not fit in "
+                f"{max(bits, 0)} bits of the 64-bit version (cdc.version.fields)"
+            )
     return (vlf << (LSN_BLOCK_BITS + LSN_SLOT_BITS)) | (block << LSN_SLOT_BITS) | slot
 
 
@@ -64,14 +66,15 @@ def _component(raw: Any, f: VersionField, where: str) -> int:
     if isinstance(raw, str):
         m = TRAILING_DIGITS.search(raw)
         if m is None:
-            raise InvalidInputError(f"{where}: version field {f.name}={raw!r} has no number "
-                                    "(cdc.version.fields)")
+            raise InvalidInputError(f"{where}: version field {f.name}={raw!r} has no number (cdc.version.fields)")
         raw = int(m.group(1))
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise InvalidInputError(f"{where}: version field {f.name}={raw!r} is not an integer (cdc.version.fields)")
     if not 0 <= raw < (1 << f.bits):
-        raise InvalidInputError(f"{where}: version field {f.name}={raw} does not fit in its {f.bits} bits of the "
-                                "64-bit version (cdc.version.fields: give it more with path:bits)")
+        raise InvalidInputError(
+            f"{where}: version field {f.name}={raw} does not fit in its {f.bits} bits of the "
+            "64-bit version (cdc.version.fields: give it more with path:bits)"
+        )
     return raw
 
 
@@ -94,8 +97,10 @@ def _envelope(value: Any, where: str) -> Any:
     if value is None:
         return None
     if not isinstance(value, dict) or "op" not in value:
-        raise InvalidInputError(f"{where}: not a Debezium change event (no 'op'; cdc.format debezium expects "
-                                "the raw envelope, debezium-flat the ExtractNewRecordState row)")
+        raise InvalidInputError(
+            f"{where}: not a Debezium change event (no 'op'; cdc.format debezium expects "
+            "the raw envelope, debezium-flat the ExtractNewRecordState row)"
+        )
     op = value["op"]
     if op == "d":
         return None
@@ -105,8 +110,9 @@ def _envelope(value: Any, where: str) -> Any:
             raise InvalidInputError(f"{where}: op={op!r} without 'after'")
         return after
     if op == "t":
-        raise InvalidInputError(f"{where}: op='t' (truncate) cannot be compacted per key; configure the "
-                                "connector with skipped.operations=t")
+        raise InvalidInputError(
+            f"{where}: op='t' (truncate) cannot be compacted per key; configure the connector with skipped.operations=t"
+        )
     raise InvalidInputError(f"{where}: unknown Debezium op {op!r} (expected c, u, d, r)")
 
 

@@ -7,8 +7,8 @@ under its recorded name (the files' names joined by `|`), so that a file is inge
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 
@@ -22,10 +22,11 @@ from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, Lan
 @dataclass
 class Batch:
     """Records ready to append, and what the ingestion reports about them."""
-    name: str                 # recorded in the manifest's `ingested`
+
+    name: str  # recorded in the manifest's `ingested`
     files: list[str]
-    table: pa.Table           # INPUT_SCHEMA
-    where: columns.Where      # each row's file and record, for errors
+    table: pa.Table  # INPUT_SCHEMA
+    where: columns.Where  # each row's file and record, for errors
     schema: canonical.ValueSchema | None
     mtime_timestamps: int = 0
     inferred_offsets: bool = False
@@ -45,8 +46,9 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[byte
         raise InvalidInputError(f"{src.uri(f.path)}: vanished while being ingested; it lands at the next run") from None
 
 
-def _vectorised(src: PartitionSource, unit: Unit, cfg: LandingConfig,
-                read: list[tuple[bytes, FileFormat]]) -> columns.Columns | None:
+def _vectorised(
+    src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]]
+) -> columns.Columns | None:
     """A Parquet unit without change events, column by column (None: shaped row by row)."""
     if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
         return None
@@ -59,8 +61,9 @@ def _vectorised(src: PartitionSource, unit: Unit, cfg: LandingConfig,
     if cfg.format is LandingFormat.CONFLUENT:
         if unit.tombstone:
             return columns.confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
-        return columns.confluent_parquet(tables[0], tables[1], tables[2] if len(tables) > 2 else None, label, cfg,
-                                         unit.main.mtime_ms)
+        return columns.confluent_parquet(
+            tables[0], tables[1], tables[2] if len(tables) > 2 else None, label, cfg, unit.main.mtime_ms
+        )
     return None
 
 
@@ -83,19 +86,20 @@ def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Colu
         if unit.tombstone:
             raw = shapes.confluent(None, rows[0], None, names, fmts, cfg, unit.main.mtime_ms)
         else:
-            raw = shapes.confluent(rows[0], rows[1], rows[2] if len(rows) > 2 else None, names, fmts, cfg,
-                                   unit.main.mtime_ms)
+            raw = shapes.confluent(
+                rows[0], rows[1], rows[2] if len(rows) > 2 else None, names, fmts, cfg, unit.main.mtime_ms
+            )
     return columns.from_raw(apply_cdc(raw, cfg), uri)
 
 
 def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
     """A unit's (or group's) columns as an INPUT_SCHEMA table with its value schema."""
-    return Batch(name, files, cols.table(), cols.where, columns.value_schema(cols),
-                 cols.mtime_timestamps)
+    return Batch(name, files, cols.table(), cols.where, columns.value_schema(cols), cols.mtime_timestamps)
 
 
-def batches(src: PartitionSource, cfg: LandingConfig, ingested,
-            whole: bool = False) -> Iterator[Batch | stream.StreamedGroup]:
+def batches(
+    src: PartitionSource, cfg: LandingConfig, ingested, whole: bool = False
+) -> Iterator[Batch | stream.StreamedGroup]:
     """The partition's pending batches, in the order they must be appended; Confluent Parquet groups streamed
     unless `whole` (each group read into one table, as other formats are)."""
     units = plan_units(src, cfg.format)
@@ -111,13 +115,12 @@ def batches(src: PartitionSource, cfg: LandingConfig, ingested,
         if streamed is not None:
             yield streamed
             continue
-        parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path))
-                 for u in group]
+        parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path)) for u in group]
         merged, exact = offsets.merge(parts, cfg.offset_field is not None)
         names = [f.name for u in group for f in u.files]
         batch = encode(merged, "|".join(names), [p.uri for p in parts])
         batch.inferred_offsets = not exact
-        del parts, merged   # the units' own columns, not held while the batch is appended
+        del parts, merged  # the units' own columns, not held while the batch is appended
         yield batch
 
 
@@ -127,15 +130,31 @@ def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_inval
     from compaction_assets.log import writer
 
     if isinstance(batch, stream.StreamedGroup):
+
         def pieces() -> Iterator[writer.Piece]:
             for cols in batch.pieces():
                 _record_schema(handle, columns.value_schema(cols))
                 yield writer.Piece(cols.table(), cols.where.__getitem__)
-        return writer.append_pieces(handle, config, pieces, ingest_name=batch.name, source=batch.files[0],
-                                    drop_invalid=drop_invalid, read_ahead=True)
+
+        return writer.append_pieces(
+            handle,
+            config,
+            pieces,
+            ingest_name=batch.name,
+            source=batch.files[0],
+            drop_invalid=drop_invalid,
+            read_ahead=True,
+        )
     _record_schema(handle, batch.schema)
-    return writer.append(handle, config, batch.table, source=batch.files[0], drop_invalid=drop_invalid,
-                         ingest_name=batch.name, row_name=batch.where.__getitem__)
+    return writer.append(
+        handle,
+        config,
+        batch.table,
+        source=batch.files[0],
+        drop_invalid=drop_invalid,
+        ingest_name=batch.name,
+        row_name=batch.where.__getitem__,
+    )
 
 
 def _record_schema(handle, schema: canonical.ValueSchema | None) -> None:

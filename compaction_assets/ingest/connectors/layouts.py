@@ -19,10 +19,10 @@ from enum import Enum
 from typing import Any
 
 from compaction_assets.errors import InvalidInputError, LogNameError
-from compaction_assets.topics.landing_settings import LandingFormat
 from compaction_assets.store.names import check_partition, check_topic
+from compaction_assets.topics.landing_settings import LandingFormat
 
-TOMBSTONE_DIR = "tombstone"   # Confluent's tombstone.encoded.partition default
+TOMBSTONE_DIR = "tombstone"  # Confluent's tombstone.encoded.partition default
 NATIVE_SUFFIXES = (".parquet", ".jsonl", ".json", ".ndjson", ".avro")
 CONFLUENT_NAME = re.compile(r"^(?P<topic>[^+/]+)\+(?P<p>\d+)\+(?P<start>\d+)(?P<view>\.keys|\.headers)?(?P<ext>\..*)?$")
 AIVEN_NAME = re.compile(r"^(?P<topic>.+)-(?P<p>\d+)-(?P<start>\d+)(?P<ext>\..*)?$")
@@ -31,23 +31,26 @@ LENSES_NAME = re.compile(r"^(?P<last>\d+)(?:_(?P<min>\d+)_(?P<max>\d+))?(?P<ext>
 
 class Layout(str, Enum):
     """Where a partition's files are."""
-    PARTITION_FOLDER = "partition-folder"   # native and Confluent
-    FLAT = "flat"                           # Aiven
+
+    PARTITION_FOLDER = "partition-folder"  # native and Confluent
+    FLAT = "flat"  # Aiven
     LENSES = "lenses"
 
 
 @dataclass(frozen=True)
 class LandedFile:
     """One object of the landing area."""
-    path: str        # as the landing Storage names it
-    name: str        # as the log's manifest records it once ingested
+
+    path: str  # as the landing Storage names it
+    name: str  # as the log's manifest records it once ingested
     mtime_ms: int
 
 
 @dataclass
 class PartitionSource:
     """The landed files of one topic-partition (what `landing_logs` returns per log)."""
-    storage: Any     # compaction_assets.store.fs.Storage of the landing area
+
+    storage: Any  # compaction_assets.store.fs.Storage of the landing area
     topic: str
     partition: int
     layout: Layout
@@ -95,7 +98,7 @@ def _walk(storage: Any, root: str) -> tuple[dict[str, list[tuple[str, int]]], se
         return files, dirs
     prefix = root.rstrip("/") + "/"
     for path, mtime in storage.list_files_with_mtime(root):
-        rel = path[len(prefix):]
+        rel = path[len(prefix) :]
         parent, _, name = rel.rpartition("/")
         if parent.count("/") > 1:
             continue
@@ -164,7 +167,7 @@ def _partition_folder(sub: str, folder: str) -> tuple[Layout, int]:
     else:
         raise LogNameError(f"landing folder {folder!r} is not named partition=<p> (nor <p>, Lenses' layout)")
     p = check_partition(raw, f"landing folder {folder!r}")
-    if str(p) != raw:   # partition=01 and partition=1 would be the same log
+    if str(p) != raw:  # partition=01 and partition=1 would be the same log
         raise LogNameError(f"landing folder {folder!r}: partition {raw!r} has leading zeros")
     return layout, p
 
@@ -192,13 +195,16 @@ def local_source(folder: Any, log_name: str) -> PartitionSource:
     layout = Layout.LENSES if name.isdigit() else Layout.PARTITION_FOLDER
     src = PartitionSource(storage, topic, p, layout, path)
     files, _ = _walk(storage, path)
-    src.files = sorted((LandedFile(storage.join(n), n, m) for n, m in files.get("", []) if not _hidden(n)),
-                       key=lambda f: f.name)
+    src.files = sorted(
+        (LandedFile(storage.join(n), n, m) for n, m in files.get("", []) if not _hidden(n)), key=lambda f: f.name
+    )
     if layout is Layout.PARTITION_FOLDER and name.startswith("partition="):
         tomb = f"{path.rstrip('/').rsplit('/', 1)[0]}/{TOMBSTONE_DIR}"
         tfiles, _ = _walk(storage, tomb)
+
         def only_this(_topic: str, part: int, *_: Any) -> PartitionSource:
             return src if part == p else PartitionSource(storage, topic, part, layout, path)
+
         _add_tombstones(storage, topic, tomb, tfiles.get("", []), only_this)
     elif not name.startswith("partition=") and not name.isdigit():
         flat = [f for f in src.files if (m := AIVEN_NAME.match(f.name)) and m["topic"] == topic and int(m["p"]) == p]
@@ -209,11 +215,13 @@ def local_source(folder: Any, log_name: str) -> PartitionSource:
 
 # --- units: what is ingested at once (one file, or a Confluent value file with its keys and headers) -----
 
+
 @dataclass(frozen=True)
 class Unit:
     """Files ingested together, all or nothing; `start` orders units (an offset, or -1 by name)."""
-    name: str                       # the value (or only) file's recorded name
-    files: tuple[LandedFile, ...]   # the value file first, then keys, then headers
+
+    name: str  # the value (or only) file's recorded name
+    files: tuple[LandedFile, ...]  # the value file first, then keys, then headers
     start: int
     tombstone: bool = False
 
@@ -228,15 +236,19 @@ def plan_units(src: PartitionSource, fmt: LandingFormat) -> list[Unit]:
     if fmt is LandingFormat.CONFLUENT:
         return _confluent_units(src)
     if fmt is LandingFormat.NATIVE:
-        return [Unit(f.name, (f,), -1) for f in src.files
-                if not f.name.startswith(TOMBSTONE_DIR + "/") and f.name.lower().endswith(NATIVE_SUFFIXES)]
+        return [
+            Unit(f.name, (f,), -1)
+            for f in src.files
+            if not f.name.startswith(TOMBSTONE_DIR + "/") and f.name.lower().endswith(NATIVE_SUFFIXES)
+        ]
     pattern = AIVEN_NAME if fmt is LandingFormat.AIVEN else LENSES_NAME
     units = []
     for f in src.files:
         m = pattern.match(f.name)
         if m is None:
-            raise InvalidInputError(f"{src.uri(f.path)}: not named as the {fmt.value} connector names "
-                                    "its files (landing.format)")
+            raise InvalidInputError(
+                f"{src.uri(f.path)}: not named as the {fmt.value} connector names its files (landing.format)"
+            )
         units.append(Unit(f.name, (f,), int(m["start"] if fmt is LandingFormat.AIVEN else m["last"])))
     return sorted(units, key=lambda u: u.start)
 
@@ -249,8 +261,10 @@ def _confluent_units(src: PartitionSource) -> list[Unit]:
         base = f.name.rsplit("/", 1)[-1]
         m = CONFLUENT_NAME.match(base)
         if m is None or m["topic"] != src.topic or int(m["p"]) != src.partition:
-            raise InvalidInputError(f"{src.uri(f.path)}: not named {src.topic}+{src.partition}+<start offset>"
-                                    ".<ext> as Confluent's S3 sink names it (landing.format confluent)")
+            raise InvalidInputError(
+                f"{src.uri(f.path)}: not named {src.topic}+{src.partition}+<start offset>"
+                ".<ext> as Confluent's S3 sink names it (landing.format confluent)"
+            )
         if f.name.startswith(TOMBSTONE_DIR + "/"):
             if m["view"] == ".keys":
                 units.append(Unit(f.name, (f,), int(m["start"]), tombstone=True))
@@ -261,8 +275,10 @@ def _confluent_units(src: PartitionSource) -> list[Unit]:
     for stem, f in values.items():
         keys, headers = views.get((stem, ".keys")), views.get((stem, ".headers"))
         if keys is None:
-            raise InvalidInputError(f"{src.uri(f.path)}: no keys file beside it (the connector needs "
-                                    "store.kafka.keys=true; a file still being uploaded lands at the next run)")
+            raise InvalidInputError(
+                f"{src.uri(f.path)}: no keys file beside it (the connector needs "
+                "store.kafka.keys=true; a file still being uploaded lands at the next run)"
+            )
         members = (f, keys) + ((headers,) if headers else ())
         units.append(Unit(f.name, members, int(stem.split(".")[0])))
     return sorted(units, key=lambda u: (u.start, u.tombstone))

@@ -12,15 +12,15 @@ that cannot be known, the ingestion is refused naming the file and `landing.offs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors.layouts import Unit
 from compaction_assets.ingest.connectors.columns import Columns, concat, take_headers
+from compaction_assets.ingest.connectors.layouts import Unit
 
 INFINITY = 2**63
 
@@ -28,6 +28,7 @@ INFINITY = 2**63
 @dataclass
 class Part:
     """A unit read: its records and the start of the next file of its kind (None: the last)."""
+
     unit: Unit
     batch: Columns
     next_start: int | None
@@ -63,18 +64,20 @@ def groups(pending: list[Unit], nexts: dict[str, int | None]) -> list[list[Unit]
 @dataclass
 class Extent:
     """What a unit's offsets need: its row count, its `landing.offset.field` values, and the name of a row."""
+
     unit: Unit
     rows: int
-    explicit: pa.Array | None     # int64 offsets with landing.offset.field
+    explicit: pa.Array | None  # int64 offsets with landing.offset.field
     next_start: int | None
     uri: str
     row_name: Callable[[int], str]
 
     @classmethod
-    def of(cls, part: Part) -> "Extent":
+    def of(cls, part: Part) -> Extent:
         """A read unit's extent."""
-        return cls(part.unit, len(part.batch), part.batch.offsets, part.next_start, part.uri,
-                   part.batch.where.__getitem__)
+        return cls(
+            part.unit, len(part.batch), part.batch.offsets, part.next_start, part.uri, part.batch.where.__getitem__
+        )
 
 
 def _value_offsets(part: Extent, has_field: bool, tombstones: list[Extent]) -> tuple[np.ndarray, bool]:
@@ -82,19 +85,24 @@ def _value_offsets(part: Extent, has_field: bool, tombstones: list[Extent]) -> t
     n, start, nxt = part.rows, part.unit.start, part.next_start
     if has_field:
         if part.explicit.null_count:
-            raise InvalidInputError(f"{part.row_name(part.explicit.is_null().index(True).as_py())}: "
-                                    "no offset (landing.offset.field)")
+            raise InvalidInputError(
+                f"{part.row_name(part.explicit.is_null().index(True).as_py())}: no offset (landing.offset.field)"
+            )
         return part.explicit.to_numpy(zero_copy_only=False).astype(np.int64), True
     exact = nxt is not None and n == nxt - start
     if nxt is not None and n > nxt - start:
-        raise InvalidInputError(f"{part.uri}: {n} records for the {nxt - start} offsets from {start} to the next "
-                                f"file's start {nxt}; the files do not match Confluent's naming")
+        raise InvalidInputError(
+            f"{part.uri}: {n} records for the {nxt - start} offsets from {start} to the next "
+            f"file's start {nxt}; the files do not match Confluent's naming"
+        )
     if not exact and tombstones:
         names = ", ".join(t.unit.name for t in tombstones)
         end = f"before {nxt}" if nxt is not None else "(the partition's last file)"
-        raise InvalidInputError(f"{part.uri}: {n} records from offset {start} {end} leave a gap, so their offsets "
-                                f"cannot be known, and tombstone file(s) {names} fall among them: set "
-                                "landing.offset.field (InsertField$Value offset.field) to land them")
+        raise InvalidInputError(
+            f"{part.uri}: {n} records from offset {start} {end} leave a gap, so their offsets "
+            f"cannot be known, and tombstone file(s) {names} fall among them: set "
+            "landing.offset.field (InsertField$Value offset.field) to land them"
+        )
     return np.arange(start, start + n, dtype=np.int64), exact
 
 
@@ -105,15 +113,17 @@ def _tombstone_offsets(part: Extent, taken: np.ndarray) -> np.ndarray:
         return np.arange(start, start + n, dtype=np.int64)
     hi = nxt if nxt is not None else max(start + 1, int(taken.max()) + 1 if taken.size else start + 1)
     span = np.arange(start, hi, dtype=np.int64)
-    low, high = np.searchsorted(taken, [start, hi])    # `taken` sorted: only the values in the range
+    low, high = np.searchsorted(taken, [start, hi])  # `taken` sorted: only the values in the range
     used = np.zeros(span.size, dtype=bool)
-    used[taken[low:high] - start] = True               # a mark per offset, not a search per offset
+    used[taken[low:high] - start] = True  # a mark per offset, not a search per offset
     free = span[~used]
     if nxt is None and free.size < n:
         free = np.concatenate([free, np.arange(hi, hi + n - free.size, dtype=np.int64)])
     if free.size != n or free[0] != start:
-        raise InvalidInputError(f"{part.uri}: {n} tombstones for {free.size} offsets the value files leave free "
-                                f"from {start} to {hi}: their offsets cannot be known (a gap in the partition)")
+        raise InvalidInputError(
+            f"{part.uri}: {n} tombstones for {free.size} offsets the value files leave free "
+            f"from {start} to {hi}: their offsets cannot be known (a gap in the partition)"
+        )
     return free
 
 
@@ -128,17 +138,20 @@ def plan_offsets(values: list[Extent], tombs: list[Extent], has_field: bool) -> 
     # stable: a merge of the files' already sorted runs, near linear where the default sort is not
     taken = np.sort(np.concatenate(offsets), kind="stable") if offsets else np.empty(0, np.int64)
     offsets += [_tombstone_offsets(p, taken) for p in tombs]
-    dead = np.sort(np.concatenate(offsets[len(values):])) if tombs else np.empty(0, np.int64)
+    dead = np.sort(np.concatenate(offsets[len(values) :])) if tombs else np.empty(0, np.int64)
     # the few tombstones checked against the values, not every offset sorted once more
     hit = np.searchsorted(taken, dead)
-    clashes = [taken[1:][taken[1:] == taken[:-1]], dead[1:][dead[1:] == dead[:-1]],
-               dead[(hit < taken.size) & (taken[np.minimum(hit, max(taken.size - 1, 0))] == dead)] if taken.size
-               else dead[:0]]
+    clashes = [
+        taken[1:][taken[1:] == taken[:-1]],
+        dead[1:][dead[1:] == dead[:-1]],
+        dead[(hit < taken.size) & (taken[np.minimum(hit, max(taken.size - 1, 0))] == dead)] if taken.size else dead[:0],
+    ]
     found = [int(c.min()) for c in clashes if c.size]
-    if found and len(values) + len(tombs) > 1:   # one file's own repeats: the append names them
+    if found and len(values) + len(tombs) > 1:  # one file's own repeats: the append names them
         parts = values + tombs
-        raise InvalidInputError(f"{parts[0].uri}: two records of the group at offset {min(found)} "
-                                f"({', '.join(p.unit.name for p in parts)})")
+        raise InvalidInputError(
+            f"{parts[0].uri}: two records of the group at offset {min(found)} ({', '.join(p.unit.name for p in parts)})"
+        )
     return offsets, exact
 
 
@@ -154,14 +167,14 @@ def place(ordered: list[Part], offsets: list[np.ndarray]) -> Columns:
     """Value files' then tombstone files' records, given their offsets, in offset order, tombstones dated."""
     values = [p for p in ordered if not p.unit.tombstone]
     allo = np.concatenate(offsets) if offsets else np.empty(0, np.int64)
-    if len(ordered) == 1:   # one file: already in offset order
+    if len(ordered) == 1:  # one file: already in offset order
         return replace(ordered[0].batch, offsets=pa.array(allo, pa.int64()))
     order = np.argsort(allo, kind="stable")
-    if len(order) < 2**31:   # row positions in half the bytes: the merge's temporaries are most of its memory
+    if len(order) < 2**31:  # row positions in half the bytes: the merge's temporaries are most of its memory
         order = order.astype(np.int32)
     sorted_offs = allo[order]
-    tomb = order >= sum(len(p.batch) for p in values)     # rows of tombstone files (after the value files')
-    placed = values_in_order([p.batch.values for p in ordered], order, tomb)   # in offset order already
+    tomb = order >= sum(len(p.batch) for p in values)  # rows of tombstone files (after the value files')
+    placed = values_in_order([p.batch.values for p in ordered], order, tomb)  # in offset order already
     whole = concat([p.batch for p in ordered], pa.array(allo, pa.int64()), placed)
     real = _own_times(ordered, order, tomb)
     # A tombstone carries no inserted field: its object's mtime can be years after the values' own
@@ -171,18 +184,25 @@ def place(ordered: list[Part], offsets: list[np.ndarray]) -> Columns:
     rows = np.arange(len(order), dtype=order.dtype)
     dated_by = np.maximum.accumulate(np.where(tomb & (rows > 0), 0, rows))
     source = order[dated_by]
-    dated = int((tomb & (rows > 0) & real[dated_by]).sum())    # tombstones dated by a record with its own time
+    dated = int((tomb & (rows > 0) & real[dated_by]).sum())  # tombstones dated by a record with its own time
     idx = pa.array(order)
-    return Columns(whole.keys.take(idx), whole.values.take(idx) if placed is None else placed,
-                   whole.structured.take(idx), pa.array(sorted_offs, pa.int64()), whole.timestamps.take(pa.array(source)),
-                   take_headers(whole.headers, idx), whole.where.take(order), whole.mtime_timestamps - dated,
-                   whole.schema)   # same rows, reordered
+    return Columns(
+        whole.keys.take(idx),
+        whole.values.take(idx) if placed is None else placed,
+        whole.structured.take(idx),
+        pa.array(sorted_offs, pa.int64()),
+        whole.timestamps.take(pa.array(source)),
+        take_headers(whole.headers, idx),
+        whole.where.take(order),
+        whole.mtime_timestamps - dated,
+        whole.schema,
+    )  # same rows, reordered
 
 
 def _own_times(ordered: list[Part], order: np.ndarray, tomb: np.ndarray) -> np.ndarray:
     """Per row in offset order: whether its file's records carry their own timestamps (no object mtime)."""
     own = [p.batch.mtime_timestamps == 0 for p in ordered]
-    if own == [not p.unit.tombstone for p in ordered]:   # the usual case: values timed, tombstones not
+    if own == [not p.unit.tombstone for p in ordered]:  # the usual case: values timed, tombstones not
         return ~tomb
     return np.repeat(own, [len(p.batch) for p in ordered])[order]
 
@@ -196,28 +216,34 @@ def values_in_order(files: list[pa.Array], order: np.ndarray, tomb: np.ndarray) 
     count = int(live.sum())
     ends = np.cumsum([0] + [len(f) for f in files])
     split = int(np.searchsorted(ends, count))
-    if any(f.type != pa.binary() for f in files) or ends[split] != count \
-            or any(f.null_count != len(f) for f in files[split:]):
+    if (
+        any(f.type != pa.binary() for f in files)
+        or ends[split] != count
+        or any(f.null_count != len(f) for f in files[split:])
+    ):
         return None
-    kept = order[live]   # the value rows, which are 0..count-1: in their order when it only rises
+    kept = order[live]  # the value rows, which are 0..count-1: in their order when it only rises
     if count and (kept[0] != 0 or not (kept[1:] > kept[:-1]).all()):
         return None
     filled = [f for f in files[:split] if len(f)]
     if not filled:
         return pa.chunked_array([pa.nulls(len(order), pa.binary())])
     starts = np.cumsum([0] + [len(f) for f in filled])[1:-1]
-    bounds = [0, *np.flatnonzero(live)[starts].tolist(), len(order)]   # where each value file's chunk starts
+    bounds = [0, *np.flatnonzero(live)[starts].tolist(), len(order)]  # where each value file's chunk starts
     return pa.chunked_array([_placed(f, live[a:b]) for f, a, b in zip(filled, bounds, bounds[1:])], pa.binary())
 
 
 def _placed(values: pa.Array, live: np.ndarray) -> pa.Array:
     """`values` at the rows where `live` is set, null elsewhere, over the same bytes."""
-    ends = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values) + 1]
-    taken = np.cumsum(live, dtype=np.int32)   # value rows up to and including each row
+    ends = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset : values.offset + len(values) + 1]
+    taken = np.cumsum(live, dtype=np.int32)  # value rows up to and including each row
     offsets = np.concatenate([ends[:1], ends[taken]]).astype(np.int32)
     valid = live.copy()
     valid[live] = values.is_valid().to_numpy(zero_copy_only=False)
     data = values.buffers()[2] if values.buffers()[2] is not None else pa.py_buffer(b"")
-    return pa.Array.from_buffers(pa.binary(), len(live), [pa.py_buffer(np.packbits(valid, bitorder="little")),
-                                                         pa.py_buffer(offsets), data],
-                                 null_count=int(len(live) - valid.sum()))
+    return pa.Array.from_buffers(
+        pa.binary(),
+        len(live),
+        [pa.py_buffer(np.packbits(valid, bitorder="little")), pa.py_buffer(offsets), data],
+        null_count=int(len(live) - valid.sum()),
+    )

@@ -21,15 +21,22 @@ import pyarrow.parquet as pq
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.topics.landing_settings import FileFormat
 
-EXTENSIONS = {".avro": FileFormat.AVRO, ".parquet": FileFormat.PARQUET, ".jsonl": FileFormat.JSONL,
-              ".ndjson": FileFormat.JSONL, ".json": FileFormat.JSONL, ".csv": FileFormat.CSV}
+EXTENSIONS = {
+    ".avro": FileFormat.AVRO,
+    ".parquet": FileFormat.PARQUET,
+    ".jsonl": FileFormat.JSONL,
+    ".ndjson": FileFormat.JSONL,
+    ".json": FileFormat.JSONL,
+    ".csv": FileFormat.CSV,
+}
 
 
 @dataclass
 class Rows:
     """The rows of one file and how to name each in an error."""
+
     items: list[Any]
-    unit: str        # "record" or "line"
+    unit: str  # "record" or "line"
     numbers: list[int]
 
     def where(self, i: int) -> str:
@@ -47,8 +54,10 @@ def format_of(name: str, configured: FileFormat, json_is_array: bool = False) ->
     for ext, fmt in EXTENSIONS.items():
         if lower.endswith(ext):
             return FileFormat.JSON if (ext == ".json" and json_is_array) else fmt
-    raise InvalidInputError(f"{name}: no known extension (.avro, .parquet, .json, .jsonl, .csv); set "
-                            "landing.file.format for names without one")
+    raise InvalidInputError(
+        f"{name}: no known extension (.avro, .parquet, .json, .jsonl, .csv); set "
+        "landing.file.format for names without one"
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -92,15 +101,16 @@ def _avro(data: bytes, where: str) -> Rows:
         except StopIteration:
             break
         except Exception as exc:  # a corrupt block or a truncated file
-            raise InvalidInputError(f"{where}: record {len(items) + 1}: corrupt Avro data "
-                                    f"({type(exc).__name__}: {_first_line(exc)})") from None
+            raise InvalidInputError(
+                f"{where}: record {len(items) + 1}: corrupt Avro data ({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
     return Rows(items, "record", list(range(1, len(items) + 1)))
 
 
 def read_table(data: bytes, where: str) -> pa.Table:
     """A Parquet file's bytes as an Arrow table; `where` names the file in errors."""
     try:
-        return pq.ParquetFile(pa.BufferReader(data)).read()   # read_table goes through pyarrow.dataset: slower
+        return pq.ParquetFile(pa.BufferReader(data)).read()  # read_table goes through pyarrow.dataset: slower
     except (OSError, pa.ArrowException) as exc:
         raise InvalidInputError(f"{where}: not a readable Parquet file ({_first_line(exc)})") from None
 
@@ -126,17 +136,17 @@ def _loads(text: str, where: str) -> Any:
         raise InvalidInputError(f"{where}: JSON nested too deeply") from None
 
 
-_DECODER = json.JSONDecoder()   # what json.loads uses, without its per-call checks
-ASCII_SPACE = " \t\n\r\x0b\x0c"   # what bytes.strip() strips
+_DECODER = json.JSONDecoder()  # what json.loads uses, without its per-call checks
+ASCII_SPACE = " \t\n\r\x0b\x0c"  # what bytes.strip() strips
 
 
 def _jsonl(data: bytes, where: str) -> Rows:
     try:
-        lines = data.decode("utf-8").split("\n")   # one decode for the file; UTF-8 holds no stray \n byte
+        lines = data.decode("utf-8").split("\n")  # one decode for the file; UTF-8 holds no stray \n byte
     except UnicodeDecodeError:
         lines = None
     items, numbers = [], []
-    if lines is None:   # some line is not UTF-8: line by line, so that the error names it
+    if lines is None:  # some line is not UTF-8: line by line, so that the error names it
         for n, raw in enumerate(data.split(b"\n"), 1):
             if raw.strip():
                 items.append(_loads(_decode(raw, f"{where}: line {n}"), f"{where}: line {n}"))
@@ -148,7 +158,7 @@ def _jsonl(data: bytes, where: str) -> Rows:
             try:
                 items.append(decode(line))
             except (ValueError, RecursionError):
-                _loads(line, f"{where}: line {n}")   # raises the one-line error naming the line
+                _loads(line, f"{where}: line {n}")  # raises the one-line error naming the line
                 raise
             numbers.append(n)
     return Rows(items, "line", numbers)

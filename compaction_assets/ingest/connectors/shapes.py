@@ -18,8 +18,8 @@ from typing import Any
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.readers import Rows
-from compaction_assets.topics.landing_settings import FileFormat, LandingConfig
 from compaction_assets.segments.records import decode_base64
+from compaction_assets.topics.landing_settings import FileFormat, LandingConfig
 
 MISSING = object()
 
@@ -27,13 +27,14 @@ MISSING = object()
 @dataclass
 class RawBatch:
     """Records of one unit, keys and values as the connector typed them."""
+
     keys: list[Any] = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
     offsets: list[int | None] = field(default_factory=list)
     timestamps: list[int | None] = field(default_factory=list)
     headers: list[list[tuple[str, bytes | None]]] = field(default_factory=list)
     where: list[str] = field(default_factory=list)
-    mtime_timestamps: int = 0      # records whose timestamp is the object's modification time
+    mtime_timestamps: int = 0  # records whose timestamp is the object's modification time
 
     def add(self, key: Any, value: Any, offset: Any, ts: Any, headers: list, where: str) -> None:
         """One record (offset and timestamp checked to be integers or None)."""
@@ -104,32 +105,44 @@ def header_pairs(raw: Any, where: str) -> list[tuple[str, bytes | None]]:
 
 # --- Confluent ---------------------------------------------------------------------------------------------
 
+
 def _take(value: Any, cfg: LandingConfig, where: str) -> tuple[Any, Any, Any]:
     """(offset, timestamp, the value without them) for the InsertField fields configured; refused when absent."""
     names = [(cfg.offset_field, "landing.offset.field"), (cfg.timestamp_field, "landing.timestamp.field")]
     if cfg.offset_field is None and cfg.timestamp_field is None:
         return None, None, value
     for name, key in names:
-        taken = key == "landing.timestamp.field" and name == cfg.offset_field   # the offset took it already
+        taken = key == "landing.timestamp.field" and name == cfg.offset_field  # the offset took it already
         if name is not None and (not isinstance(value, dict) or name not in value or taken):
             raise InvalidInputError(f"{where}: no field {name!r} in the value ({key} names it)")
-    rest = dict(value)   # one copy for both fields
+    rest = dict(value)  # one copy for both fields
     offset = rest.pop(cfg.offset_field) if cfg.offset_field is not None else None
     ts = rest.pop(cfg.timestamp_field) if cfg.timestamp_field is not None else None
     return offset, ts, rest
 
 
 def _unwrap(item: Any, name: str, fmt: FileFormat) -> Any:
-    if fmt in (FileFormat.PARQUET, FileFormat.JSON, FileFormat.JSONL) and name == "headers" \
-            and isinstance(item, dict) and set(item) == {"headers"}:
+    if (
+        fmt in (FileFormat.PARQUET, FileFormat.JSON, FileFormat.JSONL)
+        and name == "headers"
+        and isinstance(item, dict)
+        and set(item) == {"headers"}
+    ):
         return item["headers"]
     if fmt is FileFormat.PARQUET and name == "key" and isinstance(item, dict) and set(item) == {"key"}:
         return item["key"]
     return item
 
 
-def confluent(values: Rows | None, keys: Rows, headers: Rows | None, names: list[str], fmts: list[FileFormat],
-              cfg: LandingConfig, mtime_ms: int) -> RawBatch:
+def confluent(
+    values: Rows | None,
+    keys: Rows,
+    headers: Rows | None,
+    names: list[str],
+    fmts: list[FileFormat],
+    cfg: LandingConfig,
+    mtime_ms: int,
+) -> RawBatch:
     """A value file with its keys and headers files (or a tombstone file: `values` None), row by row."""
     counts = [len(r.items) for r in (values, keys, headers) if r is not None]
     if len(set(counts)) > 1:
@@ -155,6 +168,7 @@ def confluent(values: Rows | None, keys: Rows, headers: Rows | None, names: list
 
 # --- Aiven and Lenses --------------------------------------------------------------------------------------
 
+
 def aiven(rows: Rows, fmt: FileFormat, name: str) -> RawBatch:
     """Aiven's records (`format.output.fields` any of key, value, offset, timestamp, headers)."""
     batch = RawBatch()
@@ -171,8 +185,14 @@ def aiven(rows: Rows, fmt: FileFormat, name: str) -> RawBatch:
             continue
         if not isinstance(item, dict):
             raise InvalidInputError(f"{where}: expected a record with key, value, offset, timestamp, headers")
-        batch.add(item.get("key"), item.get("value"), item.get("offset"), item.get("timestamp"),
-                  header_pairs(item.get("headers"), where), where)
+        batch.add(
+            item.get("key"),
+            item.get("value"),
+            item.get("offset"),
+            item.get("timestamp"),
+            header_pairs(item.get("headers"), where),
+            where,
+        )
     return batch
 
 
@@ -182,14 +202,16 @@ def lenses(rows: Rows, name: str) -> RawBatch:
     for i, item in enumerate(rows.items):
         where = f"{name}: {rows.where(i)}"
         if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
-            raise InvalidInputError(f"{where}: expected an envelope with key, value, headers and metadata "
-                                    "(store.envelope=true)")
+            raise InvalidInputError(
+                f"{where}: expected an envelope with key, value, headers and metadata (store.envelope=true)"
+            )
         key, value = item.get("key"), item.get("value")
         if item.get("keyIsArray"):
             key = _b64(key, where, "key")
         if item.get("valueIsArray"):
             value = _b64(value, where, "value")
         meta = item["metadata"]
-        batch.add(key, value, meta.get("offset"), meta.get("timestamp"), header_pairs(item.get("headers"), where),
-                  where)
+        batch.add(
+            key, value, meta.get("offset"), meta.get("timestamp"), header_pairs(item.get("headers"), where), where
+        )
     return batch

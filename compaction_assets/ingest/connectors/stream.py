@@ -11,8 +11,8 @@ timestamps, are appended as one batch (`writer.append_pieces`), all or nothing, 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,7 @@ BEYOND = 2**63 - 1
 @dataclass
 class StreamedGroup:
     """A group's records as pieces in offset order, appended as one batch under `name`."""
+
     name: str
     files: list[str]
     inferred_offsets: bool
@@ -41,19 +42,25 @@ class StreamedGroup:
     next_starts: dict[str, int | None]
     source: PartitionSource
     shape: Callable[[Unit], Columns]
-    mtime_timestamps: int = 0   # counted as the pieces are read
+    mtime_timestamps: int = 0  # counted as the pieces are read
 
     def pieces(self) -> Iterator[Columns]:
         """Each value file with the tombstones before the next one's first offset, placed in offset order (a
         tombstone is dated by the record before it, which is in its own piece: only the first piece can open
         with a tombstone)."""
         self.mtime_timestamps = 0
-        shaped: dict[int, Columns] = {}    # tombstone files read and not yet wholly placed
+        shaped: dict[int, Columns] = {}  # tombstone files read and not yet wholly placed
         lows = [LOWEST] + [int(o[0]) for o in self.value_offsets[1:]]
         for k, unit in enumerate(self.values):
             low, high = lows[k], lows[k + 1] if k + 1 < len(lows) else BEYOND
-            parts = [Part(unit, self._read(unit, len(self.value_offsets[k])), self.next_starts.get(unit.name),
-                          self.source.uri(unit.main.path))]
+            parts = [
+                Part(
+                    unit,
+                    self._read(unit, len(self.value_offsets[k])),
+                    self.next_starts.get(unit.name),
+                    self.source.uri(unit.main.path),
+                )
+            ]
             offsets = [self.value_offsets[k]]
             for j, tomb in enumerate(self.tombstones):
                 offs = self.tombstone_offsets[j]
@@ -62,31 +69,41 @@ class StreamedGroup:
                     continue
                 if j not in shaped:
                     shaped[j] = self._read(tomb, len(offs))
-                parts.append(Part(tomb, _rows(shaped[j], a, b), self.next_starts.get(tomb.name),
-                                  self.source.uri(tomb.main.path)))
+                parts.append(
+                    Part(tomb, _rows(shaped[j], a, b), self.next_starts.get(tomb.name), self.source.uri(tomb.main.path))
+                )
                 offsets.append(offs[a:b])
                 if b == len(offs):
                     del shaped[j]
-            piece = place(parts, offsets)   # after the first, a piece opens with its value file's first record
+            piece = place(parts, offsets)  # after the first, a piece opens with its value file's first record
             del parts
             self.mtime_timestamps += piece.mtime_timestamps
             yield piece
 
     def _read(self, unit: Unit, planned: int) -> Columns:
         cols = self.shape(unit)
-        if len(cols) != planned:   # the footer read for the plan and the file read now disagree
-            raise InvalidInputError(f"{self.source.uri(unit.main.path)}: {len(cols)} records where its Parquet "
-                                    f"footer said {planned}; it changed while being ingested")
+        if len(cols) != planned:  # the footer read for the plan and the file read now disagree
+            raise InvalidInputError(
+                f"{self.source.uri(unit.main.path)}: {len(cols)} records where its Parquet "
+                f"footer said {planned}; it changed while being ingested"
+            )
         return cols
 
 
 def _rows(cols: Columns, a: int, b: int) -> Columns:
     """Rows a..b of a tombstone file's records (all dated by the object's mtime: tombstones carry no field)."""
     n = b - a
-    return replace(cols, keys=cols.keys.slice(a, n), values=cols.values.slice(a, n),
-                   structured=cols.structured.slice(a, n), offsets=cols.offsets.slice(a, n),
-                   timestamps=cols.timestamps.slice(a, n), headers=cols.headers.slice(a, n),
-                   where=cols.where.take(np.arange(a, b)), mtime_timestamps=n if cols.mtime_timestamps else 0)
+    return replace(
+        cols,
+        keys=cols.keys.slice(a, n),
+        values=cols.values.slice(a, n),
+        structured=cols.structured.slice(a, n),
+        offsets=cols.offsets.slice(a, n),
+        timestamps=cols.timestamps.slice(a, n),
+        headers=cols.headers.slice(a, n),
+        where=cols.where.take(np.arange(a, b)),
+        mtime_timestamps=n if cols.mtime_timestamps else 0,
+    )
 
 
 def _footer_rows(src: PartitionSource, unit: Unit, column: str | None) -> pa.Table | None:
@@ -96,7 +113,7 @@ def _footer_rows(src: PartitionSource, unit: Unit, column: str | None) -> pa.Tab
         return src.storage.read_parquet(unit.main.path, columns=[column] if column else [])
     except FileNotFoundError:
         raise _vanished(src, unit) from None
-    except StorageError:   # an object store's error, whatever its cause: read whole, which names it
+    except StorageError:  # an object store's error, whatever its cause: read whole, which names it
         if not src.storage.exists(unit.main.path):
             raise _vanished(src, unit) from None
         return None
@@ -117,28 +134,51 @@ def _extent(src: PartitionSource, unit: Unit, cfg: LandingConfig, nexts: dict[st
     explicit = _longs(_whole(table.column(field)), table.num_rows) if field is not None else None
     if field is not None and explicit is None:
         return None
-    return Extent(unit, table.num_rows, explicit, nexts.get(unit.name), uri,
-                  lambda i, uri=uri: f"{uri}: record {i + 1}")
+    return Extent(
+        unit, table.num_rows, explicit, nexts.get(unit.name), uri, lambda i, uri=uri: f"{uri}: record {i + 1}"
+    )
 
 
-def plan(src: PartitionSource, group: list[Unit], cfg: LandingConfig, nexts: dict[str, int | None],
-         shape: Callable[[Unit], Columns]) -> StreamedGroup | None:
+def plan(
+    src: PartitionSource,
+    group: list[Unit],
+    cfg: LandingConfig,
+    nexts: dict[str, int | None],
+    shape: Callable[[Unit], Columns],
+) -> StreamedGroup | None:
     """The group streamed, or None where it is read whole: one file, change events, files other than Parquet,
     value files whose offsets interleave."""
-    if len(group) < 2 or cfg.cdc is not CdcFormat.NONE or any(
+    if (
+        len(group) < 2
+        or cfg.cdc is not CdcFormat.NONE
+        or any(
             readers.format_of(f.name, cfg.file_format, json_is_array=False) is not FileFormat.PARQUET
-            for u in group for f in u.files):
+            for u in group
+            for f in u.files
+        )
+    ):
         return None
     values = [u for u in group if not u.tombstone]
     tombs = [u for u in group if u.tombstone]
     extents = [_extent(src, u, cfg, nexts) for u in values + tombs]
     if not values or any(e is None for e in extents):
         return None
-    offsets, exact = plan_offsets(extents[:len(values)], extents[len(values):], cfg.offset_field is not None)
-    value_offsets = offsets[:len(values)]
-    if any(o.size == 0 or (o[1:] <= o[:-1]).any() for o in value_offsets) \
-            or any(a[-1] >= b[0] for a, b in zip(value_offsets, value_offsets[1:])):
+    offsets, exact = plan_offsets(extents[: len(values)], extents[len(values) :], cfg.offset_field is not None)
+    value_offsets = offsets[: len(values)]
+    if any(o.size == 0 or (o[1:] <= o[:-1]).any() for o in value_offsets) or any(
+        a[-1] >= b[0] for a, b in zip(value_offsets, value_offsets[1:])
+    ):
         return None
     names = [f.name for u in group for f in u.files]
-    return StreamedGroup("|".join(names), [src.uri(u.main.path) for u in group], not exact, values, tombs,
-                         value_offsets, offsets[len(values):], nexts, src, shape)
+    return StreamedGroup(
+        "|".join(names),
+        [src.uri(u.main.path) for u in group],
+        not exact,
+        values,
+        tombs,
+        value_offsets,
+        offsets[len(values) :],
+        nexts,
+        src,
+        shape,
+    )

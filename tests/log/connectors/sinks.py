@@ -14,10 +14,15 @@ import pyarrow.parquet as pq
 
 # Confluent's HeaderRecordView: an array of {key: string, value: string} (Connect's AvroData names the
 # nested struct ConnectDefault).
-CONFLUENT_HEADERS_AVRO = {"type": "array", "items": {"type": "record", "name": "ConnectDefault",
-                                                      "namespace": "io.confluent.connect.avro",
-                                                      "fields": [{"name": "key", "type": "string"},
-                                                                 {"name": "value", "type": ["null", "string"]}]}}
+CONFLUENT_HEADERS_AVRO = {
+    "type": "array",
+    "items": {
+        "type": "record",
+        "name": "ConnectDefault",
+        "namespace": "io.confluent.connect.avro",
+        "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": ["null", "string"]}],
+    },
+}
 
 
 def write_avro(path: Path, schema: Any, rows: list) -> Path:

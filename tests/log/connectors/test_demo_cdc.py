@@ -4,12 +4,12 @@ Spark cleaning the deleted row is gone and every other row is at its latest chan
 
 from __future__ import annotations
 
-from compaction_assets.demo import cdc as demo_cdc
 from compaction_assets.cleaning import engine
-from compaction_assets.log import writer
-from compaction_assets.topics.config import load_topics
+from compaction_assets.demo import cdc as demo_cdc
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.log import writer
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.topics.config import load_topics
 from resources.log_store import REPO_TOPICS
 
 
@@ -25,4 +25,5 @@ def test_the_demo_cdc_topic_loses_its_deleted_row_and_keeps_the_latest_changes(t
     assert engine.run(handle, cfg, spark=spark, force=True).cleaned
     assert demo_cdc.deleted_row_line(store, REPO_TOPICS) == (
         "users-cdc-0: row id=7, deleted in the source (Debezium op=d, then its tombstone), is gone from the latest "
-        "state; 39 of 40 rows remain, each at its latest change by source.lsn")
+        "state; 39 of 40 rows remain, each at its latest change by source.lsn"
+    )

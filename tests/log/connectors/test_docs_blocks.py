@@ -47,7 +47,7 @@ def test_the_doc_has_blocks_for_every_connector():
 def test_every_topic_configuration_is_accepted_by_the_product(tmp_path, section, text):
     path = tmp_path / "topics.yaml"
     path.write_text(text, encoding="utf-8")
-    topics = load_topics(path)        # validates every topic, one-line ConfigError otherwise
+    topics = load_topics(path)  # validates every topic, one-line ConfigError otherwise
     assert topics.topics
     for name in topics.topics:
         landing = topics.config_for(name).landing
@@ -70,10 +70,12 @@ def test_insert_field_names_match_the_topic_configuration_after_them():
     ordered = [(lang, text) for _, lang, text in blocks()]
     for i, (lang, text) in enumerate(ordered):
         props = properties(text) if lang == "properties" else {}
-        inserted = {k.rsplit(".", 2)[-2]: v for k, v in props.items() if k.endswith((".offset.field", ".timestamp.field"))}
+        inserted = {
+            k.rsplit(".", 2)[-2]: v for k, v in props.items() if k.endswith((".offset.field", ".timestamp.field"))
+        }
         if not inserted:
             continue
-        following = next(t for lang2, t in ordered[i + 1:] if lang2 == "yaml")
+        following = next(t for lang2, t in ordered[i + 1 :] if lang2 == "yaml")
         for what, field in inserted.items():
             assert f"landing.{what}.field: {field}" in following, (what, field)
             checked += 1

@@ -7,20 +7,27 @@ import json
 
 import pyarrow.parquet as pq
 
-from compaction_assets.cleaning.latest_state import (latest_state_df, latest_state_table, with_value_columns,
-                                                      with_value_columns_df, write_latest_state)
-from compaction_assets.topics.config import build_config
+from compaction_assets.cleaning.latest_state import (
+    latest_state_df,
+    latest_state_table,
+    with_value_columns,
+    with_value_columns_df,
+    write_latest_state,
+)
 from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
-from compaction_assets.store.fs import Storage
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.store.fs import Storage
+from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import write_lines
 
 CFG = build_config({"landing.format": "aiven"})
 
 
 def land(root, start, rows):
-    write_lines(root / f"users-0-{start}.jsonl",
-                [{"key": k, "value": v, "offset": start + i, "timestamp": 1} for i, (k, v) in enumerate(rows)])
+    write_lines(
+        root / f"users-0-{start}.jsonl",
+        [{"key": k, "value": v, "offset": start + i, "timestamp": 1} for i, (k, v) in enumerate(rows)],
+    )
 
 
 def test_value_fields_are_columns_and_the_schema_evolves(tmp_path, store):
