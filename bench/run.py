@@ -116,7 +116,7 @@ class Bench:
     def pristine_log(self, case: tuple) -> str:
         if case in self.pristine:
             return self.pristine[case]
-        from compaction_assets.cleaning.planner import evaluate
+        from compaction_assets.planning.planner import evaluate
         from compaction_assets.store.log_store import LogStore
 
         root = os.path.join(self.work, "pristine", case_dir(*case))
@@ -226,7 +226,7 @@ class Bench:
 
     def incremental(self) -> None:
         from compaction_assets.cleaning import engine
-        from compaction_assets.cleaning.planner import evaluate
+        from compaction_assets.planning.planner import evaluate
         from compaction_assets.store.log_store import LogStore
 
         case = tuple(self.mode["d_case"])

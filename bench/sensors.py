@@ -53,10 +53,10 @@ def tick(defs, instance, resources: dict, sensor_name: str) -> dict:
 def measure(logs: int = 1000, root: str | None = None) -> dict:
     import dagster as dg
 
-    from compaction_assets.cleaning.planner import evaluate
     from compaction_assets.definitions import defs
     from compaction_assets.defs.partitions import log_partitions
     from compaction_assets.log import writer
+    from compaction_assets.planning.planner import evaluate
     from compaction_assets.topics.config import build_config
     from resources.log_store import LogStoreResource
 

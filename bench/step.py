@@ -61,7 +61,7 @@ def main() -> None:
         return
     handle = store.log(LOG_NAME)
     if args.op == "latest-state":
-        from compaction_assets.cleaning.latest_state import write_latest_state, written_here
+        from compaction_assets.state.latest_state import write_latest_state, written_here
         from compaction_assets.store.fs import Storage
 
         if written_here(handle, cfg, handle.manifest()):  # as the CLI does: Arrow here, Spark never starts
@@ -103,7 +103,7 @@ def main() -> None:
             out["route"] = dataclasses.asdict(report.route) if report.route else None
             out["stats"] = report.stats.as_dict() if report.stats else None
         elif args.op == "latest-state":
-            from compaction_assets.cleaning.latest_state import write_latest_state
+            from compaction_assets.state.latest_state import write_latest_state
             from compaction_assets.store.fs import Storage
 
             st = Storage.open(args.out)

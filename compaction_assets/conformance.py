@@ -24,12 +24,12 @@ if __name__ == "__main__":
 from compaction_assets import settings
 from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_df, latest_state_table
-from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import segment_records
+from compaction_assets.planning.planner import evaluate
+from compaction_assets.state.latest_state import fits_in_process, latest_state_df, latest_state_table
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore, wall_ms
 from compaction_assets.store.names import sanitize_topic

@@ -26,8 +26,8 @@ def main() -> int:
     try:
         os.environ.update(server.env)
         from compaction_assets.cleaning import engine
-        from compaction_assets.cleaning.planner import evaluate
         from compaction_assets.log import writer
+        from compaction_assets.planning.planner import evaluate
         from compaction_assets.spark import get_spark, spark_conf_from_env
         from compaction_assets.store.log_store import LogStore
         from compaction_assets.topics.config import build_config

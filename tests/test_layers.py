@@ -36,7 +36,21 @@ def _files(*folders: str) -> list[Path]:
 
 # The product's packages from the bottom up (docs/architecture.md, "The layers"): each may import only the
 # packages before it, never one after it, nor Dagster, the Dagster shell or the entry points.
-LAYERS = ("errors", "settings", "spark", "store", "segments", "topics", "log", "ingest", "cleaning", "table", "checks")
+LAYERS = (
+    "errors",
+    "settings",
+    "spark",
+    "store",
+    "segments",
+    "topics",
+    "log",
+    "ingest",
+    "planning",
+    "cleaning",
+    "state",
+    "table",
+    "checks",
+)
 ABOVE_EVERY_LAYER = (
     "compaction_assets.defs",
     "compaction_assets.cli",

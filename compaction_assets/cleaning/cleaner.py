@@ -23,10 +23,10 @@ from compaction_assets.cleaning.decide import decided
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.guard import guard_outputs
 from compaction_assets.cleaning.layout import plan_layout, segments_after
-from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.cleaning.write import apply
 from compaction_assets.log.reader import dead_offsets
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Hold, Manifest, Segment
 from compaction_assets.topics.config import Strategy, TopicConfig

@@ -55,12 +55,12 @@ from compaction_assets.cleaning.placement import (
     newer_winner,
     shuffle_partitions,
 )
-from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.cleaning.probe import NewerKeys, probe, probed_figures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
 from compaction_assets.log.reader import ReadPaths, dead_offsets, read_segments, segment_index, ship_by_value
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.log_store import LogHandle

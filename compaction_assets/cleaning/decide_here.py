@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
-from compaction_assets.cleaning.planner import CleaningRange
 from compaction_assets.log.ranking import highest_offsets
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.keys import key_hash
 from compaction_assets.segments.records import SEGMENT_SCHEMA

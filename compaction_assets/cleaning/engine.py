@@ -19,7 +19,11 @@ from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.layout import chosen_plan, merge_layout
-from compaction_assets.cleaning.planner import (
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
+from compaction_assets.log.reader import check_files, find_unreadable
+from compaction_assets.log.side_tables import expire_remembered
+from compaction_assets.planning.planner import (
     Evaluation,
     Reason,
     cleaning_range,
@@ -27,10 +31,6 @@ from compaction_assets.cleaning.planner import (
     rewritten_segments,
     seal_active,
 )
-from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
-from compaction_assets.log.reader import check_files, find_unreadable
-from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.spark.lazy_session import cleaning_session, session_of, started_session
 from compaction_assets.store.log_store import LogHandle, wall_ms
 from compaction_assets.store.manifest import LastCleaning, Manifest, Segment, Uncleanable, new_id

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from compaction_assets.cleaning.decision import CleaningStats
-from compaction_assets.cleaning.planner import Evaluation, evaluate
 from compaction_assets.errors import CompactionError
+from compaction_assets.planning.planner import Evaluation, evaluate
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.topics.config import TopicConfig
 

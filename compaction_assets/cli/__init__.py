@@ -12,7 +12,6 @@ import sys
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
-from compaction_assets.cleaning.planner import evaluate, order
 from compaction_assets.cli.context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress, settle_imports
 from compaction_assets.cli.context import build_parser as _build_parser
 from compaction_assets.cli.records import cmd_latest_state, cmd_read
@@ -20,6 +19,7 @@ from compaction_assets.cli.table import cmd_table_commit, cmd_table_history, cmd
 from compaction_assets.errors import CompactionError, EngineError, OffsetError
 from compaction_assets.ingest.landing import append_files, ingest, landing_logs
 from compaction_assets.log import writer
+from compaction_assets.planning.planner import evaluate, order
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import wall_ms
 from compaction_assets.store.names import parse_log_name
@@ -61,7 +61,7 @@ def cmd_metrics(ctx: Context) -> int:
 
 def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
-    from compaction_assets.cleaning.describe import describe
+    from compaction_assets.planning.describe import describe
 
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
     # the stored configuration, its version and who set it replace the configuration the description used

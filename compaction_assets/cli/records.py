@@ -61,7 +61,7 @@ def cmd_read(ctx: Context) -> int:
 
 def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
-    from compaction_assets.cleaning.latest_state import (
+    from compaction_assets.state.latest_state import (
         fits_in_process,
         latest_state_df,
         latest_state_table,

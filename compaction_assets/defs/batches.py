@@ -35,7 +35,6 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.engine import FleetResult, StepReport
-from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.history import (
     COMPACTED_LOG,
     Cleaning,
@@ -55,6 +54,7 @@ from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.defs.table import LATEST_STATE, TopicRows, read_topics, table_failure, table_metadata
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.group import TopicBatch, TopicOutcome
 from resources.log_store import LogStoreResource

@@ -21,10 +21,10 @@ from compaction_assets.checks.specs import (
 from compaction_assets.checks.verify import load_versions, verify_loaded
 from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.engine import DryRun, StepReport
-from compaction_assets.cleaning.latest_state import fits_in_process, latest_state_table, write_latest_state
-from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.ingest.report import IngestReport
+from compaction_assets.planning.planner import evaluate
+from compaction_assets.state.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.group import TopicBatch

@@ -23,7 +23,6 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.cleaning import metrics
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
-from compaction_assets.cleaning.planner import Evaluation, order
 from compaction_assets.defs import batch_requests
 from compaction_assets.defs.batch_requests import Due
 from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
@@ -32,6 +31,7 @@ from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.landing import landing_logs, pending_files
+from compaction_assets.planning.planner import Evaluation, order
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 

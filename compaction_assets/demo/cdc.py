@@ -106,7 +106,7 @@ def write_cdc_landing(landing: str | Path) -> list[Path]:
 
 def deleted_row_line(store_root: str, topics_file: str) -> str:
     """One line: whether the deleted row is gone from the log's latest state, and how many rows remain."""
-    from compaction_assets.cleaning.latest_state import latest_state_table
+    from compaction_assets.state.latest_state import latest_state_table
     from compaction_assets.store.log_store import LogStore
     from compaction_assets.topics.config import load_topics
 

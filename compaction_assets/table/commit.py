@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets import settings
-from compaction_assets.cleaning.latest_state import latest_state_table
+from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.latest_state import with_value_columns
 from compaction_assets.segments.records import HEADER_TYPE
+from compaction_assets.state.latest_state import with_value_columns
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.catalog import TableError
 

@@ -28,11 +28,11 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import cli
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs, figures
-from compaction_assets.cleaning.planner import evaluate
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import reader, writer
 from compaction_assets.log.reader import iter_records
+from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.log_store import LogStore, wall_ms
 from compaction_assets.topics.config import load_topics
 from resources.log_store import LogStoreResource

@@ -23,10 +23,10 @@ from compaction_assets.cleaning.placement import (
     decide_here_plan,
     local_cores,
 )
-from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import dead_offsets, iter_records
+from compaction_assets.planning.planner import cleaning_range
 from compaction_assets.segments.keys import key_hash
 from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build, _clean_more

@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, dead_offsets, iter_records, read_df, read_segments
+from compaction_assets.state.latest_state import latest_state_df
 from tests.tunings import mark_only
 
 NOW = 10**12

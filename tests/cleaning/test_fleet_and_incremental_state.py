@@ -9,10 +9,10 @@ import os
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df, latest_state_table
-from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
+from compaction_assets.planning.planner import unique_keys_below
+from compaction_assets.state.latest_state import latest_state_df, latest_state_table
 
 NOW = 10**12
 
@@ -200,7 +200,7 @@ def _written_state(log, cfg, folder, share: float | None = None) -> list[tuple]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from compaction_assets.cleaning.latest_state import write_latest_state
+    from compaction_assets.state.latest_state import write_latest_state
     from compaction_assets.store.fs import Storage
 
     st = Storage.open(str(folder))
@@ -214,7 +214,7 @@ def _written_state(log, cfg, folder, share: float | None = None) -> list[tuple]:
 def test_offset_state_written_by_parts_equals_the_table(spark, store, make_config, tmp_path):
     """The offset strategy's state of a cleaned log, written a part a file: the rows of the table build, in
     its order, with a dirty tail (updates, tombstones, new keys), a deletion vector and a moved log start."""
-    from compaction_assets.cleaning.state_parts import written_by_parts
+    from compaction_assets.state.state_parts import written_by_parts
 
     cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
     log = store.log("parts-0")
@@ -271,8 +271,8 @@ def test_offset_state_of_deleted_keys_only_is_an_empty_part(spark, store, make_c
 def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, make_config, tmp_path):
     """A log whose whole state would not fit this process, but whose tail and a file a thread do, is
     written file by file here, not sent to Spark (the memory share between the two needs)."""
-    from compaction_assets.cleaning import latest_state
     from compaction_assets.cleaning.placement import available_memory
+    from compaction_assets.state import latest_state
 
     cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)
     log = store.log("big-0")

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_assets.cleaning import engine, planner
+from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
+from compaction_assets.planning import planner
 from compaction_assets.segments.records import record_size
 from compaction_assets.store.manifest import Hold
 from compaction_assets.topics.config import INT64_MAX, build_config

@@ -30,11 +30,11 @@ from compaction_assets.cleaning.placement import (
     shuffle_partitions,
     write_threads,
 )
-from compaction_assets.cleaning.planner import cleaning_range
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
+from compaction_assets.planning.planner import cleaning_range
 from compaction_assets.store.log_store import LogStore
 
 NOW = 10**12

@@ -1,7 +1,7 @@
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
+from compaction_assets.state.latest_state import latest_state_df
 from compaction_assets.topics.config import build_config
 
 

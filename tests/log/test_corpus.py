@@ -21,11 +21,11 @@ import yaml
 
 from compaction_assets import cli
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.landing import ingest
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
+from compaction_assets.state.latest_state import latest_state_df
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.topics.config import build_config, load_topics
 from tests.log.test_bad_input import snapshot

@@ -23,11 +23,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.latest_state import latest_state_df
 from compaction_assets.errors import ConflictError, LockedError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records, segment_records
 from compaction_assets.segments.records import record_size
+from compaction_assets.state.latest_state import latest_state_df
 from compaction_assets.store.log_store import LogStore, wall_ms
 from compaction_assets.topics.config import build_config
 from tests.fault_helpers import batch

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from compaction_assets.cleaning.latest_state import latest_state_table, with_value_columns
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.debezium import pack_version
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.state.latest_state import latest_state_table, with_value_columns
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.landing_settings import parse_version_fields
 from tests.log.connectors.sinks import confluent_name, write_lines

@@ -10,9 +10,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from compaction_assets.cleaning.latest_state import latest_state_table, with_value_columns
 from compaction_assets.ingest.landing import ingest, landing_logs, pending_files
 from compaction_assets.log.reader import iter_records
+from compaction_assets.state.latest_state import latest_state_table, with_value_columns
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.topics.config import build_config

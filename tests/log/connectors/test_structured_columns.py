@@ -7,15 +7,15 @@ import json
 
 import pyarrow.parquet as pq
 
-from compaction_assets.cleaning.latest_state import (
+from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
+from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.state.latest_state import (
     latest_state_df,
     latest_state_table,
     with_value_columns,
     with_value_columns_df,
     write_latest_state,
 )
-from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
-from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.fs import Storage
 from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import write_lines

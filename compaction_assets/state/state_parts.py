@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.planner import unique_keys_below
 from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.reader import dead_offsets
+from compaction_assets.planning.planner import unique_keys_below
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_assets.cleaning.planner import Evaluation, evaluate
+from compaction_assets.planning.planner import Evaluation, evaluate
 from compaction_assets.store.log_store import LogHandle, wall_ms
 from compaction_assets.store.manifest import Horizon, LastCleaning, Segment, Uncleanable
 from compaction_assets.topics.config import TopicConfig
