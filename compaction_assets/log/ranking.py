@@ -54,12 +54,18 @@ def arrow_header_versions(headers: pa.ChunkedArray | pa.Array, name: str) -> pa.
     return pa.array(out, pa.int64(), mask=~valid)
 
 
+def _version_header(config: TopicConfig) -> str:
+    """The header that holds a record's version under the header strategy (`build_config` requires one)."""
+    assert config.strategy_header is not None, "compaction.strategy header names its header"
+    return config.strategy_header
+
+
 def arrow_ranks(table: pa.Table, config: TopicConfig) -> dict[str, pa.Array]:
     """The strategy's rank columns computed for an Arrow table."""
     if config.strategy == Strategy.TIMESTAMP:
         return {"r_ts": table.column("timestamp")}
     if config.strategy == Strategy.HEADER:
-        version = arrow_header_versions(table.column("headers"), config.strategy_header)
+        version = arrow_header_versions(table.column("headers"), _version_header(config))
         return {"r_hv": pc.is_valid(version), "r_v": pc.fill_null(version, 0)}
     return {}
 
@@ -128,7 +134,7 @@ def with_spark_ranks(df, config: TopicConfig):
     if config.strategy == Strategy.TIMESTAMP:
         return df.withColumn("r_ts", F.col("timestamp"))
     if config.strategy == Strategy.HEADER:
-        df = df.withColumn("_version", spark_header_version(F.col("headers"), config.strategy_header))
+        df = df.withColumn("_version", spark_header_version(F.col("headers"), _version_header(config)))
         return (
             df.withColumn("r_hv", F.col("_version").isNotNull())
             .withColumn("r_v", F.coalesce(F.col("_version"), F.lit(0).cast("long")))

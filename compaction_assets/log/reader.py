@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.segments import arrays, segment_task
+from compaction_assets.segments import arrays, offset_masks, segment_task, worker_files
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.segments.segment_stats import read_segment
@@ -200,12 +200,12 @@ def _sql_string(text: str) -> str:
 
 
 def ship_by_value(*modules) -> None:
-    """Send segment_task (with arrays, which it uses) and `modules` to Spark's Python workers with the
-    functions that use them (by value: a worker needs nothing of the project installed, only pyarrow and
-    numpy)."""
+    """Send the segments' worker modules (segment_task, worker_files, and arrays and offset_masks, which
+    they use) and `modules` to Spark's Python workers with the functions that use them (by value: a worker
+    needs nothing of the project installed, only pyarrow and numpy)."""
     from pyspark import cloudpickle
 
-    for module in (arrays, segment_task, *modules):
+    for module in (arrays, offset_masks, segment_task, worker_files, *modules):
         cloudpickle.register_pickle_by_value(module)
 
 
@@ -221,7 +221,7 @@ def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
         tasks[t].append((handle.path(ref.name), ref.stamp))
         loads[t] += max(ref.records, 1)
     ship_by_value()
-    runner = segment_task.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
+    runner = worker_files.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
     df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, spark_schema())
     horizon = F.when(F.col("is_tombstone"), F.col("delete_horizon"))
     return df.withColumn("delete_horizon", horizon)

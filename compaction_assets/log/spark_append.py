@@ -4,6 +4,7 @@ commit, with Spark writing the segment files and only narrow columns reaching th
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +14,7 @@ from compaction_assets.log.batch_rules import _array, find_rolls, plan_batch
 from compaction_assets.log.writer import AppendResult, commit_append, new_holds
 from compaction_assets.segments.records import spark_record_size, spark_schema
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.store.manifest import FileRef
+from compaction_assets.store.manifest import FileRef, Hold, Manifest
 from compaction_assets.topics.config import Strategy, TopicConfig
 
 
@@ -34,54 +35,80 @@ def append_spark(
     from pyspark.sql import functions as F
 
     cols = _spark_columns(df, source)
-    spark = df.sparkSession
     with handle.lock("append", purpose=f"append from {source}"):
         base = handle.manifest()
         stage = f"data/stage-{uuid.uuid4().hex}"
         df.select(*cols).withColumn("_rid", F.monotonically_increasing_id()).write.parquet(handle.spark_uri(stage))
         try:
-            staged = spark.read.parquet(handle.spark_uri(stage))
-            narrow = (
-                staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key"))
-                .orderBy("_rid")
-                .toArrow()
-            )
-            keep, offsets, ts, invalid = plan_batch(
-                _array(narrow.column("offset")),
-                narrow.column("null_key").to_numpy(zero_copy_only=False),
-                _array(narrow.column("timestamp")),
-                base.log_end_offset,
-                now,
-                drop_invalid,
-                source,
-            )
-            rids = _array(narrow.column("_rid"))
-            if keep is not None:
-                rids = rids.filter(pa.array(keep))
-            if len(offsets) == 0:
-                if invalid:
-                    handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
-                return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
-            active = base.active
-            rolls = find_rolls(
-                _staged_sizes(staged, rids),
-                ts,
-                active.size,
-                active.min_ts if not active.empty else None,
-                config.segment_bytes,
-                config.roll_interval_ms,
-            )
-            out_dir, written, stats_rows = _write_segments(handle, staged, rids, offsets, ts, rolls)
-            chunks = _spark_chunks(handle, out_dir, rolls, offsets, stats_rows)
-            holds = ()
-            if config.strategy != Strategy.OFFSET and base.tombstone_index and base.tombstone_index.get("count"):
-                index = spark.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
-                probe = written.join(index, "key", "left_semi").toArrow()
-                holds = new_holds(handle, base, config, probe)
-            commit_append(handle, base, chunks, int(offsets[-1]) + 1, invalid, holds)
+            staged = df.sparkSession.read.parquet(handle.spark_uri(stage))
+            return _append_staged(handle, config, base, staged, _plan_staged(staged, base, now, drop_invalid, source))
         finally:
             handle.st.delete(handle.path(stage))
+
+
+@dataclass(frozen=True)
+class StagedPlan:
+    """The staged rows to append, as the batch rules assign them: their row ids in order, their offsets
+    and timestamps, and how many rows were invalid (dropped)."""
+
+    rids: pa.Array
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    invalid: int
+
+
+def _plan_staged(staged, base: Manifest, now: int | None, drop_invalid: bool, source: str) -> StagedPlan:
+    """The batch rules (SPEC §1) applied to the staged rows' narrow columns, read on the driver."""
+    from pyspark.sql import functions as F
+
+    narrow = (
+        staged.select("_rid", "offset", "timestamp", F.col("key").isNull().alias("null_key")).orderBy("_rid").toArrow()
+    )
+    keep, offsets, timestamps, invalid = plan_batch(
+        _array(narrow.column("offset")),
+        narrow.column("null_key").to_numpy(zero_copy_only=False),
+        _array(narrow.column("timestamp")),
+        base.log_end_offset,
+        now,
+        drop_invalid,
+        source,
+    )
+    rids = _array(narrow.column("_rid"))
+    if keep is not None:
+        rids = rids.filter(pa.array(keep))
+    return StagedPlan(rids, offsets, timestamps, invalid)
+
+
+def _append_staged(handle: LogHandle, config: TopicConfig, base: Manifest, staged, plan: StagedPlan) -> AppendResult:
+    """Write the planned rows as segments and commit them on `base` (or only count the invalid rows)."""
+    offsets, invalid = plan.offsets, plan.invalid
+    if len(offsets) == 0:
+        if invalid:
+            handle.update(lambda m: m.with_(invalid_records=m.invalid_records + invalid))
+        return AppendResult(0, None, None, invalid, 0, base.log_end_offset)
+    active = base.active
+    rolls = find_rolls(
+        _staged_sizes(staged, plan.rids),
+        plan.timestamps,
+        active.size,
+        active.min_ts if not active.empty else None,
+        config.segment_bytes,
+        config.roll_interval_ms,
+    )
+    out_dir, written, stats_rows = _write_segments(handle, staged, plan.rids, offsets, plan.timestamps, rolls)
+    chunks = _spark_chunks(handle, out_dir, rolls, offsets, stats_rows)
+    commit_append(handle, base, chunks, int(offsets[-1]) + 1, invalid, _spark_holds(handle, base, config, written))
     return AppendResult(len(offsets), int(offsets[0]), int(offsets[-1]), invalid, len(rolls), int(offsets[-1]) + 1)
+
+
+def _spark_holds(handle: LogHandle, base: Manifest, config: TopicConfig, written) -> tuple[Hold, ...]:
+    """The kept tombstones the written rows would lose to (`new_holds`); of the written rows, only those whose
+    key the tombstone index lists reach the driver. None under the offset strategy."""
+    if config.strategy == Strategy.OFFSET or not base.tombstone_index or not base.tombstone_index.get("count"):
+        return ()
+    index = written.sparkSession.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
+    probe = written.join(index, "key", "left_semi").toArrow()
+    return new_holds(handle, base, config, probe)
 
 
 def _spark_columns(df, source: str) -> list:

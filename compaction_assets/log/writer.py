@@ -10,6 +10,7 @@ garbage collection removes them).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from compaction_assets.errors import ConflictError, InvalidInputError, OffsetErr
 from compaction_assets.log.batch_rules import find_rolls, validate
 from compaction_assets.log.read_ahead import ReadAhead
 from compaction_assets.log.reader import dead_offsets, ship_by_value
-from compaction_assets.segments import segment_task
+from compaction_assets.segments import segment_task, worker_files
 from compaction_assets.segments.records import coerce_table, sizes_array
 from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.store.log_store import LogHandle
@@ -133,12 +134,7 @@ def append_pieces(
                 _delete(handle, done.written)  # bad input or a fault before the commit: no file is referenced
                 raise
             if done.records == 0:
-                handle.update(
-                    lambda m: m.with_(
-                        invalid_records=m.invalid_records + done.invalid,
-                        ingested=m.ingested + ((ingest_name,) if ingest_name else ()),
-                    )
-                )
+                handle.update(_nothing_appended(done.invalid, ingest_name))
                 return AppendResult(0, None, None, done.invalid, 0, base.log_end_offset)
             try:
                 commit_append(
@@ -161,6 +157,15 @@ def append_pieces(
                     raise
     return AppendResult(
         done.records, done.first_offset, done.next_offset - 1, done.invalid, done.rolls, done.next_offset
+    )
+
+
+def _nothing_appended(invalid: int, ingest_name: str | None) -> Callable[[Manifest], Manifest]:
+    """The change a batch without a valid record commits: its invalid records counted, its name (if any)
+    recorded as ingested."""
+    return lambda m: m.with_(
+        invalid_records=m.invalid_records + invalid,
+        ingested=m.ingested + ((ingest_name,) if ingest_name else ()),
     )
 
 
@@ -191,7 +196,7 @@ def _write_piece(
         sizes, stamps, done.active_size, done.active_min_ts, config.segment_bytes, config.roll_interval_ms
     )
     bounds = [0, *rolls, len(records)]
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         rows = records.slice(a, b - a)
         refs = [write_file(handle, rows)] if len(rows) else []  # a roll before the first record: no file
         done.written += refs
@@ -206,7 +211,7 @@ def _write_piece(
     tail = slice(bounds[-2], None)
     done.active_size = (0 if opened else done.active_size) + int(sizes[tail].sum())
     low = int(stamps[tail].min())
-    done.active_min_ts = low if opened else min(done.active_min_ts, low)
+    done.active_min_ts = low if opened or done.active_min_ts is None else min(done.active_min_ts, low)
     for hold in new_holds(handle, base, config, records):
         kept = done.holds.get(hold.offset)
         done.holds[hold.offset] = hold if kept is None or kept.until < hold.until else kept
@@ -339,5 +344,5 @@ def write_df(handle: LogHandle, df, relative: str, *, partition_by: str | None =
         w.parquet(handle.spark_uri(relative))
         return
     ship_by_value()
-    runner = segment_task.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
+    runner = worker_files.file_writer(handle.st.filesystem_spec(), handle.path(relative), partition_by)
     df.mapInArrow(runner, "path string, rows long").collect()

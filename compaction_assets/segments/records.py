@@ -208,7 +208,7 @@ def _pandas_rows(frame) -> Iterable[dict[str, Any]]:
     import pandas as pd
 
     for row in frame.to_dict("records"):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in row.items():
             if k in ("offset", "timestamp"):
                 out[k] = None if v is None or (isinstance(v, float) and pd.isna(v)) else int(v)

@@ -1,15 +1,12 @@
-"""Segment files read and rewritten inside Spark's Python workers (or this process's threads).
+"""A cleaning's write, inside Spark's Python workers (or this process's threads), and what the workers'
+tasks over segment files share: the Parquet options of segment files and deletion-vector parts, and the
+store's filesystem a worker opens from the spec the driver sends (`open_filesystem`; `worker_files` reads
+and writes with it too). This module imports only pyarrow, numpy and the segments' worker modules
+(`arrays`, `offset_masks`): they are shipped to executors by value and need nothing of the project there.
 
-Spark reads local segment files natively, but an object store needs Hadoop's connector for it (`s3a`,
-`gs`, `abfs`), which not every deployment has. These tasks read the files with pyarrow instead, each
-worker opening the store from its own environment (the same variables as the driver). This module
-imports only pyarrow and `segments/arrays.py`: both are shipped to executors by value and need nothing of the
-project there.
-
-A cleaning's write (`apply_runner`, below) runs here too: what a segment keeps is the cleaning's
-decision, which arrives as offsets; these tasks only read, filter and write the log's files. The
-decide phase's kept offsets arrive shuffled by unit (a run of segments rewritten into one file, or
-one segment kept as it is); each task then, for the units it got:
+What a segment keeps is the cleaning's decision, which arrives as offsets; these tasks only read, filter
+and write the log's files. The decide phase's kept offsets arrive shuffled by unit (a run of segments
+rewritten into one file, or one segment kept as it is); each task then, for the units it got:
   rewrite - streams the run's files through pyarrow, drops the records not kept and writes one new
             file for the run (segments that the cleaning merges share one file, not one each: fewer
             and larger files for every later read), so full records never pass through a shuffle;
@@ -28,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
+from compaction_assets.segments.offset_masks import in_sorted, visible_mask
 
 BATCH_ROWS = 65_536
 # a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
@@ -62,44 +60,6 @@ SEGMENT_OPTIONS = {
 }
 
 
-def in_sorted(values, sorted_set):
-    """A numpy mask: whether each of `values` (int64) is in `sorted_set` (a numpy array, ascending).
-
-    A binary search per value: Arrow's `is_in` builds a hash set of its value set on every call, so
-    filtering many files or batches against one set of offsets rebuilt it each time (a forced cleaning
-    of 5M records spent more CPU on that than on reading its files)."""
-    import numpy as np
-
-    values = np.asarray(values)
-    if not len(sorted_set) or not len(values):
-        return np.zeros(len(values), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[at] == values
-
-
-def visible_mask(offsets, min_offset: int | None, dead=None):
-    """A numpy mask: whether each of `offsets` is visible, at or above the log start `min_offset` and not
-    in the deletion vector `dead` (ascending numpy array, or None)."""
-    import numpy as np
-
-    visible = offsets >= min_offset if min_offset is not None else np.ones(len(offsets), dtype=bool)
-    if dead is not None and len(dead):
-        visible &= ~in_sorted(offsets, dead)
-    return visible
-
-
-def bucket_labels(starts: list[tuple[int, int]], offsets):
-    """Numpy: the label of the last (label, first offset) pair at or below each offset (an int64
-    array), as `offset_bucket` (log/reader.py) computes it in Spark (every offset at or above the lowest
-    first offset)."""
-    import numpy as np
-
-    pairs = sorted(starts, key=lambda pair: pair[1])
-    firsts = np.array([first for _, first in pairs], dtype=np.int64)
-    labels = np.array([label for label, _ in pairs], dtype=np.int32)
-    return labels[np.searchsorted(firsts, offsets, side="right") - 1]
-
-
 def open_filesystem(spec: tuple[str, str | None, dict[str, Any]]):
     """The pyarrow filesystem a worker reads with (see `fs.Storage.filesystem_spec`)."""
     import pyarrow.fs as pafs
@@ -116,83 +76,6 @@ def open_filesystem(spec: tuple[str, str | None, dict[str, Any]]):
             session_token=options.get("session_token"),
         )
     return pafs.FileSystem.from_uri(f"{kind}://{bucket}")[0]
-
-
-def file_reader(tasks: list[list[tuple[str, int | None]]], fs_spec, schema, min_offset: int):
-    """The function for `mapInArrow` over `spark.range(len(tasks))`: task i streams the files of
-    tasks[i] ((path, file stamp) each) as SEGMENT_SCHEMA rows, below `min_offset` left out and the
-    file stamp applied to tombstones that carry no horizon."""
-
-    def run(batches):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        fs = open_filesystem(fs_spec)
-        horizon_at = schema.get_field_index("delete_horizon")
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                for path, stamp in tasks[task]:
-                    pf = pq.ParquetFile(fs.open_input_file(path))
-                    for rows in pf.iter_batches(batch_size=BATCH_ROWS):
-                        table = pa.Table.from_batches([rows]).select(schema.names).cast(schema)
-                        table = table.filter(pc.greater_equal(table.column("offset"), min_offset))
-                        if not len(table):
-                            continue
-                        if stamp is not None:
-                            horizon = pc.if_else(
-                                table.column("is_tombstone"),
-                                pc.coalesce(table.column("delete_horizon"), scalar(stamp)),
-                                table.column("delete_horizon"),
-                            )
-                            table = table.set_column(horizon_at, schema.field("delete_horizon"), horizon)
-                        yield from table.to_batches()
-
-    return run
-
-
-def file_writer(fs_spec, folder: str, partition_by: str | None):
-    """The function for `DataFrame.mapInArrow`: each Spark partition writes its rows as one Parquet file
-    under `folder` (one per value of `partition_by` in `folder/<col>=<value>/`, the column left out, as
-    Spark's own writer lays it out). Yields (path, rows) of what it wrote."""
-
-    def run(batches):
-        import uuid
-
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        fs = open_filesystem(fs_spec)
-        tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
-        if not tables:
-            return
-        table = pa.concat_tables(tables)
-        groups = [(folder, table)]
-        if partition_by is not None:
-            groups = []
-            for value in pc.unique(table.column(partition_by)).to_pylist():
-                part = table.filter(pc.equal(table.column(partition_by), value)).drop_columns([partition_by])
-                groups.append((f"{folder}/{partition_by}={value}", part))
-        out = []
-        for where, part in groups:
-            path = f"{where}/part-{uuid.uuid4().hex}.parquet"
-            if kind_is_local(fs_spec):
-                import os
-
-                os.makedirs(where, exist_ok=True)
-            pq.write_table(part, path, filesystem=fs, compression="snappy")
-            out.append((path, len(part)))
-        yield pa.RecordBatch.from_pylist(
-            [{"path": p, "rows": n} for p, n in out], schema=pa.schema([("path", pa.string()), ("rows", pa.int64())])
-        )
-
-    return run
-
-
-def kind_is_local(fs_spec) -> bool:
-    """True for the local filesystem's spec."""
-    return fs_spec[0] == "local"
 
 
 RESULT_SCHEMA = "kind string, unit int, path string, records long, bytes long"
@@ -332,6 +215,17 @@ def dead_of(spec: MarkSpec, keep, fs):
     return from_numpy(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
+@dataclass(frozen=True)
+class Written:
+    """A file a task wrote, as a RESULT_SCHEMA row says it."""
+
+    kind: str  # REWRITTEN or DEAD
+    unit: int  # the run's unit; -1 for a part of the deletion vector
+    path: str
+    records: int
+    bytes: int
+
+
 def apply_runner(
     rewrites: dict[int, RewriteSpec],
     marks: dict[int, MarkSpec],
@@ -346,63 +240,75 @@ def apply_runner(
     workers' reads use, with the driver's store settings). Yields RESULT_SCHEMA rows of what it wrote."""
 
     def run(batches):
-        import uuid
-
         import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
         tables = [pa.Table.from_batches([b]) for b in batches if b.num_rows]
         if not tables:
             return
-        import numpy as np
-
-        rows = pa.concat_tables(tables)
         fs = open_fs()
         out, dead = [], []
-        # the offsets grouped by unit with one sort, ascending inside each unit (the membership tests
-        # search them), not a pass over all rows for every unit
-        units, offsets = to_numpy(rows.column("unit")), to_numpy(rows.column("offset")).astype(np.int64)
-        order = np.lexsort((offsets, units))
-        units, offsets = units[order], offsets[order]
-        firsts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
-        for lo, hi in zip(firsts, np.r_[firsts[1:], len(units)]):
-            unit, keep = int(units[lo]), offsets[lo:hi]
+        for unit, keep in units_kept(pa.concat_tables(tables)):
             if unit in rewrites:
                 path, n, size = rewrite_one(rewrites[unit], keep, fs, schema, readers=readers)
-                out.append({"kind": REWRITTEN, "unit": unit, "path": path, "records": n, "bytes": size})
+                out.append(Written(REWRITTEN, unit, path, n, size))
             elif unit in marks:
                 dead.append(dead_of(marks[unit], keep, fs))
-        if dead:
-            offsets = pa.concat_arrays(dead)
-            if len(offsets):
-                path = f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"
-                # each part of the vector is in offset order
-                pq.write_table(
-                    pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))}),
-                    path,
-                    filesystem=fs,
-                    **DEAD_PART_OPTIONS,
-                )
-                out.append(
-                    {
-                        "kind": DEAD,
-                        "unit": -1,
-                        "path": path,
-                        "records": len(offsets),
-                        "bytes": int(fs.get_file_info(path).size or 0),
-                    }
-                )
+        part = write_dead_part(dead, dead_folder, fs)
+        if part is not None:
+            out.append(part)
         if out:
-            yield pa.RecordBatch.from_arrays(
-                [
-                    from_strings([o["kind"] for o in out]),
-                    from_numpy(np.array([o["unit"] for o in out], np.int32)),
-                    from_strings([o["path"] for o in out]),
-                    from_numpy(np.array([o["records"] for o in out], np.int64)),
-                    from_numpy(np.array([o["bytes"] for o in out], np.int64)),
-                ],
-                names=["kind", "unit", "path", "records", "bytes"],
-            )
+            yield result_batch(out)
 
     return run
+
+
+def units_kept(rows):
+    """(unit, its kept offsets: an int64 numpy array, ascending) for each unit of the (unit, offset) rows.
+
+    The offsets are grouped by unit with one sort, ascending inside each unit (the membership tests
+    search them), not a pass over all rows for every unit."""
+    import numpy as np
+
+    units, offsets = to_numpy(rows.column("unit")), to_numpy(rows.column("offset")).astype(np.int64)
+    order = np.lexsort((offsets, units))
+    units, offsets = units[order], offsets[order]
+    firsts = np.flatnonzero(np.r_[True, units[1:] != units[:-1]])
+    for lo, hi in zip(firsts, np.r_[firsts[1:], len(units)]):
+        yield int(units[lo]), offsets[lo:hi]
+
+
+def write_dead_part(dead: list, dead_folder: str, fs) -> Written | None:
+    """The task's new entries of the deletion vector (Arrow arrays of offsets) written as one part under
+    `dead_folder`, in offset order; None when there are none."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if not dead:
+        return None
+    offsets = pa.concat_arrays(dead)
+    if not len(offsets):
+        return None
+    path = f"{dead_folder}/part-{uuid.uuid4().hex}.parquet"
+    table = pa.table({"offset": pc.take(offsets, pc.sort_indices(offsets))})
+    pq.write_table(table, path, filesystem=fs, **DEAD_PART_OPTIONS)
+    return Written(DEAD, -1, path, len(offsets), int(fs.get_file_info(path).size or 0))
+
+
+def result_batch(written: list[Written]):
+    """The RESULT_SCHEMA rows of what a task wrote, as one Arrow record batch."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [
+            from_strings([w.kind for w in written]),
+            from_numpy(np.array([w.unit for w in written], np.int32)),
+            from_strings([w.path for w in written]),
+            from_numpy(np.array([w.records for w in written], np.int64)),
+            from_numpy(np.array([w.bytes for w in written], np.int64)),
+        ],
+        names=["kind", "unit", "path", "records", "bytes"],
+    )

@@ -7,10 +7,17 @@ import re
 import socket
 import sys
 import time
+from typing import TypedDict
 from urllib.parse import urlparse
 
 from compaction_assets import settings
 from compaction_assets.errors import SparkSetupError
+
+# the JVM's options are worked out in jvm_options; these names are the package's too (the warm start,
+# scripts/spark-connect.sh and the tests read them from here)
+from compaction_assets.spark.jvm_options import class_archive_path as class_archive_path
+from compaction_assets.spark.jvm_options import connect_server_java_options as connect_server_java_options
+from compaction_assets.spark.jvm_options import driver_java_options
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -29,68 +36,6 @@ DEFAULT_CONF = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.showConsoleProgress": "false",
 }
-LOG4J = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-
-
-def _java_binary(env: settings.Settings) -> str | None:
-    """The `java` that PySpark's launcher runs: JAVA_HOME's, else the first on PATH (None: not found)."""
-    import shutil
-
-    path = os.path.join(env.java_home, "bin", "java") if env.java_home else shutil.which("java")
-    return os.path.realpath(path) if path and os.path.exists(path) else None
-
-
-def class_archive_path(env: settings.Settings | None = None) -> str | None:
-    """Where the driver JVM's class-data archive for this Java and this PySpark lives (None: no Java).
-
-    A dynamic archive (JDK's AppCDS) holds the classes a cleaning loads, parsed and verified once, so a
-    JVM maps them instead of loading them again: a command's JVM starts in about half the time. It is
-    valid only for the JVM and class path it was made with, so its name carries both."""
-    import hashlib
-
-    import pyspark
-
-    env = env or settings.current()
-    java = _java_binary(env)
-    if java is None:
-        return None
-    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    stamp = f"{java}:{os.stat(java).st_mtime_ns}:{pyspark.__version__}:{jars}"
-    key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
-    return os.path.join(env.jvm_archive_dir, f"spark-driver-{pyspark.__version__}-{key}.jsa")
-
-
-def driver_java_options(
-    env: settings.Settings, *, dump_archive_to: str | None = None, class_archive: bool = True
-) -> str:
-    """The driver JVM's options: the log4j configuration, and for quick starts C1 only with the class-data
-    archive (read when it exists, or written at exit to `dump_archive_to`; none without `class_archive`)."""
-    options = [f"-Dlog4j.configurationFile=file:{LOG4J}"]
-    if env.jvm_quick_start:
-        # A command lives seconds: the optimizing compiler (C2) would spend them, on 2 cores, compiling
-        # code it barely runs (measured: a cold cleaning of 2M records 15.0 s -> 11.8 s with C1 only).
-        options.append("-XX:TieredStopAtLevel=1")
-        if dump_archive_to:
-            options.append(f"-XX:ArchiveClassesAtExit={dump_archive_to}")
-        elif class_archive:
-            archive = class_archive_path(env)
-            if archive and os.path.isfile(archive):
-                options.append(f"-XX:SharedArchiveFile={archive}")
-        # the JVM's own warnings go to stderr, never into a command's output on stdout
-        options += ["-Xlog:disable", "-Xlog:all=warning:stderr"]
-    return " ".join(options)
-
-
-def connect_server_java_options(env: settings.Settings | None = None) -> str:
-    """The JVM options of a local Spark Connect server (scripts/spark-connect.sh): the log4j configuration,
-    and with the quick start the fast compiler only.
-
-    A server lives long, but on few cores the optimizing compiler competes with the queries for them, and
-    every cleaning brings newly generated classes to compile (2 cores, a fresh server, 5M records: the
-    first forced cleaning 11.4 s -> 10.2 s, an incremental one after it 3.0 s -> 2.3 s, later ones
-    2.0 s -> 1.6 s; a second forced cleaning 6.7 s -> 7.2 s). The class-data archive is the driver's: a
-    server's class path differs."""
-    return driver_java_options(env or settings.current(), class_archive=False)
 
 
 def session_target() -> dict:
@@ -257,54 +202,16 @@ def get_spark(conf: dict | None = None):
     (`shared_session_remote`), unless SPARK_REMOTE names one, COMPACTION_SHARED_CONNECT_SESSION=0, or
     PySpark releases sessions at exit (SPARK_CONNECT_RELEASE_SESSION_ON_EXIT: one run's exit would end
     the others'); a shared session the server has closed is replaced by one of this run's own."""
-    from pyspark.sql import SparkSession
-
     conf = conf or spark_conf_from_env()
     check_spark_settings(conf)
-    setting = (
-        f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}"
-        if "spark.remote" in conf
-        else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}"
-    )
     remote = conf.get("spark.remote")
-    conf = {k: v for k, v in conf.items() if k != "spark.remote"}
-
-    def builder_for(url: str | None):
-        builder = SparkSession.builder.appName("compaction-assets")
-        if url:
-            builder = builder.remote(url)
-        for key, value in conf.items():
-            builder = builder.config(key, value)
-        return builder
-
-    env = settings.current()
-    shared = (
-        shared_session_remote(remote, time.time())
-        if remote and env.shared_connect_session and not env.connect_release_on_exit
-        else remote
-    )
+    shared = _shared_remote(remote)
     try:
-        if remote:  # a Connect client starts no JVM
-            try:
-                spark = builder_for(shared).getOrCreate()
-            except Exception as exc:
-                if shared == remote or not _session_closed(exc):
-                    raise
-                stale = SparkSession.getActiveSession()
-                if stale is not None:
-                    stale.stop()  # forgets the refused session (its release fails quietly: it is closed)
-                spark = builder_for(remote).getOrCreate()
-        else:  # a session that exists already needs no filter
-            builder = builder_for(None)
-            spark = builder.getOrCreate() if SparkSession.getActiveSession() else _start_quietly(builder.getOrCreate)
+        spark = _start_session({k: v for k, v in conf.items() if k != "spark.remote"}, remote, shared)
     except Exception as exc:
         if settings.debug_enabled():
             raise
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        raise SparkSetupError(
-            f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
-            f"(set {settings.DEBUG}=1 for the trace)"
-        ) from None
+        raise _setup_error(conf, exc) from None
     if remote:
         _bound_connect_retries(spark)
     try:
@@ -314,11 +221,78 @@ def get_spark(conf: dict | None = None):
     return spark
 
 
+def _shared_remote(remote: str | None) -> str | None:
+    """The Connect URL a session is asked for: the shared session's, unless the settings keep runs apart."""
+    env = settings.current()
+    if remote and env.shared_connect_session and not env.connect_release_on_exit:
+        return shared_session_remote(remote, time.time())
+    return remote
+
+
+def _session_builder(conf: dict, url: str | None):
+    """A session builder with the settings `conf`, a Connect client of `url` when given."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("compaction-assets")
+    if url:
+        builder = builder.remote(url)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder
+
+
+def _start_session(conf: dict, remote: str | None, shared: str | None):
+    """Get or create the session: a Connect client of `shared` (falling back to `remote` when the server
+    has closed the shared session), which starts no JVM; else a local or cluster session's JVM."""
+    from pyspark.sql import SparkSession
+
+    if not remote:  # a session that exists already needs no filter
+        builder = _session_builder(conf, None)
+        return builder.getOrCreate() if SparkSession.getActiveSession() else _start_quietly(builder.getOrCreate)
+    try:
+        return _session_builder(conf, shared).getOrCreate()
+    except Exception as exc:
+        if shared == remote or not _session_closed(exc):
+            raise
+    stale = SparkSession.getActiveSession()
+    if stale is not None:
+        stale.stop()  # forgets the refused session (its release fails quietly: it is closed)
+    return _session_builder(conf, remote).getOrCreate()
+
+
+def _setup_error(conf: dict, exc: BaseException) -> SparkSetupError:
+    """The one-line error of a session that did not start, naming the setting that chose it."""
+    setting = (
+        f"{settings.SPARK_REMOTE}={conf['spark.remote']!r}"
+        if "spark.remote" in conf
+        else f"{settings.SPARK_MASTER}={conf.get('spark.master')!r}"
+    )
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return SparkSetupError(
+        f"Spark did not start ({setting}): {lines[0] if lines else type(exc).__name__} "
+        f"(set {settings.DEBUG}=1 for the trace)"
+    )
+
+
 # How long a Connect client keeps retrying a server that does not answer: about 45 s (backoff 0.05, 0.2,
 # 0.8, 3.2 s, then 10 s), enough for a server restart. PySpark's default waits at least 10 minutes for
 # every call, so a server that is down held a fleet cleaning (and the process's exit) for 10 minutes a
 # query before the engine fault could fail the run and let the scheduler retry it.
-CONNECT_RETRY_POLICY = {"max_retries": 8, "backoff_multiplier": 4.0, "initial_backoff": 50, "max_backoff": 10_000}
+class RetryPolicySettings(TypedDict):
+    """The arguments of PySpark's `DefaultPolicy` that the engine sets."""
+
+    max_retries: int
+    backoff_multiplier: float
+    initial_backoff: int  # ms
+    max_backoff: int  # ms
+
+
+CONNECT_RETRY_POLICY: RetryPolicySettings = {
+    "max_retries": 8,
+    "backoff_multiplier": 4.0,
+    "initial_backoff": 50,
+    "max_backoff": 10_000,
+}
 
 
 def _bound_connect_retries(spark) -> None:

@@ -9,17 +9,14 @@ two writers that both saw an expired lease cannot both take it. A refused create
 object back: holding exactly the bytes sent, it is this writer's own write whose reply was lost (the
 client retried a PUT that had landed), not another writer's.
 
-Object metadata goes through `obstore`; Parquet data through pyarrow's filesystem for the same store.
-Every request to an object store is counted (`counts`), so the cost of an operation can be reported.
+Object metadata goes through `obstore` (`object_requests`); Parquet data through pyarrow's filesystem for
+the same store; a local folder's files through `local_files`. Every request to an object store is counted
+(`counts`), so the cost of an operation can be reported.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -28,7 +25,9 @@ import pyarrow.fs as pafs
 
 from compaction_assets import settings
 from compaction_assets.errors import StorageError
-from compaction_assets.store.object_clients import RequestCounts, describe_error, open_clients
+from compaction_assets.store import local_files
+from compaction_assets.store.object_clients import RequestCounts, open_clients
+from compaction_assets.store.object_requests import ObjectRequests
 from compaction_assets.store.parquet_files import read_folder, read_parquet_file
 
 OBJECT_SCHEMES = ("s3", "gs", "az", "abfs", "abfss")
@@ -43,6 +42,8 @@ class Version:
 
 @dataclass
 class Storage:
+    """A local folder or an object store's bucket and prefix, with the operations the log store makes on it."""
+
     root: str  # path as pyarrow sees it: a local absolute path, or "bucket/prefix"
     scheme: str  # "" for local
     fs: pafs.FileSystem
@@ -108,31 +109,16 @@ class Storage:
             },
         )
 
-    def _key(self, path: str) -> str:
-        if not (path == self.bucket or path.startswith(self.bucket + "/")):
-            raise StorageError(f"store {self.location}: path {path!r} is outside bucket {self.bucket!r}")
-        return path[len(self.bucket) + 1 :]
-
-    def _fail(self, exc: BaseException, path: str) -> StorageError:
-        return StorageError(describe_error(self.location, exc, self._key(path) if path else ""))
+    @property
+    def _objects(self) -> ObjectRequests:
+        """The requests to this storage's bucket (object stores only), counted in `counts`."""
+        return ObjectRequests(self.location, self.bucket, self.store, self.counts)
 
     # --- reads -------------------------------------------------------------------------------
     def exists(self, path: str) -> bool:
         if self.local:
             return os.path.exists(path)
-        return self._head(path) is not None
-
-    def _head(self, path: str) -> dict | None:
-        import obstore
-        from obstore.exceptions import NotFoundError
-
-        self.counts.get += 1
-        try:
-            return obstore.head(self.store, self._key(path))
-        except (NotFoundError, FileNotFoundError):
-            return None
-        except Exception as exc:
-            raise self._fail(exc, path) from None
+        return self._objects.head(path) is not None
 
     def read_bytes(self, path: str) -> bytes:
         """A whole file; FileNotFoundError when it does not exist."""
@@ -144,18 +130,8 @@ class Storage:
             with open(path, "rb") as fh:
                 data = fh.read()
             return data, Version(data)
-        import obstore
-        from obstore.exceptions import NotFoundError
-
-        self.counts.get += 1
-        try:
-            result = obstore.get(self.store, self._key(path))
-            data = bytes(result.bytes())
-            return data, Version(result.meta.get("e_tag"))
-        except (NotFoundError, FileNotFoundError):
-            raise FileNotFoundError(path) from None
-        except Exception as exc:
-            raise self._fail(exc, path) from None
+        data, etag = self._objects.get(path)
+        return data, Version(etag)
 
     def list_dir(self, path: str) -> list[str]:
         """Names (not paths) of the entries of a folder; [] when it does not exist."""
@@ -164,17 +140,7 @@ class Storage:
                 return sorted(os.listdir(path))
             except FileNotFoundError:
                 return []
-        import obstore
-
-        self.counts.list += 1
-        key = self._key(path).strip("/")
-        try:
-            result = obstore.list_with_delimiter(self.store, key + "/" if key else None)
-        except Exception as exc:
-            raise self._fail(exc, path) from None
-        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
-        names += [o["path"].rsplit("/", 1)[-1] for o in result["objects"]]
-        return sorted(set(names))
+        return self._objects.list_names(path)
 
     def is_dir(self, path: str) -> bool:
         if self.local:
@@ -183,44 +149,20 @@ class Storage:
 
     def mtime_ms(self, path: str) -> int | None:
         if self.local:
-            try:
-                return int(os.stat(path).st_mtime * 1000)
-            except FileNotFoundError:
-                return None
-        meta = self._head(path)
+            return local_files.mtime_ms(path)
+        meta = self._objects.head(path)
         return None if meta is None else int(meta["last_modified"].timestamp() * 1000)
 
     def list_files_recursive(self, path: str) -> list[str]:
         if self.local:
-            out = []
-            for dirpath, _, files in os.walk(path):
-                out += [os.path.join(dirpath, f) for f in files]
-            return sorted(out)
-        return sorted(p for p, _ in self._list_objects(path))
+            return local_files.files_under(path)
+        return sorted(p for p, _ in self._objects.list_objects(path))
 
     def list_files_with_mtime(self, path: str) -> list[tuple[str, int]]:
         """Files under a folder with their modification time in ms (one listing on an object store)."""
         if self.local:
-            out = []
-            for f in self.list_files_recursive(path):
-                m = self.mtime_ms(f)
-                if m is not None:
-                    out.append((f, m))
-            return out
-        return self._list_objects(path)
-
-    def _list_objects(self, path: str) -> list[tuple[str, int]]:
-        import obstore
-
-        key = self._key(path).strip("/")
-        out = []
-        try:
-            for chunk in obstore.list(self.store, key + "/" if key else None):
-                self.counts.list += 1
-                out += [(f"{self.bucket}/{o['path']}", int(o["last_modified"].timestamp() * 1000)) for o in chunk]
-        except Exception as exc:
-            raise self._fail(exc, path) from None
-        return out
+            return local_files.files_with_mtime(path)
+        return self._objects.list_objects(path)
 
     # --- Parquet -------------------------------------------------------------------------------
     def read_parquet(self, path: str, columns: list[str] | None = None, schema=None):
@@ -241,7 +183,7 @@ class Storage:
         except StorageError:
             raise
         except Exception as exc:
-            raise self._fail(exc, path) from None
+            raise self._objects.fail(exc, path) from None
 
     def write_parquet(self, path: str, table, **options: Any) -> None:
         """Write an Arrow table as one Parquet file (visible whole or not at all on an object store)."""
@@ -255,7 +197,7 @@ class Storage:
         try:
             pq.write_table(table, path, filesystem=self.fs, **options)
         except Exception as exc:
-            raise self._fail(exc, path) from None
+            raise self._objects.fail(exc, path) from None
 
     # --- writes ------------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
@@ -263,18 +205,12 @@ class Storage:
             os.makedirs(path, exist_ok=True)
         # Object stores have no folders: a key's prefix exists once an object is under it.
 
-    def _tmp_name(self, path: str) -> str:
-        head, _, tail = path.rpartition("/")
-        return f"{head}/.tmp-{uuid.uuid4().hex}-{tail}"
-
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write a whole file so that readers see the old content or the new, never a part."""
-        if not self.local:
-            self._put(path, data, "overwrite")
-            return
-        tmp = self._tmp_name(path)
-        self._write_local(tmp, data)
-        os.replace(tmp, path)
+        if self.local:
+            local_files.write_atomic(path, data)
+        else:
+            self._objects.put(path, data, "overwrite")
 
     def create_exclusive(self, path: str, data: bytes) -> bool:
         """Create `path` with `data` unless it exists; True when this call created it."""
@@ -282,31 +218,19 @@ class Storage:
 
     def create_versioned(self, path: str, data: bytes) -> Version | None:
         """Create `path` with `data` unless it exists; its version when this call created it, else None."""
-        if not self.local:
-            etag = self._put(path, data, "create")
-            return self._holds_exactly(path, data) if etag is None else Version(etag)
-        tmp = self._tmp_name(path)
-        self._write_local(tmp, data)
-        try:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                return self._holds_exactly(path, data)
-            return Version(data)
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+        if self.local:
+            return Version(data) if local_files.create_exclusive(path, data) else self._holds_exactly(path, data)
+        etag = self._objects.put(path, data, "create")
+        return self._holds_exactly(path, data) if etag is None else Version(etag)
 
     def replace_if_unchanged(self, path: str, data: bytes, expected: Version) -> Version | None:
         """Replace `path` with `data` only if it is still at version `expected`; its new version, or None."""
         if not self.local:
-            result = self._put(path, data, {"e_tag": expected.token})
+            result = self._objects.put(path, data, {"e_tag": expected.token})
             return self._holds_exactly(path, data) if result is None else Version(result)
-        with self._local_compare(path, expected) as unchanged:
+        with local_files.holding(path, expected.token) as unchanged:
             if unchanged:
-                self.write_atomic(path, data)
+                local_files.write_atomic(path, data)
                 return Version(data)
         return self._holds_exactly(path, data)
 
@@ -327,77 +251,14 @@ class Storage:
         if not self.local:
             self.delete(path)
             return True
-        with self._local_compare(path, expected) as unchanged:
+        with local_files.holding(path, expected.token) as unchanged:
             if unchanged:
                 os.unlink(path)
             return unchanged
 
-    @staticmethod
-    @contextmanager
-    def _local_compare(path: str, expected: Version):
-        """Whether the local file is still at version `expected`, held under an exclusive flock of a
-        sidecar (which every conditional writer of this path takes) until the block ends."""
-        with open(path + ".cas", "a+b") as guard:
-            fcntl.flock(guard.fileno(), fcntl.LOCK_EX)
-            try:
-                with open(path, "rb") as fh:
-                    unchanged = fh.read() == expected.token
-            except FileNotFoundError:
-                unchanged = False
-            yield unchanged
-
-    def _put(self, path: str, data: bytes, mode: Any) -> str | None:
-        """An object PUT; its e-tag, or None when its condition (create / if-match) did not hold."""
-        import obstore
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
-
-        self.counts.put += 1
-        try:
-            result = obstore.put(self.store, self._key(path), data, mode=mode)
-        except (AlreadyExistsError, PreconditionError):
-            return None
-        except Exception as exc:
-            raise self._fail(exc, path) from None
-        return result.get("e_tag") or ""
-
-    def _write_local(self, path: str, data: bytes) -> None:
-        with open(path, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-
     def delete(self, path: str) -> None:
         """Delete a file or a folder tree; a missing path is fine."""
         if self.local:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                for p in (path, path + ".cas"):
-                    try:
-                        os.unlink(p)
-                    except FileNotFoundError:
-                        pass
-            return
-        import obstore
-
-        keys = [self._key(p) for p, _ in self._list_objects(path)]
-        keys.append(self._key(path))
-        try:
-            for i in range(0, len(keys), 1000):
-                self.counts.delete += 1
-                obstore.delete(self.store, keys[i : i + 1000])
-        except FileNotFoundError:
-            pass
-        except Exception as exc:
-            if "not found" not in str(exc).lower():
-                raise self._fail(exc, path) from None
-
-
-def remove_empty_dirs(top: str) -> None:
-    """Remove the empty folders under `top` (a local folder), deepest first."""
-    for dirpath, dirnames, filenames in os.walk(top, topdown=False):
-        if dirpath != top and not os.listdir(dirpath):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
+            local_files.delete(path)
+        else:
+            self._objects.delete_tree(path)

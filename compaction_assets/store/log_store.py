@@ -8,46 +8,33 @@ A change writes its data files first and then commits manifest version N+1 with 
 or not at all, and of two writers of N+1 exactly one wins; the loser re-reads and re-applies its change
 or fails, and never overwrites the winner.
 
-Leases have an epoch that grows with every holder, and fence commits: a writer commits only while its
-lease object still names it, and a manifest records the highest epoch that committed under each kind
+Leases (`lease`) have an epoch that grows with every holder, and fence commits: a writer commits only while
+its lease object still names it, and a manifest records the highest epoch that committed under each kind
 of lease, so once a writer that took over a lease has committed, the writer it took over from (stalled
-past its expiry) can no longer commit anything (`LeaseLostError`). Files that no manifest references are leftovers of an
-interrupted change; `collect_garbage` removes them once they are older than a grace period.
+past its expiry) can no longer commit anything (`LeaseLostError`). Files that no manifest references are
+leftovers of an interrupted change; `collect_garbage` removes them once they are older than a grace period.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from compaction_assets import settings
-from compaction_assets.errors import (
-    ConflictError,
-    CorruptLogError,
-    LeaseLostError,
-    LockedError,
-    StorageError,
-    UnknownLogError,
-)
-from compaction_assets.store.fs import Storage, Version, remove_empty_dirs
-from compaction_assets.store.lock_holder import LockHolder
+from compaction_assets.errors import ConflictError, CorruptLogError, UnknownLogError
+from compaction_assets.store.fs import Storage
+from compaction_assets.store.lease import Lease, LockHolder, read_holder, wall_ms
+from compaction_assets.store.local_files import remove_empty_dirs
 from compaction_assets.store.manifest import Attempt, Manifest, side_files
 from compaction_assets.store.names import parse_log_name
 
 KEEP_VERSIONS = 5
 DEFAULT_GC_GRACE_S = 600.0
 CLOCK_SLACK_MS = 60_000  # file times against lease times (another host's clock, coarse mtimes)
-
-
-def wall_ms() -> int:
-    """The wall clock in milliseconds."""
-    return int(time.time() * 1000)
 
 
 class LogStore:
@@ -112,7 +99,7 @@ class LogHandle:
     def _versions(self) -> list[int]:
         out = []
         for name in self.st.list_dir(self.path("_log")):
-            stem, dot, ext = name.partition(".")
+            stem, _, ext = name.partition(".")
             if ext == "json" and stem.isdigit():
                 out.append(int(stem))
         return sorted(out)
@@ -242,12 +229,7 @@ class LogHandle:
 
     def lock_holder(self, kind: str) -> LockHolder | None:
         """Who holds the log's lease of this kind; None when there is none, or it is torn."""
-        try:
-            return LockHolder.from_json(self.st.read_bytes(self.path(f"_locks/{kind}.lock")))
-        except StorageError:
-            raise
-        except OSError:
-            return None
+        return read_holder(self.st, self.path(f"_locks/{kind}.lock"))
 
     # --- leftovers -----------------------------------------------------------------------------
     def referenced(self) -> set[str]:
@@ -294,128 +276,3 @@ class LogHandle:
             remove_empty_dirs(self.path("data"))
             remove_empty_dirs(self.path("side"))
         return removed
-
-
-class Lease:
-    """A lock object with an expiry and an epoch, renewed by a heartbeat thread while held.
-
-    It is created only if absent; an expired one is taken over by a conditional replace of exactly the
-    version that was read (so of two writers that saw it expired, one wins) with a higher epoch; the
-    heartbeat renews it the same way, so a holder whose lease was taken over learns it at its next beat
-    and its next commit is refused (`LogHandle.update` checks `check`)."""
-
-    def __init__(self, handle: LogHandle, kind: str, ttl_s: float, purpose: str):
-        self.h = handle
-        self.kind = kind
-        self.ttl_ms = int(ttl_s * 1000)
-        self.path = handle.path(f"_locks/{kind}.lock")
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.purpose = purpose
-        self.epoch = 0
-        self.version: Version | None = None
-        self.lost = False
-        self._mutex = threading.Lock()  # the heartbeat and `check` share `version`
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _body(self) -> bytes:
-        return LockHolder(
-            owner=self.owner,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            purpose=self.purpose,
-            acquired_ms=self.acquired_ms,
-            epoch=self.epoch,
-            expires_ms=wall_ms() + self.ttl_ms,
-        ).to_json()
-
-    def acquire(self) -> None:
-        st = self.h.st
-        st.makedirs(self.h.path("_locks"))
-        self.acquired_ms = wall_ms()  # kept by renewals: what was written since is the holder's
-        for _ in range(3):
-            # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
-            try:
-                fence = int(self.h.manifest().fence.get(self.kind, 0))
-            except CorruptLogError:  # the holder is about to report or repair it; no epoch committed is known
-                fence = 0
-            self.epoch = fence + 1
-            created = st.create_versioned(self.path, self._body())
-            if created is not None:
-                self.version = created
-                self._start_heartbeat()
-                return
-            try:
-                data, seen = st.read_versioned(self.path)
-            except FileNotFoundError:  # released between our two calls
-                continue
-            holder = LockHolder.from_json(data)
-            if holder is None:
-                holder, seen = LockHolder(), None  # a torn or foreign lock object: expired
-            if holder.expires_ms > wall_ms():
-                left = (holder.expires_ms - wall_ms()) / 1000
-                raise LockedError(
-                    f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.owner} "
-                    f"(pid {holder.pid} on {holder.host}, {holder.purpose or 'no purpose given'}); "
-                    f"the lease expires in {left:.0f}s unless its holder renews it"
-                )
-            # An expired lease: its holder died or stalled. Take it over only if nobody renewed or took
-            # it meanwhile (a replace of exactly the version read), with a higher epoch.
-            self.epoch = max(self.epoch, holder.epoch + 1)
-            if seen is None:
-                st.delete(self.path)
-                continue
-            taken = st.replace_if_unchanged(self.path, self._body(), seen)
-            if taken is not None:
-                self.version = taken
-                self._start_heartbeat()
-                return
-        raise LockedError(f"log {self.h.name!r}: could not take the {self.kind} lock (contended)")
-
-    def renew(self) -> bool:
-        """Extend the lease if it is still ours (a conditional replace); False once it was taken over."""
-        with self._mutex:
-            if self.lost or self.version is None:
-                return False
-            new = self.h.st.replace_if_unchanged(self.path, self._body(), self.version)
-            if new is None:
-                self.lost = True
-                return False
-            self.version = new
-            return True
-
-    def check(self, committed_epoch: int) -> None:
-        """Raise LeaseLostError unless this lease still names us and no later epoch has committed."""
-        if not self.lost and committed_epoch <= self.epoch:
-            holder = self.h.lock_holder(self.kind)
-            if holder is not None and holder.owner == self.owner:
-                return
-        self.lost = True
-        raise LeaseLostError(
-            f"log {self.h.name!r}: the {self.kind} lease of {self.owner} was taken over by another writer "
-            f"(it expired while this one stalled); nothing more of this change is committed"
-        )
-
-    def _start_heartbeat(self) -> None:
-        def beat() -> None:
-            while not self._stop.wait(max(self.ttl_ms / 3000, 0.05)):
-                try:
-                    if not self.renew():
-                        return
-                except Exception:  # a store hiccup: try again at the next beat, the lease lasts 3 beats
-                    continue
-
-        self._thread = threading.Thread(target=beat, name=f"lease-{self.h.name}-{self.kind}", daemon=True)
-        self._thread.start()
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        try:
-            data, seen = self.h.st.read_versioned(self.path)
-        except FileNotFoundError:
-            return
-        holder = LockHolder.from_json(data)
-        if holder is not None and holder.owner == self.owner:
-            self.h.st.delete_if_unchanged(self.path, seen)

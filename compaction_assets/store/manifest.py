@@ -26,7 +26,7 @@ class Horizon(NamedTuple):
     """Kept tombstones of a segment that share a delete horizon (a tuple in the manifest's JSON)."""
 
     horizon: int  # the delete horizon (ms)
-    count: int  # tombstones carrying it
+    tombstones: int  # tombstones carrying it
     lo: int  # the lowest offset among them
     hi: int  # the highest
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from compaction_assets import settings
 from compaction_assets.errors import StorageError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig, S3Config
 
 CONNECT_TIMEOUT = "5s"
 REQUEST_TIMEOUT = "60s"
@@ -41,29 +45,18 @@ class RequestCounts:
         return RequestCounts(self.get, self.put, self.list, self.delete)
 
 
-def open_clients(scheme: str, bucket: str, location: str):
+def open_clients(scheme: str, bucket: str, location: str) -> tuple[Any, pafs.FileSystem]:
     """The obstore store and the pyarrow filesystem of a bucket, configured from the settings."""
     from obstore.store import from_url
 
-    client_options = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
-    retry = {"max_retries": MAX_RETRIES, "retry_timeout": RETRY_TIMEOUT}
+    client_options: ClientConfig = {"connect_timeout": CONNECT_TIMEOUT, "timeout": REQUEST_TIMEOUT}
+    retry: RetryConfig = {"max_retries": MAX_RETRIES, "retry_timeout": RETRY_TIMEOUT}
     try:
         if scheme == "s3":
             so = settings.current().object_store
-            config = {
-                k: v
-                for k, v in {
-                    "endpoint": so.endpoint_url,
-                    "access_key_id": so.access_key_id,
-                    "secret_access_key": so.secret_access_key,
-                    "token": so.session_token,
-                    "region": so.region,
-                }.items()
-                if v
-            }
             client_options["allow_http"] = so.allow_http
-            store = from_url(f"s3://{bucket}", config=config, client_options=client_options, retry_config=retry)
-            fs = pafs.S3FileSystem(
+            store = from_url(f"s3://{bucket}", config=_s3_config(so), client_options=client_options, retry_config=retry)
+            fs: pafs.FileSystem = pafs.S3FileSystem(
                 access_key=so.access_key_id,
                 secret_key=so.secret_access_key,
                 session_token=so.session_token,
@@ -78,6 +71,22 @@ def open_clients(scheme: str, bucket: str, location: str):
     except Exception as exc:
         raise StorageError(describe_error(location, exc, "")) from None
     return store, fs
+
+
+def _s3_config(so: settings.ObjectStoreSettings) -> S3Config:
+    """obstore's S3 settings: those the settings give (an absent one left to obstore's own defaults)."""
+    config: S3Config = {}
+    if so.endpoint_url:
+        config["endpoint"] = so.endpoint_url
+    if so.access_key_id:
+        config["access_key_id"] = so.access_key_id
+    if so.secret_access_key:
+        config["secret_access_key"] = so.secret_access_key
+    if so.session_token:
+        config["session_token"] = so.session_token
+    if so.region:
+        config["region"] = so.region
+    return config
 
 
 def describe_error(location: str, exc: BaseException, key: str) -> str:

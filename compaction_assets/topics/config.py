@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from compaction_assets.topics.landing_settings import (
     LandingFormat,
     parse_version_fields,
 )
+from compaction_assets.topics.str_enum import StrEnum
 
 # The table of SPEC §2, in its order (the first invalid key in this order is the one reported).
 DEFAULTS: dict[str, Any] = {
@@ -194,7 +195,7 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     )
 
 
-def _choice(topic: str, key: str, value: Any, enum: type) -> Any:
+def _choice(topic: str, key: str, value: Any, enum: type[Enum]) -> Any:
     valid = [m.value for m in enum]
     if value not in valid:
         raise _fail(topic, key, value, f"must be one of {', '.join(valid)}")

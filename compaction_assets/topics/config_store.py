@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from compaction_assets.errors import ConfigError
 from compaction_assets.store.names import RESERVED_TOPICS, check_topic, parse_log_name
 from compaction_assets.topics.config import ALL_KEYS, DEFAULTS, TopicConfig, TopicsFile, build_config
 from compaction_assets.topics.landing_settings import LANDING_DEFAULTS
+from compaction_assets.topics.str_enum import StrEnum
 
 # --- configuration stored with the store ---------------------------------------------------------
 # As Kafka keeps topic configuration in the cluster, not in its clients, every process that opens a store
@@ -223,7 +223,8 @@ class ConfigStore:
         """What `set_topic` would change (validated; nothing written)."""
         check_topic(topic, "topic")
         before = self.effective(topic)
-        merged = {**(self.current(topic).settings if self.current(topic) else before), **settings}
+        own = self.current(topic)
+        merged = {**(own.settings if own else before), **settings}
         after = build_config(merged, topic).to_kafka()
         return ConfigChange(topic, before, after)
 
@@ -284,7 +285,7 @@ class ConfigStore:
         topics: TopicsFile,
         source: str,
         now_ms: int,
-        known_topics: list[str] = (),
+        known_topics: Sequence[str] = (),
         cleaned_logs: Callable[[str], list[str]] | None = None,
         confirm: bool = False,
     ) -> list[ConfigChange]:

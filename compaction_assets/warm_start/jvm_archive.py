@@ -101,8 +101,7 @@ def build(force: bool = False) -> str | None:
                 "--dump-to",
                 partial,
             ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             text=True,
         )
     if child.returncode != 0 or not os.path.isfile(partial):

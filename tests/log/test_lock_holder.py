@@ -7,7 +7,7 @@ import json
 import os
 import socket
 
-from compaction_assets.store.lock_holder import LockHolder
+from compaction_assets.store.lease import LockHolder
 
 LEASE_KEYS = ["owner", "pid", "host", "purpose", "acquired_ms", "epoch", "expires_ms"]
 
