@@ -32,7 +32,7 @@ from compaction_assets.store.manifest import Manifest, Segment
 
 # what a row of the range is read as: the key and offset that find the winners, and the winners' fields
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
-# ... named as the decision's columns (decide.py's WINNER_FIELDS)
+# ... named as the decision's columns (decide_spark.py's WINNER_FIELDS)
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
 # the hash of a row's key (keys.py), worked out as the rows are split into buckets
 KEY_HASH = "_key_hash"
@@ -78,7 +78,7 @@ def newer_winners(
     threads: int,
     buckets: int,
 ) -> pa.Table:
-    """Each key's winner over the segments with its key (the probe's newer rows, decide.py): key, offset
+    """Each key's winner over the segments with its key (the probe's newer rows, probe.py): key, offset
     and WINNER_FIELDS, one table."""
     found = list(bucket_winners(handle, manifest, segments, vector, threads, buckets, with_key=True))
     return pa.concat_tables(found) if found else KEYED_WINNER_SCHEMA.empty_table()
@@ -110,8 +110,8 @@ def bucket_winners(
     with_key: bool = False,
 ) -> Iterator[pa.Table]:
     """Each key's winner over the segments' visible records (log start and deletion vector applied, file
-    stamps on tombstones), its offset and decide.py's WINNER_FIELDS (and its key `with_key`): a table per
-    bucket of keys.
+    stamps on tombstones), its offset and decide_spark.py's WINNER_FIELDS (and its key `with_key`): a
+    table per bucket of keys.
 
     The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,
     a bucket a thread: what deciding holds beyond the narrow rows is one bucket's a thread (50M records
@@ -124,7 +124,7 @@ def bucket_winners(
 
     with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="decide") as pool:
         parts = [pool.submit(read, ref) for ref in refs]
-        by_bucket = [[] for _ in range(buckets)]
+        by_bucket: list[list[pa.Table]] = [[] for _ in range(buckets)]
         for part in parts:
             for bucket, piece in enumerate(part.result()):
                 by_bucket[bucket].append(piece)
@@ -137,9 +137,9 @@ def bucket_winners(
         yield from (table for table in decided if table is not None)
 
 
-def _bucket_winners(by_bucket: list[list[pa.Table] | None], bucket: int, with_key: bool) -> pa.Table | None:
+def _bucket_winners(by_bucket: list[list[pa.Table]], bucket: int, with_key: bool) -> pa.Table | None:
     """The winners of one bucket's pieces (None: no row), its pieces let go."""
-    pieces, by_bucket[bucket] = by_bucket[bucket], None
+    pieces, by_bucket[bucket] = by_bucket[bucket], []
     if not pieces:
         return None
     table = pa.concat_tables(pieces)

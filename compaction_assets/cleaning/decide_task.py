@@ -4,16 +4,16 @@ group-by's own tasks (a large range).
 Under the offset strategy a winner's fate depends on its own row, `now` and its segment only (no guard,
 nothing remembered), so the decision's columns, the figures per segment and the kept offsets are worked
 out from the winners with Arrow: `offset_decision`, `arrow_figures` and `kept_offsets`, as Spark's
-projection (decide.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a cached
-decision.
+projection (decide_spark.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a
+cached decision.
 
 A range too large to collect its winners (about 40 bytes each) runs the same functions in the tasks of the
 group-by that found them (`decision_runner`, Spark's Python workers): only the figures and the kept
 offsets (8 bytes each) come back, in the one job that groups, instead of a cache of every winner and a
 second job for the offsets (50M distinct keys on one server: the decision 267 s cached, 150-154 s in its
 tasks).
-This module imports only pyarrow, numpy, segments/segment_task.py and segments/arrays.py: it is shipped to executors by
-value.
+This module imports only pyarrow, numpy, segments/offset_masks.py and segments/arrays.py: it is shipped to
+executors by value.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.segments.segment_task import bucket_labels
+from compaction_assets.segments.offset_masks import bucket_labels
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -69,58 +69,74 @@ def arrow_figures(table: pa.Table) -> list[dict]:
     ts, offset, size = (to_numpy(table.column(c)).astype(np.int64, copy=False) for c in ("timestamp", "offset", "size"))
     kept_tomb = keep & tomb
     horizon = np.where(kept_tomb, to_numpy(pc.fill_null(table.column("new_horizon"), scalar(0))), 0)
-    seg_idx = to_numpy(table.column("seg_idx")).astype(np.int64, copy=False)
-    order = np.lexsort((horizon, kept_tomb, seg_idx))
-    seg_idx, has_horizon, horizon = seg_idx[order], kept_tomb[order], horizon[order]
-    starts = np.flatnonzero(
-        np.r_[
-            True, (seg_idx[1:] != seg_idx[:-1]) | (has_horizon[1:] != has_horizon[:-1]) | (horizon[1:] != horizon[:-1])
-        ]
+    groups = _Groups(to_numpy(table.column("seg_idx")).astype(np.int64, copy=False), kept_tomb, horizon)
+    positive = keep & (ts > 0)
+    kept, kept_tombs, removed_count = groups.count(keep), groups.count(kept_tomb), groups.count(removed)
+    first_offset = groups.least(keep, offset)
+    return groups.rows(
+        {
+            "kept": kept.tolist(),
+            "kept_bytes": _or_none(groups.total(keep, size), kept),
+            "min_ts": _or_none(groups.least(keep, ts), kept),
+            "max_ts": _or_none(groups.most(keep, ts), kept),
+            "first_offset": _or_none(first_offset, kept),
+            "min_pos_ts": _or_none(groups.least(positive, ts), groups.count(positive)),
+            "tombstones": kept_tombs.tolist(),
+            "stamped": groups.count(stamped).tolist(),
+            "removed_tomb": removed_count.tolist(),
+            "removed_bytes": _or_none(groups.total(removed, size), removed_count),
+            "tomb_lo": _or_none(groups.least(kept_tomb, offset), kept_tombs),
+            "tomb_hi": _or_none(groups.most(kept_tomb, offset), kept_tombs),
+            "first_ts": _or_none(groups.at_offset(keep, offset, first_offset, ts), kept),
+        }
     )
 
-    def count(mask):
-        return np.add.reduceat(mask[order].astype(np.int64), starts)
 
-    def total(mask, values):
-        return np.add.reduceat(np.where(mask, values, 0)[order], starts)
+class _Groups:
+    """A decision table's rows in groups of one segment and kept-tombstone horizon (`has_horizon`:
+    a kept tombstone's row), sorted once: each reduction over a mask of the rows reads them in that order,
+    a group's rows back to back."""
 
-    def least(mask, values):
-        return np.minimum.reduceat(np.where(mask, values, INT64_MAX)[order], starts)
+    def __init__(self, seg_idx: np.ndarray, has_horizon: np.ndarray, horizon: np.ndarray):
+        self.order = np.lexsort((horizon, has_horizon, seg_idx))
+        seg_idx, has_horizon, horizon = seg_idx[self.order], has_horizon[self.order], horizon[self.order]
+        changes = (seg_idx[1:] != seg_idx[:-1]) | (has_horizon[1:] != has_horizon[:-1]) | (horizon[1:] != horizon[:-1])
+        self.starts = np.flatnonzero(np.r_[True, changes])  # where each group's rows start, in sorted order
+        # per group, its segment and its horizon (None: the rows other than kept tombstones)
+        self.keys = [(int(seg_idx[at]), int(horizon[at]) if has_horizon[at] else None) for at in self.starts.tolist()]
 
-    def most(mask, values):
-        return np.maximum.reduceat(np.where(mask, values, INT64_MIN)[order], starts)
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per group, its rows in `mask`."""
+        return np.add.reduceat(mask[self.order].astype(np.int64), self.starts)
 
-    positive = keep & (ts > 0)
-    kept, kept_tombs, removed_count = count(keep), count(kept_tomb), count(removed)
-    first_offset = least(keep, offset)
-    # a group's first kept timestamp: its kept row at its lowest kept offset (offsets are unique), found
-    # through each row's group, with no second sort
-    group = np.empty(len(order), np.int64)
-    group[order] = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(order)]))
-    first_rows = np.flatnonzero(keep & (offset == first_offset[group]))
-    first_ts = np.zeros(len(starts), np.int64)
-    first_ts[group[first_rows]] = ts[first_rows]
-    columns = {
-        "kept": kept.tolist(),
-        "kept_bytes": _or_none(total(keep, size), kept),
-        "min_ts": _or_none(least(keep, ts), kept),
-        "max_ts": _or_none(most(keep, ts), kept),
-        "first_offset": _or_none(first_offset, kept),
-        "min_pos_ts": _or_none(least(positive, ts), count(positive)),
-        "tombstones": kept_tombs.tolist(),
-        "stamped": count(stamped).tolist(),
-        "removed_tomb": removed_count.tolist(),
-        "removed_bytes": _or_none(total(removed, size), removed_count),
-        "tomb_lo": _or_none(least(kept_tomb, offset), kept_tombs),
-        "tomb_hi": _or_none(most(kept_tomb, offset), kept_tombs),
-        "first_ts": _or_none(first_ts, kept),
-    }
-    rows = []
-    for g, at in enumerate(starts.tolist()):
-        row = {"seg_idx": int(seg_idx[at]), "hkey": int(horizon[at]) if has_horizon[at] else None}
-        row.update((name, values[g]) for name, values in columns.items())
-        rows.append(row)
-    return rows
+    def total(self, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Per group, the sum of `values` over its rows in `mask`."""
+        return np.add.reduceat(np.where(mask, values, 0)[self.order], self.starts)
+
+    def least(self, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Per group, the least of `values` over its rows in `mask` (INT64_MAX over none)."""
+        return np.minimum.reduceat(np.where(mask, values, INT64_MAX)[self.order], self.starts)
+
+    def most(self, mask: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Per group, the most of `values` over its rows in `mask` (INT64_MIN over none)."""
+        return np.maximum.reduceat(np.where(mask, values, INT64_MIN)[self.order], self.starts)
+
+    def at_offset(self, mask: np.ndarray, offset: np.ndarray, wanted: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Per group, `values` at its row in `mask` whose offset is the group's `wanted` one (offsets are
+        unique; 0 where none is): found through each row's group, with no second sort."""
+        group = np.empty(len(self.order), np.int64)
+        group[self.order] = np.repeat(np.arange(len(self.starts)), np.diff(np.r_[self.starts, len(self.order)]))
+        rows = np.flatnonzero(mask & (offset == wanted[group]))
+        found = np.zeros(len(self.starts), np.int64)
+        found[group[rows]] = values[rows]
+        return found
+
+    def rows(self, columns: dict[str, list]) -> list[dict]:
+        """A row a group: its seg_idx and hkey, then its value of each of `columns`."""
+        return [
+            {"seg_idx": seg_idx, "hkey": hkey, **{name: values[g] for name, values in columns.items()}}
+            for g, (seg_idx, hkey) in enumerate(self.keys)
+        ]
 
 
 def _or_none(values, counts) -> list:

@@ -1,5 +1,5 @@
 """What a cleaning decides, before anything is written (Kafka's `LogToClean` and `CleanerStats`): the
-outcome's three variants and its figures (the winners themselves are found in decide.py).
+outcome's variants and its figures (the winners themselves are found by decide.py's routes).
 
 The outcome, in four variants by where the decision lives:
   CachedDecision     every winner with its decision columns, cached in Spark (a large range);
@@ -21,10 +21,14 @@ which `segment_figures` merges.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from compaction_assets.store.manifest import Horizon, Segment
+
+if TYPE_CHECKING:  # pyspark only when a cleaning runs (Spark-free commands start faster)
+    from pyspark.sql import DataFrame
 
 
 @dataclass
@@ -73,7 +77,9 @@ class CleaningStats:
     @classmethod
     def of(cls, figures: dict[str, int | float]) -> CleaningStats:
         """The totals a manifest's `last_cleaning.figures` holds (a total it lacks is 0)."""
-        return cls(**{f.name: figures[f.name] for f in fields(cls) if f.name in figures})
+        # ints and floats by field: the dataclass gives each its type, not this dict
+        known: dict[str, Any] = {f.name: figures[f.name] for f in fields(cls) if f.name in figures}
+        return cls(**known)
 
 
 # the figures one row of `spark_figures` / `arrow_figures` (decide_task.py) sums, by (seg_idx, hkey)
@@ -126,7 +132,7 @@ def segment_figures(
             seen[new.horizon] = (
                 new
                 if old is None
-                else Horizon(new.horizon, old.count + new.count, min(old.lo, new.lo), max(old.hi, new.hi))
+                else Horizon(new.horizon, old.tombstones + new.tombstones, min(old.lo, new.lo), max(old.hi, new.hi))
             )
         cur = figures[idx]
         for name in SUMMED:
@@ -140,6 +146,11 @@ def segment_figures(
     for idx, (_, first_ts) in first.items():
         figures[idx].first_ts = first_ts
     return figures, {idx: list(seen.values()) for idx, seen in by_horizon.items()}
+
+
+def segment_starts(segments: list[tuple[int, Segment]]) -> list[tuple[int, int]]:
+    """(index, base offset) of each segment: what finds a winner's segment from its offset."""
+    return [(i, seg.base_offset) for i, seg in segments]
 
 
 def totals(figures: dict[int, SegmentFigures]) -> CleaningStats:
@@ -210,7 +221,7 @@ class Decision:
 class CachedDecision(Decision):
     """Decided and cached in Spark: the write ships the kept offsets from there."""
 
-    winners: object  # Spark DataFrame of every winner (DECISION_COLUMNS), cached
+    winners: DataFrame  # every winner (DECISION_COLUMNS), cached
 
     def release(self) -> None:
         """Unpersist the cached winners."""
@@ -226,7 +237,7 @@ class CollectedDecision(Decision):
     """Decided in Spark, collected here in one job: the kept winners' offsets by segment."""
 
     kept: pa.Table  # OFFSETS_SCHEMA: every kept winner
-    tombstones: object = None  # Spark DataFrame of the decided tombstones for the guard's
+    tombstones: DataFrame | None = None  # the decided tombstones for the guard's
     # outputs (DECISION_COLUMNS); None under the offset strategy
 
     def write_offsets(self) -> pa.Table:

@@ -14,6 +14,11 @@ here through one Spark collect, within a share of the memory this machine has av
 unless set), each row at its `RowCost`. The row count this replaced (1M newer rows) sent a cleaning after
 10% new records of a 20M-record log down the general path, grouping every key (issue 32); a tuning that
 gives a row limit still has it (tests: -1 sends every log down the general path).
+
+How a Spark group-by spreads its rows over tasks is chosen here too (`group_partitions`,
+`keys_mostly_distinct`): one partition for a small range, hashed by key when a sample of keys says a
+partial aggregation would not reduce them, Spark's partial aggregation otherwise, and never more keys a
+task than a local master's heap holds.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.spark import local_master_cores
 from compaction_assets.spark.lazy_session import LazySession
+from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Segment
 
 # results up to this size skip asking the session for its limit (a request to a Connect server for
 # every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
@@ -170,6 +178,44 @@ def parallelism(spark) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect: no SparkContext
         return shuffle_partitions(spark)
+
+
+def group_partitions(grouped_rows: int, session_partitions: int, tuning: CleanerTuning = DEFAULT_TUNING) -> int:
+    """The partitions that a group-by of `grouped_rows` rows hashes them into by key before aggregating;
+    0: the session's shuffle partitions after a partial aggregation (when a sample of keys says it pays)."""
+    if grouped_rows <= tuning.small_range_records:
+        return 1
+    parts = max(2, -(-grouped_rows // tuning.rows_per_partition))
+    if parts < session_partitions:
+        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
+        # 2,000-record log): as many partitions as its size needs; shuffling every narrow row costs little
+        # at this size, and a partial aggregation would barely reduce rows whose keys are mostly distinct.
+        return parts
+    # A task's hash aggregation holds its keys in the Spark driver's heap under a local master: a range
+    # too large for the session's partitions is spread so that no task holds more than
+    # `group_task_max_rows` (50M distinct keys in 8 tasks ran a 1 GiB heap out of memory; in 50 they spilled)
+    bounded = -(-grouped_rows // tuning.group_task_max_rows)
+    return bounded if bounded > session_partitions else 0
+
+
+def keys_mostly_distinct(
+    handle: LogHandle, segments: list[tuple[int, Segment]], tuning: CleanerTuning = DEFAULT_TUNING
+) -> bool:
+    """Whether a sample of the keys (up to `key_sample_rows`, from files in the middle of `segments`,
+    read on the driver) is at least `distinct_skips_partial` distinct: then a partial aggregation is wasted."""
+    files = [ref for _, seg in segments for ref in seg.files]
+    start = max(0, len(files) // 2 - tuning.key_sample_max_files // 2)
+    chunks, rows = [], 0
+    for ref in files[start : start + tuning.key_sample_max_files]:
+        if rows >= tuning.key_sample_rows:
+            break
+        column = handle.st.read_parquet(handle.path(ref.name), columns=["key"]).column("key")
+        column = column.slice(0, tuning.key_sample_rows - rows)
+        chunks.extend(column.chunks)
+        rows += len(column)
+    if not rows:
+        return False
+    return len(pc.unique(pa.chunked_array(chunks))) >= tuning.distinct_skips_partial * rows
 
 
 def newer_winner(record_bytes: int) -> RowCost:

@@ -5,6 +5,10 @@ newer rows are grouped by Spark (their winners collected with their keys) and th
 segment by segment for the records those keys supersede (probe_task.py), without a shuffle of its rows:
 a cleaning after 1% new of 5M records went from 1.6 s to 0.5 s (`probe_max_newer_rows`). Pinned to
 the grouped decision by test_grouping_only_the_touched_keys_cleans_like_grouping_all.
+
+`decide_by_probe` is that route to a `Decision` (decide.py chooses it): the newer rows' winners, found by
+Spark or in this process, decided with Arrow as a collected decision (decide_task.py), and the prefix's
+probed segments adding the offsets they lose.
 """
 
 from __future__ import annotations
@@ -21,16 +25,120 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning import probe_task
-from compaction_assets.cleaning.decision import SegmentFigures
+from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
+from compaction_assets.cleaning.decision import (
+    OFFSETS_SCHEMA,
+    ProbedDecision,
+    SegmentFigures,
+    segment_figures,
+    segment_starts,
+    totals,
+)
 from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments import key_set, keys, segment_task
-from compaction_assets.segments.arrays import scalar, to_numpy
+from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Horizon, Manifest, Segment
+
+
+def decide_by_probe(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    span: CleaningRange,
+    grouped: Callable[[], pa.Table],
+    now: int,
+    new_horizon: int,
+    vector,
+    tuning: CleanerTuning,
+    key_reader: Callable[[], pa.ChunkedArray] | None = None,
+) -> ProbedDecision:
+    """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`grouped()`, their
+    winners with key, offset and decide_spark.py's WINNER_FIELDS as an Arrow table: from Spark, or found
+    here), its prefix probed against the newer records' keys (`key_reader()`, when given: read apart;
+    else the winners'). `vector` is the log's deletion vector (`dead_offsets`)."""
+    table, probed = _probe_while_grouping(
+        spark, handle, manifest, span, grouped, now, new_horizon, vector, tuning, key_reader
+    )
+    table = offset_decision(table.drop_columns(["key"]), segment_starts(span.newer), now, new_horizon)
+    figures, horizons = segment_figures(arrow_figures(table), span.newer)
+    removed = _add_probed(handle, span.unique, probed, figures, horizons)
+    return ProbedDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        only_touched_keys=True,
+        kept=kept_offsets(table).cast(OFFSETS_SCHEMA),
+        removed=removed,
+        probed=frozenset(i for i, _ in span.unique),
+    )
+
+
+def _probe_while_grouping(
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    span: CleaningRange,
+    grouped: Callable[[], pa.Table],
+    now: int,
+    new_horizon: int,
+    vector,
+    tuning: CleanerTuning,
+    key_reader: Callable[[], pa.ChunkedArray] | None,
+) -> tuple[pa.Table, dict[int, tuple[np.ndarray, dict]]]:
+    """The newer rows' winners (`grouped()`) and the prefix's probe (`probe`), at once."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="newer") as pool:
+        # the newer rows' winners are found while the probe runs: its threads test their rows as soon as
+        # the newer keys are read (20M records after 1% new: one core sat idle for the 0.2-0.3 s the
+        # winners took, the probe's threads waiting for the keys after their read-ahead); the newer files'
+        # keys and offsets are then read twice, about 30 ms of CPU for 200k records
+        newer = pool.submit(grouped)
+        read_keys = pool.submit(key_reader) if key_reader is not None else None
+
+        def tested_keys() -> pa.Array | pa.ChunkedArray:  # asked once (the probe's threads share the set)
+            if read_keys is not None:
+                return read_keys.result()
+            return newer.result().column("key").combine_chunks().cast(pa.binary())  # a row a key: its winner
+
+        ready = read_keys.done if read_keys is not None else newer.done
+        probed = probe(
+            spark, handle, manifest, span.unique, NewerKeys(tested_keys, ready), now, new_horizon, vector, tuning
+        )
+        return newer.result(), probed
+
+
+def _add_probed(
+    handle: LogHandle,
+    unique: list[tuple[int, Segment]],
+    probed: dict[int, tuple[np.ndarray, dict]],
+    figures: dict[int, SegmentFigures],
+    horizons: dict[int, list[Horizon]],
+) -> pa.Table:
+    """The probed segments' figures and horizons added to `figures` and `horizons`; the offsets they
+    lose (OFFSETS_SCHEMA)."""
+    removed = []
+    for i, seg in unique:
+        if not seg.records:
+            continue
+        found, seg_figures = probed[i]
+        figures[i], seg_horizons = probed_figures(handle, seg, found, seg_figures)
+        if seg_horizons:
+            horizons[i] = seg_horizons
+        removed.append(
+            pa.table(
+                {
+                    "offset": from_numpy(found.astype(np.int64, copy=False)),
+                    "seg_idx": from_numpy(np.full(len(found), i, np.int32)),
+                }
+            )
+        )
+    return pa.concat_tables(removed) if removed else OFFSETS_SCHEMA.empty_table()
 
 
 def probed_figures(
@@ -142,7 +250,8 @@ class SharedKeySet:
     that finds the keys ready (the others read ahead meanwhile, then use it)."""
 
     def __init__(self, newer: NewerKeys):
-        self.newer, self.lock, self.built = newer, threading.Lock(), []
+        self.newer, self.lock = newer, threading.Lock()
+        self.built: list[key_set.KeySet] = []
 
     def ready(self) -> bool:
         """Whether `get` would not wait: the set is built, or the keys are ready and no thread builds it."""

@@ -10,7 +10,7 @@ from the same read. The new records' own winners come from the usual Spark group
 
 Like the write (segments/segment_task.py), the probe is one function run either in Python workers (a Spark job
 over tasks of segments) or in threads of this process (a local master, or little to read). It imports
-only pyarrow, numpy and log's `segment_task`, `arrays`, `key_set` and `keys`, so it is shipped to executors
+only pyarrow, numpy and segments' `offset_masks`, `arrays`, `key_set` and `keys`, so it is shipped to executors
 by value with them.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
 from compaction_assets.segments.key_set import KeySet, hashed
-from compaction_assets.segments.segment_task import visible_mask
+from compaction_assets.segments.offset_masks import visible_mask
 
 COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")  # what is read
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
@@ -121,7 +121,8 @@ class FigureTally:
         self.removed = self.removed_tomb = self.removed_bytes = 0
         self.kept = self.kept_bytes = self.tombstones = self.stamped = 0
         self.min_ts, self.max_ts, self.min_pos_ts = INT64_MAX, INT64_MIN, INT64_MAX
-        self.first = (INT64_MAX, None)  # (offset, timestamp) of the kept record of the lowest offset
+        # (offset, timestamp) of the kept record of the lowest offset
+        self.first: tuple[int, int | None] = (INT64_MAX, None)
         self.horizons: dict[int, tuple[int, int, int]] = {}  # value: (tombstones, lowest, highest offset)
         self.removed_parts: list = []
 

@@ -19,12 +19,14 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide import decide, group_partitions, keys_mostly_distinct
+from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.placement import (
     COLLECTED_WINNER,
     KEPT_OFFSET,
     RowCost,
     fits_here,
+    group_partitions,
+    keys_mostly_distinct,
     local_cores,
     result_limit,
     shuffle_partitions,
