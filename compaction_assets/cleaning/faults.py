@@ -4,13 +4,22 @@ Kafka marks a partition uncleanable when its own data stops the cleaner. A Spark
 start, a Connect server restarted or down, a lost executor or Python worker, an out-of-memory driver or
 an unreachable store say nothing about the log: marking every healthy log for them would turn one
 restart into a manual repair of the whole fleet. So a failure marks its log only when it names one of the
-log's files, or when the engine answers a trivial query afterwards (the fault then stays with the log).
+log's files, or when the engine answers a trivial query afterwards (the fault then stays with the log):
+`failed_cleaning` turns a failure into the error the run raises, marking the log when the fault is its own.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+
+from compaction_assets.cleaning.commits import mark_uncleanable, one_line
+from compaction_assets.errors import CompactionError, EngineError
+from compaction_assets.log.reader import find_unreadable
+from compaction_assets.planning.planner import rewritten_segments
+from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.topics.config import Strategy, TopicConfig
 
 # Exception classes (by name, so that neither py4j nor grpc needs importing) that only the engine or the
 # machine raises: a connection, a process or memory that is gone.
@@ -87,7 +96,7 @@ def is_engine_fault(exc: BaseException) -> bool:
     return False
 
 
-def engine_answers(session: object, timeout: float = ENGINE_PROBE_SECONDS) -> bool:
+def engine_answers(session, timeout: float = ENGINE_PROBE_SECONDS) -> bool:
     """Whether the Spark session runs a trivial query within `timeout` seconds."""
     answered: list[bool] = []
 
@@ -101,3 +110,32 @@ def engine_answers(session: object, timeout: float = ENGINE_PROBE_SECONDS) -> bo
     thread.start()
     thread.join(timeout)
     return bool(answered and answered[0])
+
+
+def failed_cleaning(
+    handle: LogHandle, m: Manifest, config: TopicConfig, u: int, session, exc: Exception
+) -> CompactionError:
+    """The error a failed cleaning raises: the engine's fault unmarked, the log's marked (naming its file)."""
+    if not isinstance(exc, CompactionError):
+        if is_engine_fault(exc):
+            return engine_error(handle, exc)
+        # a corrupt page? name the file (the cleaned range first)
+        found = find_unreadable(handle, m, rewritten_segments(m, u)) or (
+            config.strategy != Strategy.OFFSET and find_unreadable(handle, m)
+        )
+        if found:
+            exc = found
+        elif session is not None and not engine_answers(session):
+            return engine_error(handle, exc)
+    mark_uncleanable(handle, exc)
+    return CompactionError(
+        f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {one_line(exc)}"
+    )
+
+
+def engine_error(handle: LogHandle, exc: BaseException) -> EngineError:
+    """The error of a cleaning stopped by the engine's fault: the log is not marked, to be run again later."""
+    return EngineError(
+        f"cleaning of log {handle.name!r} stopped by an engine fault; the log is unchanged "
+        f"and not marked, run it again once Spark is back: {one_line(exc)}"
+    )

@@ -116,6 +116,7 @@ def segments_after(
         if p is None or p.kept == 0:  # no visible record left
             after.append(Segment(new_id(), seg.base_offset, seg.next_offset))
             continue
+        files: tuple[FileRef, ...]
         if i in run_of:  # the run's file, held by its first member (a run is inside one merge group)
             files = (written[run_of[i]],) if plan.runs[run_of[i]][0] == i else ()
         elif p.stamped:
@@ -142,3 +143,22 @@ def segments_after(
             )
         )
     return merged(after, plan.groups)
+
+
+def foreseen_segments(range_segs: list[Segment], decision: Decision, segment_bytes: int) -> list[Segment]:
+    """The range's segments as the cleaning `decision` describes would leave them, merged, from its figures
+    alone (a dry run's: nothing is written, so they name no file)."""
+    after = []
+    for i, seg in enumerate(range_segs):
+        p = decision.figures.get(i)
+        after.append(
+            Segment(
+                new_id(),
+                seg.base_offset,
+                seg.next_offset,
+                records=p.kept if p else 0,
+                size=p.kept_bytes if p else 0,
+                max_ts=p.max_ts if p else None,
+            )
+        )
+    return merge_layout(after, segment_bytes)

@@ -96,7 +96,7 @@ def uncleanable_logs(states: list[LogState]) -> list[UncleanableLog]:
     """One row per log that cannot be cleaned: marked uncleanable, or whose metadata cannot be read."""
     rows = []
     for s in states:
-        if s.evaluation is None:
+        if s.evaluation is None or s.manifest is None:  # evaluated only once its manifest was read
             rows.append(UncleanableLog(s.log, s.error, None, 0))
         elif s.manifest.uncleanable:
             rows.append(

@@ -32,8 +32,8 @@ from compaction_assets.log.reader import offset_bucket, ship_by_value
 from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
 from compaction_assets.segments import segment_task
 from compaction_assets.segments.arrays import from_numpy, to_numpy
+from compaction_assets.segments.offset_masks import bucket_labels
 from compaction_assets.segments.records import SEGMENT_SCHEMA
-from compaction_assets.segments.segment_task import bucket_labels
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
 
@@ -93,7 +93,8 @@ def apply(
     """Write what `decision` changed as `plan` lays it out; the new files and the new deletion vector.
     `old_vector()` reads the log's deletion vector (`dead_offsets`)."""
     vector = vector_plan(manifest, decision, range_segs, plan.mark, old_vector(), tuning)
-    written, count, threads = {}, 0, None
+    written: dict[int, tuple[FileRef, int]] = {}
+    count, threads = 0, None
     if plan.runs or plan.mark:
         work_dir = f"data/clean-{uuid.uuid4().hex}"
         units = write_units(handle, manifest, decision, range_segs, plan, vector, work_dir)
@@ -282,6 +283,7 @@ def new_vector(
 ) -> dict[str, Any] | None:
     """The deletion vector's manifest entry after the job wrote `count` new entries into `vector.folder`."""
     if vector.add:  # the old files stay as they are; this cleaning's entries (if any) are one more
+        assert manifest.deleted is not None, "a vector is added to only when the log has one"
         return {
             "files": vector.old_files + ([vector.folder] if count else []),
             "count": manifest.deleted["count"] + count,

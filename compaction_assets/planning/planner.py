@@ -6,20 +6,27 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import StrEnum
+from enum import Enum
 
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.manifest import Manifest, Segment, new_id
 from compaction_assets.topics.config import TopicConfig
 
 
-class Reason(StrEnum):
+class Reason(str, Enum):
     """Why a log is cleaned (SPEC §5); compares equal to its name, as JSON, tags and manifests carry it."""
 
     DIRTY_RATIO = "dirty_ratio"  # the dirty ratio is above min.cleanable.dirty.ratio
     MAX_COMPACTION_LAG = "max_compaction_lag"  # a dirty record is older than max.compaction.lag.ms
     DELETE_HORIZON = "delete_horizon"  # clean-section tombstones are past their delete horizon
     FORCED = "forced"  # an operator asked (`--force`, or the asset's config)
+
+    # printed and formatted as its value, as an `enum.StrEnum` is (Python 3.11 and later; this runs on 3.10)
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
 
 @dataclass(frozen=True)
@@ -179,7 +186,7 @@ def evaluate(manifest: Manifest, config: TopicConfig, now: int) -> Evaluation:
         checkpoint_reset=fd != manifest.checkpoint,
         stored_checkpoint=manifest.checkpoint,
         expired_tombstones=expired,
-        remembered_expired=bool(manifest.remembered) and manifest.remembered["min_expiry"] <= now,
+        remembered_expired=bool(manifest.remembered and manifest.remembered["min_expiry"] <= now),
         uncleanable=manifest.uncleanable is not None,
         log_start_offset=manifest.log_start_offset,
         log_end_offset=manifest.log_end_offset,
@@ -259,9 +266,9 @@ def expired_tombstones(manifest: Manifest, now: int, first_dirty_offset: int, fi
     if not due:
         return 0
     held: dict[int, int] = {}
-    for h in manifest.holds:  # one tombstone may be held by several appends: count it once
-        if h.horizon <= now and manifest.log_start_offset <= h.offset < first_dirty_offset:
-            held[h.offset] = max(held.get(h.offset, -1), h.until)
+    for hold in manifest.holds:  # one tombstone may be held by several appends: count it once
+        if hold.horizon <= now and manifest.log_start_offset <= hold.offset < first_dirty_offset:
+            held[hold.offset] = max(held.get(hold.offset, -1), hold.until)
     return max(due - sum(1 for until in held.values() if until >= first_uncleanable), 0)
 
 

@@ -61,7 +61,7 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
     below = unique_keys_below(manifest)
     segments = list(enumerate(manifest.segments))
     clean_segs = [(i, s) for i, s in segments if below is not None and s.next_offset <= below and s.files]
-    if not clean_segs:
+    if below is None or not clean_segs:
         df = with_spark_ranks(read_segments(spark, handle, manifest, segments), config)
         best = df.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
     else:
@@ -164,7 +164,7 @@ def _state_rows(table: pa.Table, ranks: tuple[str, ...], ordered: bool, below: i
     if (ordered or ranks) and contested is None:
         return table.take(_winner_rows(table, ranks))  # in key order
     valid = pc.is_valid(table.column("value")).to_numpy(zero_copy_only=False)
-    if ordered or ranks:
+    if contested is not None and (ordered or ranks):
         fight = np.flatnonzero(contested)
         won = fight[_winner_rows(table.take(fight), ranks).to_numpy()]
         rows = np.concatenate([np.flatnonzero(~contested & valid), won])

@@ -39,6 +39,7 @@ def write_state_parts(
     """Write the latest state's `columns` into the empty folder `target` of storage `st`, a Parquet part a
     clean segment file and one for the tail's winners (`threads` files at once); the rows written."""
     below = unique_keys_below(manifest)
+    assert below is not None, "written by parts only after a cleaning (`written_by_parts`)"
     dead = dead_offsets(handle, manifest)
     segments = [seg for seg in manifest.segments if seg.files]
     clean_files = [ref for seg in segments if seg.next_offset <= below for ref in seg.files]

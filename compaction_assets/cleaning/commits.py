@@ -1,0 +1,166 @@
+"""The changes an evaluation commits to a log's manifest (SPEC §1, §3, §5, §6), each applied to the newest
+manifest and tried again on a newer one after losing to another writer: the preparation before a cleaning
+(deadline roll, checkpoint reset, expired remembered deletes), the cleaning's output, retention, and the
+uncleanable mark a failed cleaning leaves for an operator to clear, with the failure in one line (Kafka
+keeps the checkpoint and the mark in its `LogCleanerManager`, beside the cleaner itself).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_assets.cleaning.cleaner import CleanOutput
+from compaction_assets.errors import ConflictError
+from compaction_assets.log.side_tables import expire_remembered
+from compaction_assets.planning.planner import Evaluation, Reason, evaluate, seal_active
+from compaction_assets.store.log_store import LogHandle, wall_ms
+from compaction_assets.store.manifest import LastCleaning, Manifest, Segment, Uncleanable
+from compaction_assets.topics.config import TopicConfig
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What retention removed (SPEC §6): the oldest segments, their records and bytes, the new log start."""
+
+    segments: int
+    records: int
+    bytes: int
+    log_start_offset: int
+
+
+def _commit(handle: LogHandle, change: Callable[[Manifest], Manifest | None]) -> Manifest:
+    """`change` applied to the newest manifest and committed, tried again on the newer one after losing to
+    another writer: the loop of `LogHandle.update`, run here so that the log store never calls back into
+    the cleaning (its tries are `attempts`, each committed by `commit`)."""
+    for attempt in handle.attempts():
+        committed = handle.commit(attempt, change(attempt.current))
+        if committed is not None:
+            return committed
+    raise AssertionError("attempts() raises ConflictError once its tries are spent")
+
+
+def prepare(handle: LogHandle, config: TopicConfig, now: int) -> tuple[Manifest, Evaluation]:
+    """The evaluation's own changes (deadline roll, checkpoint reset, expired remembered deletes) committed;
+    the manifest after them and its evaluation."""
+
+    def change(manifest: Manifest) -> Manifest | None:
+        ev = evaluate(manifest, config, now)
+        new = seal_active(manifest) if ev.deadline_roll else manifest
+        if new.checkpoint != ev.first_dirty_offset:
+            new = new.with_(checkpoint=ev.first_dirty_offset)
+        if ev.remembered_expired and new.remembered is not None:
+            new = new.with_(remembered=expire_remembered(handle, new.remembered, now))
+        return None if new is manifest else new
+
+    m = _commit(handle, change)
+    return m, evaluate(m, config, now)
+
+
+def commit_cleaning(
+    handle: LogHandle,
+    snapshot: Manifest,
+    out: CleanOutput,
+    first_uncleanable: int,
+    reason: Reason | None,
+    evaluation: Evaluation,
+) -> Manifest:
+    """Commit a cleaning's output on top of the newest manifest, refusing if its range changed meanwhile."""
+    k = len(out.replaced)
+
+    def change(manifest: Manifest) -> Manifest:
+        if tuple(s.id for s in manifest.segments[:k]) != out.replaced:
+            raise ConflictError(
+                f"log {handle.name!r} changed under the cleaning (retention or a log-start "
+                "move); nothing was changed, run the cleaning again"
+            )
+        concurrent = tuple(h for h in manifest.holds if h.until >= snapshot.log_end_offset and h not in out.holds)
+        summary = LastCleaning(
+            now=evaluation.now,
+            reason=reason,
+            first_dirty_offset=evaluation.first_dirty_offset,
+            first_uncleanable_offset=first_uncleanable,
+            dirty_ratio=evaluation.dirty_ratio,
+            files_rewritten=out.files_rewritten,
+            finished_ms=wall_ms(),
+            # the cleaning kept one record per key below u: the latest state scans that section
+            unique_keys_below=first_uncleanable,
+            figures=out.stats.as_dict(),
+        )
+        changes: dict[str, Any] = dict(
+            segments=out.segments + manifest.segments[k:],
+            checkpoint=first_uncleanable,
+            uncleanable=None,
+            last_cleaning=summary,
+            deleted=out.deleted,
+        )
+        if evaluation.compact:
+            changes.update(holds=out.holds + concurrent, remembered=out.remembered, tombstone_index=out.tombstone_index)
+        return manifest.with_(**changes)
+
+    return _commit(handle, change)
+
+
+def retention_cut(segments: Sequence[Segment], config: TopicConfig, now: int) -> int:
+    """How many of the oldest segments retention deletes (SPEC §6); never the active (last) one."""
+    total = sum(s.size for s in segments)
+    cut = 0
+    for s in segments[:-1]:
+        # a segment with records always has a max timestamp; one without would not be timed out
+        old = s.max_ts is not None and s.max_ts < now - config.retention_ms
+        by_time = config.retention_ms >= 0 and (s.records == 0 or old)
+        by_size = config.retention_bytes >= 0 and total - s.size >= config.retention_bytes
+        if not (by_time or by_size):
+            break
+        total -= s.size
+        cut += 1
+    return cut
+
+
+def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retention | None:
+    """SPEC §6 retention, oldest segment first, never the active one; metadata only (files are GC'd)."""
+    if not config.delete:
+        return None
+    removed: list[Retention] = []  # the last attempt's (a commit that lost a race is tried again)
+
+    def change(manifest: Manifest) -> Manifest | None:
+        cut = retention_cut(manifest.segments, config, now)
+        if not cut:
+            return None
+        gone, segs = manifest.segments[:cut], manifest.segments[cut:]
+        start = max(manifest.log_start_offset, segs[0].base_offset)
+        removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
+        return manifest.with_(
+            segments=tuple(segs), log_start_offset=start, holds=tuple(h for h in manifest.holds if h.offset >= start)
+        )
+
+    _commit(handle, change)
+    return removed[0] if removed else None
+
+
+def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
+    """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
+    err = one_line(exc)
+    try:
+        _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms())))
+    except Exception:  # the log may be unreadable; the error is raised to the caller anyway
+        pass
+
+
+def clear_uncleanable(handle: LogHandle) -> Manifest:
+    """Clear the uncleanable mark (an operator action after a repair)."""
+    return _commit(handle, lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+
+
+def one_line(exc: BaseException) -> str:
+    """A failure in one line, as the uncleanable mark and the refusals name it: its type, its first line and,
+    when the error came from a Python worker, the worker's own last error line."""
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    first = text[0] if text else ""
+    # Errors raised in Python workers: the useful part is the worker's own last error line.
+    cause = next((line for line in reversed(text) if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)), None)
+    if cause and cause != first:
+        first = f"{first} {cause}"
+    return f"{type(exc).__name__}: {first}"[:500]
