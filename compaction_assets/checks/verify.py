@@ -7,16 +7,19 @@ runner (`--checks`) and the tests all call it. Each outcome names examples of wh
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from compaction_assets.checks import specs
+from compaction_assets.checks.findings import CheckOutcome, Findings, example, text
 from compaction_assets.checks.model import (
     EXPIRED_TOMBSTONE,
     LOST_TO_REMEMBERED,
     SUPERSEDED,
     CleaningUnderCheck,
+    LogView,
     Rec,
+    RememberedDelete,
     first_dirty_offset,
     load,
 )
@@ -24,49 +27,6 @@ from compaction_assets.errors import CorruptLogError
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.topics.config import TopicConfig
-
-EXAMPLES = 5
-
-
-@dataclass
-class CheckOutcome:
-    """One check's verdict, its one-line description and its metadata (counts and examples)."""
-
-    name: str
-    passed: bool
-    description: str
-    metadata: dict = field(default_factory=dict)
-
-
-def _text(b: bytes | None) -> str | None:
-    return None if b is None else b.decode("utf-8", "replace")
-
-
-def _example(r: Rec, **extra) -> dict:
-    return {"key": _text(r.key), "offset": r.offset, **extra}
-
-
-class _Findings:
-    """Counted problems, each with up to EXAMPLES examples, turned into an outcome."""
-
-    def __init__(self):
-        self.counts: dict[str, int] = {}
-        self.examples: dict[str, list] = {}
-        self.order: list[tuple[str, str]] = []
-
-    def kind(self, name: str, words: str) -> None:
-        self.counts[name] = 0
-        self.order.append((name, words))
-
-    def add(self, name: str, example) -> None:
-        self.counts[name] += 1
-        if len(self.examples.setdefault(name, [])) < EXAMPLES:
-            self.examples[name].append(example)
-
-    def outcome(self, check: str, ok_text: str, meta: dict) -> CheckOutcome:
-        bad = [f"{self.counts[n]} {words}" for n, words in self.order if self.counts[n]]
-        meta = {**meta, **self.counts, **{f"examples_{n}": ex for n, ex in self.examples.items()}}
-        return CheckOutcome(check, not bad, ok_text if not bad else "; ".join(bad), meta)
 
 
 def _range_records(c: CleaningUnderCheck) -> list[Rec]:
@@ -77,7 +37,7 @@ def _range_records(c: CleaningUnderCheck) -> list[Rec]:
 def latest_value_per_key(c: CleaningUnderCheck) -> CheckOutcome:
     """Every key of the rewritten range keeps exactly its winner (SPEC §6), and no other record."""
     e = c.expectation
-    f = _Findings()
+    f = Findings()
     f.kind("records_not_the_winner", "record(s) kept that are not their key's winner")
     f.kind("winning_values_missing", "winning value(s) missing")
     f.kind("keys_with_several_records", "key(s) with several records in the cleaned range")
@@ -87,14 +47,14 @@ def latest_value_per_key(c: CleaningUnderCheck) -> CheckOutcome:
             seen[r.key] = seen.get(r.key, 0) + 1
             gone = e.removed.get(r.offset)
             if gone is not None and gone[1] == SUPERSEDED:
-                f.add("records_not_the_winner", _example(r, winner_offset=e.winners[r.key].offset))
+                f.add("records_not_the_winner", example(r, winner_offset=e.winners[r.key].offset))
         for key, n in seen.items():
             if n > 1:
-                f.add("keys_with_several_records", {"key": _text(key), "records": n})
+                f.add("keys_with_several_records", {"key": text(key), "records": n})
         present = {r.offset for r in _range_records(c)}
         for off, r in e.kept.items():
             if not r.tombstone and off not in present:
-                f.add("winning_values_missing", _example(r, value=_text(r.value)))
+                f.add("winning_values_missing", example(r, value=text(r.value)))
     return f.outcome(
         specs.LATEST_VALUE_PER_KEY,
         "every key keeps exactly its winner" if c.cleaned else "no cleaning ran: nothing to verify",
@@ -109,7 +69,7 @@ def latest_value_per_key(c: CleaningUnderCheck) -> CheckOutcome:
 def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
     """Tombstones kept until their horizon and removed after it unless held; no deleted key back."""
     e = c.expectation
-    f = _Findings()
+    f = Findings()
     f.kind("removed_before_horizon", "tombstone(s) removed before their horizon")
     f.kind(
         "removed_while_held",
@@ -120,38 +80,8 @@ def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
     f.kind("deleted_keys_brought_back", "record(s) of deleted keys kept")
     f.kind("deletes_not_remembered", "removed tombstone(s) or remembered delete(s) missing from the remembered deletes")
     if c.cleaned:
-        after = {r.offset: r for r in _range_records(c)}
-        deleted_keys = {
-            k
-            for k, w in c.expectation.winners.items()
-            if w.tombstone or e.removed.get(w.offset, (None, ""))[1] == LOST_TO_REMEMBERED
-        }
-        for off, want in e.kept.items():
-            if not want.tombstone:
-                continue
-            got = after.get(off)
-            if got is None:
-                f.add(
-                    "removed_while_held" if off in e.held else "removed_before_horizon",
-                    _example(want, delete_horizon=want.delete_horizon),
-                )
-            elif got.delete_horizon != want.delete_horizon:
-                f.add("wrong_horizon", _example(got, delete_horizon=got.delete_horizon, expected=want.delete_horizon))
-        for off, r in after.items():
-            why = e.removed.get(off, (None, ""))[1]
-            if why == EXPIRED_TOMBSTONE or (why == LOST_TO_REMEMBERED and r.tombstone):
-                f.add("kept_after_horizon", _example(r, delete_horizon=r.delete_horizon, reason=why))
-            elif not r.tombstone and r.key in deleted_keys:
-                f.add("deleted_keys_brought_back", _example(r, value=_text(r.value), reason=why or "kept"))
-        remembered = {}
-        for m in c.remembered_after:
-            remembered.setdefault(m.key, []).append(m)
-        for m in e.newly_remembered:
-            if not any(x.offset == m.offset and x.expiry == m.expiry for x in remembered.get(m.key, [])):
-                f.add("deletes_not_remembered", {"key": _text(m.key), "offset": m.offset, "until": m.expiry})
-        for m in e.remembered_before:
-            if not any(x.rank >= m.rank for x in remembered.get(m.key, [])):  # kept, or replaced by a newer delete
-                f.add("deletes_not_remembered", {"key": _text(m.key), "offset": m.offset, "until": m.expiry})
+        _find_tombstones_misplaced(f, c)
+        _find_deletes_not_remembered(f, c)
     tombs = sum(1 for w in e.winners.values() if w.tombstone)
     return f.outcome(
         specs.TOMBSTONE_RETENTION,
@@ -168,11 +98,54 @@ def tombstone_retention(c: CleaningUnderCheck) -> CheckOutcome:
     )
 
 
+def _find_tombstones_misplaced(f: Findings, c: CleaningUnderCheck) -> None:
+    """Tombstones removed before their horizon (or while held), kept after it, or kept with a wrong
+    horizon, and records of deleted keys kept."""
+    e = c.expectation
+    after = {r.offset: r for r in _range_records(c)}
+    deleted_keys = {
+        k
+        for k, w in c.expectation.winners.items()
+        if w.tombstone or e.removed.get(w.offset, (None, ""))[1] == LOST_TO_REMEMBERED
+    }
+    for off, want in e.kept.items():
+        if not want.tombstone:
+            continue
+        got = after.get(off)
+        if got is None:
+            f.add(
+                "removed_while_held" if off in e.held else "removed_before_horizon",
+                example(want, delete_horizon=want.delete_horizon),
+            )
+        elif got.delete_horizon != want.delete_horizon:
+            f.add("wrong_horizon", example(got, delete_horizon=got.delete_horizon, expected=want.delete_horizon))
+    for off, r in after.items():
+        why = e.removed.get(off, (None, ""))[1]
+        if why == EXPIRED_TOMBSTONE or (why == LOST_TO_REMEMBERED and r.tombstone):
+            f.add("kept_after_horizon", example(r, delete_horizon=r.delete_horizon, reason=why))
+        elif not r.tombstone and r.key in deleted_keys:
+            f.add("deleted_keys_brought_back", example(r, value=text(r.value), reason=why or "kept"))
+
+
+def _find_deletes_not_remembered(f: Findings, c: CleaningUnderCheck) -> None:
+    """Tombstones the cleaning removed, and deletes remembered before it, missing from the remembered deletes
+    it left (a remembered delete may be replaced by a newer one of its key)."""
+    e = c.expectation
+    remembered: dict[bytes, list[RememberedDelete]] = {}
+    for m in c.remembered_after:
+        remembered.setdefault(m.key, []).append(m)
+    for m in e.newly_remembered:
+        if not any(x.offset == m.offset and x.expiry == m.expiry for x in remembered.get(m.key, [])):
+            f.add("deletes_not_remembered", {"key": text(m.key), "offset": m.offset, "until": m.expiry})
+    for m in e.remembered_before:
+        if not any(x.rank >= m.rank for x in remembered.get(m.key, [])):  # kept, or replaced by a newer delete
+            f.add("deletes_not_remembered", {"key": text(m.key), "offset": m.offset, "until": m.expiry})
+
+
 def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     """Offsets and order kept, records only removed, nothing at or above the first uncleanable offset
     changed, the cleaned range laid out as SPEC §6 merges it, the checkpoint at that offset."""
-    e, before, after = c.expectation, c.before, c.after
-    f = _Findings()
+    f = Findings()
     f.kind("segments_not_contiguous", "segment boundary(ies) leaving a gap or an overlap")
     f.kind("records_outside_segment", "record(s) outside their segment's offset range")
     f.kind("offsets_out_of_order", "offset(s) not strictly increasing")
@@ -182,7 +155,26 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     f.kind(
         "wrong_segment_layout", "segment boundary(ies) below the first uncleanable offset not as SPEC §6 merges them"
     )
-    for a, b in zip(after.segments, after.segments[1:]):
+    old = {r.offset: r for r in c.before.records()}
+    new = {r.offset: r for r in c.after.records()}
+    _find_segments_out_of_order(f, c.after)
+    _find_records_not_kept(f, c, old, new)
+    _find_bounds_and_layout_moved(f, c)
+    return f.outcome(
+        specs.OFFSETS_AND_ORDER_PRESERVED,
+        "offsets and order preserved",
+        {
+            "first_uncleanable_offset": c.expectation.first_uncleanable,
+            "records_before": len(old),
+            "records_after": len(new),
+            "cleaned": c.cleaned,
+        },
+    )
+
+
+def _find_segments_out_of_order(f: Findings, after: LogView) -> None:
+    """Segments that leave a gap or overlap, records outside their segment, offsets not increasing."""
+    for a, b in itertools.pairwise(after.segments):
         if a.next_offset != b.base_offset:
             f.add(
                 "segments_not_contiguous",
@@ -192,58 +184,59 @@ def offsets_and_order_preserved(c: CleaningUnderCheck) -> CheckOutcome:
     for s in after.segments:
         for r in s.records:
             if not s.base_offset <= r.offset < s.next_offset:
-                f.add("records_outside_segment", _example(r, segment=[s.base_offset, s.next_offset]))
+                f.add("records_outside_segment", example(r, segment=[s.base_offset, s.next_offset]))
             if last is not None and r.offset <= last:
-                f.add("offsets_out_of_order", _example(r, previous=last))
+                f.add("offsets_out_of_order", example(r, previous=last))
             last = r.offset
-    old = {r.offset: r for r in before.records()}
-    for s in after.segments:
+
+
+def _find_records_not_kept(f: Findings, c: CleaningUnderCheck, old: dict[int, Rec], new: dict[int, Rec]) -> None:
+    """Records of `after` (by offset in `new`) that were not in `before` (`old`) as they are (appends while
+    the cleaning ran aside), and records at or above the first uncleanable offset that changed."""
+    e = c.expectation
+    for s in c.after.segments:
         for r in s.records:
-            if r.offset >= before.log_end_offset and s.base_offset >= e.range_end:
+            if r.offset >= c.before.log_end_offset and s.base_offset >= e.range_end:
                 continue  # appended while the cleaning ran
-            o = old.get(r.offset)
-            if o is None or not o.same_content(r):
-                f.add("records_not_in_input", _example(r, value=_text(r.value)))
-    new = {r.offset: r for r in after.records()}
-    for o in before.records():
+            was = old.get(r.offset)
+            if was is None or not was.same_content(r):
+                f.add("records_not_in_input", example(r, value=text(r.value)))
+    for o in c.before.records():
         if o.offset >= e.range_end:
-            r = new.get(o.offset)
-            if r is None or not r.same_content(o) or r.delete_horizon != o.delete_horizon:
-                f.add("records_changed_above_first_uncleanable", _example(o, now=None if r is None else "altered"))
+            kept = new.get(o.offset)
+            if kept is None or not kept.same_content(o) or kept.delete_horizon != o.delete_horizon:
+                f.add("records_changed_above_first_uncleanable", example(o, now=None if kept is None else "altered"))
+
+
+def _find_bounds_and_layout_moved(f: Findings, c: CleaningUnderCheck) -> None:
+    """Log start or end moved, and for a cleaning the checkpoint not at the first uncleanable offset or
+    the cleaned range's segments not as SPEC §6 merges them."""
+    e, before, after = c.expectation, c.before, c.after
     if after.log_start_offset != before.log_start_offset:
         f.add("log_bounds_moved", {"log_start_offset": [before.log_start_offset, after.log_start_offset]})
     if after.log_end_offset < before.log_end_offset:
         f.add("log_bounds_moved", {"log_end_offset": [before.log_end_offset, after.log_end_offset]})
-    if c.cleaned:
-        if after.checkpoint != e.first_uncleanable:
-            f.add("log_bounds_moved", {"checkpoint": after.checkpoint, "expected": e.first_uncleanable})
-        layout = [
-            (s.base_offset, s.next_offset)
-            for s in after.segments
-            if s.next_offset <= e.range_end and s is not after.segments[-1]
-        ]
-        if e.range_segments and layout != e.layout:
-            f.add(
-                "wrong_segment_layout",
-                {"segments": [list(x) for x in layout[:20]], "expected": [list(x) for x in e.layout[:20]]},
-            )
-    return f.outcome(
-        specs.OFFSETS_AND_ORDER_PRESERVED,
-        "offsets and order preserved",
-        {
-            "first_uncleanable_offset": e.first_uncleanable,
-            "records_before": len(old),
-            "records_after": len(new),
-            "cleaned": c.cleaned,
-        },
-    )
+    if not c.cleaned:
+        return
+    if after.checkpoint != e.first_uncleanable:
+        f.add("log_bounds_moved", {"checkpoint": after.checkpoint, "expected": e.first_uncleanable})
+    layout = [
+        (s.base_offset, s.next_offset)
+        for s in after.segments
+        if s.next_offset <= e.range_end and s is not after.segments[-1]
+    ]
+    if e.range_segments and layout != e.layout:
+        f.add(
+            "wrong_segment_layout",
+            {"segments": [list(x) for x in layout[:20]], "expected": [list(x) for x in e.layout[:20]]},
+        )
 
 
 def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
     """No dirty record the cleaning could reach waits longer than max.compaction.lag.ms (SPEC §5), and
     the active segment was sealed once its deadline passed (SPEC §1)."""
     cfg, after, now = c.config, c.after, c.now
-    f = _Findings()
+    f = Findings()
     f.kind("dirty_records_over_deadline", "dirty record(s) the cleaning could reach wait beyond max.compaction.lag.ms")
     f.kind("active_segment_past_deadline", "record(s) of the active segment past the roll deadline (not sealed)")
     delay = 0
@@ -259,9 +252,7 @@ def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
                 if r.timestamp > 0:
                     earliest = r.timestamp if earliest is None else min(earliest, r.timestamp)
                 if r.offset >= fd and r.offset < u and 0 < r.timestamp < deadline:
-                    f.add(
-                        "dirty_records_over_deadline", _example(r, timestamp=r.timestamp, waited_ms=now - r.timestamp)
-                    )
+                    f.add("dirty_records_over_deadline", example(r, timestamp=r.timestamp, waited_ms=now - r.timestamp))
         if earliest is not None and deadline > earliest:
             delay = deadline - earliest
         active = after.segments[-1].records
@@ -269,7 +260,7 @@ def max_compaction_delay(c: CleaningUnderCheck) -> CheckOutcome:
         if active and min(r.timestamp for r in active) < now - roll_ms:
             for r in active:
                 if r.timestamp < now - roll_ms:
-                    f.add("active_segment_past_deadline", _example(r, timestamp=r.timestamp))
+                    f.add("active_segment_past_deadline", example(r, timestamp=r.timestamp))
     return f.outcome(
         specs.MAX_COMPACTION_DELAY,
         "within max.compaction.lag.ms" if cfg.compact else "not a compacted topic",

@@ -1,219 +1,28 @@
-"""Reading input files (Parquet, JSON Lines or Avro with key, value, timestamp, optional headers and offset).
+"""Landing files into a log: input files appended (one, or several in one commit), and a landing folder's
+pending files ingested, each at most once, as the topic's `landing.format` says.
 
-Avro is what Kafka Connect's storage sinks most often write (`<topic>/partition=<p>/<topic>+<p>+<offset>.avro`):
-one record per Kafka record, with `key` and `value` as bytes or string (null value = tombstone), `timestamp`
-(long, ms), optional `offset` (long) and `headers` (array of {key or name: string, value: bytes, string or
-null}). A refused record is named by the file and its record number (from 1).
-
-JSON Lines carry keys and values as UTF-8 strings; bytes that are not UTF-8 go in `key_b64` / `value_b64`
-(base64) instead. Header values are strings, integers (8-byte big-endian), null, or {"b64": "..."}.
-Every error names the file and the line.
+A native landing folder (`<landing>/<topic>/partition=<p>/<files>`, Kafka Connect's sink layout) holds input
+files in the record shape input_files.py reads, appended one file at a time; the layouts of Confluent's,
+Aiven's and Lenses' S3 sinks are read, merged and appended by connectors/. A landing area is a local folder
+or an object-store URI. A refused record is named by its file and its line (record, or row).
 """
 
 from __future__ import annotations
 
 import bisect
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError
+from compaction_assets.ingest.input_files import FORMATS, file_format, read_input_file
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.log.read_ahead import ReadAhead
-from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 
 if TYPE_CHECKING:
     from compaction_assets.log.writer import AppendResult
-
-FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
-
-
-def file_format(path: str | Path) -> str:
-    """The landing format of a file by its extension (parquet or jsonl), or None."""
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json, .ndjson or .avro)")
-    return fmt
-
-
-def _json_record(obj: Any, where: str) -> dict:
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    allowed = {"key", "value", "key_b64", "value_b64", "timestamp", "headers", "offset"}
-    unknown = set(obj) - allowed
-    if unknown:
-        raise InvalidInputError(f"{where}: unknown field(s) {sorted(unknown)}")
-    rec: dict[str, Any] = {}
-    for name in ("key", "value"):
-        if f"{name}_b64" in obj:
-            if name in obj:
-                raise InvalidInputError(f"{where}: both {name!r} and '{name}_b64' given")
-            raw = obj[f"{name}_b64"]
-            rec[name] = None if raw is None else decode_base64(raw, f"{where}: {name}_b64")
-        elif name in obj:
-            val = obj[name]
-            if val is not None and not isinstance(val, str):
-                raise InvalidInputError(f"{where}: {name} must be a string or null, got {type(val).__name__}")
-            rec[name] = val
-        elif name == "key":
-            raise InvalidInputError(f"{where}: missing required field 'key'")
-        else:
-            raise InvalidInputError(f"{where}: missing required field 'value' (null for a tombstone)")
-    for name in ("timestamp", "offset"):
-        val = obj.get(name)
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
-            raise InvalidInputError(f"{where}: {name} must be an integer, got {val!r}")
-        if val is not None and not INT64_MIN <= val <= INT64_MAX:
-            raise InvalidInputError(f"{where}: {name} {val} does not fit in a signed 64-bit integer")
-        if val is not None:
-            rec[name] = val
-    headers = obj.get("headers")
-    if headers is not None:
-        if isinstance(headers, dict):
-            headers = list(headers.items())
-        if not isinstance(headers, list):
-            raise InvalidInputError(f"{where}: headers must be a list of [name, value] pairs")
-        fixed = []
-        for h in headers:
-            if not (isinstance(h, (list, tuple)) and len(h) == 2):
-                raise InvalidInputError(f"{where}: malformed header {h!r} (expected [name, value])")
-            name, val = h
-            if not isinstance(name, str):
-                raise InvalidInputError(f"{where}: header name {name!r} is not a string")
-            if isinstance(val, dict):
-                val = decode_base64(val.get("b64"), f"{where}: header {name!r}")
-            elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
-                raise InvalidInputError(
-                    f"{where}: header {name!r} value must be a string, an integer "
-                    f'(8 bytes), null or {{"b64": ...}}, got {type(val).__name__}'
-                )
-            elif isinstance(val, int) and not INT64_MIN <= val <= INT64_MAX:
-                raise InvalidInputError(f"{where}: header {name!r} value {val} does not fit in 8 bytes")
-            fixed.append([name, val])
-        rec["headers"] = fixed
-    return rec
-
-
-def read_jsonl(path: str | Path, lines: list[int] | None = None) -> pa.Table:
-    """A JSON Lines file as a table; `lines`, when given, receives the line number of each record."""
-    records = []
-    try:
-        with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
-                where = f"{path}: line {n}"
-                if not raw.strip():
-                    continue
-                try:
-                    # without the line's end: an error at the end of the line is at its true column
-                    obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
-                except json.JSONDecodeError as exc:
-                    raise InvalidInputError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-                except RecursionError:
-                    raise InvalidInputError(f"{where}: JSON nested too deeply") from None
-                records.append(_json_record(obj, where))
-                if lines is not None:
-                    lines.append(n)
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return records_to_table(records, str(path))
-
-
-def read_parquet(path: str | Path) -> pa.Table:
-    """Read a landed Parquet file, naming the file in any error."""
-    try:
-        table = pq.read_table(str(path))
-    except (OSError, pa.ArrowException) as exc:
-        raise InvalidInputError(f"{path}: not a readable Parquet file ({exc})") from None
-    return coerce_table(table, str(path))
-
-
-def _avro_bytes(value: Any, where: str, name: str) -> bytes | str | None:
-    if value is None or isinstance(value, (bytes, str)):
-        return value
-    raise InvalidInputError(f"{where}: {name} must be bytes, a string or null, got {type(value).__name__}")
-
-
-def _avro_record(obj: Any, where: str) -> dict:
-    if not isinstance(obj, dict):
-        raise InvalidInputError(f"{where}: expected an Avro record, got {type(obj).__name__}")
-    unknown = set(obj) - {"key", "value", "timestamp", "headers", "offset"}
-    if unknown:
-        raise InvalidInputError(f"{where}: unknown field(s) {sorted(unknown)}")
-    for name in ("key", "value"):
-        if name not in obj:
-            raise InvalidInputError(f"{where}: missing required field {name!r}")
-    rec: dict[str, Any] = {
-        "key": _avro_bytes(obj["key"], where, "key"),
-        "value": _avro_bytes(obj["value"], where, "value"),
-    }
-    for name in ("timestamp", "offset"):
-        val = obj.get(name)
-        if val is not None and (not isinstance(val, int) or isinstance(val, bool)):
-            raise InvalidInputError(f"{where}: {name} must be a long, got {val!r}")
-        if val is not None:
-            rec[name] = val
-    headers = obj.get("headers")
-    if headers is not None:
-        if not isinstance(headers, list):
-            raise InvalidInputError(f"{where}: headers must be an array of {{key, value}} records")
-        fixed = []
-        for h in headers:
-            name = h.get("key", h.get("name")) if isinstance(h, dict) else None
-            if not isinstance(name, str):
-                raise InvalidInputError(f"{where}: malformed header {h!r} (expected {{key: string, value: bytes}})")
-            fixed.append([name, _avro_bytes(h.get("value"), where, f"header {name!r} value")])
-        rec["headers"] = fixed
-    return rec
-
-
-def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
-    """An Avro container file as a table, read whole before anything is appended (all or nothing);
-    `numbers`, when given, receives each record's number (from 1). Errors name the file and record."""
-    import fastavro  # only landing folders with .avro files need it
-
-    records = []
-    n = 0
-    try:
-        with open(path, "rb") as fh:
-            try:
-                reader = fastavro.reader(fh)
-            except Exception as exc:  # fastavro raises several types for a bad header
-                raise InvalidInputError(f"{path}: not a readable Avro file ({_first_line(exc)})") from None
-            while True:
-                try:
-                    obj = next(reader)
-                except StopIteration:
-                    break
-                except Exception as exc:  # a corrupt block or a truncated file
-                    raise InvalidInputError(
-                        f"{path}: record {n + 1}: corrupt Avro data ({type(exc).__name__}: {_first_line(exc)})"
-                    ) from None
-                n += 1
-                records.append(_avro_record(obj, f"{path}: record {n}"))
-                if numbers is not None:
-                    numbers.append(n)
-    except OSError as exc:
-        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return records_to_table(records, str(path))
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
-
-
-def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:
-    """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset.
-    For JSON Lines (Avro), `lines` (when given) receives each record's line (record) number."""
-    fmt = file_format(path)
-    if fmt == "parquet":
-        return read_parquet(path)
-    return read_avro(path, lines) if fmt == "avro" else read_jsonl(path, lines)
 
 
 def append_file(handle, config, path: str | Path, **kw):

@@ -12,7 +12,8 @@ MTIME_TIMESTAMP_SOURCE = (
 
 @dataclass(frozen=True)
 class IngestReport:
-    """What one ingestion appended (files, records), and for a connector's layout how it found timestamps and offsets."""
+    """What one ingestion appended (files, records), and for a connector's layout how it found timestamps
+    and offsets."""
 
     files: tuple[str, ...] = ()  # the files appended, in order (each piece of a Confluent group by name)
     records_appended: int = 0  # records committed to the log

@@ -2,7 +2,9 @@
 
 One table per topic (`<namespace>.<topic>`, see `catalog.table_name`), one Iceberg partition per log, rows
 identified by (partition, key). catalog.py finds the catalog, schema.py the columns, commit.py commits
-logs' changes as one snapshot (merge-on-read: delta.py writes the position deletes), group.py groups a
-process's concurrent commits per topic, rewrite.py rewrites buckets whose deletes pile up, expiry.py
-expires old snapshots and their files, read.py reads and lists snapshots. Nothing here imports Dagster.
+logs' changes as one snapshot (snapshot.py writes it: change.py finds what changed, delta.py writes the
+position deletes, summary.py records the logs' marks), group.py groups a process's concurrent commits per
+topic, rewrite.py rewrites buckets whose deletes pile up, expiry.py expires old snapshots and their files,
+read.py reads and lists snapshots. iceberg_internals.py is the only module using pyiceberg's private parts.
+Nothing here imports Dagster.
 """

@@ -3,8 +3,8 @@
 By default the catalog is a SQLite `SqlCatalog` kept with the store (`<store>/_tables/catalog.db`) and the
 warehouse is beside the logs (`<store>/_tables/warehouse`); a store on S3 has its warehouse in the same
 bucket, reached with the store's own S3 settings, and its SQLite catalog in a local file of its own
-(`var/tables/<endpoint and store>/catalog.db`), since SQLite cannot live in a bucket: a deployment with several hosts sets
-COMPACTION_TABLE_CATALOG_URI to a shared catalog (PostgreSQL, or a REST catalog with
+(`var/tables/<endpoint and store>/catalog.db`), since SQLite cannot live in a bucket: a deployment with
+several hosts sets COMPACTION_TABLE_CATALOG_URI to a shared catalog (PostgreSQL, or a REST catalog with
 COMPACTION_TABLE_CATALOG_TYPE=rest). Every setting comes from `compaction_assets.settings`.
 """
 
@@ -120,7 +120,7 @@ def _load_catalog(location: CatalogLocation, attempts: int = 5):
         except Exception as exc:  # every driver and client has its own errors: one line for all of them
             if attempt == attempts - 1 or not _racing(exc):
                 raise TableError(
-                    f"cannot reach the table {location.describe()}: {_first_line(exc)} "
+                    f"cannot reach the table {location.describe()}: {first_line(exc)} "
                     "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)"
                 ) from None
             time.sleep(0.1 * (attempt + 1))
@@ -148,6 +148,7 @@ def identifier(location: CatalogLocation, topic: str) -> str:
     return f"{location.namespace}.{table_name(topic)}"
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (at most 300 characters), or its type's name when it has none."""
     text = str(exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -64,7 +64,7 @@ class TopicBatch:
             self._logs.setdefault(topic, []).append(replace(item, state=None))
             self._bytes[topic] = self._bytes.get(topic, 0) + state.nbytes
             over = sum(self._bytes.values()) > self.max_bytes
-            heaviest = max(self._bytes, key=self._bytes.get) if over else None
+            heaviest = max(self._bytes, key=lambda name: self._bytes[name]) if over else None
             group = self._take(heaviest) if heaviest else []
         if group:
             committed = self._committed(group, maintain=False)

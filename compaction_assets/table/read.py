@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError, identifier, locate, open_catalog
-from compaction_assets.table.commit import LOG, ROWS_ADDED, ROWS_DELETED, marks_of
+from compaction_assets.table.schema import partitions_filter
+from compaction_assets.table.summary import LOG, ROWS_ADDED, ROWS_DELETED, marks_of
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 TIME_FROM_MS = 10**11  # an --as-of integer at least this is milliseconds since the epoch; below, a log version
 
@@ -27,7 +32,7 @@ class SnapshotInfo:
     rows_deleted: int = 0
 
 
-def open_table(store: Storage, topic: str):
+def open_table(store: Storage, topic: str) -> tuple[Table, str]:
     """The topic's table and its identifier; one line when the topic has none yet."""
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -41,10 +46,11 @@ def open_table(store: Storage, topic: str):
         ) from None
 
 
-def history(table) -> list[SnapshotInfo]:
+def history(table: Table) -> list[SnapshotInfo]:
     """The table's snapshots, oldest first, with the log versions each reflects."""
     out = []
     for s in table.snapshots():
+        assert s.summary is not None  # the format version the product's tables have (2) requires one
         props = s.summary.additional_properties
         out.append(
             SnapshotInfo(
@@ -78,7 +84,7 @@ def parse_as_of(text: str) -> tuple[str, int]:
     return "time", int(moment.timestamp() * 1000)
 
 
-def snapshot_as_of(table, log: str, as_of: str) -> SnapshotInfo:
+def snapshot_as_of(table: Table, log: str, as_of: str) -> SnapshotInfo:
     """The snapshot that shows `log` as of a log version (the newest reflecting at most it) or a time."""
     kind, value = parse_as_of(as_of)
     snaps = history(table)
@@ -101,7 +107,7 @@ def snapshot_as_of(table, log: str, as_of: str) -> SnapshotInfo:
 
 
 def scan(
-    table,
+    table: Table,
     snapshot_id: int | None = None,
     partition: int | None = None,
     limit: int | None = None,
@@ -109,14 +115,12 @@ def scan(
 ) -> pa.Table:
     """Rows of the table (of one partition, or of `partitions`, when given) at a snapshot (the current one by
     default), by partition and key."""
-    from pyiceberg.expressions import AlwaysTrue, EqualTo, In
+    from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 
-    row_filter = (
-        EqualTo("partition", partition)
-        if partition is not None
-        else In("partition", set(partitions))
-        if partitions
-        else AlwaysTrue()
-    )
+    row_filter: BooleanExpression = AlwaysTrue()
+    if partition is not None:
+        row_filter = partitions_filter([partition])
+    elif partitions:
+        row_filter = partitions_filter(partitions)
     rows = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, limit=limit).to_arrow()
     return rows.sort_by([("partition", "ascending"), ("key", "ascending")])

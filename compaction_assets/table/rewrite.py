@@ -15,6 +15,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from compaction_assets.table.delta import row_delta
+from compaction_assets.table.schema import partitions_filter
+
+if TYPE_CHECKING:
+    from pyiceberg.table import FileScanTask, Table
 
 REWRITE_MASKED_SHARE = 0.2
 REWRITE_MIN_MASKED = 256
@@ -32,14 +39,14 @@ class RewriteResult:
     snapshot_id: int | None = None
 
 
-def _old_delete_files(table, before_ms: int) -> set[str]:
+def _old_delete_files(table: Table, before_ms: int) -> set[str]:
     """The live delete files committed before `before_ms` (or by an expired snapshot). Only the deletes
     manifests whose oldest entry is that old are read: a manifest's minimum sequence number dates it."""
     from pyiceberg.manifest import ManifestContent
 
     current = table.current_snapshot()
     times = {s.sequence_number: s.timestamp_ms for s in table.metadata.snapshots}
-    by_id = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    by_id: dict[int | None, int] = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     old: set[str] = set()
     for manifest in current.manifests(table.io) if current is not None else []:
         if manifest.content != ManifestContent.DELETES or times.get(manifest.min_sequence_number, 0) >= before_ms:
@@ -52,13 +59,17 @@ def _old_delete_files(table, before_ms: int) -> set[str]:
     return old
 
 
-def due_buckets(table, partitions: list[int], now_ms: int, retention_ms: int) -> list[list]:
-    """The file scan tasks of each bucket of `partitions` due for a rewrite."""
-    from pyiceberg.expressions import In
+def _bucket(task: FileScanTask) -> tuple[int, tuple[object, ...]]:
+    """A data file's bucket: its partition spec and its partition's values (log partition, key bucket)."""
+    partition = task.file.partition
+    return task.file.spec_id, tuple(partition[i] for i in range(len(partition)))
 
-    groups: dict[tuple, list] = defaultdict(list)
-    for task in table.scan(row_filter=In("partition", set(partitions))).plan_files():
-        groups[(task.file.spec_id, tuple(task.file.partition))].append(task)
+
+def due_buckets(table: Table, partitions: list[int], now_ms: int, retention_ms: int) -> list[list[FileScanTask]]:
+    """The file scan tasks of each bucket of `partitions` due for a rewrite."""
+    groups: dict[tuple, list[FileScanTask]] = defaultdict(list)
+    for task in table.scan(row_filter=partitions_filter(partitions)).plan_files():
+        groups[_bucket(task)].append(task)
     old = _old_delete_files(table, now_ms - retention_ms // 2) if groups else set()
     due = []
     for tasks in groups.values():
@@ -74,14 +85,16 @@ def due_buckets(table, partitions: list[int], now_ms: int, retention_ms: int) ->
     return due
 
 
-def rewrite(table, partitions: list[int], now_ms: int, retention_ms: int, properties: dict[str, str]) -> RewriteResult:
+def rewrite(
+    table: Table, partitions: list[int], now_ms: int, retention_ms: int, properties: dict[str, str]
+) -> RewriteResult:
     """Rewrite the due buckets of `partitions` in one snapshot with `properties` (the marks it carries);
     nothing when none is due or another commit wins the race (the next run rewrites them)."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+    from pyiceberg.io.pyarrow import ArrowScan
 
-    from compaction_assets.table.delta import row_delta
+    from compaction_assets.table.iceberg_internals import write_data_files
 
     due = due_buckets(table, partitions, now_ms, retention_ms)
     if not due:
@@ -90,7 +103,7 @@ def rewrite(table, partitions: list[int], now_ms: int, retention_ms: int, proper
     rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
     removed = {t.file.file_path for t in tasks} | {d.file_path for t in tasks for d in t.delete_files}
     tx = table.transaction()
-    added = list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=table.io)) if len(rows) else []
+    added = write_data_files(tx, rows, table.io)
     try:
         row_delta(tx, {**properties, REWRITTEN: str(len(due))}, added, removed).commit()
         committed = tx.commit_transaction()
@@ -100,4 +113,6 @@ def rewrite(table, partitions: list[int], now_ms: int, retention_ms: int, proper
         if "locked" in str(exc).lower():  # SQLite's writer lock: another process commits now
             return RewriteResult()
         raise
-    return RewriteResult(len(due), len(removed), len(added), committed.current_snapshot().snapshot_id)
+    snapshot = committed.current_snapshot()
+    assert snapshot is not None  # the transaction committed one
+    return RewriteResult(len(due), len(removed), len(added), snapshot.snapshot_id)

@@ -12,6 +12,9 @@ committed, and a table whose current schema is another was changed by someone el
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 
@@ -19,6 +22,12 @@ from compaction_assets.segments.records import HEADER_TYPE
 from compaction_assets.state.latest_state import with_value_columns
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.catalog import TableError
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table, Transaction
 
 SCHEMA_ID_PROPERTY = "compaction.schema-id"
 IDENTIFIER_FIELDS = ("partition", "key")
@@ -63,14 +72,15 @@ def table_rows(handle: LogHandle, state: pa.Table, partition: int) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-def new_table_layout(schema: pa.Schema, buckets: int):
+def new_table_layout(schema: pa.Schema, buckets: int) -> tuple[Schema, PartitionSpec]:
     """The Iceberg schema (identifier fields set) and partition spec of a new table for rows of `schema`."""
-    from pyiceberg.catalog import Catalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema, assign_fresh_schema_ids
     from pyiceberg.transforms import BucketTransform, IdentityTransform
 
-    converted = assign_fresh_schema_ids(Catalog._convert_schema_if_needed(schema))
+    from compaction_assets.table.iceberg_internals import iceberg_schema
+
+    converted = assign_fresh_schema_ids(iceberg_schema(schema))
     ids = [converted.find_field(name).field_id for name in IDENTIFIER_FIELDS]
     iceberg = Schema(*converted.fields, identifier_field_ids=ids)
     spec = PartitionSpec(
@@ -80,7 +90,15 @@ def new_table_layout(schema: pa.Schema, buckets: int):
     return iceberg, spec
 
 
-def check_owned(table, ident: str) -> None:
+def partitions_filter(partitions: Iterable[int]) -> BooleanExpression:
+    """The row filter of a scan of the log partitions `partitions` (an equality for one, nothing for none)."""
+    from pyiceberg.expressions import In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    return In(term=Reference("partition"), values={literal(p) for p in partitions})
+
+
+def check_owned(table: Table, ident: str) -> None:
     """Refuse a table whose schema someone else changed since the product last committed one."""
     recorded = table.properties.get(SCHEMA_ID_PROPERTY)
     current = table.metadata.current_schema_id
@@ -92,7 +110,7 @@ def check_owned(table, ident: str) -> None:
         )
 
 
-def conform(tx, rows: pa.Table, ident: str) -> pa.Table:
+def conform(tx: Transaction, rows: pa.Table, ident: str) -> pa.Table:
     """`rows` in the schema of the table of transaction `tx`: new value fields added to the table (its
     schema evolved and recorded), fields the rows lack as nulls; a type change is refused."""
     current = tx.table_metadata.schema().as_arrow()

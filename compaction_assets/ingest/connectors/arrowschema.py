@@ -11,6 +11,9 @@ int64; maps; an empty struct ...) the answer is UNKNOWN and the caller infers fr
 
 from __future__ import annotations
 
+import enum
+from typing import Final
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,7 +21,14 @@ import pyarrow.compute as pc
 from compaction_assets.ingest.connectors.arrowjson import text_bytes
 from compaction_assets.ingest.connectors.canonical import ValueSchema
 
-UNKNOWN = object()  # the Arrow type cannot say the inferred type exactly
+
+class Unknown(enum.Enum):
+    """The answer when the Arrow type cannot say the inferred type exactly (its one member, UNKNOWN)."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
 DATE_LIKE = "^[0-9]{4}-[0-9]{2}-[0-9]{2}"  # what the JSON reader may read as a timestamp (ISO-8601)
 INT64_MAX = 2**63 - 1
 
@@ -42,7 +52,7 @@ def _date_like(arr: pa.Array) -> bool:
     return bool(pc.any(pc.match_substring_regex(text, DATE_LIKE)).as_py())
 
 
-def _scalar_type(arr: pa.Array):
+def _scalar_type(arr: pa.Array) -> pa.DataType | Unknown:
     """The inferred type of a non-nested column holding at least one value."""
     t = arr.type
     if pa.types.is_boolean(t):
@@ -60,7 +70,7 @@ def _scalar_type(arr: pa.Array):
     return UNKNOWN
 
 
-def _struct_type(arr: pa.StructArray):
+def _struct_type(arr: pa.StructArray) -> pa.DataType | Unknown:
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
     if not names or len(set(names)) != len(names):
         return UNKNOWN
@@ -74,7 +84,7 @@ def _struct_type(arr: pa.StructArray):
     return pa.struct(fields)
 
 
-def json_type(arr: pa.Array):
+def json_type(arr: pa.Array) -> pa.DataType | Unknown:
     """The type the JSON reader infers for the canonical JSON of `arr`'s values, or UNKNOWN."""
     if arr.null_count == len(arr):
         return pa.null()
@@ -87,7 +97,7 @@ def json_type(arr: pa.Array):
     return _scalar_type(arr)
 
 
-def value_schema(values: pa.Array):
+def value_schema(values: pa.Array) -> ValueSchema | Unknown | None:
     """A value column's value schema (None: no JSON objects), or UNKNOWN."""
     t = values.type
     if pa.types.is_null(t) or _is_text(t) or _is_bytes(t):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import functools
 import io
 import json
 import uuid
@@ -140,11 +141,8 @@ def _infer_in_one_block(text: pa.Buffer, objects: pa.Array) -> ValueSchema:
 
 def _infer_row_by_row(objects: pa.Array) -> ValueSchema:
     """The schema of `objects` inferred one row at a time and merged (types that change between rows)."""
-    merged = None
-    for line in objects.to_pylist():
-        row = ValueSchema(pajson.read_json(io.BytesIO(line.encode("utf-8"))).schema)
-        merged = row if merged is None else merged.merge(row)
-    return merged
+    rows = (ValueSchema(pajson.read_json(io.BytesIO(line.encode("utf-8"))).schema) for line in objects.to_pylist())
+    return functools.reduce(ValueSchema.merge, rows)  # `objects` holds one object at least
 
 
 def read_schema(storage: Any, path: str) -> ValueSchema | None:

@@ -88,7 +88,8 @@ class Columns:
     headers: pa.Array
     where: Where
     mtime_timestamps: int = 0  # records whose timestamp is the object's modification time
-    schema: object = arrowschema.UNKNOWN  # the value schema when the column types said it (ValueSchema | None)
+    # the value schema when the column types said it (None: no JSON objects), else UNKNOWN
+    schema: canonical.ValueSchema | arrowschema.Unknown | None = arrowschema.UNKNOWN
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -132,12 +133,13 @@ def take_headers(headers: pa.Array, order: pa.Array) -> pa.Array:
     return _empty_headers(len(order)) if _no_headers(headers) else headers.take(order)
 
 
-def _same_schema(parts: list[Columns]):
+def _same_schema(parts: list[Columns]) -> canonical.ValueSchema | arrowschema.Unknown | None:
     """The parts' value schema when each is known and those with objects agree, else UNKNOWN."""
     known = [p.schema for p in parts if p.schema is not None]
-    if any(s is arrowschema.UNKNOWN for s in known) or any(not s.schema.equals(known[0].schema) for s in known):
+    said = [s for s in known if isinstance(s, canonical.ValueSchema)]
+    if len(said) < len(known) or any(not s.schema.equals(said[0].schema) for s in said):
         return arrowschema.UNKNOWN
-    return known[0] if known else None
+    return said[0] if said else None
 
 
 def value_schema(cols: Columns) -> canonical.ValueSchema | None:

@@ -17,8 +17,9 @@ most significant. A component must be a non-negative integer (or text of digits,
 such as a binlog file name `mysql-bin.000042`, whose number is taken) below 2**bits; one that is not is
 refused, naming the record. SQL Server's LSN text (`change_lsn`, `commit_lsn`: `00000027:00000758:0003`,
 80 bits) is taken as its three parts in order: the slot 12 bits, the log block 27, the VLF sequence the
-field's rest (24 of 63), a part too large for its bits refused. The version of an event without its fields (the tombstone after a delete) is
-absent: it then loses to the versioned delete event, which is already a tombstone of its key.
+field's rest (24 of 63), a part too large for its bits refused. The version of an event without its
+fields (the tombstone after a delete) is absent: it then loses to the versioned delete event, which is
+already a tombstone of its key.
 """
 
 from __future__ import annotations
@@ -125,16 +126,25 @@ def _flat(value: Any, where: str) -> Any:
     return None if deleted is True or (isinstance(deleted, str) and deleted.lower() == "true") else value
 
 
+def _version_header(cfg: LandingConfig) -> str | None:
+    """The header a packed version goes into, or None when the topic packs none."""
+    if not cfg.version_fields:
+        return None
+    assert cfg.version_header is not None  # build_config requires compaction.strategy.header with the fields
+    return cfg.version_header
+
+
 def apply_cdc(batch: RawBatch, cfg: LandingConfig) -> RawBatch:
     """The batch with change events turned into values and tombstones, versions in their header."""
     if cfg.cdc is CdcFormat.NONE:
         return batch
     unwrap = _envelope if cfg.cdc is CdcFormat.DEBEZIUM else _flat
+    header = _version_header(cfg)
     for i, event in enumerate(batch.values):
         where = batch.where[i]
-        if cfg.version_fields:
+        if header is not None:
             version = pack_version(event, cfg.version_fields, where)
             if version is not None:
-                batch.headers[i] = [*batch.headers[i], (cfg.version_header, version)]
+                batch.headers[i] = [*batch.headers[i], (header, version)]
         batch.values[i] = unwrap(event, where)
     return batch

@@ -84,6 +84,7 @@ def _value_offsets(part: Extent, has_field: bool, tombstones: list[Extent]) -> t
     """A value file's offsets and whether they are exact."""
     n, start, nxt = part.rows, part.unit.start, part.next_start
     if has_field:
+        assert part.explicit is not None  # with landing.offset.field, every extent carries the field's values
         if part.explicit.null_count:
             raise InvalidInputError(
                 f"{part.row_name(part.explicit.is_null().index(True).as_py())}: no offset (landing.offset.field)"

@@ -11,6 +11,7 @@ timestamps, are appended as one batch (`writer.append_pieces`), all or nothing, 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -134,9 +135,12 @@ def _extent(src: PartitionSource, unit: Unit, cfg: LandingConfig, nexts: dict[st
     explicit = _longs(_whole(table.column(field)), table.num_rows) if field is not None else None
     if field is not None and explicit is None:
         return None
-    return Extent(
-        unit, table.num_rows, explicit, nexts.get(unit.name), uri, lambda i, uri=uri: f"{uri}: record {i + 1}"
-    )
+    return Extent(unit, table.num_rows, explicit, nexts.get(unit.name), uri, _row_namer(uri))
+
+
+def _row_namer(uri: str) -> Callable[[int], str]:
+    """How an error names a row of the file at `uri` (its 1-based record number)."""
+    return lambda i: f"{uri}: record {i + 1}"
 
 
 def plan(
@@ -160,13 +164,14 @@ def plan(
         return None
     values = [u for u in group if not u.tombstone]
     tombs = [u for u in group if u.tombstone]
-    extents = [_extent(src, u, cfg, nexts) for u in values + tombs]
-    if not values or any(e is None for e in extents):
+    found = [_extent(src, u, cfg, nexts) for u in values + tombs]
+    extents = [e for e in found if e is not None]
+    if not values or len(extents) < len(found):
         return None
     offsets, exact = plan_offsets(extents[: len(values)], extents[len(values) :], cfg.offset_field is not None)
     value_offsets = offsets[: len(values)]
     if any(o.size == 0 or (o[1:] <= o[:-1]).any() for o in value_offsets) or any(
-        a[-1] >= b[0] for a, b in zip(value_offsets, value_offsets[1:])
+        a[-1] >= b[0] for a, b in itertools.pairwise(value_offsets)
     ):
         return None
     names = [f.name for u in group for f in u.files]

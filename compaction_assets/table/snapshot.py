@@ -1,0 +1,135 @@
+"""One snapshot of a topic's table committing several logs' changes: the table created when it has none,
+each log's change written (its new rows as data files, its old rows masked by position-delete files), and
+one row delta committing them all with a summary that records every log's mark.
+
+commit.py decides which logs a snapshot commits and redoes it when another commit won the race; this
+module writes one attempt. The table's properties turn pyiceberg's own retry off for that reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.catalog import TOPIC_PROPERTY
+from compaction_assets.table.change import Change, change_of, plan_by_partition
+from compaction_assets.table.delta import row_delta, write_position_deletes
+from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, conform, new_table_layout, table_rows
+from compaction_assets.table.summary import LogMark, commit_summary
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import FileScanTask, Table, Transaction
+
+# A commit that lost a race is redone by commit.py from the new current snapshot (its marks included),
+# never rebased by pyiceberg onto it (which would carry the older marks forward).
+TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    "commit.retry.num-retries": "0",
+}
+
+
+@dataclass(frozen=True)
+class TopicTable:
+    """Where a topic's commit goes: the catalog, the table's identifier, the topic and its key buckets."""
+
+    catalog: Catalog
+    ident: str
+    topic: str
+    buckets: int
+
+
+@dataclass(frozen=True)
+class LogWrite:
+    """One log's share of a snapshot: its change, and the data and position-delete files written for it."""
+
+    change: Change
+    data: list[DataFile]
+    deletes: list[DataFile]
+
+
+@dataclass(frozen=True)
+class SnapshotWrite:
+    """A committed snapshot: its id, the marks it records, and each log's write by name, in order."""
+
+    snapshot_id: int
+    marks: dict[str, LogMark]
+    logs: dict[str, LogWrite]
+
+
+def write_snapshot(
+    target: TopicTable,
+    table: Table | None,
+    handles: list[LogHandle],
+    manifests: dict[str, Manifest],
+    states: dict[str, pa.Table],
+    marks: dict[str, LogMark],
+) -> SnapshotWrite:
+    """Commit the logs of `handles` at `manifests` (their latest states `states`) to the topic's table
+    (created when `table` is None) in one snapshot, which records `marks` with theirs."""
+    from compaction_assets.table.iceberg_internals import transaction_io
+
+    tx = _transaction(target, table, handles[0], states[handles[0].name])
+    io = transaction_io(tx)
+    plan = plan_by_partition(table, [parse_log_name(handle.name)[1] for handle in handles])
+    written: dict[str, LogWrite] = {}
+    for handle in handles:
+        name, partition = handle.name, parse_log_name(handle.name)[1]
+        written[name] = _write_log(tx, io, table, target.ident, handle, states[name], plan.get(partition, []))
+        m = manifests[name]
+        marks = {**marks, name: LogMark(m.version, m.log_start_offset, m.log_end_offset)}
+    summary = commit_summary(
+        marks,
+        {name: manifests[name].version for name in written},
+        sum(w.change.added for w in written.values()),
+        sum(w.change.deleted for w in written.values()),
+    )
+    row_delta(tx, summary, [f for w in written.values() for f in w.data + w.deletes], set()).commit()
+    committed = tx.commit_transaction().current_snapshot()
+    assert committed is not None  # the transaction committed a snapshot
+    return SnapshotWrite(committed.snapshot_id, marks, written)
+
+
+def _transaction(target: TopicTable, table: Table | None, first: LogHandle, state: pa.Table) -> Transaction:
+    """A transaction on the topic's table, or creating it when there is none (its columns those of the
+    first log's rows, partitioned by log and key bucket)."""
+    if table is not None:
+        return table.transaction()
+    schema = table_rows(first, state.slice(0, 0), parse_log_name(first.name)[1]).schema
+    iceberg, spec = new_table_layout(schema, target.buckets)
+    return target.catalog.create_table_transaction(
+        target.ident,
+        schema=iceberg,
+        partition_spec=spec,
+        properties={TOPIC_PROPERTY: target.topic, SCHEMA_ID_PROPERTY: "0", **TABLE_PROPERTIES},
+    )
+
+
+def _write_log(
+    tx: Transaction,
+    io: FileIO,
+    table: Table | None,
+    ident: str,
+    handle: LogHandle,
+    state: pa.Table,
+    tasks: list[FileScanTask],
+) -> LogWrite:
+    """One log's change written, not committed: the rows of its new or updated keys as data files (in the
+    table's schema, evolved for new value fields), the old rows of its changed keys masked by delete files."""
+    from compaction_assets.table.iceberg_internals import write_data_files
+
+    change = change_of(table, tasks, state)
+    touched = state.filter(pc.is_in(state.column("key"), change.appended))
+    rows = conform(tx, table_rows(handle, touched, parse_log_name(handle.name)[1]), ident)
+    data = write_data_files(tx, rows, io)
+    deletes = [write_position_deletes(io, f, positions) for f, positions in change.masks]
+    return LogWrite(change, data, deletes)
