@@ -13,6 +13,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from typing import cast
 
 if __name__ == "__main__":
     # the conformance checker's default runner is `python -m compaction_assets.conformance` with the
@@ -24,6 +25,7 @@ if __name__ == "__main__":
 from compaction_assets import settings
 from compaction_assets.checks.verify import verify_versions
 from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.engine import StepReport
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
@@ -32,8 +34,9 @@ from compaction_assets.planning.planner import evaluate
 from compaction_assets.state.latest_state import fits_in_process, latest_state_df, latest_state_table
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore, wall_ms
+from compaction_assets.store.manifest import Segment
 from compaction_assets.store.names import sanitize_topic
-from compaction_assets.topics.config import build_config
+from compaction_assets.topics.config import TopicConfig, build_config
 from compaction_assets.topics.config_store import ConfigStore
 
 STAT_KEYS = ("records_read", "records_written", "tombstones_stamped", "tombstones_removed")
@@ -55,7 +58,7 @@ class CaseRun:
         self.name = str(case.get("name", "case"))
         self.store = LogStore(root, gc_grace_s=0)
         self.handle = self.store.log(f"{sanitize_topic(self.name)}-0")
-        self.config = None
+        self.config: TopicConfig | None = None  # the case's, once stored
         self.steps: list[dict] = []
         self.given_headers: dict[int, list] = {}
 
@@ -67,9 +70,9 @@ class CaseRun:
             # The case's configuration is stored with its store and read back from it, as every process does.
             configs = ConfigStore(self.store.storage)
             configs.set_topic(topic, self.case.get("config") or {}, f"conformance case {self.name!r}", wall_ms())
-            self.config = configs.config_for(topic)
+            self.config = config = configs.config_for(topic)
             for i, step in enumerate(self.case.get("steps") or []):
-                self.step(i, step)
+                self.step(i, step, config)
         except CompactionError as exc:
             error = str(exc)
         result = {
@@ -83,14 +86,14 @@ class CaseRun:
             result["checks"] = self.checks
         return result
 
-    def step(self, i: int, step: dict) -> None:
+    def step(self, i: int, step: dict, config: TopicConfig) -> None:
         if not isinstance(step, dict) or len(step) - ("now" in step and "append" in step) != 1:
             raise CompactionError(f"step {i}: malformed step {step!r}")
         action = next(k for k in step if k != "now" or "append" not in step)
         arg = step[action]
         if action == "append":
             records = [self.record(r) for r in arg]
-            result = writer.append(self.handle, self.config, records, now=step.get("now"), source=f"step {i}")
+            result = writer.append(self.handle, config, records, now=step.get("now"), source=f"step {i}")
             if result.records:
                 offsets = [r for r in self._offsets(records, result)]
                 for off, rec in zip(offsets, arg):
@@ -103,33 +106,31 @@ class CaseRun:
             writer.set_checkpoint(self.handle, int(arg["offset"]))
         elif action == "plan":
             m = self.handle.manifest()
-            ev = evaluate(m, self.config, int(arg["now"]))
+            ev = evaluate(m, config, int(arg["now"]))
             self.steps.append(self.entry(i, "plan", ev, ev.reason_for(False), False, m.checkpoint, None))
         elif action == "clean":
             rep = engine.run(
                 self.handle,
-                self.config,
+                config,
                 int(arg["now"]),
                 spark=self.spark,
                 force=bool(arg.get("force", False)),
                 tuning=self.tuning,
             )
             stats = None
-            if rep.cleaned:
+            if rep.cleaned and rep.stats is not None:  # a cleaning's report has its totals
                 totals = rep.stats.as_dict()
                 stats = {k: totals[k] for k in STAT_KEYS}
                 stats.update({k: v for k, v in totals.items() if k not in stats})
             self.steps.append(self.entry(i, "clean", rep.evaluation, rep.reason, rep.cleaned, rep.checkpoint, stats))
             if self.run_checks:
-                self.check(i, rep, int(arg["now"]))
+                self.check(i, rep, int(arg["now"]), config)
         else:
             raise CompactionError(f"step {i}: unknown action {action!r}")
 
-    def check(self, i: int, rep, now: int) -> None:
+    def check(self, i: int, rep: StepReport, now: int, config: TopicConfig) -> None:
         """The four checks on this step's cleaning, as the Dagster checks run them."""
-        for outcome in verify_versions(
-            self.handle, self.config, rep.before_version, rep.after_version, now, rep.cleaned
-        ):
+        for outcome in verify_versions(self.handle, config, rep.before_version, rep.after_version, now, rep.cleaned):
             self.checks.append(
                 {"step": i, "name": outcome.name, "passed": outcome.passed, "description": outcome.description}
             )
@@ -176,7 +177,8 @@ class CaseRun:
         try:
             m = self.handle.manifest()
             segments = []
-            for idx, (seg, records) in enumerate(segment_records(self.handle, m)):
+            for idx, (entry, records) in enumerate(segment_records(self.handle, m)):
+                seg = cast(Segment, entry)  # segment_records pairs each segment of `m` with its records
                 segments.append(
                     {
                         "base_offset": seg.base_offset,

@@ -15,7 +15,7 @@ from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_jo
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.config_job import apply_topics_config_job
 from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
-from compaction_assets.defs.schedules import ScheduleSettings, build_schedules
+from compaction_assets.defs.schedules import DEFAULT_SCHEDULE_SETTINGS, ScheduleSettings, build_schedules
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from compaction_assets.errors import CompactionError
 from resources.alerts import AlertWebhookResource
@@ -30,7 +30,7 @@ warnings.filterwarnings(
 )
 
 
-def build_definitions(schedule_settings: ScheduleSettings = ScheduleSettings()) -> dg.Definitions:
+def build_definitions(schedule_settings: ScheduleSettings = DEFAULT_SCHEDULE_SETTINGS) -> dg.Definitions:
     """The code location's definitions, with the schedules' cron and default status from `schedule_settings`."""
     return dg.Definitions(
         assets=[raw_segments, cleanable_range, compacted_log, latest_state],

@@ -16,7 +16,9 @@ from compaction_assets.spark import get_spark, spark_conf_from_env
 class SettingsSparkResource(LazyPySparkResource):
     """LazyPySparkResource whose session settings come from the environment when the session starts."""
 
-    spark_config: dict = {}
+    # pydantic copies a field's default for each instance; a default_factory would leave Dagster's config
+    # schema without the default
+    spark_config: dict = {}  # noqa: RUF012
 
     def _init_session(self) -> None:
         if self._spark_session is None:

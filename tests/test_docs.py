@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ROOT / "compaction_assets" / "settings.py"
-CLI = ROOT / "compaction_assets" / "cli_context.py"  # the parser of cli.py, with what every command shares
+CLI = ROOT / "compaction_assets" / "cli" / "parser.py"  # the command line's parser: every command and option
 DOCS = ROOT / "docs"
 CONFIGURATION = DOCS / "configuration.md"
 README_MAX_LINES = 250
@@ -194,7 +194,8 @@ def test_the_link_scan_sees_links():
 
 
 def cli_commands_and_options() -> set[str]:
-    """The sub-commands (`add_parser("name")`) and options (`add_argument("--x")`) of the CLI, from its parser's source."""
+    """The sub-commands (`add_parser("name")`) and options (`add_argument("--x")`) of the CLI, from its
+    parser's source."""
     found = set()
     for node in ast.walk(ast.parse(CLI.read_text(encoding="utf-8"))):
         if (

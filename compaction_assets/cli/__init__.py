@@ -8,28 +8,29 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
+from types import ModuleType
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.metrics import evaluate_logs, figures
+from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.cli import config, maintenance, records, table
 from compaction_assets.cli.context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress, settle_imports
-from compaction_assets.cli.context import build_parser as _build_parser
-from compaction_assets.cli.records import cmd_latest_state, cmd_read
-from compaction_assets.cli.table import cmd_table_commit, cmd_table_history, cmd_table_scan, cmd_table_show  # noqa: F401
-from compaction_assets.errors import CompactionError, EngineError, OffsetError
+from compaction_assets.cli.parser import command_parser
+from compaction_assets.errors import CompactionError, EngineError
 from compaction_assets.ingest.landing import append_files, ingest, landing_logs
-from compaction_assets.log import writer
 from compaction_assets.planning.planner import evaluate, order
 from compaction_assets.store.fs import Storage
-from compaction_assets.store.log_store import wall_ms
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.topics.config import load_topics
-from compaction_assets.topics.config_store import DEFAULTS_ENTRY, check_strategy_change, cleaned_logs_of, parse_setting
+
+# The modules that hold the other commands' `cmd_` functions (this one holds the reading ones, `append`
+# and `ingest`): the parser maps each command to its function by that name.
+COMMAND_MODULES: tuple[ModuleType, ...] = (records, maintenance, config, table)
 
 
 def cmd_logs(ctx: Context) -> int:
     """`logs`: every log of the store with its size and state."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
         ev = st.evaluation
         if ev is None:
@@ -46,11 +47,17 @@ def cmd_logs(ctx: Context) -> int:
                 "max_compaction_delay_ms": ev.max_compaction_delay_ms,
                 "log_end_offset": ev.log_end_offset,
                 "uncleanable": ev.uncleanable,
-                "uncleanable_error": st.manifest.uncleanable.error if st.manifest.uncleanable else None,
+                "uncleanable_error": _uncleanable_error(st),
             }
         )
     _emit(rows)
     return 0
+
+
+def _uncleanable_error(st: LogState) -> str | None:
+    """The error of the failed cleaning that marked the log uncleanable (None: not marked, or unread)."""
+    mark = st.manifest.uncleanable if st.manifest is not None else None
+    return mark.error if mark else None
 
 
 def cmd_metrics(ctx: Context) -> int:
@@ -91,26 +98,7 @@ def cmd_plan(ctx: Context) -> int:
 
 def cmd_clean(ctx: Context) -> int:
     """`clean LOG... | --all`: run the cleanings that are due (or forced)."""
-    failed = 0
-    if ctx.args.all:
-        evs = []
-        for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
-            if st.evaluation is None:  # unreadable: report it, clean the others
-                failed += 1
-                print(f"error: {st.error}", file=sys.stderr)
-            elif st.evaluation.uncleanable:
-                _progress(
-                    f"{st.log}: skipped, marked uncleanable ({st.manifest.uncleanable.error}); "
-                    f"`clear-uncleanable {st.log}` once repaired"
-                )
-            elif st.evaluation.eligible or ctx.config(st.log).delete:
-                evs.append(st.evaluation)
-        targets = [e.log for e in order(evs)]
-    elif ctx.args.logs:
-        targets = ctx.args.logs
-    else:
-        raise CompactionError("name one or more logs, or use --all")
-    reports = []
+    targets, failed = _clean_targets(ctx)
     if targets:
         _progress(f"cleaning {len(targets)} log(s), up to {ctx.env.clean_concurrency} at a time")
     items = []
@@ -120,18 +108,18 @@ def cmd_clean(ctx: Context) -> int:
         except CompactionError as exc:  # a bad name or configuration: report it, clean the others
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
-    engine_faults = 0
+    reports, engine_faults = [], 0
     results = engine.run_many(
         items, ctx.now, force=ctx.args.force, concurrency=ctx.env.clean_concurrency, progress=ctx.progress
     )  # the engine starts Spark once a cleaning is due
     for res in results:
-        name, rep = res.log, res.report
         if res.error is not None:
             failed += 1
             engine_faults += isinstance(res.error, EngineError)
             print(f"error: {res.error}", file=sys.stderr)
             continue
-        reports.append(rep.as_dict())
+        assert res.report is not None  # a fleet's result holds its report or its error
+        reports.append(res.report.as_dict())
     if reports or not failed:  # stdout: what ran; a command where nothing ran says why on stderr only
         _emit(reports)
     if failed and failed == engine_faults:
@@ -142,6 +130,28 @@ def cmd_clean(ctx: Context) -> int:
         )
         return EXIT_TRANSIENT
     return 1 if failed else 0
+
+
+def _clean_targets(ctx: Context) -> tuple[list[str], int]:
+    """The logs `clean` takes, in order (--all: the eligible ones, highest priority first), and how many
+    logs it could not even evaluate (each reported on stderr)."""
+    if not ctx.args.all:
+        if not ctx.args.logs:
+            raise CompactionError("name one or more logs, or use --all")
+        return ctx.args.logs, 0
+    failed, evs = 0, []
+    for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+        if st.evaluation is None:  # unreadable: report it, clean the others
+            failed += 1
+            print(f"error: {st.error}", file=sys.stderr)
+        elif st.evaluation.uncleanable:
+            _progress(
+                f"{st.log}: skipped, marked uncleanable ({_uncleanable_error(st)}); "
+                f"`clear-uncleanable {st.log}` once repaired"
+            )
+        elif st.evaluation.eligible or ctx.config(st.log).delete:
+            evs.append(st.evaluation)
+    return [e.log for e in order(evs)], failed
 
 
 def cmd_append(ctx: Context) -> int:
@@ -205,171 +215,15 @@ def cmd_ingest(ctx: Context) -> int:
     return 0
 
 
-def cmd_set_log_start(ctx: Context) -> int:
-    """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
-    handle = ctx.handle(ctx.args.log)
-    m = handle.manifest()
-    target = ctx.args.offset
-    if target > m.log_end_offset:  # refused before saying what it would delete: it deletes nothing
-        raise OffsetError(
-            f"log {ctx.args.log}: set-log-start {target} is beyond the log end offset "
-            f"{m.log_end_offset}; nothing was deleted"
-        )
-    below = [s for s in m.segments if s.base_offset < target]
-    what = (
-        f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
-        f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
-        f"they cannot be recovered"
-    )
-    if target <= m.log_start_offset:
-        what = f"log {ctx.args.log}: log start is already {m.log_start_offset}; nothing below {target} to delete"
-    if not ctx.args.confirm:
-        raise CompactionError(f"{what}; repeat with --confirm to do it")
-    _progress(what)
-    m = writer.set_log_start(handle, target)
-    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
-    return 0
+def _commands() -> dict[str, Callable[[Context], int]]:
+    """Every `cmd_` function, of this module and of the command modules, by name."""
+    namespaces = [globals(), *(vars(module) for module in COMMAND_MODULES)]
+    return {name: value for namespace in namespaces for name, value in namespace.items() if name.startswith("cmd_")}
 
 
-def cmd_roll(ctx: Context) -> int:
-    """`roll LOG`: seal the active segment now (the cleaner never touches the active segment)."""
-    handle = ctx.handle(ctx.args.log)
-    with handle.lock("append", purpose="roll"):
-        m = writer.roll(handle)
-    _emit({"log": ctx.args.log, "segments": len(m.segments), "active_segment_base_offset": m.active.base_offset})
-    return 0
-
-
-def cmd_set_checkpoint(ctx: Context) -> int:
-    """`set-checkpoint LOG OFFSET`: overwrite the cleaner checkpoint."""
-    m = writer.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
-    _emit({"log": ctx.args.log, "checkpoint": m.checkpoint})
-    return 0
-
-
-def cmd_clear_uncleanable(ctx: Context) -> int:
-    """`clear-uncleanable LOG... | --all`: clear failed cleanings' marks (--all: every marked log)."""
-    if ctx.args.all == bool(ctx.args.logs):
-        raise CompactionError("name one or more logs, or use --all (every log marked uncleanable)")
-    if ctx.args.all:
-        names = [
-            st.log
-            for st in evaluate_logs(ctx.store, ctx.config, ctx.now)
-            if st.manifest is not None and st.manifest.uncleanable
-        ]
-    else:
-        names = ctx.args.logs
-    cleared = []
-    for name in names:
-        handle = ctx.handle(name)
-        before = handle.manifest().uncleanable
-        m = engine.clear_uncleanable(handle)
-        cleared.append(
-            {
-                "log": name,
-                "uncleanable": None if m.uncleanable is None else m.uncleanable.to_json(),
-                "error_cleared": before.error if before else None,
-            }
-        )
-        _progress(f"{name}: " + ("mark cleared" if before else "was not marked"))
-    _emit(cleared[0] if len(ctx.args.logs) == 1 else cleared)
-    return 0
-
-
-def cmd_gc(ctx: Context) -> int:
-    """`gc`: collect files no manifest references, after the grace period."""
-    handle = ctx.handle(ctx.args.log)
-    with handle.lock("clean", purpose="garbage collection"):
-        removed = handle.collect_garbage(ctx.args.grace_seconds)
-    _emit({"log": ctx.args.log, "removed_files": len(removed)})
-    return 0
-
-
-def cmd_config_show(ctx: Context) -> int:
-    """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
-    if not ctx.store.exists():
-        raise CompactionError(f"no store at {ctx.store.location}: it does not exist")
-    topics = (
-        [ctx.args.topic]
-        if ctx.args.topic
-        else sorted(set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
-    )
-    out = []
-    for topic in topics:
-        row = {"topic": topic, **ctx.configs.describe(topic).as_document()}
-        if ctx.args.history:
-            row["history"] = [c.as_dict() for c in ctx.configs.history(topic)]
-        out.append(row)
-    if not ctx.args.topic:
-        defaults = ctx.configs.current(DEFAULTS_ENTRY)
-        out.insert(0, {"defaults": defaults.as_dict() if defaults else None})
-    _emit(out)
-    return 0
-
-
-def cmd_config_set(ctx: Context) -> int:
-    """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
-    values = dict(parse_setting(a) for a in ctx.args.settings)
-    change = ctx.configs.plan_set(ctx.args.topic, values)
-    before = ctx.configs.current(ctx.args.topic)
-    stored = ctx.configs.set_topic(
-        ctx.args.topic,
-        values,
-        "config set " + " ".join(ctx.args.settings),
-        wall_ms(),
-        cleaned_logs_of(ctx.store),
-        ctx.args.confirm,
-    )
-    new_version = before is None or stored.version != before.version
-    if not new_version:
-        _progress(f"topic {ctx.args.topic}: nothing changes; no new version stored")
-    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed, "stored": new_version})
-    return 0
-
-
-def cmd_config_apply(ctx: Context) -> int:
-    """`config apply TOPICS_FILE`: store a topics file's configuration; prints what changed."""
-    topics = load_topics(ctx.args.file)
-    known = sorted({parse_log_name(n)[0] for n in ctx.store.logs()})
-    source = f"config apply {os.path.abspath(ctx.args.file)}"
-    defaults = ctx.configs.plan_defaults(topics)
-    cleaned = cleaned_logs_of(ctx.store)
-    if ctx.args.dry_run:  # the diff, with each change a real apply would refuse without --confirm
-        changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
-    else:
-        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned, ctx.args.confirm)
-    _emit(
-        {
-            "file": ctx.args.file,
-            "applied": not ctx.args.dry_run,
-            "defaults": (
-                defaults.changed
-                if topics.has_defaults
-                else "kept: the file has no `defaults` section, the store's defaults stay as they are"
-            ),
-            "changes": [
-                {"topic": c.topic, "changed": c.changed, **_needs_confirm(c, cleaned, ctx.args.confirm)}
-                for c in changes
-            ],
-        }
-    )
-    return 0
-
-
-def _needs_confirm(change, cleaned, confirm: bool) -> dict:
-    """{"needs_confirm": True, "refusal": why} for a change a real apply refuses without --confirm, else {}."""
-    try:
-        check_strategy_change(change, cleaned, confirm)
-    except CompactionError as exc:
-        return {"needs_confirm": True, "refusal": str(exc)}
-    return {}
-
-
-def build_parser():
-    """The command line's parser, each command mapped to its function here."""
-    # every `cmd_` function of this module, those imported from cli_records.py included
-    commands = {name: value for name, value in globals().items() if name.startswith("cmd_")}
-    return _build_parser(commands, __doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser, each command mapped to its function."""
+    return command_parser(_commands(), (__doc__ or "").splitlines()[0])
 
 
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
@@ -403,7 +257,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
 
 def run() -> int:
-    """The `compaction` command's process: its imports settled (cli_context.settle_imports), then `main`."""
+    """The `compaction` command's process: its imports settled (cli/context.settle_imports), then `main`."""
     settle_imports()
     return main()
 

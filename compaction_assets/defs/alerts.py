@@ -18,10 +18,10 @@ import re
 
 import dagster as dg
 
+from compaction_assets.defs.batch_outcome import FAILURE_KEY
 from resources.alerts import Alert, AlertWebhookResource
 
 MAX_EXAMPLES = 5
-BATCH_FAILURE = "batch_failure"  # defs/batches.py: the observation of a log that failed in a batch
 PARTITION_TAG = "dagster/partition"
 
 
@@ -68,12 +68,12 @@ def error_reason(error) -> str:
 
 
 def batch_failure_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun, alerted: set) -> list[Alert]:
-    """One alert per log that failed in a batch run (defs/batches.py records each as an observation),
+    """One alert per log that failed in a batch run (defs/batch_outcome.py records each as an observation),
     unless a failed check of that log already pages for it."""
     alerts, seen = [], set(alerted)
     for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):
         observation = entry.get_dagster_event().asset_observation_data.asset_observation
-        reason = observation.metadata.get(BATCH_FAILURE)
+        reason = observation.metadata.get(FAILURE_KEY)  # a log that failed in a batch
         if reason is None or observation.partition in seen:
             continue
         seen.add(observation.partition)  # a retried step records its logs' failures once more

@@ -51,8 +51,8 @@ def encode_logs(logs: list[str]) -> str:
         by_topic.setdefault(topic, []).append(part)
     groups = []
     for topic, parts in sorted(by_topic.items()):
-        parts, spans = sorted(set(parts)), []
-        for p in parts:
+        spans: list[list[int]] = []  # [first, last] partitions of each run of consecutive ones
+        for p in sorted(set(parts)):
             if spans and spans[-1][1] == p - 1:
                 spans[-1][1] = p
             else:

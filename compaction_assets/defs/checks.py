@@ -14,15 +14,9 @@ import warnings
 import dagster as dg
 
 from compaction_assets.checks.specs import CHECK_SPECS
-from compaction_assets.defs.history import (
-    COMPACTED_LOG,
-    SEVERITY,
-    Cleaning,
-    check_records,
-    recorded_cleaning,
-    table_check_record,
-)
+from compaction_assets.defs.history import COMPACTED_LOG, SEVERITY, Cleaning, check_records, table_check_record
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.recorded import recorded_cleaning
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.store.names import parse_log_name

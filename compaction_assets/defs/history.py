@@ -2,6 +2,7 @@
 single-partition assets (defs/assets.py, defs/checks.py) and the batch jobs (defs/batches.py). Each
 function here returns the metadata of one asset's materialization, or one partition's check results,
 so that a partition cleaned in a batch has exactly the history it would have had in a run of its own.
+Reading a recorded history back (for the checks, and for a batch's retry) is defs/recorded.py's.
 """
 
 from dataclasses import dataclass
@@ -23,7 +24,6 @@ from compaction_assets.cleaning.decision import CleaningStats
 from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.ingest.report import IngestReport
-from compaction_assets.planning.planner import evaluate
 from compaction_assets.state.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
@@ -32,7 +32,6 @@ from resources.log_store import LogStoreResource
 
 SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
 COMPACTED_LOG = dg.AssetKey("compacted_log")
-RECORDS_PAGE = 1000  # records read at a time from Dagster's indexes
 SPECS = {spec.name: spec for spec in CHECK_SPECS}
 
 
@@ -65,12 +64,15 @@ def cleanable_range_metadata(dry: DryRun, now: int) -> dict:
         "segments_in_range": dry.segments_in_range,
         "evaluated_at_ms": now,
     }
-    if dry.detail:  # key-level figures only when asked for (dry_run_detail): they cost a Spark job
+    superseded, expired = dry.superseded, dry.tombstones_expired
+    # key-level figures only when asked for (dry_run_detail): they cost a Spark job; a dry run without
+    # detail has none
+    if dry.detail and superseded is not None and expired is not None:
         metadata.update(
             {
-                "would_remove_superseded_records": dry.superseded.records,
-                "would_remove_superseded_bytes": dry.superseded.bytes,
-                "would_remove_expired_tombstones": dry.tombstones_expired.records,
+                "would_remove_superseded_records": superseded.records,
+                "would_remove_superseded_bytes": superseded.bytes,
+                "would_remove_expired_tombstones": expired.records,
                 "segments_to_rewrite": dry.segments_to_rewrite,
                 "segments_to_mark": dry.segments_to_mark,
             }
@@ -162,64 +164,6 @@ class Cleaning:
     now: int
     cleaned: bool
     run: str
-
-
-def recorded_cleaning(instance: dg.DagsterInstance, log: str) -> Cleaning | None:
-    """The partition's latest compacted_log materialization's record of its cleaning, or None."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=COMPACTED_LOG, asset_partitions=[log]), limit=1
-    ).records
-    meta = records[0].asset_materialization.metadata if records else {}
-    if not all(k in meta for k in (BEFORE_VERSION, AFTER_VERSION, EVALUATED_AT_MS, "cleaned")):
-        return None
-    rec = records[0]
-    return Cleaning(
-        before=int(meta[BEFORE_VERSION].value),
-        after=int(meta[AFTER_VERSION].value),
-        now=int(meta[EVALUATED_AT_MS].value),
-        cleaned=bool(meta["cleaned"].value),
-        run=rec.run_id,
-    )
-
-
-def event_name(event) -> str | None:
-    """What a batch's event records for its partition: an asset's key, or an asset's key and check name."""
-    if isinstance(event, dg.AssetMaterialization):
-        return event.asset_key.to_user_string()
-    if isinstance(event, dg.AssetCheckEvaluation):
-        return f"{event.asset_key.to_user_string()}:{event.check_name}"
-    return None
-
-
-def recorded_per_partition(instance: dg.DagsterInstance, run_id: str) -> dict[str, set[str]]:
-    """Per partition, the `event_name`s a run recorded, as Dagster's indexes hold them (the UI's and the
-    checks' view): a run killed between writing an event to its own log and to the index recorded it not.
-    Read back to the run's creation, page by page, whatever other runs recorded since."""
-    out: dict[str, set[str]] = {}
-    run = instance.get_run_record_by_id(run_id)
-    since = run.create_timestamp.timestamp() if run is not None else 0.0  # a deleted run: read every page
-    for key in (dg.AssetKey("cleanable_range"), COMPACTED_LOG, LATEST_STATE):
-        records_filter, cursor = dg.AssetRecordsFilter(asset_key=key, after_timestamp=since), None
-        while True:
-            page = instance.fetch_materializations(records_filter, limit=RECORDS_PAGE, cursor=cursor)
-            for rec in page.records:
-                event = rec.asset_materialization
-                if rec.run_id == run_id and event is not None and event.partition is not None:
-                    out.setdefault(event.partition, set()).add(event_name(event))
-            if not page.has_more:
-                break
-            cursor = page.cursor
-    for asset_key, name in [(COMPACTED_LOG, spec.name) for spec in CHECK_SPECS] + [(LATEST_STATE, TABLE_CHECK)]:
-        key, cursor = dg.AssetCheckKey(asset_key, name), None
-        while True:  # newest first
-            page = instance.event_log_storage.get_asset_check_execution_history(key, limit=RECORDS_PAGE, cursor=cursor)
-            for rec in page:
-                if rec.run_id == run_id and rec.evaluation is not None and rec.partition is not None:
-                    out.setdefault(rec.partition, set()).add(f"{asset_key.to_user_string()}:{name}")
-            if len(page) < RECORDS_PAGE or page[-1].create_timestamp < since:
-                break
-            cursor = page[-1].id
-    return out
 
 
 @dataclass(frozen=True)
@@ -325,28 +269,4 @@ def table_check_record(
         dg.AssetCheckSeverity.ERROR,
         True,
         LATEST_STATE,
-    )
-
-
-def recovered_report(handle, config, now: int) -> StepReport | None:
-    """A cleaning at `now` committed in the store (its run killed before recording it), as a report."""
-    committed = sorted(
-        (m for m in handle.recent_manifests() if m.last_cleaning and m.last_cleaning.now == now),
-        key=lambda m: m.version,
-    )
-    if not committed:
-        return None
-    after = committed[0]
-    before = handle.manifest_version(after.version - 1)
-    summary = after.last_cleaning
-    stats = CleaningStats.of(summary.figures)
-    return StepReport(
-        evaluation=evaluate(before, config, now),
-        cleaned=True,
-        reason=summary.reason,
-        checkpoint=after.checkpoint,
-        stats=stats,
-        log=handle.name,
-        before_version=before.version,
-        after_version=after.version,
     )

@@ -9,7 +9,7 @@ import dagster as dg
 
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
-from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.partitions import LOG_PARTITIONS
 from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
@@ -78,7 +78,9 @@ class LogStartConfig(dg.Config):
 class LogsConfig(dg.Config):
     """Logs to act on; empty means every log of the store."""
 
-    logs: list[str] = []
+    # pydantic copies a field's default for each instance; a default_factory would leave Dagster's config
+    # schema without the default the launchpad shows
+    logs: list[str] = []  # noqa: RUF012
     grace_seconds: float | None = None  # gc only: files younger than this stay (default: the store's)
     now_ms: int | None = None  # retention only: evaluate at this time instead of the clock
 
@@ -199,7 +201,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
     now = config.now_ms if config.now_ms is not None else now_ms()
     total = {"logs": 0, "segments": 0, "records": 0, "bytes": 0}
     skipped, failed = [], []
-    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     for log in delete_policy_logs(log_store, config.logs):
         handle = _handle(log_store, log)
         try:
@@ -269,11 +271,12 @@ def retention_job():
     retention_op()
 
 
-OPERATOR_JOBS = [
+# a tuple, so that each job keeps its own type (Dagster exports no name for an asset job's type)
+OPERATOR_JOBS = (
     clear_uncleanable_job,
     clear_uncleanable_logs_job,
     set_checkpoint_job,
     set_log_start_job,
     gc_job,
     rebuild_latest_state_job,
-]
+)

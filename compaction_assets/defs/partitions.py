@@ -2,4 +2,5 @@
 
 import dagster as dg
 
-log_partitions = dg.DynamicPartitionsDefinition(name="logs")
+LOG_PARTITIONS = "logs"  # the partitions definition's name, by which the instance stores its partitions
+log_partitions = dg.DynamicPartitionsDefinition(name=LOG_PARTITIONS)

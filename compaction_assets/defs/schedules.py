@@ -21,6 +21,7 @@ from compaction_assets.cleaning.metrics import evaluate_logs
 from compaction_assets.defs.batches import compaction_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import delete_policy_logs, gc_job, retention_job
+from compaction_assets.defs.partitions import LOG_PARTITIONS
 from compaction_assets.defs.sensors import cleaning_requests
 from compaction_assets.errors import CompactionError
 from compaction_assets.planning.planner import order
@@ -58,9 +59,15 @@ def logs_due_for_retention(log_store: LogStoreResource, now: int, log=None) -> l
     return due
 
 
-def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.ScheduleDefinition]:
-    """The three schedules with the given cron and default status."""
+DEFAULT_SCHEDULE_SETTINGS = ScheduleSettings()
 
+
+def build_schedules(config: ScheduleSettings = DEFAULT_SCHEDULE_SETTINGS) -> list[dg.ScheduleDefinition]:
+    """The three schedules with the given cron and default status."""
+    return [_retention_schedule(config), _gc_schedule(config), _compaction_sweep_schedule(config)]
+
+
+def _retention_schedule(config: ScheduleSettings) -> dg.ScheduleDefinition:
     @dg.schedule(
         name="retention_schedule",
         job=retention_job,
@@ -80,6 +87,10 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
             run_config={"ops": {"retention_op": {"config": {"logs": due, "now_ms": now}}}},
         )
 
+    return retention_schedule
+
+
+def _gc_schedule(config: ScheduleSettings) -> dg.ScheduleDefinition:
     @dg.schedule(
         name="gc_schedule",
         job=gc_job,
@@ -93,6 +104,10 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
             return dg.SkipReason("the store has no logs")
         return dg.RunRequest(run_key=f"gc:{now_ms()}", run_config={"ops": {"gc_op": {"config": {"logs": []}}}})
 
+    return gc_schedule
+
+
+def _compaction_sweep_schedule(config: ScheduleSettings) -> dg.ScheduleDefinition:
     # A schedule starts one job: the sweep's is the batch job (a batch of one log records what a
     # compaction_job run records), so a sweep of a fleet is a few runs.
     @dg.schedule(
@@ -105,7 +120,7 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
     def compaction_sweep_schedule(context: dg.ScheduleEvaluationContext, log_store: LogStoreResource):
         """A compaction run per eligible (or delete-policy) log, like `clean --all`, uncleanable ones skipped."""
         now = now_ms()
-        known = set(context.instance.get_dynamic_partitions("logs"))
+        known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
         evaluations, config_for = [], log_store.config_per_topic()
         for state in evaluate_logs(log_store.store, config_for, now, [n for n in log_store.store.logs() if n in known]):
             ev = state.evaluation
@@ -118,4 +133,4 @@ def build_schedules(config: ScheduleSettings = ScheduleSettings()) -> list[dg.Sc
             return dg.SkipReason(f"no eligible log at {now}")
         return cleaning_requests(context.instance, due, now, f"sweep:{now}:", always_batch=True)
 
-    return [retention_schedule, gc_schedule, compaction_sweep_schedule]
+    return compaction_sweep_schedule

@@ -28,7 +28,7 @@ from compaction_assets.defs.batch_requests import Due
 from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
-from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.landing import landing_logs, pending_files
 from compaction_assets.planning.planner import Evaluation, order
@@ -91,7 +91,7 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     """Add a partition per new log or landing folder, delete those of logs that are gone, and start
     ingestion of new files."""
     store = log_store.store
-    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     landed, refused = landing_logs(log_store.landing_area())
     for reason in refused:
         context.log.warning(f"ignored: {reason}")
@@ -210,7 +210,8 @@ def log_observations(states: list[LogState], last: dict, held: set[str]) -> tupl
             if ev.log in last:
                 seen[ev.log] = last[ev.log]
             continue
-        error = st.manifest.uncleanable.error if st.manifest.uncleanable else None
+        mark = st.manifest.uncleanable if st.manifest is not None else None
+        error = mark.error if mark else None
         point = [round(ev.dirty_ratio, 6), ev.max_compaction_delay_ms, error]
         seen[ev.log] = point
         if last.get(ev.log) != point:  # only changes, so 1,000 quiet logs add nothing per tick
@@ -251,7 +252,7 @@ def _store_observation(states: list[LogState], last: list | None):
 def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log eligible by dirty ratio; record figures as observations."""
     now = now_ms()
-    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     states = evaluate_known(log_store, known, now, context.log)
     evals = [st.evaluation for st in states if st.evaluation is not None]
     last = json.loads(context.cursor) if context.cursor else {}
@@ -279,7 +280,7 @@ def dirty_ratio_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreR
 )
 def max_compaction_lag_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
     """Start a cleaning per log due by max.compaction.lag.ms or by a passed delete horizon."""
-    known = set(context.instance.get_dynamic_partitions(log_partitions.name))
+    known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     now = now_ms()
     evals = evaluate_all(log_store, known, now, context.log)
     runs = _requests(context.instance, evals, {"max_compaction_lag", "delete_horizon"}, now)

@@ -39,9 +39,14 @@ def commit_table(handle, config, manifest, now_ms: int | None = None, state=None
     return table_metadata(r)
 
 
+def table_refusal(log: str, exc: CompactionError) -> str:
+    """The one line that reports a refused table commit of `log` (its step's failure, a batch's log's)."""
+    return f"table commit of {log}: {exc}"
+
+
 def table_failure(log: str, exc: CompactionError) -> dg.Failure:
     """A refused table commit, as the latest_state step fails on it (not retried: the table's own fault)."""
-    return dg.Failure(description=f"table commit of {log}: {exc}", metadata={"log": log}, allow_retries=False)
+    return dg.Failure(description=table_refusal(log, exc), metadata={"log": log}, allow_retries=False)
 
 
 def table_metadata(r: CommitResult) -> dict:

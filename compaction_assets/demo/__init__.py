@@ -2,8 +2,9 @@
 
 User profiles over 3 partitions of `user-profiles` (updates, ~5% deletes) and `user-profiles-versioned`
 (the `header` strategy, with late records carrying older versions), landed as Kafka Connect sinks
-write them: <landing>/<topic>/partition=<p>/<file>; and `users-cdc`, Debezium change events in Confluent's
-S3 sink layout (compaction_assets/demo/cdc.py). `python -m compaction_assets.demo` then runs,
+write them: <landing>/<topic>/partition=<p>/<file> (compaction_assets/demo/changelog.py); and
+`users-cdc`, Debezium change events in Confluent's S3 sink layout (compaction_assets/demo/cdc.py).
+`python -m compaction_assets.demo` then runs,
 headless and on the Dagster instance in $DAGSTER_HOME: discovery (sensor tick), ingestion, plan,
 cleaning with its checks, latest state, in the runs the discovery sensor requests (one `ingest_batch_job`
 for the logs: the batch a fleet takes); and prints a summary. `scripts/ui.sh` opens the same data.
@@ -13,81 +14,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import pyarrow.parquet as pq
 
 from compaction_assets import settings
 from compaction_assets.demo.cdc import LOG as CDC_LOG
 from compaction_assets.demo.cdc import TOPIC as CDC_TOPIC
-from compaction_assets.demo.cdc import deleted_row_line, write_cdc_landing
-
-BASE_TS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-
-
-def _profile(rng: random.Random, user: int, version: int) -> str:
-    return json.dumps(
-        {
-            "user_id": user,
-            "email": f"user{user}@example.com",
-            "plan": rng.choice(["free", "pro", "team"]),
-            "country": rng.choice(["DE", "FR", "US", "BR", "IN", "JP"]),
-            "version": version,
-        },
-        separators=(",", ":"),
-    )
-
-
-def changelog(rng: random.Random, users: int, events: int, partition: int, versioned: bool) -> list[dict]:
-    """Updates to random users, ~5% deletes; with `versioned`, 3% arrive late with an older version."""
-    version = {u: 0 for u in range(users)}
-    out = []
-    ts = BASE_TS + partition * 1000
-    for _ in range(events):
-        user = rng.randrange(users)
-        ts += rng.randint(1, 50)
-        key = f"user-{partition}-{user}"
-        deleted = rng.random() < 0.05
-        if versioned and rng.random() < 0.03 and version[user] > 1:
-            v = version[user] - rng.randint(1, version[user] - 1)  # a late, older version
-        else:
-            version[user] += 1
-            v = version[user]
-        rec = {"key": key, "value": None if deleted else _profile(rng, user, v), "timestamp": ts}
-        if versioned:
-            rec["headers"] = [["version", v]]
-        out.append(rec)
-    return out
-
-
-def write_landing(
-    landing: str | Path, *, seed: int = 7, users: int = 2000, events: int = 20000, files_per_partition: int = 2
-) -> list[Path]:
-    """Write the demo's changelog files into the landing layout (Kafka Connect's)."""
-    rng = random.Random(seed)
-    written = []
-    for topic, versioned in (("user-profiles", False), ("user-profiles-versioned", True)):
-        for p in range(3 if not versioned else 1):
-            records = changelog(rng, users, events // (3 if not versioned else 1), p, versioned)
-            folder = Path(landing) / topic / f"partition={p}"
-            folder.mkdir(parents=True, exist_ok=True)
-            per = -(-len(records) // files_per_partition)
-            for i in range(files_per_partition):
-                chunk = records[i * per : (i + 1) * per]
-                if i % 2 == 0:
-                    path = folder / f"{topic}+{p}+{i * per:010d}.jsonl"
-                    path.write_text("".join(json.dumps(r) + "\n" for r in chunk))
-                else:
-                    path = folder / f"{topic}+{p}+{i * per:010d}.parquet"
-                    from compaction_assets.segments.records import records_to_table
-
-                    pq.write_table(records_to_table(chunk).drop(["offset"]), path)
-                written.append(path)
-    return written + write_cdc_landing(landing)
-
+from compaction_assets.demo.cdc import deleted_row_line
+from compaction_assets.demo.changelog import write_landing
 
 DEMO_TOPICS = ("user-profiles", "user-profiles-versioned", CDC_TOPIC)
 DEMO_LOGS = ("user-profiles-0", "user-profiles-1", "user-profiles-2", "user-profiles-versioned-0", CDC_LOG)
@@ -108,7 +44,7 @@ def prepare_folders(store_root: str, landing: str, latest_state_root: str) -> No
 
     store = LogStore(store_root)
     marker_path = store.storage.join(DEMO_MARKER)
-    made = {"logs": [], "landing_files": []}
+    made: dict[str, list[str]] = {"logs": [], "landing_files": []}
     if store.storage.exists(marker_path):
         made = json.loads(store.storage.read_bytes(marker_path))
     foreign = [name for name in store.logs() if name not in made["logs"]]
@@ -209,7 +145,7 @@ def discover(defs, instance) -> tuple[list[str], list]:
     requested."""
     import dagster as dg
 
-    from compaction_assets.defs.partitions import log_partitions
+    from compaction_assets.defs.partitions import LOG_PARTITIONS
 
     # closed when done: the context enters an instance of its own, which must not outlive it
     with dg.build_sensor_context(
@@ -217,8 +153,8 @@ def discover(defs, instance) -> tuple[list[str], list]:
     ) as context:
         tick = defs.resolve_sensor_def("log_discovery_sensor").evaluate_tick(context)
     for request in tick.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(log_partitions.name, list(request.partition_keys))
-    logs = sorted(set(instance.get_dynamic_partitions(log_partitions.name)) & set(DEMO_LOGS))
+        instance.add_dynamic_partitions(LOG_PARTITIONS, list(request.partition_keys))
+    logs = sorted(set(instance.get_dynamic_partitions(LOG_PARTITIONS)) & set(DEMO_LOGS))
     return logs, [r for r in (demo_request(request) for request in tick.run_requests) if r is not None]
 
 
@@ -268,31 +204,80 @@ def log_history(results: list, log: str) -> tuple[dict, list]:
     return mats, [c for result in results for c in result.get_asset_check_evaluations() if c.partition == log]
 
 
+@dataclass
+class DemoSummary:
+    """The demo's last line (JSON on stdout): what its runs did to the demo's logs, all together."""
+
+    logs: int
+    records_before: int = 0
+    records_after: int = 0
+    checks_passed: int = 0
+    checks_failed: int = 0
+    keys_in_latest_state: int = 0
+    failed_runs: int = 0
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """True when every run succeeded and every check ran and passed (else the demo fails)."""
+        return self.checks_failed == 0 and self.failed_runs == 0 and self.checks_passed > 0
+
+
+def summarize_log(summary: DemoSummary, results: list, log: str) -> None:
+    """Add one log's history among the runs' events to `summary`, and print its line on stderr."""
+    mats, checks = log_history(results, log)
+    success = "latest_state" in mats and all(c.passed for c in checks)
+    passed = sum(1 for c in checks if c.passed)
+    summary.checks_passed += passed
+    summary.checks_failed += len(checks) - passed
+    clean = mats.get("compacted_log", {})
+    read = clean.get("records_read").value if clean.get("records_read") else 0
+    written = clean.get("records_written").value if clean.get("records_written") else 0
+    total = mats.get("raw_segments", {}).get("records")
+    keys = mats.get("latest_state", {}).get("keys")
+    summary.records_before += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
+    summary.records_after += (total.value if total else 0) - read + written
+    summary.keys_in_latest_state += keys.value if keys else 0
+    print(
+        f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
+        f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
+        file=sys.stderr,
+    )
+
+
+def land(store, events: int) -> None:
+    """Make room for the demo in the store's folders (DemoRefused when they hold data it did not make),
+    store the demo's topics' configuration and land its changelog files."""
+    from resources.log_store import REPO_TOPICS
+
+    prepare_folders(store.store_location(), store.landing_area(), store.latest_state_location())
+    apply_demo_topics(store.store_location(), REPO_TOPICS)
+    files = write_landing(store.landing_area(), events=events)
+    record_landing(store.store_location(), files)
+    print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo: land data, then drive every log through the Dagster code location."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m compaction_assets.demo", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m compaction_assets.demo", description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--events", type=int, default=20000, help="change events to land (default %(default)s)")
     args = ap.parse_args(argv)
-    _instance_home()
+    _instance_home()  # DAGSTER_HOME is set before Dagster is imported
     import dagster as dg
 
     from compaction_assets.definitions import defs
+    from resources.log_store import REPO_TOPICS
 
     started = time.monotonic()
+    assert defs.resources is not None  # the code location's Definitions bind its resources
     store = defs.resources["log_store"]
     try:
-        prepare_folders(store.store_location(), store.landing_area(), store.latest_state_location())
+        land(store, args.events)
     except DemoRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from resources.log_store import REPO_TOPICS
-
-    apply_demo_topics(store.store_location(), REPO_TOPICS)
-    files = write_landing(store.landing_area(), events=args.events)
-    record_landing(store.store_location(), files)
-    print(f"landed {len(files)} files under {store.landing_area()}", file=sys.stderr)
     instance = dg.DagsterInstance.get()
     settings.export_default(settings.BATCH_MIN_LOGS, DEMO_BATCH_MIN_LOGS)
     logs, requests = discover(defs, instance)
@@ -301,42 +286,15 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     results = launch(defs, instance, requests)
-
-    summary = {
-        "logs": len(logs),
-        "records_before": 0,
-        "records_after": 0,
-        "checks_passed": 0,
-        "checks_failed": 0,
-        "keys_in_latest_state": 0,
-        "failed_runs": 0,
-    }
-    summary["failed_runs"] = sum(0 if result.success else 1 for result in results)
+    summary = DemoSummary(logs=len(logs), failed_runs=sum(0 if result.success else 1 for result in results))
     for log in logs:
-        mats, checks = log_history(results, log)
-        success = "latest_state" in mats and all(c.passed for c in checks)
-        passed = sum(1 for c in checks if c.passed)
-        summary["checks_passed"] += passed
-        summary["checks_failed"] += len(checks) - passed
-        clean = mats.get("compacted_log", {})
-        read = clean.get("records_read").value if clean.get("records_read") else 0
-        written = clean.get("records_written").value if clean.get("records_written") else 0
-        total = mats.get("raw_segments", {}).get("records")
-        keys = mats.get("latest_state", {}).get("keys")
-        summary["records_before"] += mats["raw_segments"]["records_appended"].value if "raw_segments" in mats else 0
-        summary["records_after"] += (total.value if total else 0) - read + written
-        summary["keys_in_latest_state"] += keys.value if keys else 0
-        print(
-            f"{log}: {'ok' if success else 'FAILED'}; cleaned {read} -> {written} records "
-            f"({clean.get('reason').value if clean.get('reason') else 'none'}); {passed}/{len(checks)} checks passed",
-            file=sys.stderr,
-        )
+        summarize_log(summary, results, log)
     if CDC_LOG in logs:
         print(deleted_row_line(store.store_location(), REPO_TOPICS), file=sys.stderr)
-    summary["seconds"] = round(time.monotonic() - started, 1)
-    print(json.dumps(summary))
+    summary.seconds = round(time.monotonic() - started, 1)
+    print(json.dumps(asdict(summary)))
     # a run that failed (or checks that did not all pass) fails the demo
-    return 0 if summary["checks_failed"] == 0 and summary["failed_runs"] == 0 and summary["checks_passed"] else 1
+    return 0 if summary.passed else 1
 
 
 if __name__ == "__main__":

@@ -55,13 +55,13 @@ def change_events(seed: int = 11) -> list[tuple[int, dict | None]]:
     changes: list[tuple[str, int, dict | None, dict]] = [("r", i, None, dict(r)) for i, r in rows.items()]
     for _ in range(3 * ROWS):
         i = rng.choice([i for i in rows if i != DELETED_ID])
-        before = dict(rows[i])
+        old_row = dict(rows[i])
         rows[i] = {
             **rows[i],
             "plan": rng.choice(["free", "pro", "team"]),
             "email": f"u{i}.{rng.randrange(99)}@example.com",
         }
-        changes.append(("u", i, before, dict(rows[i])))
+        changes.append(("u", i, old_row, dict(rows[i])))
     changes.append(("d", DELETED_ID, rows[DELETED_ID], rows[DELETED_ID]))
     lsns = [BASE_LSN + 64 * n for n in range(len(changes))]
     order = list(range(len(changes)))

@@ -20,7 +20,8 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.defs import alerts, batch_requests, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.batches import FAILURE_KEY, compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batch_outcome import FAILURE_KEY
+from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
@@ -245,7 +246,7 @@ def tick(sensor, instance, resources):
 
 
 def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     logs = [f"users-{i}" for i in range(settings.current().batches.min_logs)]
     for log in logs:
         land(tmp / "landing", log, records(30))
@@ -284,7 +285,7 @@ def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):
     """While a batch holds a log, the dirty-ratio sensor neither requests nor observes it (the batch records
     its state) and discovery does not ingest its new files; once the batch ends, the next tick observes the
     state the batch left. The other logs are observed and requested as before."""
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     for log in ("users-0", "users-1"):
         land(tmp / "landing", log, records(30))
     found = tick(log_discovery_sensor, instance, resources)
@@ -373,7 +374,7 @@ def test_a_corrupt_log_in_a_batch_is_marked_and_alerted_once_the_others_commit(e
 
 
 def test_a_blocking_check_failure_in_a_batch_blocks_only_that_partitions_latest_state(env):
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     logs = ["users-0", "users-1", "users-2"]
     for log in logs:
         land(tmp / "landing", log, records(7 if log == "users-1" else 6, keys=2))
@@ -431,7 +432,7 @@ with dg.DagsterInstance.get() as instance:
 def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeypatch):
     logs = [f"users-{i}" for i in range(16)]  # enough that the kill lands midway on a fast machine too
     ttl = 3.0  # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does
-    store, resources = make_env(tmp_path, lock_ttl=ttl)
+    _store, resources = make_env(tmp_path, lock_ttl=ttl)
     home = tmp_path / "home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

@@ -1,0 +1,101 @@
+"""The command line's `config` commands: `config show`, `config set` and `config apply`, how an operator
+reads and changes the topic configuration stored in the store (a new version for each change, with who
+made it; a strategy change on cleaned logs needs --confirm)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from compaction_assets.cli.context import Context, _emit, _progress
+from compaction_assets.errors import CompactionError
+from compaction_assets.store.log_store import wall_ms
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.topics.config import load_topics
+from compaction_assets.topics.config_store import (
+    DEFAULTS_ENTRY,
+    ConfigChange,
+    check_strategy_change,
+    cleaned_logs_of,
+    parse_setting,
+)
+
+
+def cmd_config_show(ctx: Context) -> int:
+    """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
+    if not ctx.store.exists():
+        raise CompactionError(f"no store at {ctx.store.location}: it does not exist")
+    topics = (
+        [ctx.args.topic]
+        if ctx.args.topic
+        else sorted(set(ctx.configs.topics()) | {parse_log_name(n)[0] for n in ctx.store.logs()})
+    )
+    out: list[dict[str, object]] = []
+    for topic in topics:
+        row: dict[str, object] = {"topic": topic, **ctx.configs.describe(topic).as_document()}
+        if ctx.args.history:
+            row["history"] = [c.as_dict() for c in ctx.configs.history(topic)]
+        out.append(row)
+    if not ctx.args.topic:
+        defaults = ctx.configs.current(DEFAULTS_ENTRY)
+        out.insert(0, {"defaults": defaults.as_dict() if defaults else None})
+    _emit(out)
+    return 0
+
+
+def cmd_config_set(ctx: Context) -> int:
+    """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
+    values = dict(parse_setting(a) for a in ctx.args.settings)
+    change = ctx.configs.plan_set(ctx.args.topic, values)
+    before = ctx.configs.current(ctx.args.topic)
+    stored = ctx.configs.set_topic(
+        ctx.args.topic,
+        values,
+        "config set " + " ".join(ctx.args.settings),
+        wall_ms(),
+        cleaned_logs_of(ctx.store),
+        ctx.args.confirm,
+    )
+    new_version = before is None or stored.version != before.version
+    if not new_version:
+        _progress(f"topic {ctx.args.topic}: nothing changes; no new version stored")
+    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed, "stored": new_version})
+    return 0
+
+
+def cmd_config_apply(ctx: Context) -> int:
+    """`config apply TOPICS_FILE`: store a topics file's configuration; prints what changed."""
+    topics = load_topics(ctx.args.file)
+    known = sorted({parse_log_name(n)[0] for n in ctx.store.logs()})
+    source = f"config apply {os.path.abspath(ctx.args.file)}"
+    defaults = ctx.configs.plan_defaults(topics)
+    cleaned = cleaned_logs_of(ctx.store)
+    if ctx.args.dry_run:  # the diff, with each change a real apply would refuse without --confirm
+        changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
+    else:
+        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned, ctx.args.confirm)
+    _emit(
+        {
+            "file": ctx.args.file,
+            "applied": not ctx.args.dry_run,
+            "defaults": (
+                defaults.changed
+                if topics.has_defaults
+                else "kept: the file has no `defaults` section, the store's defaults stay as they are"
+            ),
+            "changes": [
+                {"topic": c.topic, "changed": c.changed, **_needs_confirm(c, cleaned, ctx.args.confirm)}
+                for c in changes
+            ],
+        }
+    )
+    return 0
+
+
+def _needs_confirm(change: ConfigChange, cleaned: Callable[[str], list[str]], confirm: bool) -> dict[str, object]:
+    """{"needs_confirm": True, "refusal": why} for a change a real apply refuses without --confirm, else {}."""
+    try:
+        check_strategy_change(change, cleaned, confirm)
+    except CompactionError as exc:
+        return {"needs_confirm": True, "refusal": str(exc)}
+    return {}

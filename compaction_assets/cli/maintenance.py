@@ -1,0 +1,91 @@
+"""The command line's log-maintenance commands: what an operator does to one log by hand, outside the
+cleanings (`set-log-start`, `roll`, `set-checkpoint`, `clear-uncleanable`, `gc`); the Dagster operator
+jobs (defs/jobs.py) offer the same changes from the UI."""
+
+from __future__ import annotations
+
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.metrics import evaluate_logs
+from compaction_assets.cli.context import Context, _emit, _progress
+from compaction_assets.errors import CompactionError, OffsetError
+from compaction_assets.log import writer
+
+
+def cmd_set_log_start(ctx: Context) -> int:
+    """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
+    handle = ctx.handle(ctx.args.log)
+    m = handle.manifest()
+    target = ctx.args.offset
+    if target > m.log_end_offset:  # refused before saying what it would delete: it deletes nothing
+        raise OffsetError(
+            f"log {ctx.args.log}: set-log-start {target} is beyond the log end offset "
+            f"{m.log_end_offset}; nothing was deleted"
+        )
+    below = [s for s in m.segments if s.base_offset < target]
+    what = (
+        f"log {ctx.args.log}: set-log-start {target} deletes offsets {m.log_start_offset}..{target - 1} "
+        f"(up to {sum(s.records for s in below)} records in {len(below)} segment(s)); "
+        f"they cannot be recovered"
+    )
+    if target <= m.log_start_offset:
+        what = f"log {ctx.args.log}: log start is already {m.log_start_offset}; nothing below {target} to delete"
+    if not ctx.args.confirm:
+        raise CompactionError(f"{what}; repeat with --confirm to do it")
+    _progress(what)
+    m = writer.set_log_start(handle, target)
+    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
+    return 0
+
+
+def cmd_roll(ctx: Context) -> int:
+    """`roll LOG`: seal the active segment now (the cleaner never touches the active segment)."""
+    handle = ctx.handle(ctx.args.log)
+    with handle.lock("append", purpose="roll"):
+        m = writer.roll(handle)
+    _emit({"log": ctx.args.log, "segments": len(m.segments), "active_segment_base_offset": m.active.base_offset})
+    return 0
+
+
+def cmd_set_checkpoint(ctx: Context) -> int:
+    """`set-checkpoint LOG OFFSET`: overwrite the cleaner checkpoint."""
+    m = writer.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
+    _emit({"log": ctx.args.log, "checkpoint": m.checkpoint})
+    return 0
+
+
+def cmd_clear_uncleanable(ctx: Context) -> int:
+    """`clear-uncleanable LOG... | --all`: clear failed cleanings' marks (--all: every marked log)."""
+    if ctx.args.all == bool(ctx.args.logs):
+        raise CompactionError("name one or more logs, or use --all (every log marked uncleanable)")
+    if ctx.args.all:
+        names = [
+            st.log
+            for st in evaluate_logs(ctx.store, ctx.config, ctx.now)
+            if st.manifest is not None and st.manifest.uncleanable
+        ]
+    else:
+        names = ctx.args.logs
+    cleared = []
+    for name in names:
+        handle = ctx.handle(name)
+        before = handle.manifest().uncleanable
+        m = engine.clear_uncleanable(handle)
+        cleared.append(
+            {
+                "log": name,
+                "uncleanable": None if m.uncleanable is None else m.uncleanable.to_json(),
+                "error_cleared": before.error if before else None,
+            }
+        )
+        _progress(f"{name}: " + ("mark cleared" if before else "was not marked"))
+    _emit(cleared[0] if len(ctx.args.logs) == 1 else cleared)
+    return 0
+
+
+def cmd_gc(ctx: Context) -> int:
+    """`gc`: collect files no manifest references, after the grace period."""
+    handle = ctx.handle(ctx.args.log)
+    with handle.lock("clean", purpose="garbage collection"):
+        removed = handle.collect_garbage(ctx.args.grace_seconds)
+    _emit({"log": ctx.args.log, "removed_files": len(removed)})
+    return 0
