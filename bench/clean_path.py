@@ -6,8 +6,9 @@ of a small log crosses (docs/architecture.md, "The path of one cleaning").
 Builds a small log (a few segments, updates and tombstones), then runs the CLI's `clean --force` in this
 process under a profiler (sys.setprofile, every thread) that notes each call from one module of the
 product into another: a stop is such a crossing (caller module -> callee module), counted once per
-pair. Prints the modules, the stops in the order first taken, and the crossings between cleaning/ and
-log/ in each direction. Run it at two commits to compare their paths.
+pair. Prints the modules, the stops in the order first taken, and the pairs of
+packages crossed in both directions (a layer calling back into the one above it). Run it at two commits
+to compare their paths.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ class Crossings:
                 self.stops[pair] = self.stops.get(pair, 0) + 1
 
 
+def _package(module: str) -> str:
+    """The package a module belongs to (`cleaning.decide` -> `cleaning`; a root module is its own)."""
+    return module.split(".")[0]
+
+
+def _back_and_forth(stops: list[tuple[str, str]]) -> list[str]:
+    """The pairs of packages that a cleaning's calls cross in both directions (a layer calling back up)."""
+    crossed = {(_package(a), _package(b)) for a, b in stops if _package(a) != _package(b)}
+    return sorted(f"{a} <-> {b}" for a, b in crossed if (b, a) in crossed and a < b)
+
+
 def _build(root: str, records: int, strategy: str) -> None:
     """A small log `t-0` through the CLI (config apply, append, roll): updates and a few tombstones."""
     import os
@@ -59,8 +71,8 @@ def _build(root: str, records: int, strategy: str) -> None:
     topics = os.path.join(root, "topics.yaml")
     with open(topics, "w") as f:
         f.write(
-            "defaults: {segment.bytes: 4096, delete.retention.ms: 1, compaction.strategy: %s}\n"
-            "topics: {t: {}}\n" % strategy
+            f"defaults: {{segment.bytes: 4096, delete.retention.ms: 1, compaction.strategy: {strategy}}}\n"
+            "topics: {t: {}}\n"
         )
     lines = os.path.join(root, "records.jsonl")
     with open(lines, "w") as f:
@@ -93,10 +105,7 @@ def main() -> None:
         threading.setprofile(None)
     stops = list(crossings.stops)
     modules = sorted({m for pair in stops for m in pair})
-    back_and_forth = {
-        "cleaning -> log": sum(1 for a, b in stops if a.startswith("cleaning") and b.startswith("log")),
-        "log -> cleaning": sum(1 for a, b in stops if a.startswith("log") and b.startswith("cleaning")),
-    }
+    back_and_forth = _back_and_forth(stops)
     out = {
         "rc": rc,
         "stops": len(stops),

@@ -1,5 +1,6 @@
 """E: B's deduplication in DuckDB on one node. `python -m bench.duck SPEC.json` (SPEC: files, out,
-threads); prints one JSON line {seconds, rows, duckdb_version, read_chars, write_chars, peak_rss}. Run by bench/contenders.py."""
+threads); prints one JSON line {seconds, rows, duckdb_version, read_chars, write_chars, peak_rss}.
+Run by bench/contenders.py."""
 
 from __future__ import annotations
 

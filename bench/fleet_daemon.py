@@ -10,8 +10,8 @@ topic land under the landing area at once (a folder renamed into it); the clock 
 latest_state is recorded (landing -> ingested -> cleaned -> checked -> latest state), sensor intervals
 included. Before either, `--warmup-logs` (50) logs of their own go through the CLI on the same server, so
 that neither path pays a fresh server's warm-up. Then the CLI, on the same landing files into a store of
-its own: `ingest`, then `clean --all` (two processes, timed from outside). Prints both, per log, and their ratio; and the runs the daemon
-started and the most that were queued at once.
+its own: `ingest`, then `clean --all` (two processes, timed from outside). Prints both, per log, and their
+ratio; and the runs the daemon started and the most that were queued at once.
 """
 
 from __future__ import annotations

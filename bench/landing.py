@@ -1,7 +1,8 @@
 """Ingestion throughput by landing layout: each connector's layout against the native files of the same
 file format, the same records, each ingestion in its own process (as `compaction ingest` runs).
 
-    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--repeats N] [--work DIR [--reuse-files]] [--json FILE]
+    python -m bench.landing --records 5000000 --files 20 [--layouts a,b] [--repeats N] \
+        [--work DIR [--reuse-files]] [--json FILE]
 
 Records: `key` from a key space of records / 10 (a users table), `value` a user row (email, n, plan),
 5% tombstones, timestamps 1 ms apart. Native files carry the value as its canonical JSON text (what a

@@ -322,8 +322,9 @@ def table(rows: list[dict]) -> str:
         vs = "-" if r["vs_C"] is None else f"{r['vs_C']:.2f}"
         rr = _n(r["records_read"]) + (" †" if r["contender"] == "E" else "")
         lines.append(
-            f"| {r['case']} | {r['contender']} | {_s(r)} | {vs} | {_f(r.get('cpu_seconds'))} | {rr} | {_n(r['records_written'])} "
-            f"| {_n(r['output_records'])} | {_m(r['bytes_read_os'])} | {_m(r['disk_written'])} "
+            f"| {r['case']} | {r['contender']} | {_s(r)} | {vs} | {_f(r.get('cpu_seconds'))} | {rr} "
+            f"| {_n(r['records_written'])} | {_n(r['output_records'])} "
+            f"| {_m(r['bytes_read_os'])} | {_m(r['disk_written'])} "
             f"| {_m(r['bytes_read_spark'])} / {_m(r['bytes_written_spark'])} | {_m(r['shuffle_bytes_written'])} "
             f"| {_m(r['peak_jvm_heap'])} | {_m(r['peak_rss_jvm'])} / {_m(r['peak_rss_driver_python'])} / "
             f"{_m(r['peak_rss_py_workers'])} / {_m(r['peak_rss_other'])} |"
@@ -339,7 +340,8 @@ def markdown(result: dict) -> str:
         "",
         f"`{result['command'].strip()}`, started {result['started']}, took {result['total_seconds'] / 60:.1f} min. "
         f"Seed {result['seed']}; {result['reps']} repetition(s) per contender, interleaved, each on a fresh copy "
-        f"of the same generated files; times are medians [min-max]. Segment size {result['segment_bytes'] / MiB:g} MiB, "
+        f"of the same generated files; times are medians [min-max]. "
+        f"Segment size {result['segment_bytes'] / MiB:g} MiB, "
         f"otherwise Kafka's defaults (offset strategy, delete.retention.ms 1 day); 5% tombstones.",
         "",
     ]
@@ -365,7 +367,8 @@ def markdown(result: dict) -> str:
         f"| Spark | {sp.get('spark_version')} (PySpark {m['pyspark']}), master {sp.get('master')}, "
         f"spark.driver.memory {conf.get('spark.driver.memory', 'default')}, driver max heap "
         f"{(sp.get('driver_max_heap') or 0) / MiB:.0f} MiB, default parallelism {sp.get('default_parallelism')}, "
-        f"shuffle partitions {conf.get('spark.sql.shuffle.partitions')}, AQE {conf.get('spark.sql.adaptive.enabled')} |",
+        f"shuffle partitions {conf.get('spark.sql.shuffle.partitions')}, "
+        f"AQE {conf.get('spark.sql.adaptive.enabled')} |",
         f"| Python | {m['python']} (pyarrow {m['pyarrow']}, numpy {m['numpy']}, DuckDB {m['duckdb']}, "
         f"Dagster {m['dagster']}) |",
         f"| load average (1, 5, 15 min) | start {', '.join(f'{x:.1f}' for x in m.get('load_average_start', []))}; "
@@ -465,7 +468,8 @@ def markdown(result: dict) -> str:
         "`spark.read.parquet(files).write.parquet(out)`. **D** `engine.run(force=True)` on a cleaned log plus new "
         "records. **E** B's query in DuckDB (`COPY (... QUALIFY ...) TO ... (FORMAT PARQUET)`, threads = 2) in a "
         "subprocess; its time is the query's alone, without the process's start.",
-        "- One Spark session (the project's settings, `compaction_assets/spark/__init__.py`, plus an event log) for A-D; "
+        "- One Spark session (the project's settings, `compaction_assets/spark/__init__.py`, plus an event log) "
+        "for A-D; "
         + (
             "an untimed warm-up pass of every contender first; "
             if result.get("warm_up")

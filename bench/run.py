@@ -230,7 +230,7 @@ class Bench:
         from compaction_assets.store.log_store import LogStore
 
         case = tuple(self.mode["d_case"])
-        records, keys, value_bytes = case
+        _records, keys, value_bytes = case
         base = os.path.join(self.work, "d-base")
         contenders.copy_log(self.pristine_log(case), base)
         handle = LogStore(base, gc_grace_s=0).log(LOG_NAME)

@@ -133,7 +133,8 @@ def _noter(case: Case, mode: str, runs: dict[str, list[dict]], server: dict | No
             )
         if server:  # the server's peak so far: it only grows, so the step that raised it shows
             r["server_max_rss_mib"] = server_peak_rss_mib(server["SPARK_CONNECT_DIR"])
-        rss = f", peak RSS driver {r.get('max_rss_mib') or 0:.0f} MiB, JVM {r.get('jvm_max_rss_mib') or r.get('server_max_rss_mib') or 0:.0f} MiB"
+        jvm_rss = r.get("jvm_max_rss_mib") or r.get("server_max_rss_mib") or 0
+        rss = f", peak RSS driver {r.get('max_rss_mib') or 0:.0f} MiB, JVM {jvm_rss:.0f} MiB"
         print(
             f"  {case.records:,} {mode} {name}: wall {r['wall_seconds']:.2f}s (in process {r['seconds']:.2f}s), "
             f"{r['bytes_written'] / 2**20:.1f} MiB written, load {r['load'][0]:.1f}{route}{rss}",

@@ -22,6 +22,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from bench import gen
 from compaction_assets import settings
@@ -50,6 +52,19 @@ def _per_topic(handles, cfg) -> None:
 WAYS = {"one_log_at_a_time": _one_at_a_time, "one_snapshot_per_topic": _per_topic}
 
 
+def _queue_states(store: LogStore, cfg, tables: TopicBatch, spent: list[float]) -> Callable[[Any], None]:
+    """run_many's `done` callback of one round: each cleaned log's latest state queued in that round's
+    `tables`, the time it took appended to `spent` (a function of its own so each round binds its own)."""
+
+    def done(result) -> None:
+        if result.error is None:
+            start = time.perf_counter()
+            tables.add(store.log(result.log), cfg)
+            spent.append(time.perf_counter() - start)
+
+    return done
+
+
 def _fleet(root: str, names: list[str], cfg, spark, keys: int, records: int, commit: bool) -> dict:
     """Two rounds of the fleet's cleanings (the second after 1% new records), with table commits or not."""
     store, out = LogStore(root, gc_grace_s=0), {}
@@ -62,13 +77,7 @@ def _fleet(root: str, names: list[str], cfg, spark, keys: int, records: int, com
             for i, n in enumerate(names):
                 gen.append_updates(store.log(n), cfg, records // 100, keys, 100, 2000 + i)
         tables, spent = TopicBatch(settings.current().tables.pending_bytes), []
-
-        def done(result):
-            if commit and result.error is None:
-                start = time.perf_counter()
-                tables.add(store.log(result.log), cfg)
-                spent.append(time.perf_counter() - start)
-
+        done = _queue_states(store, cfg, tables, spent) if commit else None
         start, cpu = time.perf_counter(), time.process_time()
         engine.run_many(
             [(store.log(n), cfg) for n in names],

@@ -10,6 +10,7 @@ by Spark's Python workers (reading and rewriting segment files) are counted apar
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -48,7 +49,7 @@ def main() -> int:
         for b in range(args.batches):
             rows = [{"key": f"k{i % 500}", "value": f"v{b}-{i}", "timestamp": 1000 + b} for i in range(1000)]
             if b in (0, args.batches - 1):
-                measure(f"ingest of 1,000 records (batch {b + 1})", lambda: writer.append(h, config, rows))
+                measure(f"ingest of 1,000 records (batch {b + 1})", functools.partial(writer.append, h, config, rows))
             else:
                 writer.append(h, config, rows)
         measure("sensor tick over the unchanged log (latest_version)", h.latest_version)

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Set up if needed, then run the test suite (slow tests excluded unless TEST_ALL=1) and the
-# conformance checker; with TEST_REAL=1 then the real-system suite (marker ci_real: the
-# UI in chromium, a Spark cluster and Connect, the S3 server, the PostgreSQL instance, the pool, kill
-# trials), where a server that cannot start is a failure naming it. Exits non-zero when anything fails,
-# including "no tests collected".
+# Set up if needed, run the static checks (scripts/lint.sh), then the test suite (slow tests excluded
+# unless TEST_ALL=1) and the conformance checker; with TEST_REAL=1 then the real-system suite (marker
+# ci_real: the UI in chromium, a Spark cluster and Connect, the S3 server, the PostgreSQL instance, the
+# pool, kill trials), where a server that cannot start is a failure naming it. Exits non-zero when
+# anything fails, including "no tests collected".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+# the static checks first (ruff's lint and format, mypy): a finding fails the run before any test starts
+bash scripts/lint.sh || { echo "test.sh: scripts/lint.sh failed" >&2; exit 1; }
 # the browser for the UI test (opt-in elsewhere): installed here when we may, else that test says why it skips
 bash scripts/setup-browser.sh || echo "test.sh: scripts/setup-browser.sh failed; the UI test will say why" >&2
+bash scripts/setup-duckdb-iceberg.sh || echo "test.sh: scripts/setup-duckdb-iceberg.sh failed; tests/table/test_second_engine.py will say why" >&2
 marker=(-m "not slow")
 [ "${TEST_ALL:-0}" = 1 ] && marker=()
 real=0

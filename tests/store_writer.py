@@ -1,6 +1,7 @@
 """A writer process for the concurrent-commit tests: appends (under the append lease, retried while
 another process holds it) interleaved with lease-free commits (checkpoint overwrites). Prints one line per
-acknowledged change: `ACK <key>` for an appended record, `COMMIT <version>` (or `COMMIT append`) for every version it wrote."""
+acknowledged change: `ACK <key>` for an appended record, `COMMIT <version>` (or `COMMIT append`) for every
+version it wrote."""
 
 from __future__ import annotations
 

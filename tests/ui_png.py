@@ -71,7 +71,7 @@ def decode(data: bytes) -> tuple[int, int, int, list[bytes]]:
 
 def colour_stats(data: bytes, step: int = 4) -> tuple[int, float]:
     """(distinct colours, share of the most common colour) over every `step`-th pixel of every `step`-th row."""
-    width, height, bpp, rows = decode(data)
+    width, _height, bpp, rows = decode(data)
     counts: Counter[bytes] = Counter()
     for row in rows[::step]:
         for x in range(0, width, step):

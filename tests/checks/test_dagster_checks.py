@@ -117,7 +117,7 @@ def test_checks_rerun_without_cleaning_again(env):
 
 
 def test_checks_of_a_partition_never_cleaned_say_so(env):
-    store, resources, instance = env
+    _store, resources, instance = env
     result = _rerun_checks("users-0", resources, instance)
     assert not result.success
     failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]

@@ -107,7 +107,7 @@ def env(tmp_path):
 
 
 def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env):
-    tmp, store, topics, tf = env
+    _tmp, store, topics, tf = env
     h = make_log(store, "orders-0", tf.config_for("orders"))
     before = check_layout(h, h.manifest())
     state = latest(h)
@@ -138,7 +138,7 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
     winners = [r for r in results if r[0].returncode == 0]
     losers = [r for r in results if r[0].returncode != 0]
     assert len(winners) == 1 and len(losers) == 1, [(p.returncode, e[-500:]) for p, _, e in results]
-    (wp, wout, _), (lp, _, lerr) = winners[0], losers[0]
+    (wp, wout, _), (_, _, lerr) = winners[0], losers[0]
     assert json.loads(wout)[0]["cleaned"] is True
     errors = [line for line in lerr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, lerr
@@ -156,7 +156,7 @@ def test_two_cleanings_at_once_one_runs_other_refused_naming_lock_and_holder(env
 
 
 def test_lease_of_a_killed_cleaner_is_taken_over_after_expiry(env, spark, capsys):
-    tmp, store, topics, tf = env
+    _tmp, store, topics, tf = env
     h = make_log(store, "orders-1", tf.config_for("orders"))
     before = latest(h)
     # The cleaner is held inside its lock, whatever its speed: a segment file is a named pipe that nobody
@@ -257,7 +257,7 @@ def first_file(h) -> Path:
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_damaged_segment_file_fails_the_cleaning_naming_it_and_marks_the_log(env, spark, damage):
-    tmp, store, topics, tf = env
+    _tmp, store, _topics, tf = env
     cfg = tf.config_for("pay")
     h = make_log(store, "pay-0", cfg)
     path = first_file(h)
@@ -393,7 +393,7 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
 
 
 def test_an_unreadable_manifest_does_not_stop_clean_all(env, spark, capsys):
-    tmp, store, topics, tf = env
+    _tmp, store, topics, tf = env
     good = make_log(store, "good-0", tf.config_for("good"))
     broken = make_log(store, "broken-0", tf.config_for("broken"))
     for name in os.listdir(broken.path("_log")):

@@ -48,7 +48,7 @@ def test_a_split_keeps_every_row_of_a_key_in_one_bucket(block_rows):
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1 :])
     # a bucket's rows in the table's order (split a block at a time or whole)
     offsets = [p.column("offset").to_pylist() for p in parts]
-    assert all(o == sorted(o) for o in offsets) and sorted(sum(offsets, [])) == list(range(1_000))
+    assert all(o == sorted(o) for o in offsets) and sorted(o for part in offsets for o in part) == list(range(1_000))
     # the key's hash goes with its rows
     assert all(p.column(KEY_HASH).to_pylist() == key_hash(p.column("key")).tolist() for p in parts)
     assert [len(p) for p in split_by_key(table.slice(0, 0), 5, block_rows)] == [0] * 5

@@ -68,7 +68,7 @@ def marked(logs) -> list[str]:
 
 @pytest.mark.parametrize("setting,value", [("SPARK_MASTER", "foo"), ("SPARK_REMOTE", "sc://127.0.0.1:1")])
 def test_spark_that_cannot_start_marks_no_log(fleet, spark, capsys, monkeypatch, setting, value):
-    store, logs, base = fleet
+    _store, logs, base = fleet
     versions = [h.manifest().version for h in logs]
     monkeypatch.setenv(setting, value)
     rc, out, err = cli_in_process(capsys, *base, "clean", "--all")
@@ -87,7 +87,7 @@ def test_spark_that_cannot_start_marks_no_log(fleet, spark, capsys, monkeypatch,
 
 
 def test_data_fault_still_marks_only_its_log(fleet, spark, capsys):
-    store, logs, base = fleet
+    _store, logs, base = fleet
     bad = logs[1]
     seg = bad.manifest().segments[0]
     path = Path(bad.path(seg.files[0].name))

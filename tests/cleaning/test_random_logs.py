@@ -2,7 +2,8 @@
 of SPEC.md (tests/oracle.py); the full results must be equal for every strategy.
 
 Each case is generated from its own seed (printed on failure, with the case JSON). Replay one case with
-    RANDOM_LOGS_CASE=<strategy>:<seed>:<max cleans> .venv/bin/python -m pytest tests/cleaning/test_random_logs.py -k single
+    RANDOM_LOGS_CASE=<strategy>:<seed>:<max cleans> \
+        .venv/bin/python -m pytest tests/cleaning/test_random_logs.py -k single
 change the whole sample with RANDOM_LOGS_SEED=<int> (default: a fixed seed, so runs are reproducible) and
 its size with RANDOM_LOGS_CASES=<n> (default 25 per strategy; the `slow` variant runs 200 per strategy).
 

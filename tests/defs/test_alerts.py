@@ -1,7 +1,8 @@
 """The alert webhook resource: only http/https URLs; the bearer token (a resource field, bound to
-dg.EnvVar, or the environment read when the tick starts) never appears in a log line, a payload, an error message or a request to anyone but the webhook itself
-(redirects are refused: urllib would follow one to another host, token included). Real HTTP servers on
-127.0.0.1 receive the requests (tests/defs/test_dagster.py covers the alerts of failed runs and checks)."""
+dg.EnvVar, or the environment read when the tick starts) never appears in a log line, a payload, an error
+message or a request to anyone but the webhook itself (redirects are refused: urllib would follow one to
+another host, token included). Real HTTP servers on 127.0.0.1 receive the requests
+(tests/defs/test_dagster.py covers the alerts of failed runs and checks)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,7 @@ def test_url_and_token_from_envvar_resolve_at_launch(monkeypatch, server):
         result = paging.execute_in_process(instance=instance)
         assert result.output_for_node("page") is True
         stored = "\n".join(str(e) for e in instance.all_logs(result.run_id))
-    [(method, path, headers, body)] = server.received
+    [(_method, path, headers, _body)] = server.received
     assert path == "/launch" and headers["Authorization"] == f"Bearer {TOKEN}"
     assert TOKEN not in stored
 

@@ -3,6 +3,7 @@
 import http.server
 import json
 import threading
+from typing import ClassVar
 
 import dagster as dg
 import pytest
@@ -63,7 +64,7 @@ def materialize(assets, log, resources, instance, **kw):
 
 
 def test_materialize_a_partition_end_to_end(env):
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     land(
         tmp / "landing",
         "users",
@@ -115,7 +116,7 @@ def test_a_bad_landing_file_is_reported_and_nothing_of_it_written(env):
 
 
 def test_sensors_discover_ingest_and_request_cleanings(env):
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     land(
         tmp / "landing",
         "users",
@@ -196,7 +197,7 @@ def test_a_tick_reads_each_topics_configuration_once(env):
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
-    received: list = []
+    received: ClassVar[list[tuple[str | None, dict]]] = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -250,7 +251,7 @@ def run_status_sensors(instance, resource) -> None:
 
 def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, caplog):
     """One blocking check failure: the step and the run fail too, yet exactly one webhook call, the check's."""
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     resource, received = webhook
     land(
         tmp / "landing",
@@ -280,7 +281,7 @@ def test_a_corrupted_log_fails_the_blocking_check_and_alerts_once(env, webhook, 
 
 
 def test_a_failed_run_alerts_once_naming_its_step(env, webhook):
-    tmp, store, resources, instance = env
+    tmp, _store, resources, instance = env
     resource, received = webhook
     (tmp / "landing" / "users" / "partition=3").mkdir(parents=True)
     (tmp / "landing" / "users" / "partition=3" / "a.jsonl").write_text('{"key": null, "value": "x", "timestamp": 1}\n')

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import dagster as dg
 import pytest
@@ -41,7 +42,7 @@ def deployment_yaml() -> str:
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
-    received: list = []
+    received: ClassVar[list[tuple[float, dict]]] = []
 
     def do_POST(self):
         _Hook.received.append((time.time(), json.loads(self.rfile.read(int(self.headers["Content-Length"])))))

@@ -111,12 +111,12 @@ def test_topics_file_given_for_a_topic_the_store_does_not_know_is_stored_once(tm
     topics.write_text("topics:\n  orders: {min.cleanable.dirty.ratio: 0.1}\n")
     data = write_jsonl(tmp_path / "in.jsonl", [{"key": "a", "value": "1", "timestamp": 1}])
     assert run(capsys, "--store", store, "--topics", str(topics), "append", "orders-0", str(data))[0] == 0
-    rc, out, _ = run(capsys, "--store", store, "config", "show", "orders")
+    _rc, out, _ = run(capsys, "--store", store, "config", "show", "orders")
     shown = json.loads(out)[0]
     assert shown["config"]["min.cleanable.dirty.ratio"] == 0.1 and shown["config_version"] == 1
     assert "first use" in shown["config_changed_by"]
     # without the file, every later command uses the stored configuration
-    rc, out, _ = run(capsys, "--store", store, "describe", "orders-0")
+    _rc, out, _ = run(capsys, "--store", store, "describe", "orders-0")
     assert json.loads(out)["config"]["min.cleanable.dirty.ratio"] == 0.1
 
 

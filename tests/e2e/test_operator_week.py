@@ -209,7 +209,7 @@ def test_dirty_ratio_below_the_minimum_gives_the_figures(spark, store, tmp_path,
     assert run(capsys, "--store", store, "append", "t-0", str(data))[0] == 0
     assert run(capsys, "--store", store, "roll", "t-0")[0] == 0
     assert run(capsys, "--store", store, "config", "set", "t", "min.cleanable.dirty.ratio=0.9")[0] == 0
-    rc, out, _ = run(capsys, "--store", store, "logs", "--now", str(10 * DAY_MS))
+    _rc, out, _ = run(capsys, "--store", store, "logs", "--now", str(10 * DAY_MS))
     why = json.loads(out)[0]["why_not_eligible"]
     assert "min.cleanable.dirty.ratio 0.9" in why and "bytes" in why, why
 
@@ -219,7 +219,7 @@ def test_logs_does_not_list_an_uncleanable_log_as_eligible(store, capsys):
 
     assert run(capsys, "--store", store, "roll", "t-0")[0] == 0
     engine.mark_uncleanable(LogStore(store).log("t-0"), RuntimeError("a bad page"))
-    rc, out, _ = run(capsys, "--store", store, "logs", "--now", str(10 * DAY_MS))
+    _rc, out, _ = run(capsys, "--store", store, "logs", "--now", str(10 * DAY_MS))
     row = json.loads(out)[0]
     assert row["uncleanable"] and row["eligible"] is False
     assert "clear-uncleanable" in row["why_not_eligible"]
@@ -268,7 +268,7 @@ def test_read_of_a_corrupt_segment_names_the_file(store, capsys):
     m = LogStore(store).log("t-0").manifest()
     path = LogStore(store).log("t-0").path(m.segments[0].files[0].name)
     Path(path).write_bytes(b"PAR1 this is not a parquet file PAR1")
-    rc, out, err = run(capsys, "--store", store, "read", "t-0")
+    rc, _out, err = run(capsys, "--store", store, "read", "t-0")
     assert rc == 1 and errors(err) == [err.strip()] and path in err and "unexpected" not in err, err
 
 

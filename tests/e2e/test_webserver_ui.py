@@ -276,7 +276,9 @@ def _wait_for_texts(page, texts: list[str], what: str, timeout_ms: int = 90_000)
     except Exception as exc:
         body = page.evaluate("document.body ? document.body.innerText : ''")
         missing = [t for t in texts if t not in body]
-        raise AssertionError(f"{what}: {missing} never appeared ({type(exc).__name__}); page text:\n{body[:3000]}")
+        raise AssertionError(
+            f"{what}: {missing} never appeared ({type(exc).__name__}); page text:\n{body[:3000]}"
+        ) from exc
     return page.evaluate("document.body.innerText")
 
 
@@ -442,7 +444,7 @@ def test_browser_shows_asset_graph_and_check_result(webserver, demo_instance, ch
 
     assert not page_errors, f"uncaught errors in the UI: {page_errors}"
     if blocked:
-        warnings.warn(f"the UI tried to reach beyond 127.0.0.1 (blocked): {sorted(set(blocked))}")
+        warnings.warn(f"the UI tried to reach beyond 127.0.0.1 (blocked): {sorted(set(blocked))}", stacklevel=1)
     for name in (
         "asset_graph.png",
         "automation.png",

@@ -196,7 +196,7 @@ def test_bad_parquet_file_refused(seeded, capsys, name):
 
 def test_a_bad_file_stops_the_ingestion_of_later_files(seeded, capsys):
     """Files land in order: a bad one stops the ingestion; the files after it wait for it to be fixed."""
-    tmp, folder, h, topics = seeded
+    _tmp, folder, h, _topics = seeded
     shutil.copy(CORPUS / "bad-null-key.jsonl", folder / "b-bad.jsonl")
     shutil.copy(CORPUS / "good-binary.jsonl", folder / "c-good.jsonl")
     before = snapshot(h)

@@ -348,7 +348,7 @@ def test_ingestion_and_cleaning_at_the_same_time(tmp_path, spark):
         try:
             for r in range(rounds):
                 with started:  # each round lands while the r-th cleaning runs (prepare, decide, rewrite)
-                    assert started.wait_for(lambda: n_started[0] >= r or errors, timeout=300)
+                    assert started.wait_for(lambda round_=r: n_started[0] >= round_ or errors, timeout=300)
                 for _ in range(per_round):
                     rows = _rows(rng, len(paths), 300)
                     paths.append(write_landing_file(folder, len(paths), rows))

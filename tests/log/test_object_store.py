@@ -316,7 +316,8 @@ def test_an_uncleanable_mark_reads_as_a_dataclass_and_is_written_back_byte_for_b
 
 def test_a_last_cleaning_reads_as_a_dataclass_and_is_written_back_byte_for_byte():
     """The summary stays one flat object in the manifest's JSON: a full one (as the engine writes it) and an
-    older one without `unique_keys_below` and with a null reason load as `LastCleaning` and write back the same bytes."""
+    older one without `unique_keys_below` and with a null reason load as `LastCleaning` and write back the
+    same bytes."""
     import json
 
     from compaction_assets.store.manifest import LastCleaning, Manifest

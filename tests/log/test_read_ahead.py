@@ -42,8 +42,7 @@ def test_leaving_early_stops_the_producer_and_closes_its_generator():
 
     def items():
         try:
-            for i in range(1000):
-                yield i
+            yield from range(1000)
         finally:
             closed.set()
 

@@ -5,6 +5,7 @@ a cleaning or an append (tests/fault_helpers.py is the subprocess side).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -145,7 +146,7 @@ def check_layout(handle, m) -> list:
     segs = m.segments
     assert segs, "a log has at least its active segment"
     assert segs[0].base_offset <= m.log_start_offset <= m.log_end_offset
-    for a, b in zip(segs, segs[1:]):
+    for a, b in itertools.pairwise(segs):
         assert a.base_offset <= a.next_offset, a
         assert a.next_offset == b.base_offset, f"gap or overlap between {a} and {b}"
     assert segs[-1].base_offset <= segs[-1].next_offset == m.log_end_offset
@@ -562,7 +563,7 @@ def run_clean_trials(base: CleanBase, spark, plans: list[tuple[str, str, float]]
     outcomes: list[bool] = []
     started: list[tuple[Path, Helper]] = []
     try:
-        for i, (name, marker, delay) in enumerate(plans):
+        for i, (_name, marker, delay) in enumerate(plans):
             while len(started) < len(plans) and len(started) < i + ahead:
                 started.append(start_clean_trial(base, plans[len(started)][0]))
             root, helper = started[i]

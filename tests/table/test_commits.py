@@ -70,7 +70,8 @@ def test_deletes_and_reinserts_of_one_key_over_many_commits(store):
         r = commit_log(h, CFG)
         assert r.committed and r.rewrite.buckets == 0
         assert table_state(h) == log_state(h)
-        users = scan(open_table(h.st, "users")[0])  # DuckDB over pyiceberg's scan, as a user reads it
+        # DuckDB over pyiceberg's scan, as a user reads it: the query finds the local `users` by its name
+        users = scan(open_table(h.st, "users")[0])  # noqa: F841
         rows = duckdb.sql('SELECT key, value, "offset" FROM users').fetchall()
         assert len(rows) == len(log_state(h)) and {k: (v, o) for k, v, o in rows} == log_state(h)
     assert table_state(h)[b"k1"][0] == b"d"
