@@ -1,4 +1,5 @@
-"""Errors the engine raises. Each carries a one-line, user-facing message."""
+"""Errors the engine raises, each carrying a one-line, user-facing message, and `first_line`, the one way
+the product quotes any error (its own or a library's) inside such a line."""
 
 
 class CompactionError(Exception):
@@ -61,3 +62,11 @@ class StorageError(CompactionError):
 
 class LeaseLostError(LockedError):
     """A writer's lease was taken over (it expired while the writer stalled): it must not commit."""
+
+
+def first_line(exc: BaseException, limit: int | None = 300, blank: str | None = None) -> str:
+    """The first line of an error's message (surrounding blanks removed), cut to `limit` characters (None: the
+    whole line); for an error with no message, `blank` (None: the error's type name)."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0] if lines else (type(exc).__name__ if blank is None else blank)
+    return line if limit is None else line[:limit]
