@@ -19,18 +19,54 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from compaction_assets.errors import InvalidInputError
+from compaction_assets.errors import InvalidInputError, first_line
+from compaction_assets.ingest.avro import avro_records
+from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
+from compaction_assets.segments.headers import HeaderRules, parse_headers
 from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
+from compaction_assets.topics.landing_settings import FileFormat
 
-FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".avro": "avro"}
+
+def _json_header_value(value: Any, name: str, where: str) -> bytes | str | int | None:
+    """A JSON Lines header value: text, an integer (8 bytes), null or {"b64": ...} (records_to_table
+    encodes the text and the integers)."""
+    if isinstance(value, dict):
+        return decode_base64(value.get("b64"), f"{where}: header {name!r}")
+    if isinstance(value, bool) or not (value is None or isinstance(value, (str, int))):
+        raise InvalidInputError(
+            f"{where}: header {name!r} value must be a string, an integer "
+            f'(8 bytes), null or {{"b64": ...}}, got {type(value).__name__}'
+        )
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise InvalidInputError(f"{where}: header {name!r} value {value} does not fit in 8 bytes")
+    return value
 
 
-def file_format(path: str | Path) -> str:
-    """The landing format of a file by its extension (parquet or jsonl), or None."""
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InvalidInputError(f"{path}: unsupported file type (expected .parquet, .jsonl, .json, .ndjson or .avro)")
-    return fmt
+def _avro_header_value(value: Any, name: str, where: str) -> bytes | str | None:
+    """An Avro header value: bytes, text or null (records_to_table encodes the text)."""
+    return _avro_bytes(value, where, f"header {name!r} value")
+
+
+JSON_HEADERS = HeaderRules(
+    maps=True,
+    sequences=(list,),
+    record_names=(),
+    pairs=True,
+    value=_json_header_value,
+    not_a_list="{where}: headers must be a list of [name, value] pairs",
+    malformed="{where}: malformed header {header!r} (expected [name, value])",
+    name_not_text="{where}: header name {name!r} is not a string",
+)
+AVRO_HEADERS = HeaderRules(
+    maps=False,
+    sequences=(list,),
+    record_names=("key", "name"),
+    pairs=False,
+    value=_avro_header_value,
+    not_a_list="{where}: headers must be an array of {{key, value}} records",
+    malformed="{where}: malformed header {header!r} (expected {{key: string, value: bytes}})",
+    name_not_text="{where}: malformed header {header!r} (expected {{key: string, value: bytes}})",
+)
 
 
 def _json_record(obj: Any, where: str) -> dict:
@@ -64,30 +100,8 @@ def _json_record(obj: Any, where: str) -> dict:
             raise InvalidInputError(f"{where}: {name} {val} does not fit in a signed 64-bit integer")
         if val is not None:
             rec[name] = val
-    headers = obj.get("headers")
-    if headers is not None:
-        if isinstance(headers, dict):
-            headers = list(headers.items())
-        if not isinstance(headers, list):
-            raise InvalidInputError(f"{where}: headers must be a list of [name, value] pairs")
-        fixed = []
-        for h in headers:
-            if not (isinstance(h, (list, tuple)) and len(h) == 2):
-                raise InvalidInputError(f"{where}: malformed header {h!r} (expected [name, value])")
-            name, val = h
-            if not isinstance(name, str):
-                raise InvalidInputError(f"{where}: header name {name!r} is not a string")
-            if isinstance(val, dict):
-                val = decode_base64(val.get("b64"), f"{where}: header {name!r}")
-            elif isinstance(val, bool) or not (val is None or isinstance(val, (str, int))):
-                raise InvalidInputError(
-                    f"{where}: header {name!r} value must be a string, an integer "
-                    f'(8 bytes), null or {{"b64": ...}}, got {type(val).__name__}'
-                )
-            elif isinstance(val, int) and not INT64_MIN <= val <= INT64_MAX:
-                raise InvalidInputError(f"{where}: header {name!r} value {val} does not fit in 8 bytes")
-            fixed.append([name, val])
-        rec["headers"] = fixed
+    if obj.get("headers") is not None:
+        rec["headers"] = parse_headers(obj["headers"], where, JSON_HEADERS)
     return rec
 
 
@@ -151,43 +165,18 @@ def _avro_record(obj: Any, where: str) -> dict:
             raise InvalidInputError(f"{where}: {name} must be a long, got {val!r}")
         if val is not None:
             rec[name] = val
-    headers = obj.get("headers")
-    if headers is not None:
-        if not isinstance(headers, list):
-            raise InvalidInputError(f"{where}: headers must be an array of {{key, value}} records")
-        fixed = []
-        for h in headers:
-            header = h.get("key", h.get("name")) if isinstance(h, dict) else None
-            if not isinstance(header, str):
-                raise InvalidInputError(f"{where}: malformed header {h!r} (expected {{key: string, value: bytes}})")
-            fixed.append([header, _avro_bytes(h.get("value"), where, f"header {header!r} value")])
-        rec["headers"] = fixed
+    if obj.get("headers") is not None:
+        rec["headers"] = parse_headers(obj["headers"], where, AVRO_HEADERS)
     return rec
 
 
 def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
     """An Avro container file as a table, read whole before anything is appended (all or nothing);
     `numbers`, when given, receives each record's number (from 1). Errors name the file and record."""
-    import fastavro  # only landing folders with .avro files need it
-
     records = []
-    n = 0
     try:
         with open(path, "rb") as fh:
-            try:
-                reader = fastavro.reader(fh)
-            except Exception as exc:  # fastavro raises several types for a bad header
-                raise InvalidInputError(f"{path}: not a readable Avro file ({_first_line(exc)})") from None
-            while True:
-                try:
-                    obj = next(reader)
-                except StopIteration:
-                    break
-                except Exception as exc:  # a corrupt block or a truncated file
-                    raise InvalidInputError(
-                        f"{path}: record {n + 1}: corrupt Avro data ({type(exc).__name__}: {_first_line(exc)})"
-                    ) from None
-                n += 1
+            for n, obj in enumerate(avro_records(fh, str(path), lambda exc: first_line(exc, 200, blank="")), 1):
                 records.append(_avro_record(obj, f"{path}: record {n}"))
                 if numbers is not None:
                     numbers.append(n)
@@ -196,14 +185,10 @@ def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
     return records_to_table(records, str(path))
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
-
-
 def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:
     """One input file as an INPUT_SCHEMA table; refuses malformed content with file and line/offset.
     For JSON Lines (Avro), `lines` (when given) receives each record's line (record) number."""
-    fmt = file_format(path)
-    if fmt == "parquet":
+    fmt = file_format(path, NATIVE_FILES)
+    if fmt is FileFormat.PARQUET:
         return read_parquet(path)
-    return read_avro(path, lines) if fmt == "avro" else read_jsonl(path, lines)
+    return read_avro(path, lines) if fmt is FileFormat.AVRO else read_jsonl(path, lines)

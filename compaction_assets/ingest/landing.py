@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.input_files import FORMATS, file_format, read_input_file
+from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
+from compaction_assets.ingest.input_files import read_input_file
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.log.read_ahead import ReadAhead
+from compaction_assets.topics.landing_settings import FileFormat
 
 if TYPE_CHECKING:
     from compaction_assets.log.writer import AppendResult
@@ -39,7 +41,7 @@ def append_file(handle, config, path: str | Path, **kw):
         msg = str(exc)
         if exc.row is None or not msg.startswith(prefix):
             raise
-        unit = "record" if file_format(path) == "avro" else "line"
+        unit = "record" if file_format(path, NATIVE_FILES) is FileFormat.AVRO else "line"
         where = f"{unit} {lines[exc.row]}" if lines else f"row {exc.row + 1}"
         raise InvalidInputError(prefix + where + ": " + msg[len(prefix) :], row=exc.row) from None
 
@@ -74,7 +76,7 @@ def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended
             raise
         i = bisect.bisect_right(starts, exc.row) - 1
         row, path = exc.row - starts[i], paths[i]
-        unit = "record" if file_format(path) == "avro" else "line"
+        unit = "record" if file_format(path, NATIVE_FILES) is FileFormat.AVRO else "line"
         where = f"{unit} {lines[i][row]}" if lines[i] else f"row {row + 1}"
         raise InvalidInputError(f"{path}: {where}: {str(exc)[len(source) + 2 :]}", row=exc.row) from None
     return FilesAppended(tuple((str(p), len(t)) for p, t in zip(paths, tables)), res)
@@ -92,30 +94,27 @@ def landing_logs(landing: str | Path) -> tuple[dict[str, Any], list[str]]:
     return discover(landing)
 
 
-def _connector_named(name: str) -> bool:
-    from compaction_assets.ingest.connectors.layouts import AIVEN_NAME, CONFLUENT_NAME, LENSES_NAME
-
-    base = name.rsplit("/", 1)[-1]
-    return any(p.match(base) for p in (CONFLUENT_NAME, AIVEN_NAME, LENSES_NAME))
-
-
 def pending_files(folder: Any, ingested: set[str] | tuple[str, ...]) -> list[Any]:
     """Input files of a landing folder (or PartitionSource) not yet ingested, in name order (sinks name files
     by offset); each has a `.name`."""
     from compaction_assets.ingest.connectors.layouts import PartitionSource, recorded_names
+    from compaction_assets.ingest.connectors.registry import named_by_a_connector
 
     done = recorded_names(ingested)
     if isinstance(folder, PartitionSource):
         return [
             f
             for f in folder.files
-            if f.name not in done and (f.name.lower().endswith(tuple(FORMATS)) or _connector_named(f.name))
+            if f.name not in done and (f.name.lower().endswith(NATIVE_FILES.suffixes) or named_by_a_connector(f.name))
         ]
     folder = Path(folder)
     return [
         p
         for p in sorted(folder.iterdir())
-        if p.is_file() and not p.name.startswith((".", "_")) and p.suffix.lower() in FORMATS and p.name not in done
+        if p.is_file()
+        and not p.name.startswith((".", "_"))
+        and p.suffix.lower() in NATIVE_FILES.formats
+        and p.name not in done
     ]
 
 
@@ -132,10 +131,10 @@ def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=
     Stops at the first file that fails validation (later files would otherwise land before it) and
     raises InvalidInputError naming the file and the reason; files before it stay ingested.
     """
-    from compaction_assets.topics.landing_settings import LandingFormat
+    from compaction_assets.ingest.connectors.registry import connector_for
 
     src = _source(folder, handle.name)
-    if config.landing.format is LandingFormat.NATIVE:
+    if connector_for(config.landing.format).native_records:
         return _ingest_native(handle, config, src, drop_invalid, progress)
     return _ingest_connector(handle, config, src, drop_invalid, progress)
 
@@ -144,16 +143,14 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
     """Today's record shape, one file at a time (a file on an object store is read through a local copy)."""
     import tempfile
 
-    from compaction_assets.ingest.connectors.layouts import NATIVE_SUFFIXES, TOMBSTONE_DIR, recorded_names
+    from compaction_assets.ingest.connectors.layouts import recorded_names
+    from compaction_assets.ingest.connectors.registry import connector_for
 
     done = recorded_names(handle.manifest().ingested)
     files = [
-        f
-        for f in src.files
-        if f.name not in done
-        and not f.name.startswith(TOMBSTONE_DIR + "/")
-        and Path(f.name).suffix.lower() in FORMATS
-        and f.name.lower().endswith(NATIVE_SUFFIXES)
+        u.main
+        for u in connector_for(config.landing.format).units(src)
+        if u.name not in done and Path(u.name).suffix.lower() in NATIVE_FILES.formats
     ]
     appended, records, dropped = [], 0, 0
     for n, f in enumerate(files, 1):

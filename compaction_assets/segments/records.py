@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
+from compaction_assets.segments.headers import HeaderRules, decode_headers, parse_headers
 
 HEADER_TYPE = pa.struct([pa.field("name", pa.string(), nullable=False), pa.field("value", pa.binary())])
 
@@ -86,17 +87,6 @@ def record_size(key: bytes, value: bytes | None, headers: Iterable[tuple[str, by
     )
 
 
-def header_version(headers: Iterable[tuple[str, bytes | None]], name: str) -> int | None:
-    """The version of the `header` strategy: the last header `name`, as an 8-byte big-endian signed long."""
-    found = None
-    for hname, hvalue in headers:
-        if hname == name:
-            found = hvalue
-    if found is None or len(found) != 8:
-        return None
-    return int.from_bytes(found, "big", signed=True)
-
-
 def sizes_array(table: pa.Table) -> pa.Array:
     """Logical size of every row of a table with key, value and headers columns (vectorised SPEC §4)."""
     key_len = pc.binary_length(table.column("key"))
@@ -130,31 +120,28 @@ def _header_sizes(chunk: pa.ListArray) -> np.ndarray:
     return sums
 
 
-def _headers_list(raw: Any, where: str) -> list[dict[str, Any]] | None:
-    if raw is None:
-        return []
-    if isinstance(raw, Mapping):
-        raw = list(raw.items())
-    if not isinstance(raw, (list, tuple)):
-        raise InvalidInputError(f"{where}: headers must be a list of [name, value] pairs")
-    out = []
-    for item in raw:
-        if isinstance(item, Mapping):
-            name, value = item.get("name"), item.get("value")
-        elif isinstance(item, (list, tuple)) and len(item) == 2:
-            name, value = item
-        else:
-            raise InvalidInputError(f"{where}: malformed header {item!r} (expected [name, value])")
-        if not isinstance(name, str):
-            raise InvalidInputError(f"{where}: header name {name!r} is not a string")
-        if isinstance(value, int) and not isinstance(value, bool):
-            if not INT64_MIN <= value <= INT64_MAX:
-                raise InvalidInputError(
-                    f"{where}: header {name!r} value {value} does not fit in 8 bytes (a signed 64-bit integer)"
-                )
-            value = value.to_bytes(8, "big", signed=True)
-        out.append({"name": name, "value": to_bytes(value, f"{where}: header {name!r} value")})
-    return out
+def _input_header_value(value: Any, name: str, where: str) -> bytes | None:
+    """A header value of a record handed to `append`: bytes, text, or an integer as its 8 bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise InvalidInputError(
+                f"{where}: header {name!r} value {value} does not fit in 8 bytes (a signed 64-bit integer)"
+            )
+        value = value.to_bytes(8, "big", signed=True)
+    return to_bytes(value, f"{where}: header {name!r} value")
+
+
+# the headers of a record handed to `append` (and of the input files, once their readers took them)
+INPUT_HEADERS = HeaderRules(
+    maps=True,
+    sequences=(list, tuple),
+    record_names=("name",),
+    pairs=True,
+    value=_input_header_value,
+    not_a_list="{where}: headers must be a list of [name, value] pairs",
+    malformed="{where}: malformed header {header!r} (expected [name, value])",
+    name_not_text="{where}: header name {name!r} is not a string",
+)
 
 
 def records_to_table(records: Iterable[Mapping[str, Any]], source: str = "input") -> pa.Table:
@@ -182,7 +169,8 @@ def records_to_table(records: Iterable[Mapping[str, Any]], source: str = "input"
         cols["key"].append(to_bytes(rec.get("key"), f"{where}: key"))
         cols["value"].append(to_bytes(rec.get("value"), f"{where}: value"))
         cols["timestamp"].append(ts)
-        cols["headers"].append(_headers_list(rec.get("headers"), where))
+        headers = parse_headers(rec.get("headers"), where, INPUT_HEADERS)
+        cols["headers"].append([{"name": name, "value": value} for name, value in headers])
     try:
         return pa.table(cols, schema=INPUT_SCHEMA)
     except (pa.ArrowInvalid, OverflowError) as exc:
@@ -271,11 +259,6 @@ def _acceptable(name: str, typ: pa.DataType) -> bool:
             or pa.types.is_fixed_size_binary(typ)
         )
     return pa.types.is_list(typ) or pa.types.is_large_list(typ)
-
-
-def decode_headers(raw: list[dict[str, Any]] | None) -> list[tuple[str, bytes | None]]:
-    """Headers as (name, bytes) pairs from their stored form."""
-    return [(h["name"], h["value"]) for h in (raw or [])]
 
 
 def rows_to_records(table: pa.Table) -> list[Record]:

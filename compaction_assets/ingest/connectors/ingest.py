@@ -13,10 +13,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors import canonical, columns, offsets, readers, shapes, stream
+from compaction_assets.ingest.connectors import canonical, columns, offsets, readers, stream
+from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
-from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, plan_units, recorded_names
-from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig, LandingFormat
+from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
+from compaction_assets.ingest.connectors.registry import connector_for
+from compaction_assets.ingest.file_formats import CONNECTOR_FILES, file_format
+from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig
 
 
 @dataclass
@@ -32,14 +35,8 @@ class Batch:
     inferred_offsets: bool = False
 
 
-def pending_units(src: PartitionSource, fmt: LandingFormat, ingested) -> list[Unit]:
-    """The units not yet ingested, in order."""
-    done = recorded_names(ingested)
-    return [u for u in plan_units(src, fmt) if u.name not in done]
-
-
-def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[bytes, FileFormat]:
-    fmt = readers.format_of(f.name, cfg.file_format, json_is_array=cfg.format is LandingFormat.AIVEN)
+def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Connector) -> tuple[bytes, FileFormat]:
+    fmt = file_format(f.name, CONNECTOR_FILES, cfg.file_format, json_is_array=connector.json_is_array)
     try:
         return src.storage.read_bytes(f.path), fmt
     except FileNotFoundError:
@@ -47,49 +44,27 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig) -> tuple[byte
 
 
 def _vectorised(
-    src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]]
+    src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
 ) -> columns.Columns | None:
     """A Parquet unit without change events, column by column (None: shaped row by row)."""
     if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
         return None
     tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
-    label = src.uri(unit.main.path)
-    if cfg.format is LandingFormat.AIVEN:
-        return columns.aiven_parquet(tables[0], label)
-    if cfg.format is LandingFormat.LENSES:
-        return columns.lenses_parquet(tables[0], label)
-    if cfg.format is LandingFormat.CONFLUENT:
-        if unit.tombstone:
-            return columns.confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
-        return columns.confluent_parquet(
-            tables[0], tables[1], tables[2] if len(tables) > 2 else None, label, cfg, unit.main.mtime_ms
-        )
-    return None
+    return connector.parquet_columns(tables, unit, src.uri(unit.main.path), cfg)
 
 
 def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:
     """One unit's records, CDC applied, keys and values encoded."""
-    files = [unit.main] if cfg.format is not LandingFormat.CONFLUENT else unit.files
-    read = [_data(src, f, cfg) for f in files]
-    fast = _vectorised(src, unit, cfg, read)
+    connector = connector_for(cfg.format)
+    files = connector.unit_files(unit)
+    read = [_data(src, f, cfg, connector) for f in files]
+    fast = _vectorised(src, unit, cfg, read, connector)
     if fast is not None:
         return fast
     rows = [readers.read_rows(data, fmt, src.uri(f.path)) for (data, fmt), f in zip(read, files)]
-    uri = src.uri(unit.main.path)
-    if cfg.format is LandingFormat.AIVEN:
-        raw = shapes.aiven(rows[0], read[0][1], uri)
-    elif cfg.format is LandingFormat.LENSES:
-        raw = shapes.lenses(rows[0], uri)
-    else:
-        names = [src.uri(f.path) for f in files]
-        fmts = [fmt for _, fmt in read]
-        if unit.tombstone:
-            raw = shapes.confluent(None, rows[0], None, names, fmts, cfg, unit.main.mtime_ms)
-        else:
-            raw = shapes.confluent(
-                rows[0], rows[1], rows[2] if len(rows) > 2 else None, names, fmts, cfg, unit.main.mtime_ms
-            )
-    return columns.from_raw(apply_cdc(raw, cfg), uri)
+    names = [src.uri(f.path) for f in files]
+    raw = connector.raw_records(rows, [fmt for _, fmt in read], names, unit, cfg)
+    return columns.from_raw(apply_cdc(raw, cfg), src.uri(unit.main.path))
 
 
 def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
@@ -102,10 +77,11 @@ def batches(
 ) -> Iterator[Batch | stream.StreamedGroup]:
     """The partition's pending batches, in the order they must be appended; Confluent Parquet groups streamed
     unless `whole` (each group read into one table, as other formats are)."""
-    units = plan_units(src, cfg.format)
+    connector = connector_for(cfg.format)
+    units = connector.units(src)
     done = recorded_names(ingested)
     pending = [u for u in units if u.name not in done]
-    if cfg.format is not LandingFormat.CONFLUENT:
+    if not connector.offsets_interleave:
         for u in pending:
             yield encode(_shape(src, u, cfg), u.name, [src.uri(u.main.path)])
         return

@@ -7,7 +7,8 @@ The four layouts are told apart by their paths, so one listing of the landing ro
 - `<topic>-<p>-<start>[.<ext>]` at the root: Aiven's default file name template.
 - `<topic>/<p>/<lastOffset>_<minTs>_<maxTs>.<ext>`: Lenses Stream Reactor.
 
-How a partition's files are grouped and read is then the topic's `landing.format` (see `plan_units`).
+How a partition's files are grouped into units and read is then the topic's `landing.format`: its connector
+layout (registry.py) says it.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from compaction_assets.errors import InvalidInputError, LogNameError
+from compaction_assets.errors import LogNameError
 from compaction_assets.store.names import check_partition, check_topic
-from compaction_assets.topics.landing_settings import LandingFormat
 
 TOMBSTONE_DIR = "tombstone"  # Confluent's tombstone.encoded.partition default
-NATIVE_SUFFIXES = (".parquet", ".jsonl", ".json", ".ndjson", ".avro")
 CONFLUENT_NAME = re.compile(r"^(?P<topic>[^+/]+)\+(?P<p>\d+)\+(?P<start>\d+)(?P<view>\.keys|\.headers)?(?P<ext>\..*)?$")
 AIVEN_NAME = re.compile(r"^(?P<topic>.+)-(?P<p>\d+)-(?P<start>\d+)(?P<ext>\..*)?$")
 LENSES_NAME = re.compile(r"^(?P<last>\d+)(?:_(?P<min>\d+)_(?P<max>\d+))?(?P<ext>\..*)?$")
@@ -229,59 +228,6 @@ class Unit:
     def main(self) -> LandedFile:
         """The file the unit is named after."""
         return self.files[0]
-
-
-def plan_units(src: PartitionSource, fmt: LandingFormat) -> list[Unit]:
-    """Every unit of a partition's files for a landing format, in ingestion order."""
-    if fmt is LandingFormat.CONFLUENT:
-        return _confluent_units(src)
-    if fmt is LandingFormat.NATIVE:
-        return [
-            Unit(f.name, (f,), -1)
-            for f in src.files
-            if not f.name.startswith(TOMBSTONE_DIR + "/") and f.name.lower().endswith(NATIVE_SUFFIXES)
-        ]
-    pattern = AIVEN_NAME if fmt is LandingFormat.AIVEN else LENSES_NAME
-    units = []
-    for f in src.files:
-        m = pattern.match(f.name)
-        if m is None:
-            raise InvalidInputError(
-                f"{src.uri(f.path)}: not named as the {fmt.value} connector names its files (landing.format)"
-            )
-        units.append(Unit(f.name, (f,), int(m["start"] if fmt is LandingFormat.AIVEN else m["last"])))
-    return sorted(units, key=lambda u: u.start)
-
-
-def _confluent_units(src: PartitionSource) -> list[Unit]:
-    values: dict[str, LandedFile] = {}
-    views: dict[tuple[str, str], LandedFile] = {}
-    units = []
-    for f in src.files:
-        base = f.name.rsplit("/", 1)[-1]
-        m = CONFLUENT_NAME.match(base)
-        if m is None or m["topic"] != src.topic or int(m["p"]) != src.partition:
-            raise InvalidInputError(
-                f"{src.uri(f.path)}: not named {src.topic}+{src.partition}+<start offset>"
-                ".<ext> as Confluent's S3 sink names it (landing.format confluent)"
-            )
-        if f.name.startswith(TOMBSTONE_DIR + "/"):
-            if m["view"] == ".keys":
-                units.append(Unit(f.name, (f,), int(m["start"]), tombstone=True))
-        elif m["view"]:
-            views[(m["start"] + (m["ext"] or ""), m["view"])] = f
-        else:
-            values[m["start"] + (m["ext"] or "")] = f
-    for stem, f in values.items():
-        keys, headers = views.get((stem, ".keys")), views.get((stem, ".headers"))
-        if keys is None:
-            raise InvalidInputError(
-                f"{src.uri(f.path)}: no keys file beside it (the connector needs "
-                "store.kafka.keys=true; a file still being uploaded lands at the next run)"
-            )
-        members = (f, keys) + ((headers,) if headers else ())
-        units.append(Unit(f.name, members, int(stem.split(".")[0])))
-    return sorted(units, key=lambda u: (u.start, u.tombstone))
 
 
 def recorded_names(ingested: Any) -> set[str]:

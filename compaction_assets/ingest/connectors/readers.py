@@ -1,8 +1,9 @@
-"""File formats to rows: Avro (fastavro), Parquet (pyarrow), JSON Lines, a JSON array, CSV; gzip undone.
+"""File formats to rows: Avro (avro.py), Parquet (pyarrow), JSON Lines, a JSON array, CSV; gzip undone.
 
-A file is read whole before anything of it is appended (all or nothing). Rows are Python objects as the
-format typed them (records and structs as dicts, bytes as bytes). Every error is one line naming the file
-and the record (Avro, Parquet: its number from 1) or line (JSON Lines, CSV).
+A file's format by its name is file_formats.py's rule. A file is read whole before anything of it is appended
+(all or nothing). Rows are Python objects as the format typed them (records and structs as dicts, bytes as
+bytes). Every error is one line naming the file and the record (Avro, Parquet: its number from 1) or line
+(JSON Lines, CSV).
 """
 
 from __future__ import annotations
@@ -18,17 +19,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from compaction_assets.errors import InvalidInputError
+from compaction_assets.errors import InvalidInputError, first_line
+from compaction_assets.ingest.avro import avro_records
 from compaction_assets.topics.landing_settings import FileFormat
-
-EXTENSIONS = {
-    ".avro": FileFormat.AVRO,
-    ".parquet": FileFormat.PARQUET,
-    ".jsonl": FileFormat.JSONL,
-    ".ndjson": FileFormat.JSONL,
-    ".json": FileFormat.JSONL,
-    ".csv": FileFormat.CSV,
-}
 
 
 @dataclass
@@ -44,33 +37,13 @@ class Rows:
         return f"{self.unit} {self.numbers[i]}"
 
 
-def format_of(name: str, configured: FileFormat, json_is_array: bool = False) -> FileFormat:
-    """The file's format: the configured one, else by extension (after .gz); `.json` is JSON Lines
-    unless the connector writes a JSON array there (Aiven)."""
-    if configured is not FileFormat.AUTO:
-        return configured
-    lower = name.lower()
-    lower = lower[:-3] if lower.endswith(".gz") else lower
-    for ext, fmt in EXTENSIONS.items():
-        if lower.endswith(ext):
-            return FileFormat.JSON if (ext == ".json" and json_is_array) else fmt
-    raise InvalidInputError(
-        f"{name}: no known extension (.avro, .parquet, .json, .jsonl, .csv); set "
-        "landing.file.format for names without one"
-    )
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-
-
 def _gunzip(data: bytes, where: str) -> bytes:
     if data[:2] != b"\x1f\x8b":
         return data
     try:
         return gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
-        raise InvalidInputError(f"{where}: corrupt gzip data ({_first_line(exc)})") from None
+        raise InvalidInputError(f"{where}: corrupt gzip data ({first_line(exc, 200)})") from None
 
 
 def read_rows(data: bytes, fmt: FileFormat, where: str) -> Rows:
@@ -88,22 +61,7 @@ def read_rows(data: bytes, fmt: FileFormat, where: str) -> Rows:
 
 
 def _avro(data: bytes, where: str) -> Rows:
-    import fastavro
-
-    items: list[Any] = []
-    try:
-        reader = fastavro.reader(io.BytesIO(data))
-    except Exception as exc:  # fastavro raises several types for a bad header
-        raise InvalidInputError(f"{where}: not a readable Avro file ({_first_line(exc)})") from None
-    while True:
-        try:
-            items.append(next(reader))
-        except StopIteration:
-            break
-        except Exception as exc:  # a corrupt block or a truncated file
-            raise InvalidInputError(
-                f"{where}: record {len(items) + 1}: corrupt Avro data ({type(exc).__name__}: {_first_line(exc)})"
-            ) from None
+    items = list(avro_records(io.BytesIO(data), where, lambda exc: first_line(exc, 200)))
     return Rows(items, "record", list(range(1, len(items) + 1)))
 
 
@@ -112,7 +70,7 @@ def read_table(data: bytes, where: str) -> pa.Table:
     try:
         return pq.ParquetFile(pa.BufferReader(data)).read()  # read_table goes through pyarrow.dataset: slower
     except (OSError, pa.ArrowException) as exc:
-        raise InvalidInputError(f"{where}: not a readable Parquet file ({_first_line(exc)})") from None
+        raise InvalidInputError(f"{where}: not a readable Parquet file ({first_line(exc, 200)})") from None
 
 
 def _parquet(data: bytes, where: str) -> Rows:

@@ -18,6 +18,7 @@ from typing import Any
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.readers import Rows
+from compaction_assets.segments.headers import HeaderRules, parse_headers
 from compaction_assets.segments.records import decode_base64
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig
 
@@ -78,29 +79,31 @@ def _b64(v: Any, where: str, what: str) -> bytes | None:
     return None if v is None else decode_base64(v, f"{where}: {what}")
 
 
+def _connector_header_value(value: Any, name: str, where: str) -> bytes | None:
+    """A connector's header value: text (its UTF-8), bytes or null."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if value is not None and not isinstance(value, bytes):
+        raise InvalidInputError(f"{where}: header {name!r} value must be text, bytes or null")
+    return value
+
+
+# a list of {key|name, value} records (Kafka Connect's), a map, or (name, value) pairs; values text or bytes
+CONNECTOR_HEADERS = HeaderRules(
+    maps=True,
+    sequences=(list,),
+    record_names=("key", "name"),
+    pairs=True,
+    value=_connector_header_value,
+    not_a_list="{where}: headers must be a list or a map, got {kind}",
+    malformed="{where}: malformed header {header!r}",
+    name_not_text="{where}: header name {name!r} is not text",
+)
+
+
 def header_pairs(raw: Any, where: str) -> list[tuple[str, bytes | None]]:
     """Headers from a list of {key|name, value}, a map, or (name, value) pairs; values text or bytes."""
-    if raw is None:
-        return []
-    items = list(raw.items()) if isinstance(raw, dict) else raw
-    if not isinstance(items, list):
-        raise InvalidInputError(f"{where}: headers must be a list or a map, got {type(raw).__name__}")
-    out = []
-    for h in items:
-        if isinstance(h, dict):
-            name, value = h.get("key", h.get("name")), h.get("value")
-        elif isinstance(h, (list, tuple)) and len(h) == 2:
-            name, value = h
-        else:
-            raise InvalidInputError(f"{where}: malformed header {h!r}")
-        if not isinstance(name, str):
-            raise InvalidInputError(f"{where}: header name {name!r} is not text")
-        if isinstance(value, str):
-            value = value.encode("utf-8")
-        elif value is not None and not isinstance(value, bytes):
-            raise InvalidInputError(f"{where}: header {name!r} value must be text, bytes or null")
-        out.append((name, value))
-    return out
+    return parse_headers(raw, where, CONNECTOR_HEADERS)
 
 
 # --- Confluent ---------------------------------------------------------------------------------------------

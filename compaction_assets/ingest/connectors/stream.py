@@ -2,11 +2,12 @@
 read, placed and handed to the append one value file at a time.
 
 Tombstone files take the offsets the value files leave free, which chains every file of a partition into one
-group; read whole, a 5M-record group held 1.8 GB. The plan reads each value file's row count (its footer) or
-its `landing.offset.field` column, and each tombstone file's row count, and gives every record its offset as
-`offsets.merge` would. Each piece is then one value file with the tombstones whose offsets fall before the next
-value file's first: memory follows a value file, and the records, in the same order with the same offsets and
-timestamps, are appended as one batch (`writer.append_pieces`), all or nothing, under the group's name.
+group; read whole, a group held a whole partition's records at once. The plan reads each value file's row
+count (its footer) or its `landing.offset.field` column, and each tombstone file's row count, and gives
+every record its offset as `offsets.merge` would. Each piece is then one value file with the tombstones
+whose offsets fall before the next value file's first: memory follows a value file, and the records, in the
+same order with the same offsets and timestamps, are appended as one batch (`writer.append_pieces`), all or
+nothing, under the group's name.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError, StorageError
-from compaction_assets.ingest.connectors import readers
-from compaction_assets.ingest.connectors.columns import Columns, _longs, _whole
+from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.layouts import PartitionSource, Unit
 from compaction_assets.ingest.connectors.offsets import Extent, Part, place, plan_offsets
+from compaction_assets.ingest.connectors.parquet_columns import longs, whole
+from compaction_assets.ingest.file_formats import CONNECTOR_FILES, file_format
 from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig
 
 LOWEST = -(2**63)
@@ -132,7 +134,7 @@ def _extent(src: PartitionSource, unit: Unit, cfg: LandingConfig, nexts: dict[st
     table = _footer_rows(src, unit, field)
     if table is None or (field is not None and field not in table.column_names):
         return None
-    explicit = _longs(_whole(table.column(field)), table.num_rows) if field is not None else None
+    explicit = longs(whole(table.column(field)), table.num_rows) if field is not None else None
     if field is not None and explicit is None:
         return None
     return Extent(unit, table.num_rows, explicit, nexts.get(unit.name), uri, _row_namer(uri))
@@ -156,7 +158,7 @@ def plan(
         len(group) < 2
         or cfg.cdc is not CdcFormat.NONE
         or any(
-            readers.format_of(f.name, cfg.file_format, json_is_array=False) is not FileFormat.PARQUET
+            file_format(f.name, CONNECTOR_FILES, cfg.file_format) is not FileFormat.PARQUET
             for u in group
             for f in u.files
         )

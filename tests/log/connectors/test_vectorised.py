@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from compaction_assets.ingest.connectors import arrowschema, canonical, columns, readers, shapes
+from compaction_assets.ingest.connectors import arrowschema, canonical, columns, parquet_columns, readers, shapes
 from compaction_assets.ingest.connectors.arrowjson import encode_column, to_json
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.landing_settings import FileFormat
@@ -186,7 +186,7 @@ def test_aiven_parquet_column_by_column_equals_row_by_row(tmp_path):
             }
         )
         table = roundtrip(tmp_path, table, "t-0-100.parquet")
-        fast = columns.aiven_parquet(table, "s3://b/t-0-100.parquet")
+        fast = parquet_columns.aiven_parquet(table, "s3://b/t-0-100.parquet")
         slow = per_row(
             shapes.aiven(
                 readers.Rows(table.to_pylist(), "record", list(range(1, n + 1))),
@@ -231,13 +231,13 @@ def test_lenses_parquet_column_by_column_equals_row_by_row(tmp_path):
         )
         name = "s3://b/landing/t/0/000000000538_1_39.parquet"
         table = roundtrip(tmp_path, table, "000000000538_1_39.parquet")
-        fast = columns.lenses_parquet(table, name)
+        fast = parquet_columns.lenses_parquet(table, name)
         slow = per_row(shapes.lenses(readers.Rows(table.to_pylist(), "record", list(range(1, n + 1))), name), name)
         assert_same(fast, slow)
     # envelopes without a value column are tombstones, as the rows read a missing value
     keys_only = roundtrip(tmp_path, table.drop_columns(["value"]), "keys-only.parquet")
     as_rows = readers.Rows(keys_only.to_pylist(), "record", list(range(1, n + 1)))
-    assert_same(columns.lenses_parquet(keys_only, name), per_row(shapes.lenses(as_rows, name), name))
+    assert_same(parquet_columns.lenses_parquet(keys_only, name), per_row(shapes.lenses(as_rows, name), name))
 
 
 @pytest.mark.parametrize(
@@ -257,11 +257,11 @@ def test_confluent_parquet_column_by_column_equals_row_by_row(tmp_path, fields):
     tables = [roundtrip(tmp_path, t, f"{i}.parquet") for i, t in enumerate((table, keys, headers))]
     cfg = build_config({"landing.format": "confluent", **fields}).landing
     names = ["s3://b/topics/t/partition=0/t+0+0000000000.snappy.parquet", "keys", "headers"]
-    fast = columns.confluent_parquet(*tables, names[0], cfg, 1_600_000_000_000)
+    fast = parquet_columns.confluent_parquet(*tables, names[0], cfg, 1_600_000_000_000)
     as_rows = [readers.Rows(t.to_pylist(), "record", list(range(1, n + 1))) for t in tables]
     slow = per_row(shapes.confluent(*as_rows, names, [FileFormat.PARQUET] * 3, cfg, 1_600_000_000_000), names[0])
     assert_same(fast, slow)
-    tomb_fast = columns.confluent_parquet(None, tables[1], None, names[0], cfg, 1_600_000_000_000)
+    tomb_fast = parquet_columns.confluent_parquet(None, tables[1], None, names[0], cfg, 1_600_000_000_000)
     tomb_slow = per_row(
         shapes.confluent(None, as_rows[1], None, names, [FileFormat.PARQUET], cfg, 1_600_000_000_000), names[0]
     )
@@ -270,16 +270,17 @@ def test_confluent_parquet_column_by_column_equals_row_by_row(tmp_path, fields):
 
 def test_what_the_columns_cannot_take_exactly_is_left_to_the_rows(tmp_path):
     nan = pa.table({"key": ["k"], "value": pa.array([{"x": float("nan")}]), "offset": [0], "timestamp": [1]})
-    assert columns.aiven_parquet(nan, "f") is None  # refused row by row, naming the record
+    assert parquet_columns.aiven_parquet(nan, "f") is None  # refused row by row, naming the record
     text_offset = pa.table({"key": ["k"], "value": ["v"], "offset": ["0"], "timestamp": [1]})
-    assert columns.aiven_parquet(text_offset, "f") is None
+    assert parquet_columns.aiven_parquet(text_offset, "f") is None
     cfg = build_config({"landing.format": "confluent", "landing.offset.field": "absent"}).landing
-    assert columns.confluent_parquet(pa.table({"a": [1]}), pa.table({"key": ["k"]}), None, "f", cfg, 0) is None
+    assert parquet_columns.confluent_parquet(pa.table({"a": [1]}), pa.table({"key": ["k"]}), None, "f", cfg, 0) is None
     envelope = {"key": ["k"], "value": ["dg=="], "metadata": pa.array([{"offset": 0, "timestamp": 1}])}
-    assert columns.lenses_parquet(pa.table(envelope), "f") is not None
-    assert columns.lenses_parquet(pa.table({**envelope, "valueIsArray": [True]}), "f") is None  # base64 bytes
+    assert parquet_columns.lenses_parquet(pa.table(envelope), "f") is not None
+    assert parquet_columns.lenses_parquet(pa.table({**envelope, "valueIsArray": [True]}), "f") is None  # base64 bytes
     null_metadata = pa.array([None], pa.struct([("offset", pa.int64())]))
-    assert columns.lenses_parquet(pa.table({**envelope, "metadata": null_metadata}), "f") is None  # refused row by row
+    # refused row by row
+    assert parquet_columns.lenses_parquet(pa.table({**envelope, "metadata": null_metadata}), "f") is None
 
 
 @pytest.mark.parametrize("value_offset", [0, 3])

@@ -1,0 +1,34 @@
+"""Aiven's S3 sink: `<topic>-<p>-<start offset>[.<ext>]` at the landing root, one file a unit, `.json` a JSON
+array; records `{key, value, offset, timestamp, headers}` (shapes.aiven, parquet_columns.aiven_parquet)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest.connectors.columns import Columns
+from compaction_assets.ingest.connectors.connector import NamedByOffset
+from compaction_assets.ingest.connectors.layouts import AIVEN_NAME, Unit
+from compaction_assets.ingest.connectors.parquet_columns import aiven_parquet
+from compaction_assets.ingest.connectors.readers import Rows
+from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
+
+
+class Aiven(NamedByOffset):
+    """Aiven's files, by their start offset."""
+
+    format = LandingFormat.AIVEN
+    file_name = AIVEN_NAME
+    offset_group = "start"
+    json_is_array = True
+
+    def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """Aiven's Parquet records column by column."""
+        return aiven_parquet(tables[0], label)
+
+    def raw_records(
+        self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig
+    ) -> RawBatch:
+        """Aiven's records row by row."""
+        return shapes.aiven(rows[0], fmts[0], names[0])

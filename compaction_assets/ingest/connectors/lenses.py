@@ -1,0 +1,33 @@
+"""Lenses Stream Reactor's S3 sink: `<topic>/<p>/<lastOffset>_<minTs>_<maxTs>.<ext>`, one file a unit;
+envelopes `{key, value, headers, metadata}` (shapes.lenses, parquet_columns.lenses_parquet)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest.connectors.columns import Columns
+from compaction_assets.ingest.connectors.connector import NamedByOffset
+from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Unit
+from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
+from compaction_assets.ingest.connectors.readers import Rows
+from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
+
+
+class Lenses(NamedByOffset):
+    """Lenses' files, by their last offset."""
+
+    format = LandingFormat.LENSES
+    file_name = LENSES_NAME
+    offset_group = "last"
+
+    def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """Lenses' Parquet envelopes column by column."""
+        return lenses_parquet(tables[0], label)
+
+    def raw_records(
+        self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig
+    ) -> RawBatch:
+        """Lenses' envelopes row by row."""
+        return shapes.lenses(rows[0], names[0])
