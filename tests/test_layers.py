@@ -38,6 +38,7 @@ def _files(*folders: str) -> list[Path]:
 # packages before it, never one after it, nor Dagster, the Dagster shell or the entry points.
 LAYERS = (
     "errors",
+    "variables",
     "settings",
     "spark",
     "store",
@@ -61,8 +62,8 @@ ABOVE_EVERY_LAYER = (
     "resources",
     "dagster",
 )
-# the checks are an independent reading of the spec: nothing of the cleaning, nor the ranking it uses
-INDEPENDENT = {"checks": ("compaction_assets.cleaning", "compaction_assets.log.ranking")}
+# the checks are an independent reading of the spec: nothing of the cleaning, nor the strategies' ranking it uses
+INDEPENDENT = {"checks": ("compaction_assets.cleaning", "compaction_assets.log.strategies")}
 
 
 def _forbidden(layer: str) -> tuple[str, ...]:
@@ -102,7 +103,7 @@ def test_layer_imports_only_what_it_may(layer):
 def test_the_layer_rule_finds_an_import_going_up():
     assert "compaction_assets.cleaning" in _forbidden("log")
     assert "compaction_assets.log" not in _forbidden("cleaning")
-    assert "compaction_assets.log.ranking" in _forbidden("checks")
+    assert "compaction_assets.log.strategies" in _forbidden("checks")
 
 
 def test_only_the_shell_imports_dagster():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.cleaning.cleaner import CleanOutput
-from compaction_assets.errors import ConflictError
+from compaction_assets.errors import ConflictError, first_line
 from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.planning.planner import Evaluation, Reason, evaluate, seal_active
 from compaction_assets.store.log_store import LogHandle, wall_ms
@@ -157,10 +157,10 @@ def clear_uncleanable(handle: LogHandle) -> Manifest:
 def one_line(exc: BaseException) -> str:
     """A failure in one line, as the uncleanable mark and the refusals name it: its type, its first line and,
     when the error came from a Python worker, the worker's own last error line."""
-    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    first = text[0] if text else ""
+    first = first_line(exc, None, blank="").strip()
     # Errors raised in Python workers: the useful part is the worker's own last error line.
-    cause = next((line for line in reversed(text) if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)), None)
+    lines = (line.strip() for line in reversed(str(exc).splitlines()))
+    cause = next((line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception): ", line)), None)
     if cause and cause != first:
         first = f"{first} {cause}"
     return f"{type(exc).__name__}: {first}"[:500]

@@ -3,7 +3,8 @@
 A narrow scan (key, offset, rank, tombstone flag, horizon) of the range picks the winner of every key,
 applies the delete horizons, the resurrection guard and the remembered deletes, and aggregates per
 segment (small results only reach the driver). Only winners can be kept, so the decision is a group-by
-over narrow rows. This module chooses the route to the decision, by strategy and size:
+over narrow rows. This module takes the route to the decision that the cleaning's `Placement` chose
+once, by strategy, size and memory (placement.py's `place`):
 
   probed     the offset strategy's range whose newer rows are few, above a prefix that the last cleaning
              left with one record per key: the newer rows grouped (here, or by Spark) and the prefix
@@ -39,18 +40,10 @@ from compaction_assets.cleaning.decide_spark import (
     decided_in_tasks,
     decision_columns,
     keyed_winners,
-    newer_are_few,
     range_winners,
 )
 from compaction_assets.cleaning.decision import Decision, ProbedDecision
-from compaction_assets.cleaning.placement import (
-    COLLECTED_WINNER,
-    TASK_KEPT_OFFSET,
-    HerePlan,
-    decide_here_plan,
-    fits_here,
-    newer_winner,
-)
+from compaction_assets.cleaning.placement import DecideAt, Placement, place
 from compaction_assets.cleaning.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.reader import dead_offsets
@@ -58,7 +51,7 @@ from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 
 def decide(
@@ -70,31 +63,32 @@ def decide(
     now: int,
     vector: Callable[[], pa.Array | None] | None = None,
     tuning: CleanerTuning = DEFAULT_TUNING,
+    placement: Placement | None = None,
 ) -> Decision:
     """Per key of the range (the planner's `span`) its winner and what happens to it; per segment what the
-    cleaning leaves.
+    cleaning leaves; by the route `placement` chose (`place`'s when not given).
 
     `vector()`, when given, returns the log's deletion vector as `dead_offsets` reads it (a cleaning
     reads it once for the decision and the write)."""
+    placement = placement or place(spark, config, span, tuning)
     new_horizon = min(now + config.delete_retention_ms, INT64_MAX)
-    offset_strategy = config.strategy == Strategy.OFFSET
     # read when the probe or a decision made here needs it, and once (the cleaner passes its own, cached)
     vector = vector or functools.cache(functools.partial(dead_offsets, handle, manifest))
-    if offset_strategy and (newer := _probe_plan(spark, span, tuning)) is not None:
-        return _probed(spark, handle, manifest, config, span, now, new_horizon, vector, tuning, newer)
-    if offset_strategy and (here := decide_here_plan(spark, span.rows, tuning)).threads:
+    at, touched = placement.decide, placement.only_touched_keys
+    if at is DecideAt.PROBED:
+        return _probed(spark, handle, manifest, config, span, now, new_horizon, vector, tuning, placement)
+    if at is DecideAt.LOCAL:
+        here = placement.here
         return decide_here(handle, manifest, span, now, new_horizon, vector, here.threads, here.buckets)
-    found, only_touched = range_winners(spark, handle, manifest, config, span, tuning)
-    if offset_strategy and _collects(spark, span, tuning.collect_offset_decision_max_rows, tuning):
-        return collected_offset_decision(found, span, now, new_horizon, only_touched)
-    if offset_strategy and fits_here(
-        spark, span.rows, tuning.task_decision_max_rows, TASK_KEPT_OFFSET, tuning.driver_memory_share
-    ):
-        return decided_in_tasks(found, span, now, new_horizon, only_touched)
+    found = range_winners(spark, handle, manifest, config, span, tuning, touched)
+    if at is DecideAt.COLLECTED_WINNERS:
+        return collected_offset_decision(found, span, now, new_horizon, touched)
+    if at is DecideAt.TASKS:
+        return decided_in_tasks(found, span, now, new_horizon, touched)
     decided = decision_columns(spark, handle, manifest, config, found, span, now, new_horizon, tuning)
-    if _collects(spark, span, tuning.collect_decision_max_rows, tuning):
-        return collected(spark, decided, config, span, new_horizon, only_touched)
-    return cached(decided, span, new_horizon, only_touched)
+    if at is DecideAt.COLLECTED:
+        return collected(spark, decided, config, span, new_horizon, touched)
+    return cached(decided, span, new_horizon, touched)
 
 
 @contextmanager
@@ -107,26 +101,14 @@ def decided(
     now: int,
     vector: Callable[[], pa.Array | None] | None,
     tuning: CleanerTuning,
+    placement: Placement,
 ) -> Iterator[Decision]:
     """`decide`, and what the decision holds in Spark dropped once the cleaning is done with it."""
-    decision = decide(spark, handle, manifest, config, span, now, vector, tuning)
+    decision = decide(spark, handle, manifest, config, span, now, vector, tuning, placement)
     try:
         yield decision
     finally:
         decision.release()
-
-
-def _probe_plan(spark, span: CleaningRange, tuning: CleanerTuning) -> HerePlan | None:
-    """Whether the offset strategy's range is probed (None: not) and how its newer rows find their
-    winners: in this process (a plan with threads) or by Spark (none), their winners with their keys
-    brought here within the memory available (placement.py)."""
-    if not newer_are_few(span, tuning):
-        return None
-    cost = newer_winner(_newer_record_bytes(span))
-    here = decide_here_plan(spark, span.newer_rows, tuning)
-    shipped = not here.threads
-    fits = fits_here(spark, span.newer_rows, tuning.probe_max_newer_rows, cost, tuning.driver_memory_share, shipped)
-    return here if fits else None
 
 
 def _probed(
@@ -139,26 +121,17 @@ def _probed(
     new_horizon: int,
     vector: Callable[[], pa.Array | None],
     tuning: CleanerTuning,
-    newer: HerePlan,
+    placement: Placement,
 ) -> ProbedDecision:
-    """The probed decision (probe.py), its newer rows' winners found here as `newer` plans (their keys
-    read apart, for the probe to start on), or grouped by Spark when it plans no thread."""
+    """The probed decision (probe.py), its newer rows' winners found here as `placement.here` plans (their
+    keys read apart, for the probe to start on), or grouped by Spark when it plans no thread; the prefix
+    probed in `placement.probe_threads` threads."""
+    newer, threads = placement.here, placement.probe_threads
     if newer.threads:
         grouped = functools.partial(newer_winners, handle, manifest, span.newer, vector, newer.threads, newer.buckets)
         key_reader = functools.partial(newer_keys, handle, manifest, span.newer, vector)
-        return decide_by_probe(spark, handle, manifest, span, grouped, now, new_horizon, vector(), tuning, key_reader)
+        return decide_by_probe(
+            spark, handle, manifest, span, grouped, now, new_horizon, vector(), tuning, threads, key_reader
+        )
     query = keyed_winners(spark, handle, manifest, config, span.newer, span.newer_rows, tuning)
-    return decide_by_probe(spark, handle, manifest, span, query.toArrow, now, new_horizon, vector(), tuning)
-
-
-def _collects(spark, span: CleaningRange, max_rows: int, tuning: CleanerTuning) -> bool:
-    """Whether the range's decision comes here in one job: up to `max_rows` rows (where collecting stops
-    beating a cache in Spark: 20M rows collected took 425 s against 262-333 s cached) and only when a
-    winner a row fits the memory available (placement.py), else it is cached in Spark."""
-    return span.rows <= max_rows and fits_here(spark, span.rows, 0, COLLECTED_WINNER, tuning.driver_memory_share)
-
-
-def _newer_record_bytes(span: CleaningRange) -> int:
-    """The newer segments' logical bytes a record (16 bytes, the key and the value): at most a key's."""
-    records = sum(s.records for _, s in span.newer)
-    return -(-sum(s.size for _, s in span.newer) // records) if records else 0
+    return decide_by_probe(spark, handle, manifest, span, query.toArrow, now, new_horizon, vector(), tuning, threads)

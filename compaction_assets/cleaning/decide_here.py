@@ -5,9 +5,7 @@ this process lacks, and pays for a shuffle of every narrow row and a hash aggreg
 Here the range's narrow columns (about 50 bytes a row) are read a thread a core, each key's winner is
 found by one hash group-by (its highest offset: under the offset strategy a newer record always wins),
 and the decision is worked out from the winners by the functions a decision made in Spark's tasks uses
-(decide_task.py), a bucket of keys a thread. On one machine of 2 cores, the decision of 20M records over
-2M keys took 8 s here against 31-37 s for the group-by in Spark and its tasks; 50M over 5M keys 21 s, and
-17-20 s with each bucket's keys numbered by the hash that split them, two buckets at once (24-27 s before).
+(decide_task.py), a bucket of keys a thread, each bucket's keys numbered by the hash that split them.
 """
 
 from __future__ import annotations
@@ -21,10 +19,9 @@ import pyarrow as pa
 
 from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
-from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.keys import key_hash
+from compaction_assets.segments.keys import highest_offsets, key_hash
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
@@ -114,8 +111,8 @@ def bucket_winners(
     table per bucket of keys.
 
     The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,
-    a bucket a thread: what deciding holds beyond the narrow rows is one bucket's a thread (50M records
-    of distinct keys decided whole peaked at 10 GB)."""
+    a bucket a thread: what deciding holds beyond the narrow rows is one bucket's a thread, not the whole
+    range's."""
     dead = vector() if any(seg.dead for _, seg in segments) else None
     refs = [ref for _, seg in segments for ref in seg.files]
 
@@ -157,19 +154,17 @@ def _winners(table: pa.Table, with_key: bool) -> pa.Table:
 def split_by_key(table: pa.Table, buckets: int, block_rows: int = SPLIT_BLOCK_ROWS) -> list[pa.Table]:
     """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH:
     every row of a key in one part, in the table's order."""
-    # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again (a
-    # bucket of 4M rows: 0.25-0.6 s a bucket)
+    # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again
     hashes = key_hash(table.column("key"))
     table = table.append_column(KEY_HASH, from_numpy(hashes))
     if buckets == 1:
         return [table]
     # the rows in order of their block of `block_rows`, then of their bucket: the take that gathers
-    # them reads a block's columns while they are in the cores' caches (a file of 300k rows in 14
-    # buckets: 15 ms, against 27 ms in bucket order across the file; in 6 buckets 11 ms, against 12 ms)
+    # them reads a block's columns while they are in the cores' caches (in bucket order across the file,
+    # each bucket's gather would read the whole file's columns again)
     blocks = max(1, -(-len(table) // block_rows))
     label = (np.arange(len(table)) // block_rows) * buckets + (hashes % np.uint64(buckets)).astype(np.int64)
-    # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (a file of 256k rows:
-    # 0.002 s, against 0.013 s as 64-bit numbers)
+    # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (of wider ones, a timsort)
     order = np.argsort(label.astype(np.uint16 if blocks * buckets <= 1 << 16 else np.uint32), kind="stable")
     counts = np.bincount(label, minlength=blocks * buckets)
     starts = (np.cumsum(counts) - counts).reshape(blocks, buckets)

@@ -2,7 +2,7 @@
 
 Winners (`winners`, `narrow_rows`; SPEC §6): a group-by over narrow rows (key, offset, rank, tombstone
 flag, horizon), in Spark, for the grouped decision and the newer rows of a probed one (`keyed_winners`).
-How the rows reach the group-by is chosen by size (placement.py's `group_partitions`): one partition for a
+How the rows reach the group-by is chosen by size (spark_tasks.py's `group_partitions`): one partition for a
 small range, hashed by key when a sample of keys says a partial aggregation would not reduce them, Spark's
 partial aggregation otherwise. In a large range whose newer rows are few, only the touched keys are
 grouped (`range_winners`: the newer rows and the older rows of their keys), so a cleaning after 1% of new
@@ -29,26 +29,33 @@ from compaction_assets.cleaning.decision import (
     spark_figures,
     totals,
 )
-from compaction_assets.cleaning.placement import group_partitions, keys_mostly_distinct, shuffle_partitions
+from compaction_assets.cleaning.spark_tasks import group_partitions, keys_mostly_distinct, shuffle_partitions
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.log.ranking import rank_columns, spark_loses, spark_order_number, with_spark_ranks
 from compaction_assets.log.reader import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest, Segment
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 WINNER_FIELDS = ("tomb", "delete_horizon", "size", "timestamp")  # a winner's columns besides key and offset
 
 
 def range_winners(
-    spark, handle: LogHandle, manifest: Manifest, config: TopicConfig, span: CleaningRange, tuning: CleanerTuning
+    spark,
+    handle: LogHandle,
+    manifest: Manifest,
+    config: TopicConfig,
+    span: CleaningRange,
+    tuning: CleanerTuning,
+    only_touched: bool,
 ):
-    """Spark: the winner of every key of the range; whether only the touched keys were grouped."""
+    """Spark: the winner of every key of the range, grouping only the keys its newer rows touch when
+    `only_touched` (placement.py's choice)."""
     from pyspark.sql import functions as F
 
-    if span.rows >= tuning.incremental_min_rows and newer_are_few(span, tuning, tuning.incremental_max_dirty_rows):
+    if only_touched:
         # the older rows of the touched keys meet the newer rows in the group-by; the others stay where
         # they are read (the deduplicated prefix is scanned twice, narrow columns only: cheaper than
         # shuffling it)
@@ -64,19 +71,9 @@ def range_winners(
             config,
             tuning,
         )
-        return single.select("key", *rank_columns(config), "offset", *WINNER_FIELDS).unionByName(grouped), True
+        return single.select("key", *strategy_of(config).rank_columns, "offset", *WINNER_FIELDS).unionByName(grouped)
     narrow = narrow_rows(spark, handle, manifest, config, span.segments, tuning)
-    return winners(spark, handle, narrow, span.rows, span.segments, config, tuning), False
-
-
-def newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | None = None) -> bool:
-    """Whether the newer rows are few enough (a share, and `max_rows` when given) to decide only what
-    they touch."""
-    return (
-        bool(span.unique and span.newer)
-        and (max_rows is None or span.newer_rows <= max_rows)
-        and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows
-    )
+    return winners(spark, handle, narrow, span.rows, span.segments, config, tuning)
 
 
 def keyed_winners(
@@ -105,7 +102,8 @@ def narrow_rows(
     """Spark: the narrow columns of the segments' records that deciding reads (with the rank columns)."""
     from pyspark.sql import functions as F
 
-    df = with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads), config)
+    strategy = strategy_of(config)
+    df = strategy.with_spark_ranks(read_segments(spark, handle, manifest, segs, reads=tuning.reads))
     return df.select(
         "offset",
         "key",
@@ -113,7 +111,7 @@ def narrow_rows(
         F.col("is_tombstone").alias("tomb"),
         "delete_horizon",
         F.col("record_size").alias("size"),
-        *rank_columns(config),
+        *strategy.rank_columns,
     )
 
 
@@ -134,17 +132,18 @@ def winners(
     parts = group_partitions(grouped_rows, session, tuning)
     if not parts and keys_mostly_distinct(handle, sample, tuning):
         # A partial aggregation before the shuffle cannot reduce keys that barely repeat inside a task
-        # (5M records over 500k keys: 4.3M of 5M rows left) and costs a hash aggregation of every row:
-        # hashed by key as they are read, the rows meet one aggregation (5M records: 2.5 s of 10 saved).
+        # and costs a hash aggregation of every row: hashed by key as they are read, the rows meet one
+        # aggregation.
         parts = session
     if parts:
         # hashed before the group-by, which then needs no other exchange
         narrow = narrow.repartition(parts, "key")
-    ranks = rank_columns(config)
+    strategy = strategy_of(config)
+    ranks = strategy.rank_columns
     if ranks:
-        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (5M
-        # records, timestamp strategy: the group-by 14.6 s -> 10.7 s warm)
-        narrow = narrow.withColumn("_order", spark_order_number(config))
+        # the order as one number, not a struct: fixed-width buffers keep this a hash aggregation (a struct
+        # buffer forces a sort)
+        narrow = narrow.withColumn("_order", strategy.spark_order_number())
         return narrow.groupBy("key").agg(*[F.max_by(c, "_order").alias(c) for c in (*ranks, "offset", *WINNER_FIELDS)])
     # fixed-width buffers keep this a hash aggregation (a struct buffer forces a sort)
     return narrow.groupBy("key").agg(
@@ -159,8 +158,7 @@ def collected_offset_decision(
 
     That decision depends on a winner's own row, `now` and its segment only, so the Spark plan holds no
     value of this cleaning: Spark compiles a plan with its literals in the code, and with `now` and the
-    segment bounds in it every cleaning compiled its own (about 0.25 s of an incremental cleaning on a
-    warm server)."""
+    segment bounds in it every cleaning would compile its own."""
     table = offset_decision(
         found.select("offset", *WINNER_FIELDS).toArrow(), segment_starts(span.segments), now, new_horizon
     )
@@ -208,7 +206,7 @@ def decision_columns(
     the timestamp and header strategies) have had their say."""
     from pyspark.sql import functions as F
 
-    guard = config.strategy != Strategy.OFFSET
+    guard = strategy_of(config).needs_guard
     winners, rem_beats = _remembered_beats(spark, handle, manifest, config, winners) if guard else (winners, None)
     winners, held = (
         _held(spark, handle, manifest, config, winners, span.first_uncleanable, tuning.reads)
@@ -219,8 +217,8 @@ def decision_columns(
     expired = F.col("tomb") & F.col("delete_horizon").isNotNull() & (F.lit(now) >= F.col("delete_horizon"))
     held = held if held is not None else F.lit(False)
     alive = ~rem_beats if rem_beats is not None else ~F.lit(False)
-    # two projections, not a column at a time (each is analysed again: a fresh JVM spent half a second on
-    # it), and `keep` once (its guard comparisons repeated in every column made the plan many times
+    # two projections, not a column at a time (each is analysed again, every column's projection over the
+    # plan so far), and `keep` once (its guard comparisons repeated in every column made the plan many times
     # slower to optimise); the segment of each winner from its offset: one row per key, not every record
     decided = winners.select(
         "*",
@@ -256,7 +254,7 @@ def _remembered_beats(spark, handle: LogHandle, manifest: Manifest, config: Topi
         "key",
         "left",
     )
-    return winners, F.col("m_offset").isNotNull() & spark_loses(config, "", "m_")
+    return winners, F.col("m_offset").isNotNull() & strategy_of(config).spark_loses("", "m_")
 
 
 def _held(
@@ -266,18 +264,19 @@ def _held(
     back), and the column telling a tombstone is held; (winners, None) when nothing lies above."""
     from pyspark.sql import functions as F
 
-    ranks = rank_columns(config)
+    strategy = strategy_of(config)
+    ranks = strategy.rank_columns
     outside = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > first_uncleanable and s.records]
     if not outside:
         return winners, None
-    out = with_spark_ranks(read_segments(spark, handle, manifest, outside, reads=reads), config)
+    out = strategy.with_spark_ranks(read_segments(spark, handle, manifest, outside, reads=reads))
     out = out.select("key", F.col("offset").alias("o_offset"), *[F.col(c).alias("o_" + c) for c in ranks])
     tombs = winners.where(F.col("tomb")).select(
         "key", F.col("offset").alias("t_offset"), *[F.col(c).alias("t_" + c) for c in ranks]
     )
     holds = (
         tombs.join(out, "key")
-        .where(spark_loses(config, "o_", "t_"))
+        .where(strategy.spark_loses("o_", "t_"))
         .groupBy("t_offset")
         .agg(F.max("o_offset").alias("until"))
     )
@@ -290,9 +289,9 @@ def collected(
 ) -> CollectedDecision:
     """One job brings the winners here (about 40 bytes each): the figures are summed with Arrow, the write
     takes its kept offsets from the same table, and the guard's outputs, which read the winners again,
-    get only the tombstones. Caching the winners instead cost a request of half a second to a Connect
-    server, the cache's build and a second job for the kept offsets."""
-    table = decided.select(*DECISION_COLUMNS, *rank_columns(config)).toArrow()
+    get only the tombstones. Caching the winners instead would cost a request to a Connect server, the
+    cache's build and a second job for the kept offsets."""
+    table = decided.select(*DECISION_COLUMNS, *strategy_of(config).rank_columns).toArrow()
     figures, horizons = segment_figures(arrow_figures(table), span.segments)
     tombs = table.filter(table.column("tomb"))
     return CollectedDecision(

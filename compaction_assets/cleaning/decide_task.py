@@ -10,9 +10,8 @@ cached decision.
 A range too large to collect its winners (about 40 bytes each) runs the same functions in the tasks of the
 group-by that found them (`decision_runner`, Spark's Python workers): only the figures and the kept
 offsets (8 bytes each) come back, in the one job that groups, instead of a cache of every winner and a
-second job for the offsets (50M distinct keys on one server: the decision 267 s cached, 150-154 s in its
-tasks).
-This module imports only pyarrow, numpy, segments/offset_masks.py and segments/arrays.py: it is shipped to
+second job for the offsets.
+This module imports only pyarrow, numpy, segments/arrays.py: it is shipped to
 executors by value.
 """
 
@@ -24,8 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.segments.offset_masks import bucket_labels
+from compaction_assets.segments.arrays import bucket_labels, from_numpy, from_strings, scalar, to_numpy
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -61,7 +59,7 @@ def kept_offsets(table: pa.Table) -> pa.Table:
 def arrow_figures(table: pa.Table) -> list[dict]:
     """The figures of a decision table by segment and kept-tombstone horizon, as `spark_figures`
     (decision.py) computes them for a cached decision: with numpy over the rows sorted by group (Arrow's
-    group-by engine imports pandas, 0.3 s of a cleaning after a few new records). A figure over no rows
+    group-by engine imports pandas, which a cleaning otherwise never needs). A figure over no rows
     is None, as Spark's and Arrow's aggregates give it."""
     if not table.num_rows:
         return []

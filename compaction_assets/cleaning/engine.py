@@ -29,6 +29,7 @@ from compaction_assets.cleaning.commits import prepare as prepare
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decision import CleaningStats, Decision
 from compaction_assets.cleaning.layout import chosen_plan, foreseen_segments
+from compaction_assets.cleaning.placement import Placement, place
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log.reader import check_files
@@ -268,10 +269,13 @@ class DryRun:
     segments_to_mark: int | None = 0
     detail: bool = True
     segments_in_range: int = 0
+    # where a detailed dry run's cleaning would run and why (not in `as_dict`)
+    placement: Placement | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict:
         """The dry run as JSON-ready data (the CLI's `plan --dry-run` output)."""
-        out = asdict(self)
+        out = asdict(replace(self, placement=None))
+        out.pop("placement")
         out["retention"]["segments"] = out.pop("retention_segments")
         return out
 
@@ -311,9 +315,11 @@ def dry_run(
     elif reason is not None and in_range:
         check_files(handle, virtual)
         span = cleaning_range(virtual, ev.first_uncleanable_offset)
-        decision = decide(session_of(spark), handle, virtual, config, span, now, tuning=tuning)
+        session = session_of(spark)
+        placement = place(session, config, span, tuning)
+        decision = decide(session, handle, virtual, config, span, now, tuning=tuning, placement=placement)
         decision.release()  # the figures are all a dry run needs
-        dry = _key_level(dry, decision, tuning)
+        dry = replace(_key_level(dry, decision, tuning), placement=placement)
         range_segs = [seg for _, seg in span.segments]
         segments = foreseen_segments(range_segs, decision, config.segment_bytes) + list(
             virtual.segments[len(range_segs) :]

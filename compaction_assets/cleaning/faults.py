@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from compaction_assets.cleaning.commits import mark_uncleanable, one_line
 from compaction_assets.errors import CompactionError, EngineError
 from compaction_assets.log.reader import find_unreadable
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import rewritten_segments
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 # Exception classes (by name, so that neither py4j nor grpc needs importing) that only the engine or the
 # machine raises: a connection, a process or memory that is gone.
@@ -121,7 +122,7 @@ def failed_cleaning(
             return engine_error(handle, exc)
         # a corrupt page? name the file (the cleaned range first)
         found = find_unreadable(handle, m, rewritten_segments(m, u)) or (
-            config.strategy != Strategy.OFFSET and find_unreadable(handle, m)
+            strategy_of(config).needs_guard and find_unreadable(handle, m)
         )
         if found:
             exc = found

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.cleaning.decision import Decision
-from compaction_assets.log.ranking import rank_columns, spark_order
 from compaction_assets.log.side_tables import remembered_df, write_remembered, write_tombstone_index
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Hold, Manifest
@@ -36,7 +36,7 @@ def guard_outputs(
     """Holds, the tombstone index and the remembered deletes after the cleaning `decision` describes."""
     from pyspark.sql import functions as F
 
-    ranks = rank_columns(config)
+    ranks = strategy_of(config).rank_columns
     decided = decision.guard_rows()
     held = (
         decided.where(F.col("keep") & F.col("tomb") & F.col("until").isNotNull())
@@ -64,7 +64,8 @@ def _remembered(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    ranks = rank_columns(config)
+    strategy = strategy_of(config)
+    ranks = strategy.rank_columns
     expiry = min(now + config.delete_retention_ms, INT64_MAX)
     new = (
         decision.guard_rows()
@@ -80,6 +81,6 @@ def _remembered(
     if not decision.stats.tombstones_removed:
         return None if old is None else manifest.remembered
     both = new if old is None else new.unionByName(old)
-    best = F.max(spark_order(config, "m_")).over(Window.partitionBy("key"))
+    best = F.max(strategy.spark_order("m_")).over(Window.partitionBy("key"))
     both = both.withColumn("_best", best).where(F.col("_best.offset") == F.col("m_offset")).drop("_best")
     return write_remembered(handle, both)

@@ -1,60 +1,46 @@
-"""Where a cleaning's work runs: Spark's Python workers, or threads of this process.
+"""Where a cleaning's work runs: Spark's Python workers, or threads of this process, chosen once.
+
+A cleaning's `Placement` is made once, before any work (`place`, called by the cleaner): the route of its
+decision (probed, here, or Spark's group-by with its result collected, decided in its tasks or cached),
+the threads of a decision made here and of the probe, and whether the kept offsets come here. The phases
+take it instead of asking again; the one choice left for later is the write's (`write_threads`), which
+depends on how many offsets the decision keeps.
 
 The probe and the write are each one function that runs either as a Spark job of Python workers or in
 this process's threads (pyarrow and numpy release the GIL). This process wins when there is little to
-read (no Python worker starts, and a Spark Connect server starts new ones for every client session,
-about a second) and under a local master (its workers would be these cores, plus a process start each
-and a copy of the kept offsets through the JVM: a forced cleaning of 5M records wrote in 2.0 s here,
-4.3 s there). A cluster's master runs large work in its workers.
+read (no Python worker starts, and a Spark Connect server starts new ones for every client session)
+and under a local master (its workers would be these cores, plus a process start each and a copy of the
+kept offsets through the JVM). A cluster's master runs large work in its workers.
 
 What a cleaning may bring to this process is bounded by the memory it needs, not a row count: the probe's
 newer winners (with their keys), a collected decision's winners and a local write's kept offsets each come
 here through one Spark collect, within a share of the memory this machine has available
 (`CleanerTuning.driver_memory_share`) and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB
-unless set), each row at its `RowCost`. The row count this replaced (1M newer rows) sent a cleaning after
-10% new records of a 20M-record log down the general path, grouping every key (issue 32); a tuning that
-gives a row limit still has it (tests: -1 sends every log down the general path).
-
-How a Spark group-by spreads its rows over tasks is chosen here too (`group_partitions`,
-`keys_mostly_distinct`): one partition for a small range, hashed by key when a sample of keys says a
-partial aggregation would not reduce them, Spark's partial aggregation otherwise, and never more keys a
-task than a local master's heap holds.
+unless set; memory.py), each row at its `RowCost`. A fixed row count would send a large change to a log
+that fits here down the general path, grouping every key; a tuning that gives a row limit still has it
+(tests: -1 sends every log down the general path).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from compaction_assets.cleaning.memory import RowCost, available_memory, fits_here
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
+from compaction_assets.log.strategies import strategy_of
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.spark import local_master_cores
 from compaction_assets.spark.lazy_session import LazySession
-from compaction_assets.store.log_store import LogHandle
-from compaction_assets.store.manifest import Segment
-
-# results up to this size skip asking the session for its limit (a request to a Connect server for
-# every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
-MIN_RESULT_LIMIT = 1 << 20
-_SIZE = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class RowCost:
-    """What one row brought here costs: in this process at the peak, and in the job's results."""
-
-    held: int
-    shipped: int
-
+from compaction_assets.topics.config import TopicConfig
 
 # a collected winner of the offset strategy (its offset and WINNER_FIELDS): about 140 bytes at the peak
-# (the Arrow table, then its decision columns; 5M distinct keys: 0.4 GB more than caching it in Spark)
+# (the Arrow table, then its decision columns)
 COLLECTED_WINNER = RowCost(held=140, shipped=40)
 # a kept offset that a write here receives: (unit, offset), 12 bytes each
 KEPT_OFFSET = RowCost(held=12, shipped=12)
@@ -64,9 +50,8 @@ TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
 # a range decided here (decide_here.py) holds its narrow rows (and the hash of their key) and kept offsets
 # whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
-# of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (50M records of distinct
-# keys, a bucket at a time: 4.1 GB at the peak in 16 buckets, 4.5 GB in 8, 5.3 GB in 4; two at once in
-# 14: 4.7 GiB)
+# of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (both rounded up from the
+# peaks measured: docs/performance.md)
 DECIDED_HERE_ROW_BYTES = 83
 DECIDING_HERE_ROW_BYTES = 150
 # more buckets than this: the range is decided in Spark (each bucket is a pass of hash tables)
@@ -81,20 +66,20 @@ class HerePlan:
     buckets: int
 
 
-def probe_threads(spark, rows: int, tuning: CleanerTuning) -> int:
+def probe_threads(cores: int | None, rows: int, tuning: CleanerTuning) -> int:
     """Threads of this process that probe a prefix of `rows` rows (0: Spark's Python workers do): a
-    thread a core under a local master, as the write; elsewhere one when the rows are few."""
-    if tuning.local_master_writes_here and (cores := local_cores(spark)):
+    thread a core under a local master (of `cores`), as the write; elsewhere one when the rows are few."""
+    if tuning.local_master_writes_here and cores:
         return cores
     return 1 if rows <= tuning.driver_mark_max_rows else 0
 
 
-def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
-    """Whether a range of `rows` rows is decided here (a thread a core under a local master) and in how
+def decide_here_plan(cores: int | None, rows: int, tuning: CleanerTuning) -> HerePlan:
+    """Whether a range of `rows` rows is decided here (a thread a core under a local master of `cores`) and in how
     many buckets of keys: of at most the tuning's rows, and as many more as keep the narrow rows and a
     bucket's deciding a thread within the memory share, in whole rounds of a bucket a thread."""
     limit = tuning.local_decision_max_rows
-    if limit < 0 or (limit and rows > limit) or not (cores := local_cores(spark)):
+    if limit < 0 or (limit and rows > limit) or not cores:
         return HerePlan(0, 0)
     buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
     spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW_BYTES
@@ -111,8 +96,11 @@ def decide_here_plan(spark, rows: int, tuning: CleanerTuning) -> HerePlan:
     return HerePlan(cores, buckets)
 
 
-def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, kept_here: bool, tuning: CleanerTuning) -> int:
-    """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead).
+def write_threads(
+    spark, cores: int | None, rewrite_rows: int, mark_rows: int, kept: int, kept_here: bool, tuning: CleanerTuning
+) -> int:
+    """Threads of this process that run a cleaning's write (0: Spark's Python workers run it instead), a
+    thread a core under a local master of `cores` when a large write's `kept` offsets fit here.
     `kept_here`: the decision's kept offsets are in this process already (collected, or decided here)."""
     if rewrite_rows <= tuning.driver_rewrite_max_rows and mark_rows <= tuning.driver_mark_max_rows:
         return 1
@@ -122,7 +110,7 @@ def write_threads(spark, rewrite_rows: int, mark_rows: int, kept: int, kept_here
         (limit or not kept_here) and not fits_here(spark, kept, limit, KEPT_OFFSET, tuning.driver_memory_share)
     ):
         return 0
-    return local_cores(spark) or 0
+    return cores or 0
 
 
 def local_cores(spark) -> int | None:
@@ -164,131 +152,149 @@ def spread(items: list, weights: list[int], n: int) -> list[list]:
     return groups
 
 
-def shuffle_partitions(spark) -> int:
-    """The session's shuffle partitions (8 when it does not say)."""
-    try:
-        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
-    except Exception:  # a conf the session refuses to show: its default
-        return 8
-
-
-def parallelism(spark) -> int:
-    """The session's default parallelism (its shuffle partitions through Spark Connect)."""
-    try:
-        return max(1, int(spark.sparkContext.defaultParallelism))
-    except Exception:  # Spark Connect: no SparkContext
-        return shuffle_partitions(spark)
-
-
-def group_partitions(grouped_rows: int, session_partitions: int, tuning: CleanerTuning = DEFAULT_TUNING) -> int:
-    """The partitions that a group-by of `grouped_rows` rows hashes them into by key before aggregating;
-    0: the session's shuffle partitions after a partial aggregation (when a sample of keys says it pays)."""
-    if grouped_rows <= tuning.small_range_records:
-        return 1
-    parts = max(2, -(-grouped_rows // tuning.rows_per_partition))
-    if parts < session_partitions:
-        # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
-        # 2,000-record log): as many partitions as its size needs; shuffling every narrow row costs little
-        # at this size, and a partial aggregation would barely reduce rows whose keys are mostly distinct.
-        return parts
-    # A task's hash aggregation holds its keys in the Spark driver's heap under a local master: a range
-    # too large for the session's partitions is spread so that no task holds more than
-    # `group_task_max_rows` (50M distinct keys in 8 tasks ran a 1 GiB heap out of memory; in 50 they spilled)
-    bounded = -(-grouped_rows // tuning.group_task_max_rows)
-    return bounded if bounded > session_partitions else 0
-
-
-def keys_mostly_distinct(
-    handle: LogHandle, segments: list[tuple[int, Segment]], tuning: CleanerTuning = DEFAULT_TUNING
-) -> bool:
-    """Whether a sample of the keys (up to `key_sample_rows`, from files in the middle of `segments`,
-    read on the driver) is at least `distinct_skips_partial` distinct: then a partial aggregation is wasted."""
-    files = [ref for _, seg in segments for ref in seg.files]
-    start = max(0, len(files) // 2 - tuning.key_sample_max_files // 2)
-    chunks, rows = [], 0
-    for ref in files[start : start + tuning.key_sample_max_files]:
-        if rows >= tuning.key_sample_rows:
-            break
-        column = handle.st.read_parquet(handle.path(ref.name), columns=["key"]).column("key")
-        column = column.slice(0, tuning.key_sample_rows - rows)
-        chunks.extend(column.chunks)
-        rows += len(column)
-    if not rows:
-        return False
-    return len(pc.unique(pa.chunked_array(chunks))) >= tuning.distinct_skips_partial * rows
-
-
 def newer_winner(record_bytes: int) -> RowCost:
     """A newer winner the probe collects: a collected winner with its key (at most `record_bytes`, the
     newer records' logical bytes a record: key, value and 16 bytes)."""
     return RowCost(COLLECTED_WINNER.held + record_bytes, COLLECTED_WINNER.shipped + record_bytes)
 
 
-def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float, shipped: bool = True) -> bool:
-    """Whether `rows` rows of `cost` may come here: at most `limit` when the tuning gives one (-1: none),
-    else (0) within `share` of the available memory and, when Spark ships them (`shipped`), within the
-    driver's result limit."""
-    if limit:
-        return rows <= limit
-    if rows * cost.held > share * available_memory():
-        return False
-    return not shipped or rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
+def newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | None = None) -> bool:
+    """Whether the newer rows are few enough (a share, and `max_rows` when given) to decide only what
+    they touch."""
+    return (
+        bool(span.unique and span.newer)
+        and (max_rows is None or span.newer_rows <= max_rows)
+        and span.newer_rows <= tuning.incremental_max_dirty_share * span.rows
+    )
 
 
-def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
-    """Bytes this process may still take: the machine's available memory, within its container's limit
-    when it has one (a container's /proc/meminfo shows the host's memory, and past the limit the kernel
-    kills the process instead of reclaiming)."""
-    machine, headroom = _machine_available(), _container_headroom(cgroup_root)
-    return machine if headroom is None else min(machine, headroom)
+class DecideAt(Enum):
+    """Where a range is decided: decide.py's routes, the first four the offset strategy's only."""
+
+    PROBED = "probed"  # the newer rows grouped (here, or by Spark) and the deduplicated prefix probed
+    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide_here.py)
+    COLLECTED_WINNERS = "collected winners"  # grouped by Spark, its winners decided here
+    TASKS = "task"  # decided in the tasks of Spark's group-by (decide_task.py)
+    COLLECTED = "collected"  # the decision's columns worked out by Spark and collected here
+    CACHED = "cached"  # ... or cached in Spark
+
+    @property
+    def decision(self) -> str:
+        """The route as a cleaning's `Route.decision` names it (after the class of its Decision)."""
+        return DecideAt.COLLECTED.value if self is DecideAt.COLLECTED_WINNERS else self.value
 
 
-def _machine_available() -> int:
-    """/proc/meminfo's MemAvailable, or the free pages where there is none."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # not Linux: the free pages, which leave out the page cache
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+@dataclass(frozen=True)
+class Placement:
+    """Where one cleaning's work runs, chosen once before it starts (`place`) from the range's rows and
+    bytes, the session's master, the memory available and the tuning. The decide and probe phases take
+    it as it is; the write's place depends on the decision's kept offsets, so it is chosen from them, by
+    `write_threads`, once the decision is made."""
+
+    decide: DecideAt
+    here: HerePlan  # a decision made here: the whole range's (LOCAL) or the newer rows' (PROBED; 0
+    # threads: the newer rows grouped by Spark)
+    only_touched_keys: bool  # Spark's group-by sees only the keys that the newer rows touch
+    probe_threads: int  # PROBED: threads here that probe the prefix (0: Spark's Python workers)
+    cores: int | None  # a local master's cores, None under a cluster's master
+    reason: str  # the route and why, in a line (a cleaning's `Route` carries it)
+    tuning: CleanerTuning = field(default=DEFAULT_TUNING, repr=False, compare=False)
+
+    @property
+    def kept_here(self) -> bool:
+        """Whether the decision's kept offsets come to this process (every route but a cache in Spark)."""
+        return self.decide is not DecideAt.CACHED
+
+    def write_threads(self, spark, rewrite_rows: int, mark_rows: int, kept: int) -> int:
+        """Threads of this process that run the write of `rewrite_rows` rows to rewrite and `mark_rows`
+        to mark, the decision keeping `kept` offsets (0: Spark's Python workers run it)."""
+        return write_threads(spark, self.cores, rewrite_rows, mark_rows, kept, self.kept_here, self.tuning)
 
 
-# the container's limit, usage and memory statistics: cgroup v2's files, then v1's
-_CGROUP_FILES = (
-    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
-    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
-)
+def place(spark, config: TopicConfig, span: CleaningRange, tuning: CleanerTuning = DEFAULT_TUNING) -> Placement:
+    """Where the cleaning of `span` runs, in the order its routes are preferred: the offset strategy's
+    range probed, or decided here, when it fits; else Spark's group-by, its result collected here when it
+    fits, or cached in Spark."""
+    # the first four routes take a key's newest record as its winner and apply no guard: no rank may compete
+    newest_wins = not strategy_of(config).ranked
+    cores = local_cores(spark)
+    if newest_wins and (newer := _probe_plan(spark, cores, span, tuning)) is not None:
+        probe = probe_threads(cores, sum(seg.physical_rows for _, seg in span.unique if seg.records), tuning)
+        return _placed(DecideAt.PROBED, span, cores, tuning, newer, True, probe)
+    if newest_wins and (here := decide_here_plan(cores, span.rows, tuning)).threads:
+        return _placed(DecideAt.LOCAL, span, cores, tuning, here)
+    touched = span.rows >= tuning.incremental_min_rows and newer_are_few(
+        span, tuning, tuning.incremental_max_dirty_rows
+    )
+    return _placed(_in_spark(spark, newest_wins, span, tuning), span, cores, tuning, HerePlan(0, 0), touched)
 
 
-def _container_headroom(root: str) -> int | None:
-    """The memory cgroup's limit less what it holds beyond reclaimable file pages (as the kubelet counts
-    a container's working set); None without a limit."""
-    for limit_file, usage_file, stat_file, inactive in _CGROUP_FILES:
-        try:
-            with open(os.path.join(root, limit_file)) as f:
-                limit = f.read().strip()
-            with open(os.path.join(root, usage_file)) as f:
-                usage = int(f.read())
-            with open(os.path.join(root, stat_file)) as f:
-                cache = next((int(line.split()[1]) for line in f if line.split()[0] == inactive), 0)
-        except (OSError, ValueError, IndexError):
-            continue
-        if limit == "max" or int(limit) >= 1 << 60:  # v1 writes "no limit" as a page-rounded 2^63
-            return None
-        return max(0, int(limit) - max(0, usage - cache))
-    return None
+def _probe_plan(spark, cores: int | None, span: CleaningRange, tuning: CleanerTuning) -> HerePlan | None:
+    """Whether the offset strategy's range is probed (None: not) and how its newer rows find their
+    winners: in this process (a plan with threads) or by Spark (none), their winners with their keys
+    brought here within the memory available."""
+    if not newer_are_few(span, tuning):
+        return None
+    records = sum(s.records for _, s in span.newer)
+    # a newer winner costs a collected winner and its key: at most the newer records' bytes a record
+    record_bytes = -(-sum(s.size for _, s in span.newer) // records) if records else 0
+    here = decide_here_plan(cores, span.newer_rows, tuning)
+    shipped = not here.threads
+    cost = newer_winner(record_bytes)
+    fits = fits_here(spark, span.newer_rows, tuning.probe_max_newer_rows, cost, tuning.driver_memory_share, shipped)
+    return here if fits else None
 
 
-def result_limit(spark) -> float:
-    """spark.driver.maxResultSize in bytes (1 GiB when the session does not say; 0 is unlimited)."""
-    try:
-        text = spark.conf.get("spark.driver.maxResultSize", "1g") or "1g"
-    except Exception:  # a session that does not show its conf: Spark's default
-        text = "1g"
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        return float(1 << 30)
-    size = int(match.group(1)) * 1024 ** "bkmgtp".index((match.group(2) or "b").lower())
-    return float("inf") if size == 0 else float(size)
+def _in_spark(spark, newest_wins: bool, span: CleaningRange, tuning: CleanerTuning) -> DecideAt:
+    """Where a range that Spark groups is decided: its winners or its decision collected here, the
+    decision made in the group-by's tasks (when a key's newest record wins), or cached in Spark."""
+    share = tuning.driver_memory_share
+    if newest_wins and _collects(spark, span.rows, tuning.collect_offset_decision_max_rows, share):
+        return DecideAt.COLLECTED_WINNERS
+    if newest_wins and fits_here(spark, span.rows, tuning.task_decision_max_rows, TASK_KEPT_OFFSET, share):
+        return DecideAt.TASKS
+    if _collects(spark, span.rows, tuning.collect_decision_max_rows, share):
+        return DecideAt.COLLECTED
+    return DecideAt.CACHED
+
+
+def _collects(spark, rows: int, max_rows: int, share: float) -> bool:
+    """Whether a range's decision comes here in one job: up to `max_rows` rows (where collecting stops
+    beating a cache in Spark) and only when a winner a row fits the memory available."""
+    return rows <= max_rows and fits_here(spark, rows, 0, COLLECTED_WINNER, share)
+
+
+# why each route was taken, completed with the range's rows and the plan's threads
+_REASONS = {
+    DecideAt.PROBED: "{newer} newer rows of {rows} above a deduplicated prefix, their winners fit here: "
+    "newer rows grouped {grouped}, prefix probed {probed}",
+    DecideAt.LOCAL: "{rows} rows fit this process under a local master: decided here in {threads} thread(s), "
+    "{buckets} bucket(s) of keys",
+    DecideAt.COLLECTED_WINNERS: "{rows} rows, their winners fit here: grouped by Spark, decided here",
+    DecideAt.TASKS: "{rows} rows, too many to collect: decided in the tasks of Spark's group-by",
+    DecideAt.COLLECTED: "{rows} rows, their decision fits here: worked out by Spark, collected here",
+    DecideAt.CACHED: "{rows} rows, too many to collect or too little memory: decided and cached in Spark",
+}
+
+
+def _placed(
+    at: DecideAt,
+    span: CleaningRange,
+    cores: int | None,
+    tuning: CleanerTuning,
+    here: HerePlan,
+    touched: bool = False,
+    probe: int = 0,
+) -> Placement:
+    """The placement of route `at`, with its reason."""
+    reason = _REASONS[at].format(
+        rows=span.rows,
+        newer=span.newer_rows,
+        threads=here.threads,
+        buckets=here.buckets,
+        grouped=f"here in {here.threads} thread(s)" if here.threads else "by Spark",
+        probed=f"here in {probe} thread(s)" if probe else "in Spark's Python workers",
+    )
+    if touched and at is not DecideAt.PROBED:
+        reason += " (only the keys the newer rows touch grouped)"
+    return Placement(at, here, touched, probe, cores, reason, tuning)

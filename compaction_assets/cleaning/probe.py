@@ -2,8 +2,8 @@
 
 When a prefix that the last cleaning left with one record per key lies below a few newer segments, the
 newer rows are grouped by Spark (their winners collected with their keys) and the prefix is probed
-segment by segment for the records those keys supersede (probe_task.py), without a shuffle of its rows:
-a cleaning after 1% new of 5M records went from 1.6 s to 0.5 s (`probe_max_newer_rows`). Pinned to
+segment by segment for the records those keys supersede (probe_task.py), without a shuffle of its rows
+(`probe_max_newer_rows`). Pinned to
 the grouped decision by test_grouping_only_the_touched_keys_cleans_like_grouping_all.
 
 `decide_by_probe` is that route to a `Decision` (decide.py chooses it): the newer rows' winners, found by
@@ -34,7 +34,8 @@ from compaction_assets.cleaning.decision import (
     segment_starts,
     totals,
 )
-from compaction_assets.cleaning.placement import parallelism, probe_threads, spread
+from compaction_assets.cleaning.placement import spread
+from compaction_assets.cleaning.spark_tasks import parallelism
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.reader import ship_by_value
@@ -56,14 +57,16 @@ def decide_by_probe(
     new_horizon: int,
     vector,
     tuning: CleanerTuning,
+    threads: int,
     key_reader: Callable[[], pa.ChunkedArray] | None = None,
 ) -> ProbedDecision:
     """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`grouped()`, their
     winners with key, offset and decide_spark.py's WINNER_FIELDS as an Arrow table: from Spark, or found
-    here), its prefix probed against the newer records' keys (`key_reader()`, when given: read apart;
-    else the winners'). `vector` is the log's deletion vector (`dead_offsets`)."""
+    here), its prefix probed in `threads` threads here (0: in Spark's Python workers) against the newer
+    records' keys (`key_reader()`, when given: read apart; else the winners'). `vector` is the log's
+    deletion vector (`dead_offsets`)."""
     table, probed = _probe_while_grouping(
-        spark, handle, manifest, span, grouped, now, new_horizon, vector, tuning, key_reader
+        spark, handle, manifest, span, grouped, now, new_horizon, vector, tuning, threads, key_reader
     )
     table = offset_decision(table.drop_columns(["key"]), segment_starts(span.newer), now, new_horizon)
     figures, horizons = segment_figures(arrow_figures(table), span.newer)
@@ -90,14 +93,15 @@ def _probe_while_grouping(
     new_horizon: int,
     vector,
     tuning: CleanerTuning,
+    threads: int,
     key_reader: Callable[[], pa.ChunkedArray] | None,
 ) -> tuple[pa.Table, dict[int, tuple[np.ndarray, dict]]]:
     """The newer rows' winners (`grouped()`) and the prefix's probe (`probe`), at once."""
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="newer") as pool:
         # the newer rows' winners are found while the probe runs: its threads test their rows as soon as
-        # the newer keys are read (20M records after 1% new: one core sat idle for the 0.2-0.3 s the
-        # winners took, the probe's threads waiting for the keys after their read-ahead); the newer files'
-        # keys and offsets are then read twice, about 30 ms of CPU for 200k records
+        # the newer keys are read, not once the winners are (a core would sit idle meanwhile, the probe's
+        # threads waiting for the keys after their read-ahead); the newer files' keys and offsets are then
+        # read twice, which costs less than that idle core
         newer = pool.submit(grouped)
         read_keys = pool.submit(key_reader) if key_reader is not None else None
 
@@ -107,9 +111,8 @@ def _probe_while_grouping(
             return newer.result().column("key").combine_chunks().cast(pa.binary())  # a row a key: its winner
 
         ready = read_keys.done if read_keys is not None else newer.done
-        probed = probe(
-            spark, handle, manifest, span.unique, NewerKeys(tested_keys, ready), now, new_horizon, vector, tuning
-        )
+        newer_keys = NewerKeys(tested_keys, ready)
+        probed = probe(spark, handle, manifest, span.unique, newer_keys, now, new_horizon, vector, tuning, threads)
         return newer.result(), probed
 
 
@@ -178,11 +181,12 @@ def probe(
     new_horizon: int,
     vector,
     tuning: CleanerTuning,
+    threads: int,
 ) -> dict[int, tuple[np.ndarray, dict]]:
-    """probe_task over the segments `unique`, in this process's threads or in one Spark job of Python
-    workers (as the write chooses); per segment index, (removed offsets ascending, figures). Threads
-    read ahead until the newer records' keys are ready; `vector` is the log's deletion vector
-    (`dead_offsets`)."""
+    """probe_task over the segments `unique`, in `threads` threads of this process or (0) in one Spark job
+    of Python workers (as the cleaning's placement chose); per segment index, (removed offsets ascending,
+    figures). Threads read ahead until the newer records' keys are ready; `vector` is the log's deletion
+    vector (`dead_offsets`)."""
     old = to_numpy(vector) if vector is not None else None
     specs = [
         probe_task.ProbeSpec(
@@ -196,7 +200,6 @@ def probe(
         if seg.records
     ]
     open_fs = functools.partial(segment_task.open_filesystem, handle.st.filesystem_spec())
-    threads = probe_threads(spark, sum(spec.rows for spec in specs), tuning)
     if threads:
         return _probed_here(specs, newer, now, new_horizon, open_fs, threads, tuning)
     # as many tasks as Spark runs at once (twice), each one's segments in offset order
@@ -205,7 +208,7 @@ def probe(
         sorted(group, key=lambda spec: spec.seg_idx) for group in spread(specs, [spec.rows for spec in specs], n_tasks)
     ]
     runner = probe_task.probe_runner(tasks, newer.get(), now, new_horizon, open_fs, tuning.probe_batch_rows)
-    ship_by_value(keys, key_set, probe_task)  # (only for Spark's workers: its import is 0.2 s of a cleaning here)
+    ship_by_value(keys, key_set, probe_task)  # (only for Spark's workers: a probe here imports no pyspark)
     result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
     return _removed_by_segment(result)
 

@@ -2,8 +2,8 @@
 
 Kafka's `CleanerConfig` holds its cleaner's sizes; this holds ours. Every field is a threshold between a
 fast path and its general twin (both give the same log, pinned by tests/cleaning/test_small_and_large_paths.py),
-and its comment names the figure it wins. Tests pass their own (`dataclasses.replace(DEFAULT_TUNING, ...)`)
-to send small logs through the paths of large ones.
+and its comment says why its fast path wins (the figures measured: docs/performance.md). Tests pass their
+own (`dataclasses.replace(DEFAULT_TUNING, ...)`) to send small logs through the paths of large ones.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CleanerTuning:
-    """The thresholds a cleaning decides and writes by (the defaults are the measured ones)."""
+    """The thresholds a cleaning decides and writes by (what each default won: docs/performance.md)."""
 
     # a segment is rewritten once this share of its rows is dead; below, its removed offsets go to the
     # deletion vector (a cleaning's writes follow what changed, not the log's size)
@@ -28,28 +28,28 @@ class CleanerTuning:
     # ... but a segment the deletion vector does not list yet is marked only below this share (at most
     # `rewrite_dead_fraction`): one between the two would cross the rewrite line after little more churn
     # (1% new records of 10 a key kill about a tenth of its live rows), so its vector entries would be
-    # written for nothing and its dead rows read by every probe and latest state until then (50M records,
-    # 5M keys: the cleaning after 1% new rewrote a segment A had marked at 49% dead, 10.1% of A's bytes)
+    # written for nothing and its dead rows read by every probe and latest state until then
     first_mark_dead_fraction: float = 0.4
-    # a range of at most this many rows is decided in one Spark partition (a 2,000-record log: 17 tasks -> 1)
+    # a range of at most this many rows is decided in one Spark partition (a task per shuffle partition
+    # would cost a small range more than its rows do)
     small_range_records: int = 60_000
     # a larger one in one partition per this many rows, up to the session's shuffle partitions
     rows_per_partition: int = 100_000
     # ... and one task's group-by holds at most this many rows' keys: a larger range is hashed into more
-    # partitions than the session's (50M records of distinct keys in 8 tasks, 6.25M keys each, ran the
-    # Spark driver's 1 GiB heap out of memory). In that heap, two tasks at once: 1M rows a task spilled
-    # (879 MiB in all) and the forced cleaning took 370 s; 500k rows spilled nothing, 254 s (250k: 270 s)
+    # partitions than the session's (under a local master the tasks' hash aggregations share the Spark
+    # driver's heap, two at once: more keys a task spill or run it out of memory, fewer pay more tasks)
     group_task_max_rows: int = 500_000
     # the write job: a task per this many rows of the segments it reads
     rows_per_apply_task: int = 250_000
     # writes reading up to this many rows to rewrite (and this many to mark) run in this process, not in
-    # Python workers (no worker start: a Spark Connect server starts new ones per client session, ~1 s)
+    # Python workers (no worker start: a Spark Connect server starts new ones per client session)
     driver_rewrite_max_rows: int = 100_000
     driver_mark_max_rows: int = 2_000_000
     # keys read (a few files, on the driver) to judge whether a partial aggregation pays
     key_sample_rows: int = 50_000
     key_sample_max_files: int = 4
-    # a sample at least this distinct: the group-by shuffles rows as they are (5M records: 2.5 s of 10 saved)
+    # a sample at least this distinct: the group-by shuffles rows as they are (a partial aggregation would
+    # hash every row and reduce few of them)
     distinct_skips_partial: float = 0.85
     # a range whose rows above the deduplicated prefix are at most this share groups only the keys they
     # touch, or probes the prefix (a cleaning after 1% new shuffles about 2% of the rows, not all of them)
@@ -57,60 +57,54 @@ class CleanerTuning:
     # ... and, to group the touched keys (the timestamp and header strategies), at most this many rows:
     # their keys are broadcast to every task
     incremental_max_dirty_rows: int = 2_000_000
-    # ... in a range of at least this many rows: below, grouping every key is faster (0.6M rows after 1%
-    # new: 2.8-3.2 s against 3.5-4.2 s warm)
+    # ... in a range of at least this many rows: below, grouping every key costs less than finding the
+    # touched keys and broadcasting them first
     incremental_min_rows: int = 5_000_000
     # a range of at most this many rows brings its decision (narrow, a row a key) to this process in one
-    # job: no cache, no second job (a request of half a second to a Connect server saved); only when its
-    # winners fit the memory available, as the probe (placement.py), else the decision is cached in Spark
+    # job: no cache, no second job (a request to a Connect server saved); only when its winners fit the
+    # memory available, as the probe (placement.py), else the decision is cached in Spark
     collect_decision_max_rows: int = 1_000_000
     # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
-    # each at the peak (5M distinct keys: 0.4 GB more than caching it in Spark); no plan compiled per
-    # cleaning (about 0.25 s of an incremental cleaning on a warm server). A crossover, not a memory
-    # bound: 20M rows collected took 425 s against 262-333 s cached (bench/results/paths-20m-10pct-*.json);
-    # at 5M, warm, 12.03 s collected against 13.24 s in the group-by's tasks (paths-5m-collected-or-tasks-*)
+    # each at the peak; no plan compiled per cleaning (decide_spark.collected_offset_decision). A crossover,
+    # not a memory bound: above it, bringing every winner through the driver costs more than caching the
+    # decision in Spark or deciding it in the group-by's tasks
     collect_offset_decision_max_rows: int = 5_000_000
     # a larger range of the offset strategy is decided in the tasks of its group-by (decide_task.py), only
     # the figures and the kept offsets (8 bytes each) coming here, when at most this many rows, 0: as many
     # as fit (placement.py), -1: none (the decision is cached in Spark). No cache of every winner and no
-    # second job for the kept offsets: warm, a forced cleaning of 20M records / 2M keys 50.9 -> 45.4 s;
-    # the decision of 50M distinct keys 267 -> 150-154 s
+    # second job for the kept offsets
     task_decision_max_rows: int = 0
     # under a local master, the offset strategy's range is decided in this process with Arrow
     # (decide_here.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
-    # -1: none. Spark's tasks would run on the same cores, behind a shuffle of every narrow row: the
-    # decision of 20M records over 2M keys 8 s here against 31-37 s in Spark
+    # -1: none. Spark's tasks would run on the same cores, behind a shuffle of every narrow row
     local_decision_max_rows: int = 0
     # ... its keys in buckets of at most this many rows, each bucket's winners found apart (hash tables of
-    # cache-friendly size: 50M records of distinct keys in 16 buckets 45 s, in 4 buckets 53 s), and in
-    # more when the memory share needs it (placement.py; decided whole, those 50M peaked at 10 GB)
+    # cache-friendly size), and in more when the memory share needs it (placement.py: deciding holds one
+    # bucket's group-by a thread, not the whole range's)
     local_decision_bucket_rows: int = 4_000_000
     # the offset strategy probes the deduplicated prefix (probe_task.py) when at most this many newer
-    # rows lie above it, 0: as many as their winners fit in this process (placement.py) (a cleaning after 1%
-    # new of 5M records: 1.6 s -> 0.5 s; after 10% new of 20M, past the 1M rows that bounded it before:
-    # 82-88 s grouped, 38 s probed)
+    # rows lie above it, 0: as many as their winners fit in this process (placement.py): the prefix's rows
+    # are read and tested where they lie, not shuffled to a group-by with the newer ones
     probe_max_newer_rows: int = 0
     # what the paths chosen by memory (0 above and below) may bring to this process: this share of the
     # memory available when the cleaning decides, within the driver's result limit (placement.py; the rest
     # is the Spark driver's, the other cleanings' of a fleet and the page cache's)
     driver_memory_share: float = 0.25
     # the probe reads and tests segments this many rows at a time, all columns at once (about 4 MB: a batch
-    # stays in the cores' caches; a cleaning after 1% new records of 20M, in its process: 1.04 s with the
-    # keys and columns held whole, 0.79 s, medians of 6 interleaved; 64k to 512k rows a batch: within the noise)
+    # stays in the cores' caches, where keys and columns held whole would not)
     probe_batch_rows: int = 65_536
     # ... and while the newer records' keys are being found, each probe thread reads and hashes up to this
-    # many rows ahead, then waits (about 100 bytes a row held: 25 MB a thread; at 20M, 1% new: 0.81 ->
-    # 0.77 s in process, medians of 5 interleaved, faster in each pair; 1M rows a thread touched more memory
-    # than it saved)
+    # many rows ahead, then waits (about 100 bytes a row held: 25 MB a thread; more rows a thread touch
+    # more memory than the wait they save)
     probe_read_ahead_rows: int = 262_144
-    # a local master's large writes (and probes) run in this process, a thread a core (a forced cleaning
-    # of 5M records wrote in 2.0 s here, 4.3 s in Python workers on the same cores) ...
+    # a local master's large writes (and probes) run in this process, a thread a core (Python workers would
+    # run on the same cores, each paying a process start and a copy of the kept offsets through the JVM) ...
     local_master_writes_here: bool = True
     # ... when their kept offsets (12 bytes each here) are at most this many, 0: as many as fit (placement.py)
     local_write_max_kept: int = 0
     # a cleaning adds its entries to the deletion vector as a new file up to this many files (written in
-    # proportion to the change: 5M records after 1% new, 42 KB written instead of a 725 KB vector
-    # rewritten); beyond, or when most entries are stale, the vector is rebuilt whole
+    # proportion to the change, not to the vector); beyond, or when most entries are stale, the vector is
+    # rebuilt whole
     dead_vector_max_files: int = 8
     # how the cleaning's Spark reads go (the stamp lookup's buckets, Spark's reader or Python workers
     # for local files): the reader's own paths, each with its reason in log/reader.py

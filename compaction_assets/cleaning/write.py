@@ -4,7 +4,7 @@ segments/segment_task.py's `apply_runner`).
 Runs of segments are rewritten in Python workers (a file a run); the offsets that segments kept as they
 are lose become parts of the new deletion vector. Only the kept offsets of those segments travel (to the
 task of their unit). The job runs in Spark's Python workers on a cluster, in this process's threads
-under a local master or when the write is small (placement.py).
+under a local master or when the write is small (the cleaning's `Placement`, by its kept offsets).
 
 The vector grows by a file of this cleaning's new entries (written in proportion to the change), and is
 rebuilt whole when it has `dead_vector_max_files` files or more than half its entries are stale (of
@@ -24,15 +24,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, CollectedDecision, Decision
+from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, Decision
 from compaction_assets.cleaning.layout import RewritePlan
-from compaction_assets.cleaning.placement import parallelism, thread_shares, write_threads
+from compaction_assets.cleaning.placement import Placement, thread_shares
+from compaction_assets.cleaning.spark_tasks import parallelism
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log.reader import offset_bucket, ship_by_value
 from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
 from compaction_assets.segments import segment_task
-from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.offset_masks import bucket_labels
+from compaction_assets.segments.arrays import bucket_labels, from_numpy, to_numpy
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
@@ -89,9 +89,11 @@ def apply(
     plan: RewritePlan,
     old_vector: Callable[[], pa.Array | None],
     tuning: CleanerTuning,
+    placement: Placement,
 ) -> Applied:
-    """Write what `decision` changed as `plan` lays it out; the new files and the new deletion vector.
-    `old_vector()` reads the log's deletion vector (`dead_offsets`)."""
+    """Write what `decision` changed as `plan` lays it out, where `placement` says for the offsets it
+    keeps; the new files and the new deletion vector. `old_vector()` reads the log's deletion vector
+    (`dead_offsets`)."""
     vector = vector_plan(manifest, decision, range_segs, plan.mark, old_vector(), tuning)
     written: dict[int, tuple[FileRef, int]] = {}
     count, threads = 0, None
@@ -101,14 +103,8 @@ def apply(
         handle.st.makedirs(handle.path(work_dir))  # local files only: object stores have no folders
         if plan.mark:
             handle.st.makedirs(handle.path(vector.folder))
-        threads = write_threads(
-            spark,
-            units.rewrite_rows(),
-            sum(units.rows.values()) - units.rewrite_rows(),
-            decision.stats.records_written,
-            isinstance(decision, CollectedDecision),
-            tuning,
-        )
+        mark_rows = sum(units.rows.values()) - units.rewrite_rows()
+        threads = placement.write_threads(spark, units.rewrite_rows(), mark_rows, decision.stats.records_written)
         results = _run_job(spark, handle, decision, units, vector.folder, threads, tuning)
         written, count = _results(handle, results)
     deleted = new_vector(handle, manifest, range_segs, vector, count)
@@ -217,7 +213,7 @@ def _run_job(
     if threads:
         table = units_of(here, units) if here is not None else _kept_in_spark(decision, units).toArrow()
         return _run_here(runner, thread_shares(table, units.rows, threads))
-    ship_by_value()  # (only for Spark's workers: pyspark's import is 0.2 s of a cleaning written here)
+    ship_by_value()  # (only for Spark's workers: a write here imports no pyspark)
     kept = spark.createDataFrame(units_of(here, units)) if here is not None else _kept_in_spark(decision, units)
     # about two tasks a core, so that uneven units still spread over the cores, but no more than the rows
     # to read call for: each task starts a worker's work and writes its own vector part
@@ -249,7 +245,7 @@ def _kept_in_spark(decision: Decision, units: WriteUnits):
     from pyspark.sql import functions as F
 
     assert isinstance(decision, CachedDecision), "only a cached decision keeps its offsets in Spark"
-    # one SQL expression: a literal column per member is a call into the JVM each (553: half a second)
+    # one SQL expression: a literal column per member is a call into the JVM each
     return decision.winners.where(F.col("keep") & F.expr(f"seg_idx IN ({', '.join(map(str, units.members))})")).select(
         offset_bucket(units.starts).alias("unit"), "offset"
     )

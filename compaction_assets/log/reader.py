@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from compaction_assets.errors import CorruptLogError
-from compaction_assets.segments import arrays, offset_masks, segment_task, worker_files
+from compaction_assets.errors import CorruptLogError, first_line
+from compaction_assets.segments import arrays, segment_task, worker_files
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
 from compaction_assets.segments.segment_stats import read_segment
@@ -48,14 +48,14 @@ class ReadPaths:
 
     # stamped files a bucket of the stamp lookup holds (a checksum picks one): a map is searched
     # linearly, so each row's work stays constant however many files are stamped (literal maps, not a
-    # broadcast join: no job of its own, whose first cost a fresh JVM a second)
+    # broadcast join: no job of its own, whose first is slow in a fresh JVM)
     stamp_bucket_files: int = 8
     # local files read by the Python workers that object stores use, not by Spark's reader: a switch so
     # the two can be measured against each other on the same data (docs/deployment.md, "Object storage")
     python_workers_read_local: bool = False
     # deletion vectors up to this many offsets are broadcast to the readers' tasks; a larger one is joined
-    # by a sort-merge join, which spills: left to itself, Spark broadcast 9.8M offsets (a few MB of Parquet,
-    # under its 10 MB size guess) and ran the 1 GiB driver out of memory reading 50M distinct keys
+    # by a sort-merge join, which spills: left to itself, Spark judges a vector by its compressed size (under
+    # its 10 MB broadcast threshold) and broadcasts millions of offsets through the driver's heap
     broadcast_dead_max: int = 4_000_000
 
 
@@ -200,12 +200,12 @@ def _sql_string(text: str) -> str:
 
 
 def ship_by_value(*modules) -> None:
-    """Send the segments' worker modules (segment_task, worker_files, and arrays and offset_masks, which
+    """Send the segments' worker modules (segment_task, worker_files, and arrays, which
     they use) and `modules` to Spark's Python workers with the functions that use them (by value: a worker
     needs nothing of the project installed, only pyarrow and numpy)."""
     from pyspark import cloudpickle
 
-    for module in (arrays, offset_masks, segment_task, worker_files, *modules):
+    for module in (arrays, segment_task, worker_files, *modules):
         cloudpickle.register_pickle_by_value(module)
 
 
@@ -321,7 +321,7 @@ def check_files(handle, manifest: Manifest) -> None:
         try:
             schema = pq.read_schema(path, filesystem=_fs(handle))
         except (OSError, pa.ArrowException) as exc:
-            raise _unreadable(handle, name, what, f"is not a readable Parquet file ({_first_line(exc)})") from None
+            raise _unreadable(handle, name, what, f"is not a readable Parquet file ({first_line(exc)})") from None
         missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
         if missing:
             raise _unreadable(handle, name, what, f"lacks the column(s) {missing}")
@@ -336,7 +336,7 @@ def check_files(handle, manifest: Manifest) -> None:
                 pq.read_metadata(part, filesystem=_fs(handle))
             except (OSError, pa.ArrowException) as exc:
                 raise CorruptLogError(
-                    f"log {handle.name!r}: {what} file {part} is not a readable Parquet file ({_first_line(exc)})"
+                    f"log {handle.name!r}: {what} file {part} is not a readable Parquet file ({first_line(exc)})"
                 ) from None
 
 
@@ -347,10 +347,5 @@ def find_unreadable(handle, manifest: Manifest, segments=None) -> CorruptLogErro
         try:
             pq.read_table(handle.path(name), filesystem=_fs(handle))
         except (OSError, pa.ArrowException) as exc:
-            return _unreadable(handle, name, what, f"cannot be read ({_first_line(exc)})")
+            return _unreadable(handle, name, what, f"cannot be read ({first_line(exc)})")
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]

@@ -11,11 +11,12 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.log.batch_rules import _array, find_rolls, plan_batch
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.log.writer import AppendResult, commit_append, new_holds
 from compaction_assets.segments.records import spark_record_size, spark_schema
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Hold, Manifest
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 
 def append_spark(
@@ -103,8 +104,8 @@ def _append_staged(handle: LogHandle, config: TopicConfig, base: Manifest, stage
 
 def _spark_holds(handle: LogHandle, base: Manifest, config: TopicConfig, written) -> tuple[Hold, ...]:
     """The kept tombstones the written rows would lose to (`new_holds`); of the written rows, only those whose
-    key the tombstone index lists reach the driver. None under the offset strategy."""
-    if config.strategy == Strategy.OFFSET or not base.tombstone_index or not base.tombstone_index.get("count"):
+    key the tombstone index lists reach the driver. None where the strategy needs no guard."""
+    if not strategy_of(config).needs_guard or not base.tombstone_index or not base.tombstone_index.get("count"):
         return ()
     index = written.sparkSession.read.parquet(handle.spark_uri(base.tombstone_index["file"])).select("key")
     probe = written.join(index, "key", "left_semi").toArrow()

@@ -23,12 +23,13 @@ from compaction_assets.errors import ConflictError, InvalidInputError, OffsetErr
 from compaction_assets.log.batch_rules import find_rolls, validate
 from compaction_assets.log.read_ahead import ReadAhead
 from compaction_assets.log.reader import dead_offsets, ship_by_value
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments import segment_task, worker_files
 from compaction_assets.segments.records import coerce_table, sizes_array
 from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats, restat
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Hold, Manifest, Segment, new_id
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 APPEND_ATTEMPTS = 5  # an append is re-planned when a concurrent evaluation sealed the active segment
 
@@ -271,14 +272,15 @@ def commit_append(
 
 
 def new_holds(handle: LogHandle, manifest: Manifest, config: TopicConfig, records: pa.Table) -> tuple[Hold, ...]:
-    """Kept tombstones that appended records would lose to (timestamp/header strategies, SPEC §6 guard)."""
-    if config.strategy == Strategy.OFFSET or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
+    """Kept tombstones that appended records would lose to (the strategies with a guard, SPEC §6)."""
+    strategy = strategy_of(config)
+    if not strategy.needs_guard or not manifest.tombstone_index or not manifest.tombstone_index.get("count"):
         return ()
-    from compaction_assets.log.ranking import losers_to_tombstones  # local import: only these strategies need it
+    from compaction_assets.log.strategies import losers_to_tombstones  # local import: only these strategies need it
 
     idx = handle.st.read_parquet(handle.path(manifest.tombstone_index["file"]))
     idx = idx.filter(pc.greater_equal(idx.column("offset"), manifest.log_start_offset))  # gone below log start
-    found = losers_to_tombstones(idx, records, config)
+    found = losers_to_tombstones(idx, records, strategy)
     return tuple(Hold(offset=o, horizon=h, until=u) for o, h, u in found)
 
 

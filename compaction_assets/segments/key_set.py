@@ -1,11 +1,10 @@
 """A set of binary keys, built once and asked about many batches of keys: by hash, checked byte for byte.
 
-Arrow's `is_in` builds its hash set of the value set on every call (47-73 ms for 200-480k keys here) and
-then spends about 200 ns a looked-up key in it, so a test of a long array had to be one call over keys
-held whole. This set is an open-addressing table of the keys' 64-bit hashes (keys.py), built once: a
-batch of keys is hashed, looked up by a few numpy gathers (about 70 ns a key for 200k keys in the set),
-and every hit is checked against the set's key byte for byte, so two keys that share a hash are told
-apart. Like keys.py, it needs only numpy and pyarrow (the probe ships it to Spark's Python workers).
+Arrow's `is_in` builds its hash set of the value set on every call, so a test of a long array had to be one
+call over keys held whole. This set is an open-addressing table of the keys' 64-bit hashes (keys.py), built
+once: a batch of keys is hashed, looked up by a few numpy gathers, and every hit is checked against the
+set's key byte for byte, so two keys that share a hash are told apart. Like keys.py, it needs only numpy and
+pyarrow (the probe ships it to Spark's Python workers).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Binary keys as numbers: a 64-bit hash of each key, and each key's exact number among an array's keys.
+"""Binary keys as numbers: a 64-bit hash of each key, each key's exact number among an array's keys, and
+which row holds each key's highest offset (the offset strategy's winner: Kafka's offset map).
 
-Arrow's `dictionary_encode` of binary keys copies every distinct key into its hash table: 4M rows of
-400k keys of 14 bytes took 1.6-2.3 s on 2 cores, the most of a range decided here (20M records: 12 of
-its 17 s). Numbering the keys' hashes (fixed-width numbers: 0.3-0.5 s), then checking every row's key
-against its number's first row, takes a third of that and is as exact: two keys that share a hash fail
-the check, and the keys are then numbered by Arrow's own encoding.
+Arrow's `dictionary_encode` of binary keys copies every distinct key into its hash table, the most of the
+time of a range decided here. Numbering the keys' hashes (fixed-width numbers, no key copied), then
+checking every row's key against its number's first row, costs less and is as exact: two keys that share a
+hash fail the check, and the keys are then numbered by Arrow's own encoding.
 
 The key bytes are read a word of 8 bytes at a time (one numpy gather a word for every key), not a byte
 at a time: a key of 14 bytes is 2 passes over the keys, not 14.
@@ -159,3 +159,20 @@ def one_chunk(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     if keys.nbytes >= 2**31 and (pa.types.is_binary(keys.type) or pa.types.is_string(keys.type)):
         keys = keys.cast(pa.large_string() if pa.types.is_string(keys.type) else pa.large_binary())
     return keys.combine_chunks() if keys.num_chunks else pa.array([], keys.type)
+
+
+def highest_offsets(table: pa.Table, hashes: np.ndarray | None = None) -> pa.Array:
+    """Per row of `table` (key and offset columns): whether it holds its key's highest offset, the
+    offset strategy's winner. Offsets are unique, so numbering the keys (one hash pass) and each number's
+    highest offset find those rows in place, with no sort of the records (and not with Arrow's group-by,
+    whose engine imports pandas, which a cleaning otherwise never needs)."""
+    if not len(table):
+        return from_numpy(np.zeros(0, bool))
+    # the keys numbered once over all chunks (by their hash, above): numbering chunks apart and unifying
+    # their dictionaries afterwards copies and hashes every chunk's dictionary a second time
+    # (`hashes`: the keys' key_hash, when the caller has it)
+    key_number, count = key_numbers(table.column("key"), hashes)
+    offsets = to_numpy(table.column("offset"))
+    best = np.full(count, np.iinfo(np.int64).min)
+    np.maximum.at(best, key_number, offsets)
+    return from_numpy(offsets == best[key_number])

@@ -6,8 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
-from compaction_assets.segments.offset_masks import visible_mask
+from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy, visible_mask
 from compaction_assets.segments.records import SEGMENT_SCHEMA, sizes_array
 from compaction_assets.store.manifest import FileRef, Segment, merge_horizons, new_id
 

@@ -2,7 +2,7 @@
 tasks over segment files share: the Parquet options of segment files and deletion-vector parts, and the
 store's filesystem a worker opens from the spec the driver sends (`open_filesystem`; `worker_files` reads
 and writes with it too). This module imports only pyarrow, numpy and the segments' worker modules
-(`arrays`, `offset_masks`): they are shipped to executors by value and need nothing of the project there.
+(`arrays`): they are shipped to executors by value and need nothing of the project there.
 
 What a segment keeps is the cleaning's decision, which arrives as offsets; these tasks only read, filter
 and write the log's files. The decide phase's kept offsets arrive shuffled by unit (a run of segments
@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy
-from compaction_assets.segments.offset_masks import in_sorted, visible_mask
+from compaction_assets.segments.arrays import from_numpy, from_strings, in_sorted, scalar, to_numpy, visible_mask
 
 BATCH_ROWS = 65_536
 # a part of the deletion vector is sorted offsets: delta-encoded, about a byte an entry (snappy alone: 6)
@@ -37,15 +36,13 @@ DEAD_PART_OPTIONS = {
 
 
 # a segment's file, appended or rewritten, holds its offsets once and its keys and timestamps nearly once:
-# Arrow's default, a dictionary for every column, held each of them once in its dictionary, cost the write
-# a hash table and every read a gather (a rewritten file of 483k rows: written in 282 -> 152 ms, the
-# probe's columns read in 61 -> 31 ms, all columns 197 -> 77 ms, 58 -> 52 MB). Values, headers and the
-# small columns keep theirs (their values repeat); the offsets and timestamps are delta-encoded (near a byte
-# a row: the offsets are ascending, the timestamps mostly are). LZ4 (Parquet's LZ4_RAW) decompresses in
-# half snappy's time at the same size and the same write (that file's probe columns 43 -> 27 ms of CPU).
-# Appended segments are written so too (log/writer.py): every cleaning reads them (a forced cleaning of
-# 20M records: 13.5 -> 11.5 s; 50M generated in 90 -> 54 s). Segments are read by this product only
-# (Spark 3.3+ and pyarrow read LZ4_RAW; the topic tables write their own files).
+# Arrow's default, a dictionary for every column, would hold each of them once in its dictionary, costing
+# the write a hash table and every read a gather. Values, headers and the small columns keep theirs (their
+# values repeat); the offsets and timestamps are delta-encoded (near a byte a row: the offsets are
+# ascending, the timestamps mostly are). LZ4 (Parquet's LZ4_RAW) decompresses faster than snappy at the
+# same size and the same write. Appended segments are written so too (log/writer.py): every cleaning reads
+# them. Segments are read by this product only (Spark 3.3+ and pyarrow read LZ4_RAW; the topic tables
+# write their own files).
 SEGMENT_OPTIONS = {
     "compression": "lz4",
     "use_dictionary": [
@@ -134,7 +131,7 @@ def rewrite_one(
                 pending_rows += len(table)
                 written += len(table)
                 # kept rows are gathered into row groups of at least a read batch: a batch's survivors
-                # can be a handful of rows, and a file of hundreds of tiny row groups reads 3 times slower
+                # can be a handful of rows, and each row group costs a file's readers its own metadata and batch
                 if pending_rows >= batch_rows:
                     writer.write_table(pa.concat_tables(pending))
                     pending, pending_rows = [], 0

@@ -8,9 +8,8 @@ clean records of the tail's keys are aggregated; the clean section is a scan (no
 A log whose visible records fit in this process's memory (`fits_in_process`) has its latest state built
 here with Arrow (`latest_state_table`), with no Spark job and no JVM to start: the same rule (rank, then
 offset; tombstones and remembered deletes drop a key), the same rows. The choice is made by the memory
-the build needs against the memory available (cleaning/placement.py), not by a byte count: the 256 MiB
-that bounded it before sent 50M records over 5M keys (602 MiB visible) to a Spark job of 22-24 s (a
-fresh JVM), where Arrow here takes 16-18 s.
+the build needs against the memory available (cleaning/placement.py), not by a fixed byte count, which
+would send large logs that fit here to a Spark job (and a fresh JVM), slower than Arrow in this process.
 """
 
 from __future__ import annotations
@@ -21,29 +20,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.placement import available_memory
+from compaction_assets.cleaning.memory import available_memory
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-from compaction_assets.log.ranking import (
-    arrow_ranks,
-    highest_offsets,
-    rank_columns,
-    spark_loses,
-    spark_order,
-    with_spark_ranks,
-)
 from compaction_assets.log.reader import dead_offsets, read_segments
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import unique_keys_below
+from compaction_assets.segments.keys import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.state.state_parts import write_state_parts, written_by_parts
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 BROADCAST_TAIL_KEYS_MAX = 2_000_000  # tails with up to this many records have their keys broadcast
 # what building the state here holds at its peak, per visible logical byte: the records read and the
-# winners taken from them (50M records over 5M keys: 602 MiB visible, a peak RSS of 2.8 GB)
+# winners taken from them (rounded up from the peak measured: docs/performance.md)
 HELD_PER_VISIBLE_BYTE = 5
 OUTPUT_COLUMNS = ("key", "value", "offset", "timestamp", "headers")
 READ_THREADS = 2  # segments read at once (pyarrow releases the GIL as it decodes)
@@ -55,34 +48,35 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
     from pyspark.sql import functions as F
 
     manifest = manifest or handle.manifest()
-    ranks = rank_columns(config)
+    strategy = strategy_of(config)
+    ranks = strategy.rank_columns
     fields = ("offset", "value", "timestamp", "headers", *ranks)
     payload = F.struct(*fields)
     below = unique_keys_below(manifest)
     segments = list(enumerate(manifest.segments))
     clean_segs = [(i, s) for i, s in segments if below is not None and s.next_offset <= below and s.files]
     if below is None or not clean_segs:
-        df = with_spark_ranks(read_segments(spark, handle, manifest, segments), config)
-        best = df.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+        df = strategy.with_spark_ranks(read_segments(spark, handle, manifest, segments))
+        best = df.groupBy("key").agg(F.max_by(payload, strategy.spark_order()).alias("w")).select("key", "w.*")
     else:
         tail_segs = [(i, s) for i, s in segments if s.next_offset > below and s.files]
-        clean = with_spark_ranks(read_segments(spark, handle, manifest, clean_segs), config).select("key", *fields)
+        clean = strategy.with_spark_ranks(read_segments(spark, handle, manifest, clean_segs)).select("key", *fields)
         if not tail_segs:
             best = clean
         else:
-            tail = with_spark_ranks(read_segments(spark, handle, manifest, tail_segs), config).select("key", *fields)
+            tail = strategy.with_spark_ranks(read_segments(spark, handle, manifest, tail_segs)).select("key", *fields)
             tail_keys = tail.select("key").distinct()
             if sum(s.records for _, s in tail_segs) <= BROADCAST_TAIL_KEYS_MAX:
                 tail_keys = F.broadcast(tail_keys)
             contested = clean.join(tail_keys, "key", "left_semi").unionByName(tail)
             contested = (
-                contested.groupBy("key").agg(F.max_by(payload, spark_order(config)).alias("w")).select("key", "w.*")
+                contested.groupBy("key").agg(F.max_by(payload, strategy.spark_order()).alias("w")).select("key", "w.*")
             )
             best = clean.join(tail_keys, "key", "left_anti").unionByName(contested)
     best = best.where(F.col("value").isNotNull())
-    rem = remembered_df(spark, handle, manifest) if config.strategy != Strategy.OFFSET else None
+    rem = remembered_df(spark, handle, manifest) if strategy.needs_guard else None
     if rem is not None:
-        best = best.join(rem, "key", "left").where(F.col("m_offset").isNull() | ~spark_loses(config, "", "m_"))
+        best = best.join(rem, "key", "left").where(F.col("m_offset").isNull() | ~strategy.spark_loses("", "m_"))
     return best.select("key", "value", "offset", "timestamp", "headers")
 
 
@@ -94,8 +88,8 @@ def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_mem
 
 def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
     """`fits_in_process` for a state written file by file (state_parts.py): what it holds is the tail
-    and a segment file a thread, not the whole log (50M records of distinct keys went to a Spark job of
-    150 s for want of memory to hold all of them)."""
+    and a segment file a thread, not the whole log (a log too large to hold
+    whole need not go to a Spark job)."""
     below = unique_keys_below(manifest)
     tail = sum(seg.size for seg in manifest.segments if below is None or seg.next_offset > below)
     largest = max((seg.size for seg in manifest.segments), default=0)
@@ -125,11 +119,12 @@ def latest_state_table(
     with ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="state") as pool:
         parts = list(pool.map(lambda seg: read_segment(handle, seg, manifest.log_start_offset, dead), segments))
     table = pa.concat_tables(parts) if parts else SEGMENT_SCHEMA.empty_table()
-    ranks = rank_columns(config)
-    for name, column in arrow_ranks(table, config).items():
+    strategy = strategy_of(config)
+    ranks = strategy.rank_columns
+    for name, column in strategy.arrow_ranks(table).items():
         table = table.append_column(name, column)
     table = _state_rows(table, ranks, ordered, unique_keys_below(manifest))
-    if config.strategy != Strategy.OFFSET and manifest.remembered and len(table):
+    if strategy.needs_guard and manifest.remembered and len(table):
         rem = handle.st.read_parquet(handle.path(manifest.remembered["file"]))
         rem = rem.select(["key", "m_offset", *[f"m_{c}" for c in ranks]])
         # joined on the key and a row number only (Arrow's join carries no list columns such as headers)
@@ -158,8 +153,7 @@ def _state_rows(table: pa.Table, ranks: tuple[str, ...], ordered: bool, below: i
     """The rows of `table` that are their key's winner and not a tombstone (in key order when `ordered`).
 
     Below `below` (the last cleaning's `unique_keys_below`) a key has one visible record: only the tail's
-    keys are contested, so only their rows are ranked (after a cleaning of the whole log, none: 20M
-    records over 2M keys, the group-by of every key was 1.2 s of a 4 s latest state)."""
+    keys are contested, so only their rows are ranked (after a cleaning of the whole log, none)."""
     contested = _contested(table, below)
     if (ordered or ranks) and contested is None:
         return table.take(_winner_rows(table, ranks))  # in key order
@@ -172,7 +166,7 @@ def _state_rows(table: pa.Table, ranks: tuple[str, ...], ordered: bool, below: i
             rows = rows[pc.sort_indices(table.column("key").take(rows)).to_numpy()]
         return table.take(rows)
     # the offset strategy's winners kept in place, in the log's order (no sort and no random take of the
-    # values: 20M records over 2M keys, 3.6 s of 6.5 before)
+    # values)
     if contested is None:
         return table.filter(pc.and_(highest_offsets(table), pa.array(valid)))
     keep = ~contested
@@ -198,8 +192,7 @@ def _winner_rows(table: pa.Table, ranks: tuple[str, ...]) -> pa.Array:
 
     Each key's winner is its greatest (rank, offset): in that order, its key's last row. Only the order
     and the keys are sorted, and the records taken once, the winners' rows only (sorting the whole table,
-    then filtering it, copied every record twice: 50M records over 5M keys, 22 s and 5.3 times the
-    visible bytes at the peak)."""
+    then filtering it, copied every record twice)."""
     order = pc.sort_indices(
         table.select(["key", *ranks, "offset"]),
         sort_keys=[("key", "ascending"), *[(c, "ascending") for c in ranks], ("offset", "ascending")],
@@ -258,7 +251,7 @@ def write_latest_state(
     )
 
 
-# --- structured values as columns (values landed from a connector with a schema, issue 30) ---------------
+# --- structured values as columns (values landed from a connector with a schema) ------------------------
 
 
 def _column_names(schema: pa.Schema) -> list[tuple[str, str]]:

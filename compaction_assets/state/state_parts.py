@@ -4,9 +4,8 @@ Below the last cleaning's `unique_keys_below` a key has one visible record, and 
 any record of the same key above that point beats it. So a clean record is in the state unless it is a
 tombstone or its key appears in the tail; the tail's own winners are its highest offsets. Each clean
 segment file is read, filtered once and written as one part of the state by a thread of this process:
-nothing holds the whole log, and the memory a file took is reused for the next one (a latest state of 20M
-records over 2M keys built as one table and written after was copied three times and took 3-4 s; file by
-file it takes 1.4-2.5 s on the same machine).
+nothing holds the whole log, and the memory a file took is reused for the next one (a state built as one
+table and written after was copied three times).
 
 The parts hold the same rows, in the same order, as `latest_state_table(..., ordered=False)`.
 """
@@ -18,19 +17,21 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.ranking import highest_offsets
 from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import unique_keys_below
+from compaction_assets.segments.keys import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Manifest
-from compaction_assets.topics.config import Strategy, TopicConfig
+from compaction_assets.topics.config import TopicConfig
 
 
 def written_by_parts(config: TopicConfig, manifest: Manifest) -> bool:
-    """Whether the latest state of this log can be written file by file: the offset strategy, after a cleaning."""
-    return config.strategy == Strategy.OFFSET and unique_keys_below(manifest) is not None
+    """Whether the latest state of this log can be written file by file: an unranked strategy (the newest
+    record wins: the offset strategy), after a cleaning."""
+    return not strategy_of(config).ranked and unique_keys_below(manifest) is not None
 
 
 def write_state_parts(

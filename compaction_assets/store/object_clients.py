@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from compaction_assets import settings
-from compaction_assets.errors import StorageError
+from compaction_assets.errors import StorageError, first_line
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
@@ -113,5 +113,4 @@ def describe_error(location: str, exc: BaseException, key: str) -> str:
         return f"store {location}: cannot reach {endpoint}{where}"
     if "Parquet" in text or "magic" in text.lower() or "footer" in text.lower() or "ArrowInvalid" in name:
         return f"store {location}: object {key or '?'} is not a readable Parquet file (truncated or corrupt)"
-    first = text.splitlines()[0] if text else name
-    return f"store {location}: {name}{where}: {first[:200]}"
+    return f"store {location}: {name}{where}: {first_line(exc, 200)}"

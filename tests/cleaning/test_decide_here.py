@@ -14,12 +14,12 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
 from compaction_assets.cleaning.decide_here import KEY_HASH, newer_keys, newer_winners, split_by_key
+from compaction_assets.cleaning.memory import available_memory
 from compaction_assets.cleaning.placement import (
     DECIDED_HERE_ROW_BYTES,
     DECIDING_HERE_ROW_BYTES,
     MAX_HERE_BUCKETS,
     HerePlan,
-    available_memory,
     decide_here_plan,
     local_cores,
 )
@@ -122,28 +122,28 @@ def test_a_decision_here_reads_from_the_log_start(spark, store, make_config):
 
 def test_the_memory_a_range_needs_chooses_here_or_spark_and_the_buckets(spark):
     cores = local_cores(spark)
-    assert cores and decide_here_plan(spark, 1_000, DEFAULT_TUNING) == HerePlan(cores, 1)
-    assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, local_decision_max_rows=-1)).threads == 0
-    assert decide_here_plan(spark, 1_000, replace(DEFAULT_TUNING, driver_memory_share=0.0)).threads == 0
+    assert cores and decide_here_plan(cores, 1_000, DEFAULT_TUNING) == HerePlan(cores, 1)
+    assert decide_here_plan(cores, 1_000, replace(DEFAULT_TUNING, local_decision_max_rows=-1)).threads == 0
+    assert decide_here_plan(cores, 1_000, replace(DEFAULT_TUNING, driver_memory_share=0.0)).threads == 0
     # a given row limit stands for the memory, as fits_here's does
     assert decide_here_plan(
-        spark, 10, replace(DEFAULT_TUNING, local_decision_max_rows=10, driver_memory_share=0.0)
+        cores, 10, replace(DEFAULT_TUNING, local_decision_max_rows=10, driver_memory_share=0.0)
     ).threads
-    assert decide_here_plan(spark, 11, replace(DEFAULT_TUNING, local_decision_max_rows=10)).threads == 0
+    assert decide_here_plan(cores, 11, replace(DEFAULT_TUNING, local_decision_max_rows=10)).threads == 0
     # the tuning's bucket rows; then as many more buckets as the memory share needs
-    assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets >= 3
+    assert decide_here_plan(cores, 9_000_000, DEFAULT_TUNING).buckets >= 3
     # in whole rounds of a bucket a thread
-    assert decide_here_plan(spark, 9_000_000, DEFAULT_TUNING).buckets % cores == 0
+    assert decide_here_plan(cores, 9_000_000, DEFAULT_TUNING).buckets % cores == 0
     rows = 50_000_000
     # a share of the memory available that holds the narrow rows and a twentieth of the deciding, a
     # bucket a thread at once
     share = (DECIDED_HERE_ROW_BYTES * rows + cores * DECIDING_HERE_ROW_BYTES * rows // 20) / available_memory()
-    assert 19 <= decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
+    assert 19 <= decide_here_plan(cores, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).buckets <= 22
     # too little to spare for the narrow rows, or more buckets than the limit: Spark decides
     share = DECIDED_HERE_ROW_BYTES * rows / available_memory()
-    assert decide_here_plan(spark, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
+    assert decide_here_plan(cores, rows, replace(DEFAULT_TUNING, driver_memory_share=share)).threads == 0
     assert (
-        decide_here_plan(spark, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads
+        decide_here_plan(cores, MAX_HERE_BUCKETS * 10**9, replace(DEFAULT_TUNING, local_decision_bucket_rows=1)).threads
         == 0
     )
 

@@ -20,24 +20,23 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.decide import decide
+from compaction_assets.cleaning.memory import RowCost, fits_here, result_limit
 from compaction_assets.cleaning.placement import (
     COLLECTED_WINNER,
     KEPT_OFFSET,
-    RowCost,
-    fits_here,
-    group_partitions,
-    keys_mostly_distinct,
+    DecideAt,
     local_cores,
-    result_limit,
-    shuffle_partitions,
+    place,
     write_threads,
 )
+from compaction_assets.cleaning.spark_tasks import group_partitions, keys_mostly_distinct, shuffle_partitions
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
-from compaction_assets.planning.planner import cleaning_range
+from compaction_assets.planning.planner import CleaningRange, cleaning_range
 from compaction_assets.store.log_store import LogStore
+from compaction_assets.store.manifest import Segment
 
 NOW = 10**12
 DAY = 86_400_000
@@ -170,6 +169,79 @@ def test_small_and_general_paths_clean_alike(spark, tmp_path, make_config, strat
     assert small[2]["segments_marked"] >= 1 or small[2]["segments_rewritten"] >= 1
     # the test session's master is local[2] on a machine of 2 cores or more: the writes ran in 2 threads
     assert routes["threads"].write_threads == local_cores(spark) >= 2
+
+
+def _span(prefix_rows: int, newer_rows: int) -> CleaningRange:
+    """A range of a deduplicated prefix of `prefix_rows` rows (none: a first cleaning) below a newer segment."""
+    unique = [(0, Segment("p", 0, prefix_rows, records=prefix_rows, size=30 * prefix_rows))] if prefix_rows else []
+    newer = [
+        (len(unique), Segment("n", prefix_rows, prefix_rows + newer_rows, records=newer_rows, size=30 * newer_rows))
+    ]
+    return CleaningRange(prefix_rows + newer_rows, unique + newer, unique, newer, prefix_rows + newer_rows, newer_rows)
+
+
+class _ClusterSession:
+    """A session whose master is a cluster's (its conf shows the master and Spark's defaults)."""
+
+    class conf:
+        @staticmethod
+        def get(key, default=None):
+            return "yarn" if key == "spark.master" else default
+
+
+def test_the_placement_is_chosen_once_from_the_range_the_master_and_the_memory(spark, make_config):
+    """Where a cleaning runs, decided before it starts from the range's rows, the session's master and
+    the memory available (cleaning/placement.py's `place`), for every route of the decision."""
+    offset, timestamp = make_config(compaction_strategy="offset"), make_config(compaction_strategy="timestamp")
+    cores = local_cores(spark)
+    # a few newer rows above a deduplicated prefix, under a local master: probed, all of it here
+    probed = place(spark, offset, _span(100_000, 1_000))
+    assert (probed.decide, probed.here.threads, probed.probe_threads) == (DecideAt.PROBED, cores, cores)
+    assert probed.kept_here and probed.only_touched_keys and "probed here" in probed.reason
+    # ... under a cluster's master: the newer rows grouped by Spark, a large prefix probed by its workers
+    cluster = place(_ClusterSession(), offset, _span(3_000_000, 1_000))
+    assert (cluster.decide, cluster.here.threads, cluster.probe_threads, cluster.cores) == (DecideAt.PROBED, 0, 0, None)
+    assert "grouped by Spark" in cluster.reason
+    # a first cleaning under a local master: decided here; without memory to spare: cached in Spark
+    assert place(spark, offset, _span(0, 1_000)).decide is DecideAt.LOCAL
+    no_memory = place(spark, offset, _span(0, 1_000), replace(DEFAULT_TUNING, driver_memory_share=0.0))
+    assert no_memory.decide is DecideAt.CACHED and not no_memory.kept_here
+    # the offset strategy without its local paths: its winners collected, or decided in the group-by's tasks
+    in_spark = replace(DEFAULT_TUNING, local_decision_max_rows=-1)
+    assert place(spark, offset, _span(0, 1_000), in_spark).decide is DecideAt.COLLECTED_WINNERS
+    no_collect = replace(in_spark, collect_offset_decision_max_rows=-1)
+    assert place(spark, offset, _span(0, 1_000), no_collect).decide is DecideAt.TASKS
+    # the other strategies group by Spark: collected while small, cached beyond; only the touched keys
+    # grouped in a large range whose newer rows are few
+    assert place(spark, timestamp, _span(0, 1_000)).decide is DecideAt.COLLECTED
+    touched = place(spark, timestamp, _span(9_000_000, 100_000))
+    assert (touched.decide, touched.only_touched_keys) == (DecideAt.CACHED, True) and "touch" in touched.reason
+    # the write's place, chosen once the decision says how many offsets it keeps
+    big = replace(DEFAULT_TUNING, driver_rewrite_max_rows=0, driver_mark_max_rows=0)
+    assert place(spark, offset, _span(0, 1_000), big).write_threads(spark, 10, 10, 100) == cores
+    assert (
+        place(spark, offset, _span(0, 1_000), replace(big, local_master_writes_here=False)).write_threads(
+            spark, 10, 10, 100
+        )
+        == 0
+    )
+
+
+@pytest.mark.parametrize("strategy", ["offset", "timestamp"])
+def test_the_placement_a_dry_run_shows_is_the_route_the_cleaning_takes(spark, tmp_path, make_config, strategy):
+    for path, tuning in (("small", DEFAULT_TUNING), ("workers", _general_paths()), ("here", HERE)):
+        store = LogStore(str(tmp_path / path), gc_grace_s=0)
+        log, cfg = _build(store, make_config, strategy)
+        engine.run(log, cfg, NOW, spark=spark, force=True, tuning=tuning)
+        writer.append(log, cfg, [{"key": f"k{k:03d}", "value": f"new-{k}", "timestamp": 5000 + k} for k in (1, 20)])
+        writer.roll(log)
+        dry = engine.dry_run(log, cfg, NOW + 1, spark=spark, force=True, tuning=tuning)
+        report = engine.run(log, cfg, NOW + 1, spark=spark, force=True, tuning=tuning)
+        assert dry.placement is not None and report.route is not None, path
+        assert dry.placement.decide.decision == report.route.decision, path
+        assert dry.placement.only_touched_keys == report.route.only_touched_keys, path
+        assert dry.placement.reason == report.route.reason != "", path
+        assert "placement" not in dry.as_dict()  # the CLI's dry run shows what it always showed
 
 
 def test_local_cores_reads_the_master(spark):
@@ -387,8 +459,8 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
 
 
 # The probe, the collected decisions and the writes here are bounded by the memory they need
-# (cleaning/placement.py): with no memory to spare (`driver_memory_share` 0) a log takes their general twins
-# and must come out the same.
+# (cleaning/placement.py, cleaning/memory.py): with no memory to spare (`driver_memory_share` 0) a log
+# takes their general twins and must come out the same.
 
 
 def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit(spark):
@@ -408,9 +480,10 @@ def test_rows_fit_by_memory_and_the_result_limit_unless_the_tuning_gives_a_limit
     assert not fits_here(spark, 1, 0, COLLECTED_WINNER, 0.0, shipped=False)
     # a write's kept offsets already here (a collected decision) need no memory check, a given limit still holds
     big = replace(DEFAULT_TUNING, driver_rewrite_max_rows=0, driver_mark_max_rows=0, driver_memory_share=0.0)
-    assert write_threads(spark, 10, 10, 1 << 40, True, big) == local_cores(spark)
-    assert write_threads(spark, 10, 10, 1 << 40, False, big) == 0
-    assert write_threads(spark, 10, 10, 5, True, replace(big, local_write_max_kept=4)) == 0
+    cores = local_cores(spark)
+    assert write_threads(spark, cores, 10, 10, 1 << 40, True, big) == cores
+    assert write_threads(spark, cores, 10, 10, 1 << 40, False, big) == 0
+    assert write_threads(spark, cores, 10, 10, 5, True, replace(big, local_write_max_kept=4)) == 0
 
 
 def test_paths_chosen_by_memory_clean_like_the_general_paths(spark, tmp_path, make_config):

@@ -7,8 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.ranking import highest_offsets
-from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, key_hash, key_numbers
+from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, highest_offsets, key_hash, key_numbers
 
 
 def _same_partition(numbers: np.ndarray, keys: list[bytes]) -> bool:

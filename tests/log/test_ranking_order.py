@@ -1,5 +1,5 @@
-"""The strategies' order as one number (`ranking.spark_order_number`, what the cleaning's group-by picks
-winners by) sorts records exactly as the struct order (`ranking.spark_order`), at the INT64 bounds too."""
+"""The strategies' order as one number (`spark_order_number`, what the cleaning's group-by picks winners
+by) sorts records exactly as the struct order (`spark_order`), at the INT64 bounds too (log/strategies.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from compaction_assets.log.ranking import spark_order, spark_order_number
+from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.topics.config import build_config
 
@@ -34,10 +34,12 @@ def _rows(strategy: str) -> list[tuple]:
 @pytest.mark.parametrize("strategy", ["timestamp", "header"])
 def test_the_order_as_one_number_sorts_as_the_struct(spark, strategy):
 
-    config = build_config(
-        {"compaction.strategy": strategy, "compaction.strategy.header": "version"}
-        if strategy == "header"
-        else {"compaction.strategy": strategy}
+    rule = strategy_of(
+        build_config(
+            {"compaction.strategy": strategy, "compaction.strategy.header": "version"}
+            if strategy == "header"
+            else {"compaction.strategy": strategy}
+        )
     )
     df = spark.createDataFrame(_rows(strategy), "offset long, r_ts long, r_hv boolean, r_v long")
     got = df.select(
@@ -45,8 +47,8 @@ def test_the_order_as_one_number_sorts_as_the_struct(spark, strategy):
         "r_ts",
         "r_hv",
         "r_v",
-        spark_order(config).alias("by_struct"),
-        spark_order_number(config).alias("by_number"),
+        rule.spark_order().alias("by_struct"),
+        rule.spark_order_number().alias("by_number"),
     ).collect()
     assert len(got) > 300 and all(r["by_number"] is not None for r in got)
     by_struct = [
@@ -54,4 +56,4 @@ def test_the_order_as_one_number_sorts_as_the_struct(spark, strategy):
     ]
     by_number = [(r["offset"], r["r_ts"], r["r_hv"], r["r_v"]) for r in sorted(got, key=lambda r: r["by_number"])]
     assert by_number == by_struct
-    assert spark_order_number(build_config({})) is None  # the offset strategy orders by the offset itself
+    assert strategy_of(build_config({})).spark_order_number() is None  # the offset strategy orders by the offset itself
