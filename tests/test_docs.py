@@ -1,7 +1,7 @@
 """The documentation stays true of the code where a test can tell (no Spark, fast):
 
-- docs/configuration.md's environment table names exactly the variables `compaction_assets/settings.py`
-  reads, both ways;
+- docs/configuration.md's environment table is exactly the one `compaction_assets/settings.py`'s declarations
+  generate, and `settings.current()` reads declared variables only;
 - every topic key in its topic-keys table is a key of `topics/config.py`, with that key's built-in default
   (checked one way: the code may know keys the table does not list yet);
 - every relative link (and image) in README.md, docs/ and bench/results/ points to a file that exists,
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SETTINGS = ROOT / "compaction_assets" / "settings.py"
 CLI = ROOT / "compaction_assets" / "cli" / "parser.py"  # the command line's parser: every command and option
 DOCS = ROOT / "docs"
 CONFIGURATION = DOCS / "configuration.md"
@@ -55,22 +54,11 @@ def _code_names(cell: str) -> list[str]:
 # --- the environment table against settings.py --------------------------------------------------------
 
 
-def settings_constants() -> dict[str, str]:
-    """The module constants of settings.py whose value is an environment variable's name (its convention:
-    `STORE = "COMPACTION_STORE"`), read from the source."""
-    tree = ast.parse(SETTINGS.read_text(encoding="utf-8"))
-    found = {}
-    for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str)
-            and ENV_NAME.fullmatch(node.value.value)
-        ):
-            found[node.targets[0].id] = node.value.value
-    return found
+def declared_variables() -> set[str]:
+    """The variables settings.py declares (`ENVIRONMENT.declare`)."""
+    from compaction_assets import settings
+
+    return set(settings.ENVIRONMENT.variables)
 
 
 class _Recording(Mapping):
@@ -94,11 +82,11 @@ def variables_read_by_settings() -> set[str]:
     """Every variable settings.py names, checked against what `settings.current()` asks of an environment."""
     from compaction_assets import settings
 
-    declared = set(settings_constants().values())
+    declared = declared_variables()
     env = _Recording()
     settings.current(env)
     undeclared = env.asked - declared
-    assert not undeclared, f"settings.current() reads {sorted(undeclared)} without a named constant"
+    assert not undeclared, f"settings.current() reads {sorted(undeclared)} without a declaration"
     return declared
 
 
@@ -121,6 +109,16 @@ def test_every_variable_in_the_environment_table_is_read_by_settings():
     assert len(documented) == len(set(documented)), "a variable appears twice in the environment table"
     unknown = set(documented) - variables_read_by_settings()
     assert not unknown, f"docs/configuration.md documents {sorted(unknown)}, which settings.py does not read"
+
+
+def test_the_environment_table_is_the_one_the_declarations_generate():
+    from compaction_assets import settings, variables
+
+    document = CONFIGURATION.read_text(encoding="utf-8")
+    assert variables.with_table(document, settings.ENVIRONMENT.markdown_table()) == document, (
+        "docs/configuration.md's environment table is not what settings.py declares; regenerate it with "
+        "`python -m compaction_assets.settings --docs docs/configuration.md`"
+    )
 
 
 def test_the_reading_is_seen():

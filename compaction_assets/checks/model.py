@@ -1,6 +1,6 @@
 """The checks' own model of SPEC §3-§6: what a cleaning of a log at `now` must leave.
 
-Written from the spec, not from the cleaner: nothing here comes from `cleaning/` or `log/ranking.py`,
+Written from the spec, not from the cleaner: nothing here comes from `cleaning/` or `log/strategies.py`,
 so a wrong reading of the spec there is not repeated here. The model reads the log as it was before
 the cleaning and as the cleaning committed it, each once, through the log layer (manifests, segment
 files with the deletion vector applied), and says for every record of the rewritten range whether it

@@ -17,7 +17,7 @@ from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
 from compaction_assets.cli import config, maintenance, records, table
 from compaction_assets.cli.context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, Context, _emit, _progress, settle_imports
 from compaction_assets.cli.parser import command_parser
-from compaction_assets.errors import CompactionError, EngineError
+from compaction_assets.errors import CompactionError, EngineError, first_line
 from compaction_assets.ingest.landing import append_files, ingest, landing_logs
 from compaction_assets.planning.planner import evaluate, order
 from compaction_assets.store.fs import Storage
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         if settings.debug_enabled():
             raise
         print(
-            f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            f"error: unexpected {type(exc).__name__}: {first_line(exc, None, blank='')} "
             "(set COMPACTION_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )

@@ -26,8 +26,7 @@ def settle_imports() -> None:
 
     # a command's process lives for one command, and its modules, classes and functions (numpy's,
     # pyarrow's, the cleaner's: a few hundred thousand objects) until it exits; frozen, no collection
-    # walks them again, nor does the interpreter's last one at exit (70-95 ms of a cleaning's process
-    # after its work, 20-27 ms frozen)
+    # walks them again, nor does the interpreter's last one at exit
     gc.freeze()
 
 

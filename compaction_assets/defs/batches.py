@@ -1,5 +1,5 @@
 """Batch runs: many partitions in one run, one process and one Spark session, each partition keeping the
-history a run of its own would give it (issue 33).
+history a run of its own would give it.
 
 - `compaction_batch_job` cleans the logs of its run config (`logs`) with `engine.run_many`, and records
   for each log what `compaction_job` records for its partition: materializations of `cleanable_range`,

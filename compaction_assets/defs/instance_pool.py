@@ -1,4 +1,4 @@
-"""A batch run's connections to its Dagster instance: held open, not one per write (issue 33).
+"""A batch run's connections to its Dagster instance: held open, not one per write.
 
 A PostgreSQL instance's storages open a connection (and authenticate) for every write by default
 (SQLAlchemy's NullPool): a batch writes ~9 events a log, ~25 connections a log. `optimize_for_webserver`,
@@ -16,8 +16,8 @@ fsyncs a transaction). A connection of ours held open to the run's shard and the
 transaction, so checkpoints still run) keeps the WAL in place.
 
 Each commit of a SQLite instance also waits for an fsync of the WAL (synchronous FULL, SQLite's default):
-a batch run's ~9 events a log then cost about 22 ms each on this machine's disk, 9 ms with synchronous
-NORMAL (`bench/sqlite_events.py`), and two batches' events serialise on the one index. A batch run sets
+a batch run's ~9 events a log then each wait for the disk (with synchronous NORMAL they do not;
+`bench/sqlite_events.py` times both), and two batches' events serialise on the one index. A batch run sets
 NORMAL on the connections Dagster opens to the instance's files (COMPACTION_BATCH_SQLITE_SYNC, `normal` by
 default; `full` keeps SQLite's default). In WAL mode NORMAL never corrupts the database; a power loss may
 lose the last commits, which the loss of power does to the run anyway: the run dies mid-batch, and

@@ -105,11 +105,10 @@ def apply_demo_topics(store_root: str, topics_file: str) -> None:
 
 
 # The daemon's run queue looks for queued runs every 5 s unless told otherwise: a batch a sensor requested
-# waited up to that long before its process even started (8-14 s requested to started, bench/fleet_daemon.py).
+# waited up to that long before its process even started (bench/fleet_daemon.py times requested to started).
 DEQUEUE_INTERVAL_S = 1
 # Runs dequeued at once are launched in this many threads, not one after another: each launch waits until
-# the run's new process has imported Dagster and opened the instance (a fleet's four batches started 20-30 s
-# apart at load 20-50).
+# the run's new process has imported Dagster and opened the instance.
 DEQUEUE_WORKERS = 4
 
 

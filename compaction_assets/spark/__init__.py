@@ -23,8 +23,8 @@ DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
-    # Adaptive execution submits every shuffle stage as a job of its own (a cleaning: 12 jobs instead
-    # of 7, measured with bench/jobs.py); with 8 shuffle partitions it has little to coalesce.
+    # Adaptive execution submits every shuffle stage as a job of its own (bench/jobs.py counts a cleaning's
+    # jobs); with 8 shuffle partitions it has little to coalesce.
     "spark.sql.adaptive.enabled": "false",
     # Listing many segment files would otherwise start a Spark job of its own (above 32 paths).
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
@@ -176,8 +176,7 @@ def shared_session_remote(remote: str, now: float) -> str:
     """`remote` (sc://host:port[/;params]) naming the server session that this deployment's runs share in
     the current period of SHARED_SESSION_SECONDS, unless it names a session itself.
 
-    A server session costs its first query about 0.6 s to set up (measured: an incremental cleaning of
-    0.55M rows, warm, 2.5 s in a new session against 1.8-2.0 s in a shared one), and a session per run
+    A server session's first query pays for setting the session up, and a session per run
     would stay on the server, idle, until its timeout. The id is derived from the endpoint and the
     period, so processes agree on it without talking to each other."""
     import uuid

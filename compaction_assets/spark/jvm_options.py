@@ -24,7 +24,7 @@ def class_archive_path(env: settings.Settings | None = None) -> str | None:
     """Where the driver JVM's class-data archive for this Java and this PySpark lives (None: no Java).
 
     A dynamic archive (JDK's AppCDS) holds the classes a cleaning loads, parsed and verified once, so a
-    JVM maps them instead of loading them again: a command's JVM starts in about half the time. It is
+    JVM maps them instead of loading and verifying them again, and a command's JVM starts sooner. It is
     valid only for the JVM and class path it was made with, so its name carries both."""
     import hashlib
 
@@ -47,8 +47,8 @@ def driver_java_options(
     archive (read when it exists, or written at exit to `dump_archive_to`; none without `class_archive`)."""
     options = [f"-Dlog4j.configurationFile=file:{LOG4J}"]
     if env.jvm_quick_start:
-        # A command lives seconds: the optimizing compiler (C2) would spend them, on 2 cores, compiling
-        # code it barely runs (measured: a cold cleaning of 2M records 15.0 s -> 11.8 s with C1 only).
+        # A command lives seconds: the optimizing compiler (C2) would spend them, on few cores, compiling
+        # code it barely runs.
         options.append("-XX:TieredStopAtLevel=1")
         if dump_archive_to:
             options.append(f"-XX:ArchiveClassesAtExit={dump_archive_to}")
@@ -66,8 +66,6 @@ def connect_server_java_options(env: settings.Settings | None = None) -> str:
     and with the quick start the fast compiler only.
 
     A server lives long, but on few cores the optimizing compiler competes with the queries for them, and
-    every cleaning brings newly generated classes to compile (2 cores, a fresh server, 5M records: the
-    first forced cleaning 11.4 s -> 10.2 s, an incremental one after it 3.0 s -> 2.3 s, later ones
-    2.0 s -> 1.6 s; a second forced cleaning 6.7 s -> 7.2 s). The class-data archive is the driver's: a
+    every cleaning brings newly generated classes to compile. The class-data archive is the driver's: a
     server's class path differs."""
     return driver_java_options(env or settings.current(), class_archive=False)

@@ -1,10 +1,10 @@
 """A Spark session started on its first use, so that work whose paths run no Spark job starts none.
 
-A cleaning decided and written in this process (the offset strategy under a local master) runs no Spark
-job, yet opening its session cost, per process: cold, a driver JVM's start (2.7-3.1 s of a 5M-record
-cleaning's 6.8 s); warm, Spark Connect's client modules and session (0.7 s of a 1.4 s incremental
-cleaning). A `LazySession` stands where the session is handed down and opens it when an attribute of the
-session is first read; what the paths ask before that (the master they run on) the settings answer.
+A cleaning decided and written in this process (the offset strategy under a local master) runs no Spark job,
+yet opening its session cost, per process: cold, a driver JVM's start; warm, Spark Connect's client modules
+and session, each a large share of such a cleaning. A `LazySession` stands where the session is handed down
+and opens it when an attribute of the session is first read; what the paths ask before that (the master they
+run on) the settings answer.
 """
 
 from __future__ import annotations

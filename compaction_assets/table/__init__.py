@@ -1,4 +1,4 @@
-"""The latest state of each topic as an Iceberg table, committed by the runs that clean its logs (issue 31).
+"""The latest state of each topic as an Iceberg table, committed by the runs that clean its logs.
 
 One table per topic (`<namespace>.<topic>`, see `catalog.table_name`), one Iceberg partition per log, rows
 identified by (partition, key). catalog.py finds the catalog, schema.py the columns, commit.py commits

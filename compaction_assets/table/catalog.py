@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 
 from compaction_assets import settings
-from compaction_assets.errors import CompactionError
+from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.names import check_topic
 
@@ -146,9 +146,3 @@ def table_name(topic: str) -> str:
 def identifier(location: CatalogLocation, topic: str) -> str:
     """`<namespace>.<table>` of a topic."""
     return f"{location.namespace}.{table_name(topic)}"
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (at most 300 characters), or its type's name when it has none."""
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from compaction_assets import settings
+from compaction_assets.errors import first_line
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, first_line, identifier, locate, open_catalog
+from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, identifier, locate, open_catalog
 from compaction_assets.table.expiry import ExpiryResult, expire
 from compaction_assets.table.rewrite import RewriteResult, rewrite
 from compaction_assets.table.schema import check_owned

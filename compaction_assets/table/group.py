@@ -1,14 +1,14 @@
 """A batch's table commits, one snapshot per topic: the logs of a batch add their latest states as their
 cleanings finish, and the batch commits each topic once, after its cleanings.
 
-A batch run cleans many logs in one process, several at once. Committed as each log finishes, a topic's
-logs made a snapshot per group of logs that happened to finish together, each paying the commit's fixed
-cost (the table's metadata read and written, manifests, the catalog's lock, the scan planning) and,
-for a new table, a batch's first round backfilled it group by group (0.49 s a log in
-bench/table_fleet.py). Here the states wait in memory, and `commit` writes each topic's logs in one
-snapshot whose summary records every log's version (exactly once per log, table/commit.py): a log whose
-version the table already reflects commits nothing, and a batch killed between its cleanings and its
-commits leaves the table behind, which the next run's comparison with the latest state repairs.
+A batch run cleans many logs in one process, several at once. Committed as each log finishes, a topic's logs
+made a snapshot per group of logs that happened to finish together, each paying the commit's fixed cost (the
+table's metadata read and written, manifests, the catalog's lock, the scan planning) and, for a new table, a
+batch's first round backfilled it group by group (bench/table_fleet.py). Here the states wait in memory, and
+`commit` writes each topic's logs in one snapshot whose summary records every log's version (exactly once
+per log, table/commit.py): a log whose version the table already reflects commits nothing, and a batch
+killed between its cleanings and its commits leaves the table behind, which the next run's comparison with
+the latest state repairs.
 
 Memory bounds the wait: when the pending states exceed `max_bytes`, the topic holding the most is
 committed at once, as a group of its own (a per-group commit, as before), and its states are dropped.

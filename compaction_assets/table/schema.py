@@ -1,7 +1,7 @@
 """A topic table's columns: the latest state's, with the log's partition, as Iceberg sees them.
 
 `key`, `value`, the value's fields where the log's values are structured (the columns `write_latest_state`
-adds: landed from a connector with a schema, issue 30), then `partition`, `offset`, `timestamp`,
+adds: landed from a connector with a schema), then `partition`, `offset`, `timestamp`,
 `headers`. The raw `value` stays beside the fields, so a value that is not an object is not lost. The
 identifier fields are (partition, key); the table is partitioned by `partition` and a bucket of `key`,
 so a change to a few keys rewrites the few files of their buckets.
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from compaction_assets.errors import first_line
 from compaction_assets.segments.records import HEADER_TYPE
 from compaction_assets.state.latest_state import with_value_columns
 from compaction_assets.store.log_store import LogHandle
@@ -121,8 +122,7 @@ def conform(tx: Transaction, rows: pa.Table, ident: str) -> pa.Table:
                 update.union_by_name(pa.schema(new))
         except Exception as exc:
             raise TableError(
-                f"table {ident}: cannot add value fields {[f.name for f in new]}: "
-                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                f"table {ident}: cannot add value fields {[f.name for f in new]}: {first_line(exc, None)}"
             ) from None
         tx.set_properties({SCHEMA_ID_PROPERTY: str(tx.table_metadata.current_schema_id)})
         current = tx.table_metadata.schema().as_arrow()

@@ -9,7 +9,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from compaction_assets.errors import ConfigError
+from compaction_assets.errors import ConfigError, first_line
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.names import check_topic
 from compaction_assets.topics.landing_settings import (
@@ -38,7 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "compaction.strategy.header": None,
 }
 KEYS = tuple(DEFAULTS)
-# The landing keys (issue 30: which connector wrote the landing area), after SPEC §2's table.
+# The landing keys (which connector wrote the landing area), after SPEC §2's table.
 ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS)
 
 
@@ -209,7 +209,7 @@ def _field_name(topic: str, key: str, value: Any) -> str | None:
 
 
 def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None) -> LandingConfig:
-    """The landing keys, validated in their table order (issue 30)."""
+    """The landing keys, validated in their table order."""
     if all(v[key] == default for key, default in LANDING_DEFAULTS.items()):
         return NATIVE_LANDING
     fmt = _choice(topic, "landing.format", v["landing.format"], LandingFormat)
@@ -298,13 +298,13 @@ def load_topics(path: str | Path | None) -> TopicsFile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read topics file {str(path)!r}: {exc.strerror or exc}") from None
-    import yaml  # here: a cleaning that reads no topics file does not pay for its import (15 ms)
+    import yaml  # here: a cleaning that reads no topics file does not pay for its import
 
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        what = getattr(exc, "problem", None) or first_line(exc, None, blank="")
         raise ConfigError(f"topics file {str(path)!r} is not valid YAML{where}: {what}") from None
     return parse_topics(data, f"topics file {str(path)!r}")

@@ -1,8 +1,7 @@
 """Warm a long-lived Spark before its first real run: `python -m compaction_assets.warm_start.warm_up`.
 
 A fresh Spark Connect server loads, generates and compiles the code of each kind of query the first time
-a client sends one: measured on 2 cores, this warm-up took the first forced cleaning of 5M records on a
-fresh server from 10.2 s to 8.4 s (in process), and a first trivial query from 3.5 s to 0.9 s.
+a client sends one; this warm-up pays for that before the first real run would.
 `scripts/spark-connect.sh start` runs this once the server answers (unless
 SPARK_CONNECT_WARM_UP=0): the class-data archive's small workload (`jvm_archive.common_paths`: cleanings,
 an incremental one, a latest state and a read of tiny logs in a temporary store, through the same engine as
@@ -15,6 +14,8 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+
+from compaction_assets.errors import first_line
 
 
 def warm_up() -> float:
@@ -34,9 +35,7 @@ def main() -> int:
     try:
         seconds = warm_up()
     except Exception as exc:  # a warm-up is an optimisation: say why it failed, never hide the server
-        print(
-            f"warm-up: failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})", file=sys.stderr
-        )
+        print(f"warm-up: failed ({type(exc).__name__}: {first_line(exc, None, blank='')})", file=sys.stderr)
         return 1
     print(f"warm-up: done in {seconds:.1f} s", file=sys.stderr)
     return 0
