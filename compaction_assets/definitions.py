@@ -11,7 +11,7 @@ import dagster as dg
 
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.config_job import apply_topics_config_job
 from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job

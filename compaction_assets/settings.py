@@ -316,7 +316,7 @@ class TableSettings:
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """When sensors ask for batch runs (defs/batch_requests.py) and how many logs and bytes one holds."""
+    """When sensors ask for batch runs (defs/batches/requests.py) and how many logs and bytes one holds."""
 
     min_logs: int = ENVIRONMENT.field(BATCH_MIN_LOGS)  # due logs in one tick from which they go into batches
     max_logs: int = ENVIRONMENT.field(BATCH_MAX_LOGS)  # logs in one batch run

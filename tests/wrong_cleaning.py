@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from compaction_assets.cleaning.decision import Decision
+from compaction_assets.cleaning.decide.decision import Decision
 from compaction_assets.cleaning.layout import rewrite_plan
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from resources.log_store import LogStoreResource

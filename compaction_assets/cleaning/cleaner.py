@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_assets.cleaning.decide import decided
-from compaction_assets.cleaning.decision import CleaningStats
+from compaction_assets.cleaning.decide.decision import CleaningStats
+from compaction_assets.cleaning.decide.placement import place
+from compaction_assets.cleaning.decide.route import decided
 from compaction_assets.cleaning.guard import guard_outputs
 from compaction_assets.cleaning.layout import plan_layout, segments_after
-from compaction_assets.cleaning.placement import place
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.cleaning.write import apply
 from compaction_assets.log.reader import dead_offsets

@@ -26,10 +26,10 @@ from compaction_assets.cleaning.commits import apply_retention as apply_retentio
 from compaction_assets.cleaning.commits import clear_uncleanable as clear_uncleanable
 from compaction_assets.cleaning.commits import mark_uncleanable as mark_uncleanable
 from compaction_assets.cleaning.commits import prepare as prepare
-from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.decision import CleaningStats, Decision
+from compaction_assets.cleaning.decide.decision import CleaningStats, Decision
+from compaction_assets.cleaning.decide.placement import Placement, place
+from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.layout import chosen_plan, foreseen_segments
-from compaction_assets.cleaning.placement import Placement, place
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
 from compaction_assets.log.reader import check_files

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_assets.cleaning.decision import Decision
+from compaction_assets.cleaning.decide.decision import Decision
 from compaction_assets.log.side_tables import remembered_df, write_remembered, write_tombstone_index
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments.records import INT64_MAX

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compaction_assets.cleaning.decision import Decision, SegmentFigures
+from compaction_assets.cleaning.decide.decision import Decision, SegmentFigures
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.store.manifest import FileRef, Segment, combine, new_id
 

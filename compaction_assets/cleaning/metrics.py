@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from compaction_assets.cleaning.decision import CleaningStats
+from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.errors import CompactionError
 from compaction_assets.planning.planner import Evaluation, evaluate
 from compaction_assets.store.manifest import Manifest

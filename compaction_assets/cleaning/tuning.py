@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from compaction_assets.log.reader import DEFAULT_READS, ReadPaths
 
 if TYPE_CHECKING:
-    from compaction_assets.cleaning.decision import Decision
+    from compaction_assets.cleaning.decide.decision import Decision
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,17 @@ class CleanerTuning:
     # memory available, as the probe (placement.py), else the decision is cached in Spark
     collect_decision_max_rows: int = 1_000_000
     # the same for the offset strategy, whose decision has no key: at most a winner a row, about 140 bytes
-    # each at the peak; no plan compiled per cleaning (decide_spark.collected_offset_decision). A crossover,
+    # each at the peak; no plan compiled per cleaning (decide.grouped.collected_offset_decision). A crossover,
     # not a memory bound: above it, bringing every winner through the driver costs more than caching the
     # decision in Spark or deciding it in the group-by's tasks
     collect_offset_decision_max_rows: int = 5_000_000
-    # a larger range of the offset strategy is decided in the tasks of its group-by (decide_task.py), only
+    # a larger range of the offset strategy is decided in the tasks of its group-by (decide/task.py), only
     # the figures and the kept offsets (8 bytes each) coming here, when at most this many rows, 0: as many
     # as fit (placement.py), -1: none (the decision is cached in Spark). No cache of every winner and no
     # second job for the kept offsets
     task_decision_max_rows: int = 0
     # under a local master, the offset strategy's range is decided in this process with Arrow
-    # (decide_here.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
+    # (decide/here.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
     # -1: none. Spark's tasks would run on the same cores, behind a shuffle of every narrow row
     local_decision_max_rows: int = 0
     # ... its keys in buckets of at most this many rows, each bucket's winners found apart (hash tables of

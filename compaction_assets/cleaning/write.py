@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decision import CachedDecision, CleaningStats, Decision
+from compaction_assets.cleaning.decide.decision import CachedDecision, CleaningStats, Decision
+from compaction_assets.cleaning.decide.placement import Placement, thread_shares
+from compaction_assets.cleaning.decide.spark_tasks import parallelism
 from compaction_assets.cleaning.layout import RewritePlan
-from compaction_assets.cleaning.placement import Placement, thread_shares
-from compaction_assets.cleaning.spark_tasks import parallelism
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log.reader import offset_bucket, ship_by_value
 from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part

@@ -18,7 +18,7 @@ import re
 
 import dagster as dg
 
-from compaction_assets.defs.batch_outcome import FAILURE_KEY
+from compaction_assets.defs.batches.outcome import FAILURE_KEY
 from resources.alerts import Alert, AlertWebhookResource
 
 MAX_EXAMPLES = 5
@@ -68,7 +68,7 @@ def error_reason(error) -> str:
 
 
 def batch_failure_alerts(instance: dg.DagsterInstance, run: dg.DagsterRun, alerted: set) -> list[Alert]:
-    """One alert per log that failed in a batch run (defs/batch_outcome.py records each as an observation),
+    """One alert per log that failed in a batch run (defs/batches/outcome.py records each as an observation),
     unless a failed check of that log already pages for it."""
     alerts, seen = [], set(alerted)
     for entry in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION):

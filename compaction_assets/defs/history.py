@@ -1,5 +1,5 @@
 """What one partition's history records, built in one place for both paths that write it: the
-single-partition assets (defs/assets.py, defs/checks.py) and the batch jobs (defs/batches.py). Each
+single-partition assets (defs/assets.py, defs/checks.py) and the batch jobs (defs/batches/jobs.py). Each
 function here returns the metadata of one asset's materialization, or one partition's check results,
 so that a partition cleaned in a batch has exactly the history it would have had in a run of its own.
 Reading a recorded history back (for the checks, and for a batch's retry) is defs/recorded.py's.
@@ -20,7 +20,7 @@ from compaction_assets.checks.specs import (
     WARN,
 )
 from compaction_assets.checks.verify import load_versions, verify_loaded
-from compaction_assets.cleaning.decision import CleaningStats
+from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.ingest.report import IngestReport

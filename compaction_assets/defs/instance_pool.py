@@ -21,7 +21,7 @@ a batch run's ~9 events a log then each wait for the disk (with synchronous NORM
 NORMAL on the connections Dagster opens to the instance's files (COMPACTION_BATCH_SQLITE_SYNC, `normal` by
 default; `full` keeps SQLite's default). In WAL mode NORMAL never corrupts the database; a power loss may
 lose the last commits, which the loss of power does to the run anyway: the run dies mid-batch, and
-re-executing it records whatever history the instance lacks for what the store committed (`defs/batches.py`,
+re-executing it records whatever history the instance lacks for what the store committed (`defs/batches/jobs.py`,
 triage), as after a kill. The store's own commits (the manifests) do not depend on it.
 """
 

@@ -1,7 +1,7 @@
 """What a partition's history already holds, read back: the cleaning its last compacted_log materialization
 recorded (what the checks verify), and, for a batch's retry or re-execution, what a killed run recorded of
 each partition in Dagster's indexes and a cleaning it committed in the store but never recorded
-(defs/batch_cleaning.py records the rest, so nothing is lost and nothing is doubled)."""
+(defs/batches/cleaning.py records the rest, so nothing is lost and nothing is doubled)."""
 
 from collections.abc import Iterator
 from typing import cast
@@ -9,7 +9,7 @@ from typing import cast
 import dagster as dg
 
 from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, EVALUATED_AT_MS
-from compaction_assets.cleaning.decision import CleaningStats
+from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.cleaning.engine import StepReport
 from compaction_assets.defs.history import COMPACTED_LOG, Cleaning
 from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK

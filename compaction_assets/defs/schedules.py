@@ -18,7 +18,7 @@ import dagster as dg
 
 from compaction_assets.cleaning.engine import retention_cut
 from compaction_assets.cleaning.metrics import evaluate_logs
-from compaction_assets.defs.batches import compaction_batch_job
+from compaction_assets.defs.batches.jobs import compaction_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import delete_policy_logs, gc_job, retention_job
 from compaction_assets.defs.partitions import LOG_PARTITIONS

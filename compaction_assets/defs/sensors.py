@@ -11,7 +11,7 @@
 Run keys carry the log's manifest version, so one state never triggers twice; run tags carry the log, its
 topic and partition (filters in the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
 When a tick finds at least COMPACTION_BATCH_MIN_LOGS (10) logs due, it starts few batch runs
-(defs/batches.py) instead of one run per log.
+(defs/batches/jobs.py) instead of one run per log.
 """
 
 import hashlib
@@ -23,9 +23,9 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.cleaning import metrics
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
-from compaction_assets.defs import batch_requests
-from compaction_assets.defs.batch_requests import Due
-from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batches import requests as batch_requests
+from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batches.requests import Due
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions

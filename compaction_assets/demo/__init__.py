@@ -160,7 +160,7 @@ def discover(defs, instance) -> tuple[list[str], list]:
 def demo_request(request):
     """A sensor's run request narrowed to the demo's logs (None when it names none of them): the landing
     area may hold other topics' folders, which the demo neither ingests nor touches."""
-    from compaction_assets.defs.batch_requests import batch_tags
+    from compaction_assets.defs.batches.requests import batch_tags
 
     if request.partition_key is not None:
         return request if request.partition_key in DEMO_LOGS else None

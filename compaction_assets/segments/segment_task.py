@@ -12,7 +12,7 @@ rewritten into one file, or one segment kept as it is); each task then, for the 
             and larger files for every later read), so full records never pass through a shuffle;
   mark    - reads only the `offset` column of the segment's files and writes the offsets not kept
             that the log's vector does not list yet (its new entries) as one Parquet part.
-A segment of the deduplicated prefix that an incremental cleaning probed (cleaning/probe_task.py) arrives with
+A segment of the deduplicated prefix that an incremental cleaning probed (cleaning/decide/probe_task.py) arrives with
 its removed offsets instead of its kept ones (`drop`): a mark then reads no file at all.
 Rewrites and deletion-vector entries are one Spark job, and no intermediate file (kept offsets) is
 written and listed again: on an object store every request saved is money and latency.

@@ -8,7 +8,7 @@ clean records of the tail's keys are aggregated; the clean section is a scan (no
 A log whose visible records fit in this process's memory (`fits_in_process`) has its latest state built
 here with Arrow (`latest_state_table`), with no Spark job and no JVM to start: the same rule (rank, then
 offset; tombstones and remembered deletes drop a key), the same rows. The choice is made by the memory
-the build needs against the memory available (cleaning/placement.py), not by a fixed byte count, which
+the build needs against the memory available (cleaning/decide/placement.py), not by a fixed byte count, which
 would send large logs that fit here to a Spark job (and a fresh JVM), slower than Arrow in this process.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.memory import available_memory
+from compaction_assets.cleaning.decide.memory import available_memory
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log.reader import dead_offsets, read_segments
 from compaction_assets.log.side_tables import remembered_df
@@ -291,7 +291,7 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
 
 def has_value_schema(handle: LogHandle) -> bool:
     """Whether the log's values are structured (a value schema with fields: the state gets their columns)."""
-    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     return vs is not None and bool(len(vs.schema))
@@ -299,8 +299,8 @@ def has_value_schema(handle: LogHandle) -> bool:
 
 def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:
     """The latest state with each field of its structured values as a column (when the log has a value
-    schema, see ingest/connectors/canonical.py); values that are not JSON objects leave them null."""
-    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
+    schema, see ingest/canonical.py); values that are not JSON objects leave them null."""
+    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):
@@ -324,7 +324,7 @@ def with_value_columns_df(handle: LogHandle, df):
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from compaction_assets.ingest.connectors.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):

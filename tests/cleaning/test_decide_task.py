@@ -1,4 +1,4 @@
-"""The decision made in the group-by's tasks (cleaning/decide_task.py) comes back whole: every kept offset
+"""The decision made in the group-by's tasks (cleaning/decide/task.py) comes back whole: every kept offset
 with its segment and every task's figures, however the job's results are cut into chunks."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.decide_task import (
+from compaction_assets.cleaning.decide.task import (
     arrow_figures,
     decision_runner,
     kept_offsets,

@@ -1,4 +1,4 @@
-"""The probe reads ahead while the newer records' keys are being found (cleaning/probe_task.py): what it
+"""The probe reads ahead while the newer records' keys are being found (cleaning/decide/probe_task.py): what it
 finds is the same however many rows it held before the keys were there, and wherever a batch ends."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from compaction_assets.cleaning.probe_task import KeysWhenAsked, ProbeSpec, probe_segments
+from compaction_assets.cleaning.decide.probe_task import KeysWhenAsked, ProbeSpec, probe_segments
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 
 NOW = 10_000

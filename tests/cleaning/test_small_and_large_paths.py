@@ -19,9 +19,8 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide import decide
-from compaction_assets.cleaning.memory import RowCost, fits_here, result_limit
-from compaction_assets.cleaning.placement import (
+from compaction_assets.cleaning.decide.memory import RowCost, fits_here, result_limit
+from compaction_assets.cleaning.decide.placement import (
     COLLECTED_WINNER,
     KEPT_OFFSET,
     DecideAt,
@@ -29,7 +28,12 @@ from compaction_assets.cleaning.placement import (
     place,
     write_threads,
 )
-from compaction_assets.cleaning.spark_tasks import group_partitions, keys_mostly_distinct, shuffle_partitions
+from compaction_assets.cleaning.decide.route import decide
+from compaction_assets.cleaning.decide.spark_tasks import (
+    group_partitions,
+    keys_mostly_distinct,
+    shuffle_partitions,
+)
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
@@ -191,7 +195,7 @@ class _ClusterSession:
 
 def test_the_placement_is_chosen_once_from_the_range_the_master_and_the_memory(spark, make_config):
     """Where a cleaning runs, decided before it starts from the range's rows, the session's master and
-    the memory available (cleaning/placement.py's `place`), for every route of the decision."""
+    the memory available (cleaning/decide/placement.py's `place`), for every route of the decision."""
     offset, timestamp = make_config(compaction_strategy="offset"), make_config(compaction_strategy="timestamp")
     cores = local_cores(spark)
     # a few newer rows above a deduplicated prefix, under a local master: probed, all of it here
@@ -459,7 +463,7 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
 
 
 # The probe, the collected decisions and the writes here are bounded by the memory they need
-# (cleaning/placement.py, cleaning/memory.py): with no memory to spare (`driver_memory_share` 0) a log
+# (cleaning/decide/placement.py, cleaning/decide/memory.py): with no memory to spare (`driver_memory_share` 0) a log
 # takes their general twins and must come out the same.
 
 

@@ -18,10 +18,11 @@ from sqlalchemy.pool import NullPool, QueuePool
 
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
-from compaction_assets.defs import alerts, batch_requests, clock
+from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.batch_outcome import FAILURE_KEY
-from compaction_assets.defs.batches import compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batches import requests as batch_requests
+from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
+from compaction_assets.defs.batches.outcome import FAILURE_KEY
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
@@ -417,7 +418,7 @@ def test_a_cleaning_committed_but_not_recorded_is_recorded_not_redone(env):
 
 KILLED = """
 import sys, dagster as dg
-from compaction_assets.defs.batches import compaction_batch_job
+from compaction_assets.defs.batches.jobs import compaction_batch_job
 from tests.defs.test_batches import batch_config, make_env
 from pathlib import Path
 store, resources = make_env(Path(sys.argv[1]))

@@ -15,7 +15,7 @@ from compaction_assets.cleaning import engine
 from compaction_assets.definitions import build_definitions, defs
 from compaction_assets.defs import clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.batches import compaction_batch_job
+from compaction_assets.defs.batches.jobs import compaction_batch_job
 from compaction_assets.defs.jobs import (
     SPARK_POOL,
     clear_uncleanable_job,
@@ -336,7 +336,7 @@ def test_200_due_logs_queue_behind_the_spark_pool(env):
         ) as ctx,
     ):
         requests = dirty_ratio_sensor.evaluate_tick(ctx).run_requests
-    [batch] = requests  # 200 small logs fit one batch (defs/batch_requests.py bounds logs and bytes)
+    [batch] = requests  # 200 small logs fit one batch (defs/batches/requests.py bounds logs and bytes)
     assert batch.job_name == "compaction_batch_job" and batch.tags["compaction/logs"] == "users:0-199"
     assert [n.definition.pool for n in defs.resolve_job_def("compaction_batch_job").graph.nodes] == [SPARK_POOL]
     job = defs.resolve_job_def("compaction_job")

@@ -14,7 +14,7 @@ import dagster as dg
 import pytest
 
 from compaction_assets import demo, settings
-from compaction_assets.defs.batch_requests import decode_logs
+from compaction_assets.defs.batches.requests import decode_logs
 from compaction_assets.store.log_store import LogStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from compaction_assets.defs.batch_requests import in_flight, record_pool_limit
+from compaction_assets.defs.batches.requests import in_flight, record_pool_limit
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.log import writer

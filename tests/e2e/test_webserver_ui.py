@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from compaction_assets.defs.batch_requests import decode_logs
+from compaction_assets.defs.batches.requests import decode_logs
 from compaction_assets.demo import DEMO_LOGS
 from tests import ui_dagster, ui_png
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors import arrowschema, canonical
+from compaction_assets.ingest import arrowschema, canonical
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.segments.records import INPUT_SCHEMA
 

@@ -14,8 +14,8 @@ from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
 from compaction_assets.ingest.connectors.parquet_columns import confluent_parquet
-from compaction_assets.ingest.connectors.readers import Rows
 from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.ingest.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
 
 

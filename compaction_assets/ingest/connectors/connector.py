@@ -17,8 +17,8 @@ import pyarrow as pa
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit
-from compaction_assets.ingest.connectors.readers import Rows
 from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.ingest.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
 
 

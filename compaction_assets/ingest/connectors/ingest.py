@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors import canonical, columns, offsets, readers, stream
+from compaction_assets.ingest import canonical, readers
+from compaction_assets.ingest.connectors import columns, offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names

@@ -10,8 +10,8 @@ from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Unit
 from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
-from compaction_assets.ingest.connectors.readers import Rows
 from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.ingest.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from compaction_assets.ingest.connectors import canonical
+from compaction_assets.ingest import canonical
 from compaction_assets.ingest.connectors.ingest import append_batch, batches
 from compaction_assets.ingest.connectors.stream import StreamedGroup
 from compaction_assets.ingest.landing import ingest, landing_logs

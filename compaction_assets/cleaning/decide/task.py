@@ -4,7 +4,7 @@ group-by's own tasks (a large range).
 Under the offset strategy a winner's fate depends on its own row, `now` and its segment only (no guard,
 nothing remembered), so the decision's columns, the figures per segment and the kept offsets are worked
 out from the winners with Arrow: `offset_decision`, `arrow_figures` and `kept_offsets`, as Spark's
-projection (decide_spark.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a
+projection (decide/grouped.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a
 cached decision.
 
 A range too large to collect its winners (about 40 bytes each) runs the same functions in the tasks of the

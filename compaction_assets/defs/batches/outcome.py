@@ -1,4 +1,4 @@
-"""What a batch run (defs/batches.py) records for one of its logs: the events of the log's history, in
+"""What a batch run (defs/batches/jobs.py) records for one of its logs: the events of the log's history, in
 order, or why the log failed, and whether a retry may help. A failure is an observation of the asset
 with `batch_failure` in its metadata, which the alert sensor (defs/alerts.py) pages once for."""
 

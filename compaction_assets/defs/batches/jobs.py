@@ -24,7 +24,7 @@ was committed but not yet recorded, or recorded in part, when its run was killed
 run did not record): nothing is lost and nothing is doubled.
 
 Here: the batch jobs, their ops and config. How a batch cleans its logs and records their histories is in
-defs/batch_cleaning.py; a log's outcome (its events, or its failure) in defs/batch_outcome.py.
+defs/batches/cleaning.py; a log's outcome (its events, or its failure) in defs/batches/outcome.py.
 """
 
 from collections.abc import Iterator, Sequence
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.defs.batch_cleaning import CleaningBatch
-from compaction_assets.defs.batch_outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
+from compaction_assets.defs.batches.cleaning import CleaningBatch
+from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
 from compaction_assets.defs.history import raw_segments_metadata
 from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
@@ -43,7 +43,7 @@ from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
-LOGS_TAG = "compaction/logs"  # the batch's logs, compactly (batch_requests.py encodes and decodes it)
+LOGS_TAG = "compaction/logs"  # the batch's logs, compactly (batches/requests.py encodes and decodes it)
 
 
 class BatchConfig(dg.Config):

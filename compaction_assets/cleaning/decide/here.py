@@ -5,7 +5,7 @@ this process lacks, and pays for a shuffle of every narrow row and a hash aggreg
 Here the range's narrow columns (about 50 bytes a row) are read a thread a core, each key's winner is
 found by one hash group-by (its highest offset: under the offset strategy a newer record always wins),
 and the decision is worked out from the winners by the functions a decision made in Spark's tasks uses
-(decide_task.py), a bucket of keys a thread, each bucket's keys numbered by the hash that split them.
+(decide/task.py), a bucket of keys a thread, each bucket's keys numbered by the hash that split them.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
-from compaction_assets.cleaning.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
+from compaction_assets.cleaning.decide.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
+from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.keys import highest_offsets, key_hash
@@ -29,7 +29,7 @@ from compaction_assets.store.manifest import Manifest, Segment
 
 # what a row of the range is read as: the key and offset that find the winners, and the winners' fields
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
-# ... named as the decision's columns (decide_spark.py's WINNER_FIELDS)
+# ... named as the decision's columns (decide/grouped.py's WINNER_FIELDS)
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
 # the hash of a row's key (keys.py), worked out as the rows are split into buckets
 KEY_HASH = "_key_hash"
@@ -107,7 +107,7 @@ def bucket_winners(
     with_key: bool = False,
 ) -> Iterator[pa.Table]:
     """Each key's winner over the segments' visible records (log start and deletion vector applied, file
-    stamps on tombstones), its offset and decide_spark.py's WINNER_FIELDS (and its key `with_key`): a
+    stamps on tombstones), its offset and decide/grouped.py's WINNER_FIELDS (and its key `with_key`): a
     table per bucket of keys.
 
     The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,

@@ -10,16 +10,15 @@ records shuffles about 2% of the rows, not all of them.
 
 From the winners, three routes to a `Decision`, as decide.py chooses: the offset strategy's decision
 worked out here from the collected winners (`collected_offset_decision`) or in the group-by's own tasks
-(`decided_in_tasks`, decide_task.py); the other strategies' decision columns (`decision_columns`: the
+(`decided_in_tasks`, decide/task.py); the other strategies' decision columns (`decision_columns`: the
 remembered deletes and the resurrection guard's holds applied) collected (`collected`) or cached in Spark
 (`cached`). A winner's segment is found from its offset after the group-by, not for every record.
 """
 
 from __future__ import annotations
 
-from compaction_assets.cleaning import decide_task
-from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
-from compaction_assets.cleaning.decision import (
+from compaction_assets.cleaning.decide import task as decide_task
+from compaction_assets.cleaning.decide.decision import (
     DECISION_COLUMNS,
     CachedDecision,
     CollectedDecision,
@@ -29,7 +28,12 @@ from compaction_assets.cleaning.decision import (
     spark_figures,
     totals,
 )
-from compaction_assets.cleaning.spark_tasks import group_partitions, keys_mostly_distinct, shuffle_partitions
+from compaction_assets.cleaning.decide.spark_tasks import (
+    group_partitions,
+    keys_mostly_distinct,
+    shuffle_partitions,
+)
+from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.log.reader import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.side_tables import remembered_df
@@ -174,7 +178,7 @@ def collected_offset_decision(
 
 
 def decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, only_touched: bool) -> TaskDecision:
-    """The offset strategy's decision worked out in the tasks that group the winners (decide_task.py):
+    """The offset strategy's decision worked out in the tasks that group the winners (decide/task.py):
     one job, and only the figures and the kept offsets come here."""
     ship_by_value(decide_task)
     runner = decide_task.decision_runner(segment_starts(span.segments), now, new_horizon)

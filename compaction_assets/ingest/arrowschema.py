@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.ingest.connectors.arrowjson import text_bytes
-from compaction_assets.ingest.connectors.canonical import ValueSchema
+from compaction_assets.ingest.arrowjson import text_bytes
+from compaction_assets.ingest.canonical import ValueSchema
 
 
 class Unknown(enum.Enum):

@@ -7,7 +7,7 @@ segment by segment for the records those keys supersede (probe_task.py), without
 the grouped decision by test_grouping_only_the_touched_keys_cleans_like_grouping_all.
 
 `decide_by_probe` is that route to a `Decision` (decide.py chooses it): the newer rows' winners, found by
-Spark or in this process, decided with Arrow as a collected decision (decide_task.py), and the prefix's
+Spark or in this process, decided with Arrow as a collected decision (decide/task.py), and the prefix's
 probed segments adding the offsets they lose.
 """
 
@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning import probe_task
-from compaction_assets.cleaning.decide_task import arrow_figures, kept_offsets, offset_decision
-from compaction_assets.cleaning.decision import (
+from compaction_assets.cleaning.decide import probe_task
+from compaction_assets.cleaning.decide.decision import (
     OFFSETS_SCHEMA,
     ProbedDecision,
     SegmentFigures,
@@ -34,8 +33,9 @@ from compaction_assets.cleaning.decision import (
     segment_starts,
     totals,
 )
-from compaction_assets.cleaning.placement import spread
-from compaction_assets.cleaning.spark_tasks import parallelism
+from compaction_assets.cleaning.decide.placement import spread
+from compaction_assets.cleaning.decide.spark_tasks import parallelism
+from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.reader import ship_by_value
@@ -61,7 +61,7 @@ def decide_by_probe(
     key_reader: Callable[[], pa.ChunkedArray] | None = None,
 ) -> ProbedDecision:
     """The decision of `span` (a planner.CleaningRange): its newer segments grouped (`grouped()`, their
-    winners with key, offset and decide_spark.py's WINNER_FIELDS as an Arrow table: from Spark, or found
+    winners with key, offset and decide/grouped.py's WINNER_FIELDS as an Arrow table: from Spark, or found
     here), its prefix probed in `threads` threads here (0: in Spark's Python workers) against the newer
     records' keys (`key_reader()`, when given: read apart; else the winners'). `vector` is the log's
     deletion vector (`dead_offsets`)."""

@@ -30,7 +30,7 @@ from enum import Enum
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.memory import RowCost, available_memory, fits_here
+from compaction_assets.cleaning.decide.memory import RowCost, available_memory, fits_here
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
@@ -44,11 +44,11 @@ from compaction_assets.topics.config import TopicConfig
 COLLECTED_WINNER = RowCost(held=140, shipped=40)
 # a kept offset that a write here receives: (unit, offset), 12 bytes each
 KEPT_OFFSET = RowCost(held=12, shipped=12)
-# a kept offset of a decision made in tasks (decide_task.py): packed by segment, 8 bytes in the job's
+# a kept offset of a decision made in tasks (decide/task.py): packed by segment, 8 bytes in the job's
 # results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
-# a range decided here (decide_here.py) holds its narrow rows (and the hash of their key) and kept offsets
+# a range decided here (decide/here.py) holds its narrow rows (and the hash of their key) and kept offsets
 # whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
 # of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (both rounded up from the
 # peaks measured: docs/performance.md)
@@ -172,9 +172,9 @@ class DecideAt(Enum):
     """Where a range is decided: decide.py's routes, the first four the offset strategy's only."""
 
     PROBED = "probed"  # the newer rows grouped (here, or by Spark) and the deduplicated prefix probed
-    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide_here.py)
+    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide/here.py)
     COLLECTED_WINNERS = "collected winners"  # grouped by Spark, its winners decided here
-    TASKS = "task"  # decided in the tasks of Spark's group-by (decide_task.py)
+    TASKS = "task"  # decided in the tasks of Spark's group-by (decide/task.py)
     COLLECTED = "collected"  # the decision's columns worked out by Spark and collected here
     CACHED = "cached"  # ... or cached in Spark
 

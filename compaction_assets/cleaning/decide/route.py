@@ -10,12 +10,12 @@ once, by strategy, size and memory (placement.py's `place`):
              left with one record per key: the newer rows grouped (here, or by Spark) and the prefix
              probed for the records their keys supersede (probe.py);
   here       the offset strategy's range under a local master, when it fits: Arrow in this process, no
-             group-by in Spark (decide_here.py);
+             group-by in Spark (decide/here.py);
   collected  the offset strategy's small range: its winners grouped by Spark, decided here;
-  in tasks   the offset strategy's large range: decided in the tasks of the group-by (decide_task.py);
+  in tasks   the offset strategy's large range: decided in the tasks of the group-by (decide/task.py);
   grouped    the other strategies' (and what the offset strategy's routes above leave): the decision's
              columns worked out by Spark, collected here (a small range) or cached there.
-The last three group by Spark (decide_spark.py).
+The last three group by Spark (decide/grouped.py).
 
 Below the offset under which the last cleaning left one record per key, a key that no newer record of
 the range touches is its own winner: under the offset strategy (a newer record always wins) only the
@@ -32,8 +32,8 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from compaction_assets.cleaning.decide_here import decide_here, newer_keys, newer_winners
-from compaction_assets.cleaning.decide_spark import (
+from compaction_assets.cleaning.decide.decision import Decision, ProbedDecision
+from compaction_assets.cleaning.decide.grouped import (
     cached,
     collected,
     collected_offset_decision,
@@ -42,9 +42,9 @@ from compaction_assets.cleaning.decide_spark import (
     keyed_winners,
     range_winners,
 )
-from compaction_assets.cleaning.decision import Decision, ProbedDecision
-from compaction_assets.cleaning.placement import DecideAt, Placement, place
-from compaction_assets.cleaning.probe import decide_by_probe
+from compaction_assets.cleaning.decide.here import decide_here, newer_keys, newer_winners
+from compaction_assets.cleaning.decide.placement import DecideAt, Placement, place
+from compaction_assets.cleaning.decide.probe import decide_by_probe
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.reader import dead_offsets
 from compaction_assets.planning.planner import CleaningRange

@@ -1,4 +1,4 @@
-"""One batch's cleanings (defs/batches.py runs them): which of its logs to clean, skip or only record
+"""One batch's cleanings (defs/batches/jobs.py runs them): which of its logs to clean, skip or only record
 (triage), the fleet cleaned in one Spark session, and each log's history recorded as it finishes, as a
 run of the partition's own records it: plan, cleaning, checks, then the latest state. With the topics'
 tables on, a log's latest state waits for its topic's commit, once per topic after the fleet's cleanings.
@@ -20,7 +20,13 @@ from compaction_assets import settings
 from compaction_assets.checks.model import LogView
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.engine import FleetResult, StepReport
-from compaction_assets.defs.batch_outcome import AwaitingTable, BatchEvent, LogOutcome, failed_outcome, is_transient
+from compaction_assets.defs.batches.outcome import (
+    AwaitingTable,
+    BatchEvent,
+    LogOutcome,
+    failed_outcome,
+    is_transient,
+)
 from compaction_assets.defs.history import (
     COMPACTED_LOG,
     Cleaning,

@@ -1,4 +1,4 @@
-"""How sensors and schedules ask for batch runs (defs/batches.py) when a tick finds many logs due.
+"""How sensors and schedules ask for batch runs (defs/batches/jobs.py) when a tick finds many logs due.
 
 Fewer than `settings.batches.min_logs` (COMPACTION_BATCH_MIN_LOGS, 10) logs due keep today's one run per
 partition (the UI's usual history, a run per log). From there on, the due logs go into few batch runs, in
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from compaction_assets import settings
-from compaction_assets.defs.batches import LOGS_TAG
+from compaction_assets.defs.batches.jobs import LOGS_TAG
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.store.names import parse_log_name
 
