@@ -13,8 +13,8 @@ from typing import Any
 
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import locate
-from compaction_assets.table.commit import LogCommit, commit_logs, marks_of
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
+from compaction_assets.table.summary import marks_of
 
 ROW_FIELDS = ("key", "value")
 
@@ -88,6 +88,9 @@ def cmd_table_history(ctx) -> int:
 def cmd_table_commit(ctx) -> int:
     """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
     the logs of one topic in one snapshot."""
+    # imported here: a commit builds latest states (state/, Spark's side), which no other command needs
+    from compaction_assets.table.commit import LogCommit, commit_logs
+
     by_topic: dict[str, list[LogCommit]] = {}
     for log in ctx.args.logs or ctx.store.logs():
         by_topic.setdefault(parse_log_name(log)[0], []).append(LogCommit(ctx.handle(log), ctx.config(log)))
