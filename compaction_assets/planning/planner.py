@@ -6,27 +6,20 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import Enum
 
 from compaction_assets.segments.records import INT64_MAX
 from compaction_assets.store.manifest import Manifest, Segment, new_id
 from compaction_assets.topics.config import TopicConfig
+from compaction_assets.topics.str_enum import StrEnum
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Why a log is cleaned (SPEC §5); compares equal to its name, as JSON, tags and manifests carry it."""
 
     DIRTY_RATIO = "dirty_ratio"  # the dirty ratio is above min.cleanable.dirty.ratio
     MAX_COMPACTION_LAG = "max_compaction_lag"  # a dirty record is older than max.compaction.lag.ms
     DELETE_HORIZON = "delete_horizon"  # clean-section tombstones are past their delete horizon
     FORCED = "forced"  # an operator asked (`--force`, or the asset's config)
-
-    # printed and formatted as its value, as an `enum.StrEnum` is (Python 3.11 and later; this runs on 3.10)
-    def __str__(self) -> str:
-        return str.__str__(self)
-
-    def __format__(self, format_spec: str) -> str:
-        return str.__format__(self, format_spec)
 
 
 @dataclass(frozen=True)
