@@ -113,6 +113,7 @@ def main() -> None:
         "module_names": modules,
         "path": [f"{a} -> {b}" for a, b in stops],
         "calls": sum(crossings.stops.values()),
+        "calls_by_stop": {f"{a} -> {b}": count for (a, b), count in crossings.stops.items()},
         "back_and_forth": back_and_forth,
     }
     print(

@@ -53,11 +53,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.gen import TS0, key_array
-from compaction_assets.cleaning.decide.here import KEY_HASH, split_by_key
+from compaction_assets.cleaning.decide.here import split_by_key
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.key_set import KeySet
-from compaction_assets.segments.keys import highest_offsets, key_hash, key_numbers, one_chunk
+from compaction_assets.segments.offset_map import KeySet, highest_offsets, key_hash, key_numbers, one_chunk
 
 RECORDS_PER_KEY = 10
 FILE_ROWS = 500_000  # rows of a segment file at most (bench/sweep.py: one file per 500,000 records)
@@ -155,6 +154,7 @@ class Timing:
 def winners_piece(columns: Columns) -> Piece:
     table = columns.table.select(["key", "offset"])
     offsets = to_numpy(table.column("offset"))
+
     # decide/here.py hands the hashes its split worked out (it needs them for the buckets in any case)
     hashes = key_hash(table.column("key"))
 
@@ -336,7 +336,7 @@ def split_piece(columns: Columns) -> Piece:
         hashes = key_hash(file.column("key"))
         label = (hashes % np.uint64(buckets)).astype(np.int64)
         order = pc.sort_indices(from_numpy(label))  # a stable sort: a bucket's rows stay in file order
-        ordered = file.append_column(KEY_HASH, from_numpy(hashes)).take(order)
+        ordered = file.take(order)
         counts = np.bincount(label, minlength=buckets)
         starts = np.cumsum(counts) - counts
         return [ordered.slice(int(starts[b]), int(counts[b])) for b in range(buckets)]
@@ -355,8 +355,8 @@ def split_piece(columns: Columns) -> Piece:
     if pl is not None:
 
         def polars_partition(file: pa.Table) -> dict:
-            frame = pl.from_arrow(file).with_columns(pl.col("key").hash().alias(KEY_HASH))
-            frame = frame.with_columns((pl.col(KEY_HASH) % buckets).alias("bucket"))
+            frame = pl.from_arrow(file).with_columns(pl.col("key").hash().alias("key_hash"))
+            frame = frame.with_columns((pl.col("key_hash") % buckets).alias("bucket"))
             return frame.partition_by("bucket", maintain_order=True, as_dict=True)
 
         def polars_parts(files: list[dict]) -> tuple[bool, bool, bool]:

@@ -27,7 +27,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import dead_offsets, iter_records
 from compaction_assets.planning.planner import cleaning_range
-from compaction_assets.segments.keys import key_hash
+from compaction_assets.segments.offset_map import key_hash
 from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build, _clean_more
 
@@ -38,20 +38,20 @@ GROUPED = replace(DEFAULT_TUNING, incremental_max_dirty_share=-1.0)
 IN_SPARK = replace(GROUPED, local_decision_max_rows=-1)
 
 
-@pytest.mark.parametrize("block_rows", [10**6, 64, 1])
-def test_a_split_keeps_every_row_of_a_key_in_one_bucket(block_rows):
+def test_a_split_keeps_every_row_of_a_key_in_one_bucket():
     keys = [f"k{i % 97}".encode() for i in range(1_000)]
     table = pa.table({"key": pa.array(keys, pa.binary()), "offset": pa.array(np.arange(1_000), pa.int64())})
-    parts = split_by_key(table, 5, block_rows)
+    parts = split_by_key(table, 5)
     assert len(parts) == 5 and sum(len(p) for p in parts) == 1_000
     seen = [set(p.column("key").to_pylist()) for p in parts]
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1 :])
-    # a bucket's rows in the table's order (split a block at a time or whole)
+    # a bucket's keys are those of its hash, and its rows in the table's order
+    assert all((key_hash(p.column("key")) % np.uint64(5) == bucket).all() for bucket, p in enumerate(parts))
     offsets = [p.column("offset").to_pylist() for p in parts]
     assert all(o == sorted(o) for o in offsets) and sorted(o for part in offsets for o in part) == list(range(1_000))
     # the key's hash goes with its rows
     assert all(p.column(KEY_HASH).to_pylist() == key_hash(p.column("key")).tolist() for p in parts)
-    assert [len(p) for p in split_by_key(table.slice(0, 0), 5, block_rows)] == [0] * 5
+    assert [len(p) for p in split_by_key(table.slice(0, 0), 5)] == [0] * 5
     assert split_by_key(table, 1) == [table.append_column(KEY_HASH, pa.array(key_hash(table.column("key"))))]
 
 

@@ -1,4 +1,5 @@
-"""A set of binary keys asked about batches of keys (segments/key_set.py): exact, whatever the keys' hashes."""
+"""A set of binary keys asked about batches of keys (the offset map's key set, segments/offset_map.py):
+exact, whatever the keys' hashes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from compaction_assets.segments.key_set import KeySet, hashed
-from compaction_assets.segments.keys import HASHED_EDGE, key_hash
+from compaction_assets.segments.offset_map import HASHED_EDGE, KeySet, hashed, key_hash
 
 
 def _random_keys(rng: random.Random, n: int) -> list[bytes]:

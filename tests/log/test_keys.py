@@ -1,5 +1,5 @@
-"""Binary keys as numbers (segments/keys.py): a hash that is the key's bytes wherever they lie, and a numbering
-that is exact when keys share a hash."""
+"""Binary keys as numbers (the offset map, segments/offset_map.py): a hash that is the key's bytes wherever they
+lie, and a numbering and winners that are exact when keys share a hash."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.segments.keys import HASHED_EDGE, KeyBytes, highest_offsets, key_hash, key_numbers
+from compaction_assets.segments.offset_map import HASHED_EDGE, KeyBytes, highest_offsets, key_hash, key_numbers
 
 
 def _same_partition(numbers: np.ndarray, keys: list[bytes]) -> bool:
@@ -63,7 +63,8 @@ def test_keys_that_share_a_hash_are_still_told_apart():
     keys = [b"a" * HASHED_EDGE + b"%04d" % (i % 50) + b"b" * HASHED_EDGE for i in range(400)]
     assert len(set(key_hash(pa.array(keys)).tolist())) == 1
     key_bytes = KeyBytes(pa.array(keys))
-    assert not key_bytes.same_as(np.zeros(len(keys), np.int64)).all()
+    rows = np.arange(len(keys))
+    assert not key_bytes.same_as_in(rows, key_bytes, np.zeros(len(keys), np.int64)).all()
     numbers, count = key_numbers(pa.array(keys))
     assert count == 50 and _same_partition(numbers, keys)
     # the winners of those keys: each one's highest offset, as Arrow's own group-by finds them

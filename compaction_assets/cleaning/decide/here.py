@@ -5,7 +5,8 @@ this process lacks, and pays for a shuffle of every narrow row and a hash aggreg
 Here the range's narrow columns (about 50 bytes a row) are read a thread a core, each key's winner is
 found by one hash group-by (its highest offset: under the offset strategy a newer record always wins),
 and the decision is worked out from the winners by the functions a decision made in Spark's tasks uses
-(decide/task.py), a bucket of keys a thread, each bucket's keys numbered by the hash that split them.
+(decide/task.py), a bucket of keys a thread, each bucket's keys numbered by the hash that split them (the
+offset map, segments/offset_map.py).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from compaction_assets.cleaning.decide.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.keys import highest_offsets, key_hash
+from compaction_assets.segments.offset_map import highest_offsets, key_hash
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
@@ -31,9 +33,8 @@ from compaction_assets.store.manifest import Manifest, Segment
 NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
 # ... named as the decision's columns (decide/grouped.py's WINNER_FIELDS)
 WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
-# the hash of a row's key (keys.py), worked out as the rows are split into buckets
+# the hash of a row's key (the offset map's), worked out as the rows are split into buckets
 KEY_HASH = "_key_hash"
-SPLIT_BLOCK_ROWS = 131_072  # a file's rows split a block at a time (split_by_key)
 KEYED_WINNER_SCHEMA = pa.schema(
     [(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type) for name in NARROW_COLUMNS]
 )
@@ -151,28 +152,16 @@ def _winners(table: pa.Table, with_key: bool) -> pa.Table:
     return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
 
 
-def split_by_key(table: pa.Table, buckets: int, block_rows: int = SPLIT_BLOCK_ROWS) -> list[pa.Table]:
-    """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH:
-    every row of a key in one part, in the table's order."""
+def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
+    """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH: every
+    row of a key in one part, in the table's order (Arrow's sort of the bucket numbers is stable)."""
     # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again
     hashes = key_hash(table.column("key"))
     table = table.append_column(KEY_HASH, from_numpy(hashes))
     if buckets == 1:
         return [table]
-    # the rows in order of their block of `block_rows`, then of their bucket: the take that gathers
-    # them reads a block's columns while they are in the cores' caches (in bucket order across the file,
-    # each bucket's gather would read the whole file's columns again)
-    blocks = max(1, -(-len(table) // block_rows))
-    label = (np.arange(len(table)) // block_rows) * buckets + (hashes % np.uint64(buckets)).astype(np.int64)
-    # small numbers: numpy's stable sort of 8- or 16-bit integers is a radix sort (of wider ones, a timsort)
-    order = np.argsort(label.astype(np.uint16 if blocks * buckets <= 1 << 16 else np.uint32), kind="stable")
-    counts = np.bincount(label, minlength=blocks * buckets)
-    starts = (np.cumsum(counts) - counts).reshape(blocks, buckets)
-    counts = counts.reshape(blocks, buckets)
-    ordered = table.take(from_numpy(order))
-    return [
-        pa.concat_tables(
-            [ordered.slice(int(starts[block, bucket]), int(counts[block, bucket])) for block in range(blocks)]
-        )
-        for bucket in range(buckets)
-    ]
+    bucket = (hashes % np.uint64(buckets)).astype(np.int64)
+    ordered = table.take(pc.sort_indices(from_numpy(bucket)))
+    counts = np.bincount(bucket, minlength=buckets)
+    starts = np.cumsum(counts) - counts
+    return [ordered.slice(int(starts[part]), int(counts[part])) for part in range(buckets)]

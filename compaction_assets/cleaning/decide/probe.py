@@ -41,7 +41,7 @@ from compaction_assets.errors import CorruptLogError
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
 from compaction_assets.planning.planner import CleaningRange
-from compaction_assets.segments import key_set, keys, segment_task
+from compaction_assets.segments import offset_map, segment_task
 from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Horizon, Manifest, Segment
@@ -208,7 +208,7 @@ def probe(
         sorted(group, key=lambda spec: spec.seg_idx) for group in spread(specs, [spec.rows for spec in specs], n_tasks)
     ]
     runner = probe_task.probe_runner(tasks, newer.get(), now, new_horizon, open_fs, tuning.probe_batch_rows)
-    ship_by_value(keys, key_set, probe_task)  # (only for Spark's workers: a probe here imports no pyspark)
+    ship_by_value(offset_map, probe_task)  # (only for Spark's workers: a probe here imports no pyspark)
     result = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, probe_task.RESULT_SCHEMA).toArrow()
     return _removed_by_segment(result)
 
@@ -254,17 +254,17 @@ class SharedKeySet:
 
     def __init__(self, newer: NewerKeys):
         self.newer, self.lock = newer, threading.Lock()
-        self.built: list[key_set.KeySet] = []
+        self.built: list[offset_map.KeySet] = []
 
     def ready(self) -> bool:
         """Whether `get` would not wait: the set is built, or the keys are ready and no thread builds it."""
         return bool(self.built) or (self.newer.ready() and not self.lock.locked())
 
-    def get(self) -> key_set.KeySet:
+    def get(self) -> offset_map.KeySet:
         """The set (built by this call if no thread has built it)."""
         with self.lock:
             if not self.built:
-                self.built.append(key_set.KeySet(self.newer.get()))
+                self.built.append(offset_map.KeySet(self.newer.get()))
             return self.built[0]
 
 

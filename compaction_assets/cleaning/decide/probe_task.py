@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_assets.segments.arrays import from_numpy, from_strings, scalar, to_numpy, visible_mask
-from compaction_assets.segments.key_set import KeySet, hashed
+from compaction_assets.segments.offset_map import KeySet, hashed
 
 COLUMNS = ("key", "offset", "timestamp", "is_tombstone", "record_size", "delete_horizon")  # what is read
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
