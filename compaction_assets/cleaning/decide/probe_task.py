@@ -10,7 +10,7 @@ from the same read. The new records' own winners come from the usual Spark group
 
 Like the write (segments/segment_task.py), the probe is one function run either in Python workers (a Spark job
 over tasks of segments) or in threads of this process (a local master, or little to read). It imports
-only pyarrow, numpy and segments' `arrays`, `key_set` and `keys`, so it is shipped to executors
+only pyarrow, numpy and segments' `arrays` and `offset_map`, so it is shipped to executors
 by value with them.
 """
 
