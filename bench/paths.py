@@ -14,7 +14,8 @@ Each variant is compared with the variant it names as `against`: the product's, 
 only a Spark route takes, the same route with that path on (under the benchmark's local master the
 product decides and writes in its own process, where the Spark routes' paths are never taken). Its
 ratio (off / on: above 1, the path wins) is taken within each round, then the median over rounds.
-Variants run in a rotated order each round, so a machine whose load drifts weighs on all of them alike.
+Variants run in a rotated order, reversed every other round, so a machine whose load drifts weighs on
+all of them alike and each variant runs both before and after the one it is compared with.
 
 Time is CPU seconds (user and system) of the step's process and of the Spark Connect server's process
 tree (its JVM and Python workers; this process adopts them, `become_subreaper`) while the step ran, so
@@ -55,13 +56,13 @@ class Variant:
     only), "fleet" or "state" (bench/step.py's `--state`)."""
 
     tuning: dict = field(default_factory=dict)
-    against: str = "product"
+    against: str | None = "product"  # None: a baseline, compared with nothing
     steps: tuple[str, ...] = ("A", "D")
     state: str = "product"
 
 
 VARIANTS = {
-    "product": Variant(),
+    "product": Variant(against=None),
     # the decision: here, its winners collected, in the group-by's tasks, cached
     "decision in Spark, not here (local_decision_max_rows)": Variant(IN_SPARK),
     "decision in tasks, not collected (collect_offset_decision_max_rows)": Variant(
@@ -107,7 +108,7 @@ VARIANTS = {
     "vector rebuilt whole (dead_vector_max_files)": Variant({"dead_vector_max_files": 0}, steps=("D",)),
     "every touched segment rewritten, none marked (rewrite_dead_fraction)": Variant({"rewrite_dead_fraction": 0.0}),
     # the fleet's small logs: their own paths
-    "fleet: product": Variant(steps=("fleet",)),
+    "fleet: product": Variant(against=None, steps=("fleet",)),
     "fleet: decision in Spark, not here (local_decision_max_rows)": Variant(IN_SPARK, "fleet: product", ("fleet",)),
     "fleet: small range in the shuffle's partitions (small_range_records)": Variant(
         {**IN_SPARK, "small_range_records": 0},
@@ -118,7 +119,7 @@ VARIANTS = {
         {**IN_WORKERS, "driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1}, "fleet: product", ("fleet",)
     ),
     # the latest state of the log before D (state/)
-    "state: product": Variant(steps=("state",)),
+    "state: product": Variant(against=None, steps=("state",)),
     "state: built as one table, not file by file (state_parts)": Variant(
         against="state: product", steps=("state",), state="table"
     ),
@@ -223,10 +224,17 @@ def _run(name: str, number: int, built: dict, env: dict, args) -> dict:
     return out | {"load": load, "round": number}
 
 
+def _valid(run: dict) -> dict:
+    """A round's figures without the steps whose server time came out below nothing: a process of the
+    server's tree ended and was reaped while the tree was read, so its time was missed."""
+    return {k: v for k, v in run.items() if not isinstance(v, dict) or v["server_cpu_seconds"] > -0.05}
+
+
 def ratios(runs: dict) -> dict:
     """Per variant and step: median CPU and wall seconds, and the median over rounds of its ratio to the
     variant it is compared with in the same round (off / on: above 1, the path wins)."""
     out: dict = {}
+    runs = {name: [_valid(r) for r in rounds] for name, rounds in runs.items()}
     for name, rounds in runs.items():
         against = VARIANTS[name].against
         for k in ("A", "D", "fleet", "state"):
@@ -234,7 +242,7 @@ def ratios(runs: dict) -> dict:
             if not mine:
                 continue
             # the same round's figures of the variant compared with
-            theirs = {b["round"]: b for b in runs.get(against, []) if k in b}
+            theirs = {b["round"]: b for b in runs.get(against or "", []) if k in b}
             pairs = [(r[k], theirs[r["round"]][k]) for r in rounds if k in r and r["round"] in theirs]
             row = {
                 "against": against,
@@ -242,7 +250,7 @@ def ratios(runs: dict) -> dict:
                 "wall": statistics.median(m["wall_seconds"] for m in mine),
                 "rounds": len(mine),
             }
-            if pairs and name != against:
+            if pairs:
                 row["against_cpu"] = statistics.median(b["total_cpu_seconds"] for _, b in pairs)
                 row["cpu_ratio"] = statistics.median(m["total_cpu_seconds"] / b["total_cpu_seconds"] for m, b in pairs)
                 row["wall_ratio"] = statistics.median(m["wall_seconds"] / b["wall_seconds"] for m, b in pairs)
@@ -291,7 +299,7 @@ def main() -> None:
     args = ap.parse_args()
     args.segment_bytes = -(-args.records * (16 + gen.KEY_BYTES + args.value_bytes) // args.segment_files)
     names = [n for n in VARIANTS if not args.only or n in args.only]
-    while missing := {VARIANTS[n].against for n in names} - set(names):  # what they are compared with
+    while missing := {VARIANTS[n].against for n in names} - {None, *names}:  # what they are compared with
         names = [n for n in VARIANTS if n in names or n in missing]
     if not args.fleet:
         names = [n for n in names if "fleet" not in VARIANTS[n].steps]
@@ -322,9 +330,12 @@ def main() -> None:
         step("clean", built["before_d"], env, segment_bytes=args.segment_bytes)
         _append(built["before_d"], args)
         for r in range(args.repeats):
-            k = r % len(names)
+            # rotated every other round, and reversed every other: each variant runs before and after the
+            # one it is compared with (the one after finds the server's plans compiled and its files cached)
+            k = r // 2 % len(names)
+            order = names[k:] + names[:k]
             print(f"round {r + 1} of {args.repeats}", file=sys.stderr)
-            for name in names[k:] + names[:k]:
+            for name in order[::-1] if r % 2 else order:
                 runs.setdefault(name, []).append(_run(name, r, built, env, args))
             _save(args, runs)  # each round's, so that a long run stopped early keeps its figures
     finally:
