@@ -110,11 +110,6 @@ VARIANTS = {
     # the fleet's small logs: their own paths
     "fleet: product": Variant(against=None, steps=("fleet",)),
     "fleet: decision in Spark, not here (local_decision_max_rows)": Variant(IN_SPARK, "fleet: product", ("fleet",)),
-    "fleet: small range in the shuffle's partitions (small_range_records)": Variant(
-        {**IN_SPARK, "small_range_records": 0},
-        against="fleet: decision in Spark, not here (local_decision_max_rows)",
-        steps=("fleet",),
-    ),
     "fleet: small writes in Python workers (driver_*_max_rows)": Variant(
         {**IN_WORKERS, "driver_rewrite_max_rows": -1, "driver_mark_max_rows": -1}, "fleet: product", ("fleet",)
     ),
