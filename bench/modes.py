@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -55,6 +56,12 @@ def _written(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(size for p, size in after.items() if p not in before and p.endswith((".parquet", ".json")))
 
 
+def _children_cpu_seconds() -> float:
+    """User and system CPU seconds of this process's children that have ended (each step's process)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -69,9 +76,11 @@ def step(
     concurrency: int | None = None,
     segment_bytes: int = 1 << 20,
     tuning: dict | None = None,
+    extra: list[str] | None = None,
 ) -> dict:
-    """Run one step in a fresh process; its JSON line plus the wall time and the bytes it wrote
-    (`tuning`: CleanerTuning fields to replace, as bench/paths.py turns a fast path off)."""
+    """Run one step in a fresh process; its JSON line plus the wall time, the CPU seconds of the process
+    (and of the children it waited for) and the bytes it wrote (`tuning`: CleanerTuning fields to replace,
+    as bench/paths.py turns a fast path off; `extra`: more arguments of bench/step.py)."""
     cmd = [sys.executable, "-m", "bench.step", op, "--store", store, "--segment-bytes", str(segment_bytes)]
     if tuning:
         cmd += ["--tuning", json.dumps(tuning)]
@@ -79,14 +88,18 @@ def step(
         cmd += ["--concurrency", str(concurrency)]
     if out:
         cmd += ["--out", out]
+    cmd += extra or []
     before = _disk(store)
     t = time.perf_counter()
+    cpu = _children_cpu_seconds()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    cpu = _children_cpu_seconds() - cpu
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise RuntimeError(f"step {op} failed: {proc.stderr.strip()[-1500:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res["wall_seconds"] = wall
+    res["cpu_seconds"] = cpu
     res["bytes_written"] = _written(before, _disk(store)) + (
         sum(_disk(out).values()) if out and os.path.isdir(out) else 0
     )

@@ -36,10 +36,17 @@ def main() -> None:
         help="clean, fleet: CleanerTuning fields as JSON (bench/paths.py "
         "turns a fast path off this way); the product's tuning otherwise",
     )
+    ap.add_argument(
+        "--state",
+        choices=("product", "table", "spark"),
+        default="product",
+        help="latest-state: the product's path, the state built as one table here, or by a Spark job",
+    )
     args = ap.parse_args()
 
     from compaction_assets import settings
     from compaction_assets.cleaning import engine
+    from compaction_assets.cleaning.tuning import DEFAULT_TUNING
     from compaction_assets.cli.context import settle_imports
     from compaction_assets.store.log_store import LogStore
 
@@ -60,14 +67,18 @@ def main() -> None:
         print(json.dumps(out))
         return
     handle = store.log(LOG_NAME)
+    # the latest state's twins (bench/paths.py): built as one table here, or by a Spark job (no memory
+    # to spare), instead of the path the product takes
+    share = 0.0 if args.state == "spark" else DEFAULT_TUNING.driver_memory_share
     if args.op == "latest-state":
-        from compaction_assets.state.latest_state import write_latest_state, written_here
+        from compaction_assets.state.latest_state import latest_state_table, write_latest_state, written_here
         from compaction_assets.store.fs import Storage
 
-        if written_here(handle, cfg, handle.manifest()):  # as the CLI does: Arrow here, Spark never starts
+        if written_here(handle, cfg, handle.manifest(), share):  # as the CLI does: Arrow here, no Spark
             t = time.perf_counter()
             st = Storage.open(args.out)
-            out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None)
+            whole = latest_state_table(handle, cfg, ordered=False) if args.state == "table" else None
+            out["rows"] = write_latest_state(handle, cfg, st, st.root, spark=None, state=whole)
             out.update(
                 seconds=time.perf_counter() - t,
                 spark_start_seconds=0.0,
@@ -107,7 +118,7 @@ def main() -> None:
             from compaction_assets.store.fs import Storage
 
             st = Storage.open(args.out)
-            out["rows"] = write_latest_state(handle, cfg, st, st.root, lambda: spark)
+            out["rows"] = write_latest_state(handle, cfg, st, st.root, lambda: spark, share=share)
         elif args.op == "plan-detail":
             dry = engine.dry_run(store.log(LOG_NAME), cfg, NOW, spark=spark, force=True, detail=True)
             out["superseded"] = dry.superseded.records if dry.superseded else None

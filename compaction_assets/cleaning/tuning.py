@@ -30,10 +30,9 @@ class CleanerTuning:
     # (1% new records of 10 a key kill about a tenth of its live rows), so its vector entries would be
     # written for nothing and its dead rows read by every probe and latest state until then
     first_mark_dead_fraction: float = 0.4
-    # a range of at most this many rows is decided in one Spark partition (a task per shuffle partition
-    # would cost a small range more than its rows do)
-    small_range_records: int = 60_000
-    # a larger one in one partition per this many rows, up to the session's shuffle partitions
+    # a range grouped by Spark is decided in one partition per this many rows (at least two), up to the
+    # session's shuffle partitions: a task per shuffle partition would cost a small range more than its
+    # rows do
     rows_per_partition: int = 100_000
     # ... and one task's group-by holds at most this many rows' keys: a larger range is hashed into more
     # partitions than the session's (under a local master the tasks' hash aggregations share the Spark

@@ -760,7 +760,6 @@ REWRITE_MODES = {
     "threshold": DEFAULT_TUNING,
     "deletion_vector": replace(
         mark_only(),
-        small_range_records=0,
         collect_decision_max_rows=-1,
         collect_offset_decision_max_rows=-1,
         driver_rewrite_max_rows=-1,

@@ -1,12 +1,11 @@
 """The cleaning's shortcuts for small inputs give the same results as the general paths.
 
-A small range is decided in one Spark partition (`CleanerTuning.small_range_records`), a read finds each
-tombstone's file stamp in one literal map or in one of several (`ReadPaths.stamp_bucket_files`), a range of
-up to `collect_decision_max_rows` rows (`collect_offset_decision_max_rows` for the offset strategy)
-brings its decision to the driver (figures summed with Arrow) instead of caching it in Spark, and writes
-with little to read run in the driver, not in Python workers (`driver_rewrite_max_rows`,
-`driver_mark_max_rows`); larger writes under a local master run in the driver's threads
-(`local_master_writes_here`). Most tests use small logs, so here the same
+A read finds each tombstone's file stamp in one literal map or in one of several
+(`ReadPaths.stamp_bucket_files`), a range of up to `collect_decision_max_rows` rows
+(`collect_offset_decision_max_rows` for the offset strategy) brings its decision to the driver (figures
+summed with Arrow) instead of caching it in Spark, and writes with little to read run in the driver, not in
+Python workers (`driver_rewrite_max_rows`, `driver_mark_max_rows`); larger writes under a local master run
+in the driver's threads (`local_master_writes_here`). Most tests use small logs, so here the same
 logs also go through the general paths (every limit set below any size; the writes in Python workers, or
 in threads; and a collected decision written by Python workers, as under a cluster's master) and must come
 out identical, record for record and segment for segment.
@@ -116,7 +115,6 @@ def _general_paths(writes: str = "workers") -> CleanerTuning:
     # threads (a local master's); a map per stamped file
     return replace(
         IN_WORKERS,
-        small_range_records=0,
         collect_decision_max_rows=-1,
         collect_offset_decision_max_rows=-1,
         task_decision_max_rows=-1,
@@ -128,7 +126,6 @@ def _general_paths(writes: str = "workers") -> CleanerTuning:
 # the offset strategy's decision made in the tasks of a group-by of several partitions (a large range's)
 IN_TASKS = replace(
     DEFAULT_TUNING,
-    small_range_records=0,
     rows_per_partition=40,
     local_decision_max_rows=-1,
     collect_offset_decision_max_rows=-1,
@@ -422,7 +419,6 @@ def test_collected_and_cached_decisions_have_the_same_figures(spark, store, make
             grouped,
             collect_decision_max_rows=-1,
             collect_offset_decision_max_rows=-1,
-            small_range_records=0,
             rows_per_partition=40,
             local_decision_max_rows=-1,
         ),
@@ -518,7 +514,7 @@ def test_a_large_range_is_grouped_in_tasks_of_bounded_rows():
     assert group_partitions(50_000_000, 8) == 100
     assert group_partitions(4_000_000, 8) == 0  # within the session's partitions: a partial aggregation
     assert group_partitions(500_000, 8) == 5  # a small range: as many partitions as its size needs
-    assert group_partitions(60_000, 8) == 1
+    assert group_partitions(60_000, 8) == 2  # at least two
     for rows in (8_000_001, 20_000_000, 123_456_789):
         parts = group_partitions(rows, 8) or 8
         assert -(-rows // parts) <= DEFAULT_TUNING.group_task_max_rows, rows

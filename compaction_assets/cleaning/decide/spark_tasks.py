@@ -1,10 +1,10 @@
 """How the cleaning's Spark jobs spread their rows over tasks: the session's partitions and parallelism,
 and the partitions of a group-by by its size and a sample of its keys.
 
-A group-by of a small range runs in one partition; a larger one is hashed by key when a sample of keys
-says a partial aggregation would not reduce them, and left to Spark's partial aggregation otherwise, and
-never with more keys a task than a local master's heap holds. The write and the probe, when they run in
-Spark's Python workers, take about two tasks a core of the session's parallelism.
+A group-by of a small range runs in as many partitions as its rows need; a larger one is hashed by key
+when a sample of keys says a partial aggregation would not reduce them, and left to Spark's partial
+aggregation otherwise, and never with more keys a task than a local master's heap holds. The write and the
+probe, when they run in Spark's Python workers, take about two tasks a core of the session's parallelism.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ def parallelism(spark) -> int:
 def group_partitions(grouped_rows: int, session_partitions: int, tuning: CleanerTuning = DEFAULT_TUNING) -> int:
     """The partitions that a group-by of `grouped_rows` rows hashes them into by key before aggregating;
     0: the session's shuffle partitions after a partial aggregation (when a sample of keys says it pays)."""
-    if grouped_rows <= tuning.small_range_records:
-        return 1
     parts = max(2, -(-grouped_rows // tuning.rows_per_partition))
     if parts < session_partitions:
         # A small range in the session's shuffle partitions (8) is mostly task overhead (17 tasks for a
