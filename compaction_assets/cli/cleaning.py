@@ -19,7 +19,7 @@ from compaction_assets.planning.planner import order
 
 
 @command(COMPACTION, "clean", help="clean logs (eligible ones with --all, in priority order)")
-@click.argument("logs", nargs=-1, shell_complete=store_logs)
+@click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs)
 @click.option("--all", is_flag=True, help="every eligible log, highest dirty ratio first")
 @click.option("--force", is_flag=True, help="clean even if not eligible")
 def cmd_clean(ctx: Context) -> int:

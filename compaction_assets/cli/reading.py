@@ -76,7 +76,7 @@ def cmd_describe(ctx: Context) -> int:
 
 
 @command(COMPACTION, "plan", help="dry run: what a cleaning would remove and why")
-@click.argument("logs", nargs=-1, shell_complete=store_logs, help="logs (default: all)")
+@click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
 @click.option("--metadata-only", is_flag=True, help="only the evaluation; no Spark")
 @click.option(
     "--force",

@@ -57,7 +57,7 @@ def cmd_append(ctx: Context) -> int:
 
 
 @command(COMPACTION, "ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
-@click.argument("logs", nargs=-1, help="logs (default: every landing folder)")
+@click.argument("logs", nargs=-1, metavar="[LOG]...", help="logs (default: every landing folder)")
 @click.option(
     "--landing",
     metavar="DIR",
