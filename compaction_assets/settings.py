@@ -378,6 +378,12 @@ def debug_enabled() -> bool:
     return bool(ENVIRONMENT.value(os.environ, DEBUG))
 
 
+def store_location() -> str:
+    """COMPACTION_STORE, or its default, read alone: a shell completion lists the store's logs even when
+    another variable is malformed (a command would refuse it, a completion stays quiet)."""
+    return str(ENVIRONMENT.value(os.environ, STORE))
+
+
 def export_default(name: str, value: str) -> str:
     """Set an environment variable for child processes and libraries unless already set; its value."""
     return os.environ.setdefault(name, value)

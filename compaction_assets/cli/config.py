@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import click
+
+from compaction_assets.cli.command_line import COMPACTION, command, command_group
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import wall_ms
@@ -20,7 +23,12 @@ from compaction_assets.topics.config_store import (
     parse_setting,
 )
 
+CONFIG = command_group("config", "the topic configuration stored in the store (show, set, apply)", COMPACTION)
 
+
+@command(CONFIG, "show", help="stored configuration, version and source")
+@click.argument("topic", required=False)
+@click.option("--history", is_flag=True, help="every stored version")
 def cmd_config_show(ctx: Context) -> int:
     """`config show [TOPIC] [--history]`: the stored configuration, its version and who changed it."""
     if not ctx.store.exists():
@@ -43,6 +51,10 @@ def cmd_config_show(ctx: Context) -> int:
     return 0
 
 
+@command(CONFIG, "set", help="set keys of a topic's configuration (a new version)")
+@click.argument("topic")
+@click.argument("settings", nargs=-1, required=True, metavar="key=value...")
+@click.option("--confirm", is_flag=True, help="allow a strategy change on cleaned logs")
 def cmd_config_set(ctx: Context) -> int:
     """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
     values = dict(parse_setting(a) for a in ctx.args.settings)
@@ -63,6 +75,10 @@ def cmd_config_set(ctx: Context) -> int:
     return 0
 
 
+@command(CONFIG, "apply", help="store a topics file's configuration; prints the diff")
+@click.argument("file", metavar="FILE")
+@click.option("--dry-run", is_flag=True, help="print the diff, store nothing")
+@click.option("--confirm", is_flag=True, help="allow a strategy change on cleaned logs")
 def cmd_config_apply(ctx: Context) -> int:
     """`config apply TOPICS_FILE`: store a topics file's configuration; prints what changed."""
     topics = load_topics(ctx.args.file)

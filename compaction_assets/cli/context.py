@@ -1,15 +1,15 @@
 """What every command of the operator command line shares: its context (store, topics, time, Spark), its
-output (results as JSON on stdout, progress on stderr) and its exit codes. The parser that maps each
-command to its function is in cli/parser.py."""
+output (results as JSON on stdout, progress on stderr) and its exit codes. How the commands are declared
+and parsed is cli/command_line.py."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from compaction_assets import settings
@@ -58,9 +58,9 @@ EXIT_TRANSIENT = 75  # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a los
 class Context:
     """One command's store, topics file, time and (started on first use) Spark session."""
 
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: SimpleNamespace):
         self.args = args
-        # read once for the command, here, not in the parser: a bad variable is a one-line error
+        # read once for the command, here, not while parsing: a bad variable is a one-line error
         self.env = env = settings.current()
         self.store = LogStore(args.store or env.store, lock_ttl_s=env.lock_ttl_seconds)
         for name in _named_logs(args):
@@ -124,7 +124,7 @@ class Context:
         return self._spark
 
 
-def _named_logs(args: argparse.Namespace) -> list[str]:
+def _named_logs(args: SimpleNamespace) -> list[str]:
     """The logs a command names (LOG, or LOG...)."""
     names = [args.log] if getattr(args, "log", None) is not None else []
     return names + list(getattr(args, "logs", None) or [])

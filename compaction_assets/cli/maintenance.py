@@ -4,13 +4,21 @@ jobs (defs/jobs.py) offer the same changes from the UI."""
 
 from __future__ import annotations
 
+import click
+
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs
+from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError, OffsetError
 from compaction_assets.log import writer
 
 
+@command(COMPACTION, "set-log-start", help="move the log start offset up (deletes history below it)")
+@click.argument("log", shell_complete=store_logs)
+@click.argument("offset", type=int, metavar="N")
+@click.option("--confirm", is_flag=True, help="delete the records below the offset")
 def cmd_set_log_start(ctx: Context) -> int:
     """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
     handle = ctx.handle(ctx.args.log)
@@ -37,6 +45,8 @@ def cmd_set_log_start(ctx: Context) -> int:
     return 0
 
 
+@command(COMPACTION, "roll", help="seal the active segment now, so a cleaning can take its records")
+@click.argument("log", shell_complete=store_logs)
 def cmd_roll(ctx: Context) -> int:
     """`roll LOG`: seal the active segment now (the cleaner never touches the active segment)."""
     handle = ctx.handle(ctx.args.log)
@@ -46,6 +56,9 @@ def cmd_roll(ctx: Context) -> int:
     return 0
 
 
+@command(COMPACTION, "set-checkpoint", help="overwrite the cleaner checkpoint")
+@click.argument("log", shell_complete=store_logs)
+@click.argument("offset", type=int, metavar="N")
 def cmd_set_checkpoint(ctx: Context) -> int:
     """`set-checkpoint LOG OFFSET`: overwrite the cleaner checkpoint."""
     m = writer.set_checkpoint(ctx.handle(ctx.args.log), ctx.args.offset)
@@ -53,6 +66,9 @@ def cmd_set_checkpoint(ctx: Context) -> int:
     return 0
 
 
+@command(COMPACTION, "clear-uncleanable", help="clear the uncleanable mark once the log is repaired")
+@click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs)
+@click.option("--all", is_flag=True, help="every log marked uncleanable")
 def cmd_clear_uncleanable(ctx: Context) -> int:
     """`clear-uncleanable LOG... | --all`: clear failed cleanings' marks (--all: every marked log)."""
     if ctx.args.all == bool(ctx.args.logs):
@@ -82,6 +98,15 @@ def cmd_clear_uncleanable(ctx: Context) -> int:
     return 0
 
 
+@command(COMPACTION, "gc", help="remove files left by interrupted changes")
+@click.argument("log", shell_complete=store_logs)
+@click.option(
+    "--grace-seconds",
+    type=float,
+    default=600.0,
+    metavar="S",
+    help="only remove unreferenced files older than this (default 600.0)",
+)
 def cmd_gc(ctx: Context) -> int:
     """`gc`: collect files no manifest references, after the grace period."""
     handle = ctx.handle(ctx.args.log)

@@ -7,6 +7,10 @@ import base64
 import json
 import os
 
+import click
+
+from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.fs import Storage
@@ -45,6 +49,17 @@ def record_json(r) -> dict:
     return obj
 
 
+@command(COMPACTION, "read", help="records from an offset, as JSON lines")
+@click.argument("log", shell_complete=store_logs)
+@click.option(
+    "--from",
+    "from_offset",
+    type=int,
+    default=0,
+    metavar="N",
+    help="first offset to read (default 0; records below the log start are gone)",
+)
+@click.option("--limit", type=int, metavar="N", help="print at most this many records (default: all)")
 def cmd_read(ctx: Context) -> int:
     """`read LOG`: the log's visible records as JSON Lines."""
     from compaction_assets.log.reader import iter_records
@@ -59,6 +74,17 @@ def cmd_read(ctx: Context) -> int:
     return 0
 
 
+@command(COMPACTION, "latest-state", help="the key -> value table of a log")
+@click.argument("log", shell_complete=store_logs)
+@click.option("--output", metavar="DIR", help="write Parquet here instead of printing JSON lines")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="replace a non-empty --output folder that an earlier latest-state did not write",
+)
+@click.option(
+    "--as-of", metavar="VERSION|TIME", help="the topic's table as of a log version or a time (ms, or ISO-8601)"
+)
 def cmd_latest_state(ctx: Context) -> int:
     """`latest-state LOG`: the key -> value table, printed or written as Parquet."""
     from compaction_assets.state.latest_state import (

@@ -11,12 +11,20 @@ import base64
 import json
 from typing import Any
 
+import click
+
+from compaction_assets.cli.command_line import COMPACTION, command, command_group
+from compaction_assets.cli.completion import store_logs
+from compaction_assets.cli.context import Context
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import locate
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
 from compaction_assets.table.summary import marks_of
 
 ROW_FIELDS = ("key", "value")
+
+TABLE = command_group("table", "the topics' Iceberg tables (show, scan, history, commit)", COMPACTION)
+TOPIC = click.argument("topic", help="the topic whose table to read")
 
 
 def _jsonable(value: Any) -> Any:
@@ -44,7 +52,9 @@ def _print_rows(rows) -> None:
         print(json.dumps({k: _jsonable(v) for k, v in row.items()}, default=str))
 
 
-def cmd_table_show(ctx) -> int:
+@command(TABLE, "show", help="identifier, columns, partitioning, current snapshot")
+@TOPIC
+def cmd_table_show(ctx: Context) -> int:
     """`table show TOPIC`: the table's identifier, location, columns, partitioning and current snapshot."""
     table, ident = open_table(ctx.store.storage, ctx.args.topic)
     snap = table.current_snapshot()
@@ -71,21 +81,30 @@ def cmd_table_show(ctx) -> int:
     return 0
 
 
-def cmd_table_scan(ctx) -> int:
+@command(TABLE, "scan", help="the rows, as JSON Lines")
+@TOPIC
+@click.option("--partition", type=int, metavar="P", help="one partition's rows")
+@click.option("--snapshot-id", type=int, metavar="ID", help="as of this snapshot (default: the current one)")
+@click.option("--limit", type=int, metavar="N", help="at most this many rows")
+def cmd_table_scan(ctx: Context) -> int:
     """`table scan TOPIC`: the table's rows (or one partition's, at a snapshot) as JSON Lines."""
     table, _ = open_table(ctx.store.storage, ctx.args.topic)
     _print_rows(scan(table, ctx.args.snapshot_id, ctx.args.partition, ctx.args.limit))
     return 0
 
 
-def cmd_table_history(ctx) -> int:
+@command(TABLE, "history", help="snapshots with the log versions each reflects")
+@TOPIC
+def cmd_table_history(ctx: Context) -> int:
     """`table history TOPIC`: every snapshot, oldest first, with the log versions it reflects."""
     table, _ = open_table(ctx.store.storage, ctx.args.topic)
     print(json.dumps([s.__dict__ for s in history(table)], indent=2))
     return 0
 
 
-def cmd_table_commit(ctx) -> int:
+@command(TABLE, "commit", help="commit logs' latest states to their topics' tables")
+@click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
+def cmd_table_commit(ctx: Context) -> int:
     """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
     the logs of one topic in one snapshot."""
     # imported here: a commit builds latest states (state/, Spark's side), which no other command needs
@@ -116,7 +135,7 @@ def cmd_table_commit(ctx) -> int:
     return 0
 
 
-def latest_state_as_of(ctx) -> int:
+def latest_state_as_of(ctx: Context) -> int:
     """`latest-state LOG --as-of VERSION|TIME`: the log's rows of its topic's table as they were then."""
     topic, partition = parse_log_name(ctx.args.log)
     table, _ = open_table(ctx.store.storage, topic)

@@ -1,20 +1,22 @@
-"""The command line's surface, pinned: every command, sub-command and option of `compaction` (its flags,
-action, nargs, required, choices, default, type, metavar and help, as argparse holds them), walked from
-the parser and compared with the committed tests/e2e/cli_surface.json, so that a change of the parser's
-code that changes what an operator types or reads is seen and named. A deliberate change regenerates the
-file: `UPDATE_CLI_SURFACE=1 .venv/bin/python -m pytest tests/e2e/test_cli_surface.py`, and the diff of
+"""The command line's surface, pinned: every command, sub-command and parameter of `compaction` (its flags,
+kind, nargs, required, default, type, metavar and help, as click holds them), walked from the click group and
+compared with the committed tests/e2e/cli_surface.json, so that a change of a declaration that changes what
+an operator types or reads is seen and named. A deliberate change regenerates the file:
+`UPDATE_CLI_SURFACE=1 .venv/bin/python -m pytest tests/e2e/test_cli_surface.py`, and the diff of
 cli_surface.json goes to review with it. Both entry points answer `--help`."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
+
 from compaction_assets import cli
+from compaction_assets.cli import COMPACTION
 
 GOLDEN = Path(__file__).with_name("cli_surface.json")
 UPDATE_ENV = "UPDATE_CLI_SURFACE"
@@ -22,67 +24,59 @@ REGENERATE = f"{UPDATE_ENV}=1 .venv/bin/python -m pytest tests/e2e/test_cli_surf
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _action_name(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
-    """The name `add_argument(action=...)` takes for this action's class ("store_true", "help", ...)."""
-    registered = parser._registries["action"]  # argparse's own table of action names, no public accessor
-    names = sorted(name for name, cls in registered.items() if isinstance(name, str) and cls is type(action))
-    return names[0] if names else type(action).__name__
-
-
 def _jsonable(value: object) -> object:
-    """A default or choice as JSON holds it: a callable or another object by its name or repr."""
+    """A default as JSON holds it: click's "no default" as None, another object by its name or repr."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if repr(value) == "Sentinel.UNSET":  # click's own "not given", not a public name
+        return None
     return getattr(value, "__name__", repr(value))
 
 
-def _argument(parser: argparse.ArgumentParser, action: argparse.Action) -> dict[str, object]:
-    """One option or positional argument: what argparse exposes of it, None where it holds nothing."""
+def _parameter(ctx: click.Context, param: click.Parameter) -> dict[str, object]:
+    """One option or positional argument: what click exposes of it."""
     return {
-        "flags": list(action.option_strings),
-        "action": _action_name(parser, action),
-        "nargs": action.nargs,
-        "required": action.required,
-        "choices": _jsonable(action.choices),
-        "default": _jsonable(action.default),
-        "type": _jsonable(action.type),
-        "metavar": _jsonable(action.metavar),
-        "help": action.help,
+        "kind": param.param_type_name,
+        "flags": [*param.opts, *param.secondary_opts] if isinstance(param, click.Option) else [],
+        "is_flag": isinstance(param, click.Option) and param.is_flag,
+        "nargs": param.nargs,
+        "multiple": param.multiple,
+        "required": param.required,
+        "default": _jsonable(param.get_default(ctx, call=False)),
+        "type": param.type.name,
+        "metavar": None if isinstance(param, click.Option) and param.is_flag else param.make_metavar(ctx),
+        "help": getattr(param, "help", None),
     }
 
 
-def _subcommands(action: argparse._SubParsersAction) -> dict[str, object]:
-    """The sub-commands of one `add_subparsers`, each walked in turn, in the order --help lists them."""
-    helps = {choice.dest: choice.help for choice in action._choices_actions}
-    return {name: _command(sub, helps.get(name)) for name, sub in action.choices.items()}
-
-
-def _command(parser: argparse.ArgumentParser, help_text: str | None) -> dict[str, object]:
-    """A parser's surface: its prog, help and description, its options (by flags), its positionals (in
-    order) and, when it has them, its sub-commands (with the name they are read into and whether one is
-    required)."""
-    surface: dict[str, object] = {"prog": parser.prog, "help": help_text, "description": parser.description}
+def _command(command: click.Command, ctx: click.Context) -> dict[str, object]:
+    """A command's surface: its path, help and listing help, its options (by flags), its positionals (in
+    order) and, for a group, its sub-commands (in the order --help lists them) and whether one is required."""
+    surface: dict[str, object] = {"path": ctx.command_path, "help": command.help, "short_help": command.short_help}
     options: dict[str, object] = {}
     positionals: list[object] = []
-    for action in parser._actions:  # argparse keeps a parser's arguments here only
-        if isinstance(action, argparse._SubParsersAction):
-            surface["subcommand_dest"] = action.dest
-            surface["subcommand_required"] = action.required
-            surface["subcommands"] = _subcommands(action)
-        elif action.option_strings:
-            options[", ".join(action.option_strings)] = _argument(parser, action)
+    for param in command.get_params(ctx):  # with the help option, as --help lists them
+        if isinstance(param, click.Option):
+            options[", ".join(param.opts)] = _parameter(ctx, param)
         else:
-            positionals.append({"name": action.dest, **_argument(parser, action)})
+            positionals.append({"name": param.name, **_parameter(ctx, param)})
     surface["options"] = options
     surface["positionals"] = positionals
+    if isinstance(command, click.Group):
+        surface["subcommand_required"] = not command.invoke_without_command
+        subcommands = {}
+        for name in command.list_commands(ctx):
+            sub = command.commands[name]
+            subcommands[name] = _command(sub, click.Context(sub, info_name=name, parent=ctx, **sub.context_settings))
+        surface["subcommands"] = subcommands
     return surface
 
 
 def cli_surface() -> dict[str, object]:
-    """The whole command line's surface, from today's parser."""
-    return _command(cli.build_parser(), None)
+    """The whole command line's surface, from today's declarations."""
+    return _command(COMPACTION, click.Context(COMPACTION, info_name="compaction", **COMPACTION.context_settings))
 
 
 def _differences(expected: object, actual: object, path: str = "") -> list[str]:
@@ -135,7 +129,7 @@ def _help(argv: list[str]) -> subprocess.CompletedProcess:
 def test_python_dash_m_answers_help():
     proc = _help([sys.executable, "-m", "compaction_assets", "--help"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.startswith("usage: compaction"), proc.stdout[:500]
+    assert proc.stdout.startswith("Usage: compaction"), proc.stdout[:500]
 
 
 def test_the_compaction_console_script_answers_help():
@@ -143,4 +137,26 @@ def test_the_compaction_console_script_answers_help():
     assert script.exists(), f"{script} is missing: the project is not installed in this environment (scripts/setup.sh)"
     proc = _help([str(script), "--help"])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.startswith("usage: compaction"), proc.stdout[:500]
+    assert proc.stdout.startswith("Usage: compaction"), proc.stdout[:500]
+
+
+def test_a_usage_error_exits_2_with_click_s_message_and_the_usage_on_stderr(capsys):
+    for argv, usage, message in (
+        (["logs", "--bogus"], "Usage: compaction logs [OPTIONS]", "Error: No such option '--bogus'."),
+        (["frob"], "Usage: compaction [OPTIONS] COMMAND [ARGS]...", "Error: No such command 'frob'."),
+        ([], "Usage: compaction [OPTIONS] COMMAND [ARGS]...", "Error: Missing command."),
+        (["config"], "Usage: compaction config [OPTIONS] COMMAND [ARGS]...", "Error: Missing command."),
+        (["--now", "soon", "logs"], "Usage: compaction", "Error: Invalid value for '--now': 'soon' is not a valid"),
+        (["describe"], "Usage: compaction describe [OPTIONS] LOG", "Error: Missing argument 'LOG'."),
+    ):
+        capsys.readouterr()
+        assert cli.main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(usage) and message in err, (argv, err)
+
+
+def test_help_exits_0_with_the_help_on_stdout(capsys):
+    capsys.readouterr()
+    assert cli.main(["table", "scan", "-h"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("Usage: compaction table scan [OPTIONS] TOPIC") and "--snapshot-id ID" in out and err == ""

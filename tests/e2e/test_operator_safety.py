@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from compaction_assets import cli
+from compaction_assets.cli.command_line import command, command_group
+from compaction_assets.cli.context import Context
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore
 
@@ -284,6 +287,18 @@ def test_global_options_before_or_after_the_command(small_store, capsys):
     for args in (("--store", small_store, "logs"), ("logs", "--store", small_store)):
         rc, out, err = run(capsys, *args)
         assert rc == 0 and [r["log"] for r in json.loads(out)] == ["t-0"], err
+    # a sub-command's: before the group, after it, after the sub-command; the nearest to the command wins
+    shown = [
+        run(capsys, *args)
+        for args in (
+            ("--store", small_store, "config", "show", "t"),
+            ("config", "--store", small_store, "show", "t"),
+            ("config", "show", "t", "--store", small_store),
+            ("--store", "nosuch", "config", "--store", "nosuch", "show", "t", "--store", small_store),
+        )
+    ]
+    assert [rc for rc, _, _ in shown] == [0, 0, 0, 0], shown
+    assert len({out for _, out, _ in shown}) == 1 and json.loads(shown[0][1])[0]["topic"] == "t"
 
 
 def test_bad_variable_is_one_line_and_the_trace_needs_compaction_debug(small_store, monkeypatch, capsys):
@@ -292,19 +307,23 @@ def test_bad_variable_is_one_line_and_the_trace_needs_compaction_debug(small_sto
     assert rc == 1 and errors(err) == [err.strip()] and "COMPACTION_LOCK_TTL_SECONDS" in err
     monkeypatch.setenv("COMPACTION_LOCK_TTL_SECONDS", "300")
 
-    def broken_parser():
-        """The CLI's parser, whose `logs` command fails unexpectedly."""
-        p = cli.build_parser()
-        p._subparsers._group_actions[0].choices["logs"].set_defaults(fn=lambda ctx: 1 / 0)
-        return p
+    def broken_group() -> click.Group:
+        """A command line like the CLI's, whose `logs` command fails unexpectedly."""
+        group = command_group("compaction", "broken")
+
+        @command(group, "logs", help="fails")
+        def cmd_logs(ctx: Context) -> int:
+            return int(1 / 0)
+
+        return group
 
     capsys.readouterr()
-    rc = cli.main(["--store", small_store, "logs"], parser=broken_parser())
+    rc = cli.main(["--store", small_store, "logs"], group=broken_group())
     err = capsys.readouterr().err
     assert rc == 1 and errors(err) == [err.strip()] and "ZeroDivisionError" in err and "COMPACTION_DEBUG" in err
     monkeypatch.setenv("COMPACTION_DEBUG", "1")
     with pytest.raises(ZeroDivisionError):
-        cli.main(["--store", small_store, "logs"], parser=broken_parser())
+        cli.main(["--store", small_store, "logs"], group=broken_group())
 
 
 # --- 4. read | append round-trips ----------------------------------------------------------------

@@ -72,8 +72,7 @@ def test_append_of_several_files_is_all_or_nothing_and_summarised(store, tmp_pat
 def test_append_help_says_avro_is_accepted(capsys):
     from compaction_assets import cli
 
-    with pytest.raises(SystemExit):
-        cli.main(["append", "--help"])
+    assert cli.main(["append", "--help"]) == 0
     assert "Avro" in capsys.readouterr().out
 
 
@@ -88,12 +87,10 @@ def test_append_help_says_avro_is_accepted(capsys):
     ],
 )
 def test_every_flag_has_a_help_text(command, flag):
-    from compaction_assets import cli
+    from compaction_assets.cli import COMPACTION
 
-    parser = cli.build_parser()
-    sub = parser._subparsers._group_actions[0].choices[command]
-    action = next(a for a in sub._actions if flag in a.option_strings)
-    assert action.help, f"{command} {flag} has no help text"
+    option = next(p for p in COMPACTION.commands[command].params if flag in p.opts)
+    assert getattr(option, "help", None), f"{command} {flag} has no help text"
 
 
 # --- 4. reserved names -------------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""How the operator command line is declared, with click: the `compaction` group, the global options every
+command and group accepts (--store, --topics, --now, before the command and after it), and `command`, the
+decorator that declares a `cmd_` function as a command where the function is written (its click.argument
+and click.option decorators under it). Parsing ends at an `Invocation`: `cli.main` runs it, so every error
+of a command is reported the one way cli/__init__.py says, never by click."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import click
+
+from compaction_assets.cli.context import Context
+
+Handler = Callable[[Context], int]
+PROG = "compaction"
+GLOBAL_OPTIONS = ("store", "topics", "now")
+
+
+def _global_options() -> list[click.Parameter]:
+    """--store, --topics, --now: fresh objects for each command and group that accepts them (default None:
+    a value given nearer the command wins over one given before it, see `_arguments`)."""
+    return [
+        click.Option(
+            ["--store"],
+            metavar="DIR",
+            help="log store root (env COMPACTION_STORE; default var/store under the current directory)",
+        ),
+        click.Option(
+            ["--topics"],
+            metavar="FILE",
+            help="topics file to check against (and, for a topic the store has no configuration for yet, to "
+            "store); env COMPACTION_TOPICS",
+        ),
+        click.Option(
+            ["--now"], type=int, metavar="MS", help="evaluate at this time (ms since epoch) instead of the clock"
+        ),
+    ]
+
+
+class DeclaredOrderGroup(click.Group):
+    """A group whose --help lists its commands in the order they were declared (grouped by family, as
+    docs/cli.md lists them), not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+def command_group(name: str, help: str, parent: click.Group | None = None) -> click.Group:
+    """A group of commands with the global options (added to `parent` when given). Without arguments it is a
+    usage error (`Missing command.`, exit 2), as for an unknown command."""
+    group = DeclaredOrderGroup(
+        name,
+        params=_global_options(),
+        help=help,
+        short_help=help,
+        no_args_is_help=False,
+        # -h as well as --help, as the command line always took; every command's context inherits it
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    if parent is not None:
+        parent.add_command(group)
+    return group
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """A parsed command line: the function of the command it names and that command's arguments."""
+
+    handler: Handler
+    arguments: SimpleNamespace
+
+    def run(self) -> int:
+        return self.handler(Context(self.arguments))
+
+
+def command(group: click.Group, name: str, help: str) -> Callable[[Handler], Handler]:
+    """Declare the decorated `cmd_` function as `group`'s command `name`, with the global options and the
+    parameters of the click.argument and click.option decorators under this one; the function itself is
+    returned unchanged (it takes the command's Context, its arguments in `ctx.args`)."""
+
+    def declare(handler: Handler) -> Handler:
+        # click's decorators collect the parameters bottom-up; the command lists them top-down
+        own = list(reversed(getattr(handler, "__click_params__", [])))
+
+        def parsed(**_values: object) -> Invocation:
+            return Invocation(handler, _arguments(click.get_current_context()))
+
+        group.add_command(
+            click.Command(name, params=[*_global_options(), *own], callback=parsed, help=help, short_help=help)
+        )
+        return handler
+
+    return declare
+
+
+def _arguments(ctx: click.Context) -> SimpleNamespace:
+    """The command's arguments as its function reads them: its own parameters (a list for each nargs=-1
+    one), each global option from the command or else from the nearest group before it that was given it,
+    and `command`, the name of the top-level command (`config` for `config set`)."""
+    chain = [ctx]
+    while chain[-1].parent is not None:
+        chain.append(chain[-1].parent)
+    values = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in ctx.params.items()
+        if key not in GLOBAL_OPTIONS
+    }
+    for option in GLOBAL_OPTIONS:
+        values[option] = next((c.params[option] for c in chain if c.params.get(option) is not None), None)
+    top = chain[-2] if len(chain) > 1 else ctx
+    return SimpleNamespace(**values, command=top.info_name)
+
+
+def parse(group: click.Group, argv: list[str] | None) -> Invocation | int:
+    """What the command line `argv` (None: the process's) asks for: the command to run, or the exit code of
+    a command line that runs none: 0 after --help, 2 after a usage error (shown on stderr by click). Shell
+    completion (`_COMPACTION_COMPLETE` set) is answered by click, which exits the process."""
+    try:
+        return group.main(argv, prog_name=PROG, standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+
+
+# The `compaction` command line; the command modules (cli/__init__.py imports them) declare their commands
+# into it.
+COMPACTION = command_group(
+    PROG, "Operator command line: `python -m compaction_assets COMMAND ...` (or the `compaction` script)."
+)

@@ -1,0 +1,98 @@
+"""The command line's commands that read the store: `logs`, `metrics`, `describe` and `plan` (the
+evaluation, and a dry run of the cleaning)."""
+
+from __future__ import annotations
+
+import click
+
+from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli.completion import store_logs
+from compaction_assets.cli.context import Context, _emit, _progress
+from compaction_assets.planning.planner import evaluate
+from compaction_assets.store.names import parse_log_name
+
+
+@command(COMPACTION, "logs", help="list logs with their dirty ratio and eligibility")
+def cmd_logs(ctx: Context) -> int:
+    """`logs`: every log of the store with its size and state."""
+    rows: list[dict[str, object]] = []
+    for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+        ev = st.evaluation
+        if ev is None:
+            rows.append({"log": st.log, "error": st.error, "uncleanable": True})
+            continue
+        # a log marked uncleanable is not eligible: no sensor and no `clean --all` takes it
+        rows.append(
+            {
+                "log": st.log,
+                "dirty_ratio": round(ev.dirty_ratio, 6),
+                "eligible": ev.eligible and not ev.uncleanable,
+                "reason": None if ev.uncleanable else ev.reason,
+                "why_not_eligible": ev.why_not_eligible,
+                "max_compaction_delay_ms": ev.max_compaction_delay_ms,
+                "log_end_offset": ev.log_end_offset,
+                "uncleanable": ev.uncleanable,
+                "uncleanable_error": _uncleanable_error(st),
+            }
+        )
+    _emit(rows)
+    return 0
+
+
+def _uncleanable_error(st: LogState) -> str | None:
+    """The error of the failed cleaning that marked the log uncleanable (None: not marked, or unread)."""
+    mark = st.manifest.uncleanable if st.manifest is not None else None
+    return mark.error if mark else None
+
+
+@command(
+    COMPACTION,
+    "metrics",
+    help="figures across logs (max-dirty-percent, uncleanable-partitions-count, uncleanable-bytes, ...)",
+)
+def cmd_metrics(ctx: Context) -> int:
+    """`metrics`: SPEC §8's figures across the store's logs."""
+    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)).as_dict())
+    return 0
+
+
+@command(COMPACTION, "describe", help="segments, ranges, sizes, checkpoint and state of a log")
+@click.argument("log", shell_complete=store_logs)
+def cmd_describe(ctx: Context) -> int:
+    """`describe LOG`: the log's metadata and today's evaluation."""
+    from compaction_assets.planning.describe import describe
+
+    handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)
+    # the stored configuration, its version and who set it replace the configuration the description used
+    _emit(
+        {
+            **describe(handle, cfg, ctx.now).as_document(),
+            **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document(),
+        }
+    )
+    return 0
+
+
+@command(COMPACTION, "plan", help="dry run: what a cleaning would remove and why")
+@click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
+@click.option("--metadata-only", is_flag=True, help="only the evaluation; no Spark")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="dry-run the cleaning as if forced, even if not eligible (ignored with --metadata-only)",
+)
+def cmd_plan(ctx: Context) -> int:
+    """`plan [LOG...]`: the evaluation and, unless --metadata-only, a dry run of the cleaning."""
+    logs = ctx.args.logs or ctx.store.logs()
+    out = []
+    for name in logs:
+        handle, cfg = ctx.handle(name), ctx.config(name)
+        if ctx.args.metadata_only:
+            out.append(evaluate(handle.manifest(), cfg, ctx.now).as_dict())
+        else:
+            _progress(f"{name}: dry run")
+            out.append(engine.dry_run(handle, cfg, ctx.now, spark=ctx.spark, force=ctx.args.force).as_dict())
+    _emit(out)
+    return 0
