@@ -1,4 +1,5 @@
-"""The latest state of each topic as an Iceberg table, committed by the runs that clean its logs.
+"""The latest state of each topic as an Iceberg table, following its logs: committed after every change a log
+commits (follow.py), its lag behind them read from the snapshot summary (lag.py).
 
 One table per topic (`<namespace>.<topic>`, see `catalog.table_name`), one Iceberg partition per log, rows
 identified by (partition, key). catalog.py finds the catalog, schema.py the columns, commit.py commits
