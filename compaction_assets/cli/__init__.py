@@ -31,7 +31,10 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (records, maintenance, config, table)
 def cmd_logs(ctx: Context) -> int:
     """`logs`: every log of the store with its size and state."""
     rows: list[dict[str, object]] = []
-    for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+    states = evaluate_logs(ctx.store, ctx.config, ctx.now)
+    read = {st.log: st.manifest for st in states if st.manifest is not None}
+    lags = table.lag(ctx, list(read), read)
+    for st in states:
         ev = st.evaluation
         if ev is None:
             rows.append({"log": st.log, "error": st.error, "uncleanable": True})
@@ -48,10 +51,20 @@ def cmd_logs(ctx: Context) -> int:
                 "log_end_offset": ev.log_end_offset,
                 "uncleanable": ev.uncleanable,
                 "uncleanable_error": _uncleanable_error(st),
+                **_lag_columns(lags.get(st.log)),
             }
         )
     _emit(rows)
     return 0
+
+
+def _lag_columns(lag: dict[str, object] | None) -> dict[str, object]:
+    """The table lag's columns of a `logs` row (none when tables are off)."""
+    if lag is None:
+        return {}
+    if "error" in lag:
+        return {"table_lag_error": lag["error"]}
+    return {"table_lag_records": lag["lag_records"], "table_lag_ms": lag["lag_ms"], "table_late": lag["late"]}
 
 
 def _uncleanable_error(st: LogState) -> str | None:
@@ -76,6 +89,7 @@ def cmd_describe(ctx: Context) -> int:
         {
             **describe(handle, cfg, ctx.now).as_document(),
             **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document(),
+            "table": table.lag(ctx, [ctx.args.log]).get(ctx.args.log, {"skipped": "tables are off"}),
         }
     )
     return 0
@@ -108,7 +122,7 @@ def cmd_clean(ctx: Context) -> int:
         except CompactionError as exc:  # a bad name or configuration: report it, clean the others
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
-    reports, engine_faults = [], 0
+    reports, engine_faults = {}, 0
     results = engine.run_many(
         items, ctx.now, force=ctx.args.force, concurrency=ctx.env.clean_concurrency, progress=ctx.progress
     )  # the engine starts Spark once a cleaning is due
@@ -119,9 +133,12 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {res.error}", file=sys.stderr)
             continue
         assert res.report is not None  # a fleet's result holds its report or its error
-        reports.append(res.report.as_dict())
+        reports[res.log] = res.report.as_dict()
+    # the cleaned logs' tables follow them (a cleaning changes the version; retention deletes records)
+    for log, followed in table.follow(ctx, list(reports)).items():
+        reports[log]["table"] = followed
     if reports or not failed:  # stdout: what ran; a command where nothing ran says why on stderr only
-        _emit(reports)
+        _emit(list(reports.values()))
     if failed and failed == engine_faults:
         print(
             f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
@@ -181,6 +198,7 @@ def cmd_append(ctx: Context) -> int:
             "last_offset": res.last_offset,
             "files": [{"file": path, "records": n} for path, n in done.files],
             "log_end_offset": handle.manifest().log_end_offset,
+            "table": table.follow(ctx, [name])[name],  # the topic's table follows the log, before returning
         }
     )
     return 0
@@ -211,6 +229,8 @@ def cmd_ingest(ctx: Context) -> int:
             if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder
                 handle.st.delete(handle.dir)
             raise
+    for name, followed in table.follow(ctx, list(out)).items():  # the topics' tables follow, one snapshot each
+        out[name]["table"] = followed
     _emit(out)
     return 0
 

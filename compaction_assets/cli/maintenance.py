@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs
+from compaction_assets.cli import table
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError, OffsetError
 from compaction_assets.log import writer
@@ -33,7 +34,8 @@ def cmd_set_log_start(ctx: Context) -> int:
         raise CompactionError(f"{what}; repeat with --confirm to do it")
     _progress(what)
     m = writer.set_log_start(handle, target)
-    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
+    followed = table.follow(ctx, [ctx.args.log])[ctx.args.log]  # the records below go from the table too
+    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset, "table": followed})
     return 0
 
 
@@ -42,7 +44,15 @@ def cmd_roll(ctx: Context) -> int:
     handle = ctx.handle(ctx.args.log)
     with handle.lock("append", purpose="roll"):
         m = writer.roll(handle)
-    _emit({"log": ctx.args.log, "segments": len(m.segments), "active_segment_base_offset": m.active.base_offset})
+    followed = table.follow(ctx, [ctx.args.log])[ctx.args.log]  # a new version: the table records it too
+    _emit(
+        {
+            "log": ctx.args.log,
+            "segments": len(m.segments),
+            "active_segment_base_offset": m.active.base_offset,
+            "table": followed,
+        }
+    )
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from compaction_assets.errors import CorruptLogError
 from compaction_assets.store.fs import Storage
@@ -51,7 +52,7 @@ class TableLag:
         """True when the lag passes the topic's freshness bound."""
         return self.milliseconds > self.bound_ms
 
-    def as_document(self) -> dict[str, object]:
+    def as_document(self) -> dict[str, Any]:
         """The lag as the command line and the asset's metadata show it."""
         return {
             "log_version": self.log_version,
