@@ -10,6 +10,7 @@ import dagster as dg
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
+from compaction_assets.defs.table import TABLE_FRESHNESS_KEY
 from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
@@ -32,12 +33,15 @@ compaction_job = dg.define_asset_job(
     "compaction_job",
     description="Plan, clean (with the four checks) and write the latest state of one log; started by "
     "dirty_ratio_sensor, max_compaction_lag_sensor and compaction_sweep_schedule.",
-    selection=dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
-    | dg.AssetSelection.checks_for_assets("compacted_log"),
+    selection=(
+        dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
+        | dg.AssetSelection.checks_for_assets("compacted_log")
+    )
+    - dg.AssetSelection.checks(TABLE_FRESHNESS_KEY),
 )
 rebuild_latest_state_job = dg.define_asset_job(
     "rebuild_latest_state",
-    selection=dg.AssetSelection.assets("latest_state"),
+    selection=dg.AssetSelection.assets("latest_state") - dg.AssetSelection.checks(TABLE_FRESHNESS_KEY),
     description="Rewrite a log's key -> value table from its current version (the CLI's latest-state).",
 )
 
