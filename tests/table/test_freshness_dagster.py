@@ -16,6 +16,7 @@ from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.store.log_store import wall_ms
 from resources.log_store import LogStoreResource
 from tests.table.helpers import table_state
 
@@ -67,15 +68,18 @@ def check_run(resources, instance, request: dg.RunRequest, at_ms: int) -> dg.Exe
 
 def test_the_ingest_run_commits_the_table_without_a_cleaning(env):
     tmp, store, resources, instance = env
-    land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": 1}])
+    land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": wall_ms()}])
     materialize([raw_segments], resources, instance)
     h = store.handle("users-0")
     assert {k: v for k, (v, _) in table_state(h).items()} == {b"u1": b"v1"}
-    land(tmp / "landing", "b.jsonl", [{"key": "u1", "value": "v2", "timestamp": 2}])
+    now = wall_ms()  # records of now: their segment stays active, so no cleaning is due below
+    land(tmp / "landing", "b.jsonl", [{"key": "u1", "value": "v2", "timestamp": now}])
     materialize([raw_segments], resources, instance)
     assert {k: v for k, (v, _) in table_state(h).items()} == {b"u1": b"v2"}
     assert h.manifest().last_cleaning is None
     result = materialize([raw_segments, cleanable_range, compacted_log, latest_state], resources, instance)
+    # a cleaning run commits after its cleaning, eligible or not (here not: every record is in the active segment)
+    assert result.asset_materializations_for_node("compacted_log")[0].metadata["cleaned"].value is False
     meta = result.asset_materializations_for_node("latest_state")[0].metadata
     assert (meta["table_lag_records"].value, meta["table_lag_ms"].value, meta["table_freshness_ms"].value) == (
         0,
