@@ -10,7 +10,7 @@ import dagster as dg
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
-from compaction_assets.defs.table import TABLE_FRESHNESS_KEY
+from compaction_assets.defs.table import TABLE_FRESHNESS_KEY, follow_tables
 from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
@@ -160,6 +160,7 @@ def set_log_start_op(context: dg.OpExecutionContext, config: LogStartConfig, log
         m = writer.set_log_start(handle, config.offset)
     except CompactionError as exc:
         raise refuse(str(exc)) from None
+    follow_tables(log_store, [config.log], now_ms(), context.log.warning)  # the deleted records leave the table
     context.add_output_metadata({"log": config.log, "log_start_offset": m.log_start_offset, "version": m.version})
 
 
@@ -204,7 +205,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
     """Apply retention to the named delete-policy logs (or all), each under its cleaning lease."""
     now = config.now_ms if config.now_ms is not None else now_ms()
     total = {"logs": 0, "segments": 0, "records": 0, "bytes": 0}
-    skipped, failed = [], []
+    skipped, failed, changed = [], [], []
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     for log in delete_policy_logs(log_store, config.logs):
         handle = _handle(log_store, log)
@@ -219,6 +220,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
             continue
         if not removed:
             continue
+        changed.append(log)
         total["logs"] += 1
         for key in ("segments", "records", "bytes"):
             total[key] += getattr(removed, key)
@@ -239,6 +241,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
                     "observed_at_ms": now,
                 },
             )
+    follow_tables(log_store, changed, now, context.log.warning)  # the removed records leave the tables too
     context.add_output_metadata({**{f"retention_{k}": v for k, v in total.items()}, "skipped_locked": skipped})
     if failed:
         raise dg.Failure(description=f"retention failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])

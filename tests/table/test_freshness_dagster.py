@@ -15,6 +15,7 @@ from compaction_assets.defs import clock
 from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
+from compaction_assets.defs.jobs import set_log_start_job
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.store.log_store import wall_ms
 from resources.log_store import LogStoreResource
@@ -115,3 +116,15 @@ def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch)
     assert late_runs(instance, resources, changed + 120_000) == []
     result = check_run(resources, instance, request, changed + 120_000)
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+
+
+def test_the_set_log_start_job_commits_the_table(env):
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "a.jsonl", [{"key": k, "value": k.upper(), "timestamp": 1} for k in ("a", "b", "c")])
+    materialize([raw_segments], resources, instance)
+    config = {"log": "users-0", "offset": 2, "confirm": "users-0"}
+    result = set_log_start_job.execute_in_process(
+        run_config={**QUIET, "ops": {"set_log_start_op": {"config": config}}}, resources=resources, instance=instance
+    )
+    assert result.success
+    assert {k: v for k, (v, _) in table_state(store.handle("users-0")).items()} == {b"c": b"C"}
