@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compaction_assets import settings
-from compaction_assets.errors import CompactionError
+from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.catalog import TableError
 from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs
 from compaction_assets.table.lag import topic_snapshot
 
@@ -82,6 +83,8 @@ def _follow_topic(topic: str, items: list[LogCommit], now: int | None) -> TopicF
         results = commit_logs(behind, now=now) if behind else []
     except CompactionError as exc:
         return TopicFollow(topic, names, error=exc)
+    except Exception as exc:  # a library's own error: the log's change stands, so it is reported, not raised
+        return TopicFollow(topic, names, error=TableError(f"table of topic {topic!r}: {first_line(exc)}"))
     committed = {r.log: r for r in results}
     versions = {log: mark.version for log, mark in current.marks.items()}
     return TopicFollow(
