@@ -14,6 +14,7 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.config_job import apply_topics_config_job
+from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
 from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
 from compaction_assets.defs.schedules import DEFAULT_SCHEDULE_SETTINGS, ScheduleSettings, build_schedules
 from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
@@ -34,7 +35,7 @@ def build_definitions(schedule_settings: ScheduleSettings = DEFAULT_SCHEDULE_SET
     """The code location's definitions, with the schedules' cron and default status from `schedule_settings`."""
     return dg.Definitions(
         assets=[raw_segments, cleanable_range, compacted_log, latest_state],
-        asset_checks=[compacted_log_checks, table_matches_latest_state],
+        asset_checks=[compacted_log_checks, table_matches_latest_state, table_freshness],
         jobs=[
             ingest_job,
             compaction_job,
@@ -42,12 +43,14 @@ def build_definitions(schedule_settings: ScheduleSettings = DEFAULT_SCHEDULE_SET
             compaction_batch_job,
             retention_job,
             apply_topics_config_job,
+            table_freshness_job,
             *OPERATOR_JOBS,
         ],
         sensors=[
             log_discovery_sensor,
             dirty_ratio_sensor,
             max_compaction_lag_sensor,
+            table_freshness_sensor,
             run_failure_alert,
             check_failure_alert,
         ],

@@ -150,8 +150,9 @@ SHARED_CONNECT_SESSION = ENVIRONMENT.declare(
 # The latest state as an Iceberg table per topic (compaction_assets/table/).
 TABLES = ENVIRONMENT.declare(
     "COMPACTION_TABLES",
-    "the Dagster `latest_state` asset also commits each log's latest state to its topic's Iceberg table "
-    "([table.md](table.md)). Off: Parquet folders only",
+    "every change of a log is committed to its topic's Iceberg table by what made it: `append`, `ingest`, `clean`, "
+    "`roll`, `set-log-start` and the Dagster ingest and cleaning runs ([table.md](table.md)). Off (e.g. for a bulk "
+    "load): the tables are left behind, and the next commit of a log catches up; Dagster writes Parquet folders only",
     default=True,
     parse=yes_no(),
 )

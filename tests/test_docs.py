@@ -135,7 +135,7 @@ def _doc_value(value) -> str:
 def test_every_documented_topic_key_exists_with_its_default():
     from compaction_assets.topics import config
 
-    defaults = {**config.DEFAULTS, **getattr(config, "LANDING_DEFAULTS", {})}
+    defaults = {**config.DEFAULTS, **config.LANDING_DEFAULTS, **config.TABLE_DEFAULTS}
     rows = _table_after(CONFIGURATION, "<!-- topic-keys-table -->")
     keys = [_code_names(row[0])[0] for row in rows]
     unknown = set(keys) - set(defaults)

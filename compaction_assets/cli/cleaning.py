@@ -10,7 +10,8 @@ import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs
-from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli import follow
+from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import EXIT_TRANSIENT, Context, _emit, _progress
 from compaction_assets.cli.reading import _uncleanable_error
@@ -22,6 +23,7 @@ from compaction_assets.planning.planner import order
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs)
 @click.option("--all", is_flag=True, help="every eligible log, highest dirty ratio first")
 @click.option("--force", is_flag=True, help="clean even if not eligible")
+@NO_TABLE
 def cmd_clean(ctx: Context) -> int:
     """`clean LOG... | --all`: run the cleanings that are due (or forced)."""
     targets, failed = _clean_targets(ctx)
@@ -34,7 +36,8 @@ def cmd_clean(ctx: Context) -> int:
         except CompactionError as exc:  # a bad name or configuration: report it, clean the others
             failed += 1
             print(f"error: {exc}", file=sys.stderr)
-    reports, engine_faults = [], 0
+    reports: dict[str, dict] = {}
+    engine_faults = 0
     results = engine.run_many(
         items, ctx.now, force=ctx.args.force, concurrency=ctx.env.clean_concurrency, progress=ctx.progress
     )  # the engine starts Spark once a cleaning is due
@@ -45,9 +48,12 @@ def cmd_clean(ctx: Context) -> int:
             print(f"error: {res.error}", file=sys.stderr)
             continue
         assert res.report is not None  # a fleet's result holds its report or its error
-        reports.append(res.report.as_dict())
+        reports[res.log] = res.report.as_dict()
+    # the cleaned logs' tables follow them (a cleaning changes the version; retention deletes records)
+    for log, followed in follow.follow(ctx, list(reports)).items():
+        reports[log]["table"] = followed
     if reports or not failed:  # stdout: what ran; a command where nothing ran says why on stderr only
-        _emit(reports)
+        _emit(list(reports.values()))
     if failed and failed == engine_faults:
         print(
             f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "

@@ -130,3 +130,11 @@ def parse(group: click.Group, argv: list[str] | None) -> Invocation | int:
 COMPACTION = command_group(
     PROG, "Operator command line: `python -m compaction_assets COMMAND ...` (or the `compaction` script)."
 )
+
+
+# the opt-out of the table commit of every command that changes a log (cli/follow.py)
+NO_TABLE = click.option(
+    "--no-table",
+    is_flag=True,
+    help="leave the topic's table behind (a bulk load); the next command or run that commits it catches up",
+)

@@ -8,7 +8,8 @@ import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs
-from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli import follow
+from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError, OffsetError
@@ -19,6 +20,7 @@ from compaction_assets.log import writer
 @click.argument("log", shell_complete=store_logs)
 @click.argument("offset", type=int, metavar="N")
 @click.option("--confirm", is_flag=True, help="delete the records below the offset")
+@NO_TABLE
 def cmd_set_log_start(ctx: Context) -> int:
     """`set-log-start LOG OFFSET`: move the log start offset forward (deletes records below it)."""
     handle = ctx.handle(ctx.args.log)
@@ -41,18 +43,28 @@ def cmd_set_log_start(ctx: Context) -> int:
         raise CompactionError(f"{what}; repeat with --confirm to do it")
     _progress(what)
     m = writer.set_log_start(handle, target)
-    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset})
+    followed = follow.follow(ctx, [ctx.args.log])[ctx.args.log]  # the records below go from the table too
+    _emit({"log": ctx.args.log, "log_start_offset": m.log_start_offset, "table": followed})
     return 0
 
 
 @command(COMPACTION, "roll", help="seal the active segment now, so a cleaning can take its records")
 @click.argument("log", shell_complete=store_logs)
+@NO_TABLE
 def cmd_roll(ctx: Context) -> int:
     """`roll LOG`: seal the active segment now (the cleaner never touches the active segment)."""
     handle = ctx.handle(ctx.args.log)
     with handle.lock("append", purpose="roll"):
         m = writer.roll(handle)
-    _emit({"log": ctx.args.log, "segments": len(m.segments), "active_segment_base_offset": m.active.base_offset})
+    followed = follow.follow(ctx, [ctx.args.log])[ctx.args.log]  # a new version: the table records it too
+    _emit(
+        {
+            "log": ctx.args.log,
+            "segments": len(m.segments),
+            "active_segment_base_offset": m.active.base_offset,
+            "table": followed,
+        }
+    )
     return 0
 
 

@@ -7,6 +7,7 @@ import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.cli import follow
 from compaction_assets.cli.command_line import COMPACTION, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
@@ -15,10 +16,19 @@ from compaction_assets.store.names import parse_log_name
 
 
 @command(COMPACTION, "logs", help="list logs with their dirty ratio and eligibility")
+@click.option(
+    "--table-lag",
+    is_flag=True,
+    help="also each log's table lag (records and ms behind the log; opens the topics' tables)",
+)
 def cmd_logs(ctx: Context) -> int:
-    """`logs`: every log of the store with its size and state."""
+    """`logs`: every log of the store with its size and state (`--table-lag`: and its table's lag)."""
     rows: list[dict[str, object]] = []
-    for st in evaluate_logs(ctx.store, ctx.config, ctx.now):
+    states = evaluate_logs(ctx.store, ctx.config, ctx.now)
+    read = {st.log: st.manifest for st in states if st.manifest is not None}
+    # the lag opens the topics' tables (pyiceberg's import and the catalog): asked for, not paid by every `logs`
+    lags = follow.lag(ctx, list(read), read) if ctx.args.table_lag else {}
+    for st in states:
         ev = st.evaluation
         if ev is None:
             rows.append({"log": st.log, "error": st.error, "uncleanable": True})
@@ -35,10 +45,20 @@ def cmd_logs(ctx: Context) -> int:
                 "log_end_offset": ev.log_end_offset,
                 "uncleanable": ev.uncleanable,
                 "uncleanable_error": _uncleanable_error(st),
+                **_lag_columns(lags.get(st.log)),
             }
         )
     _emit(rows)
     return 0
+
+
+def _lag_columns(lag: dict[str, object] | None) -> dict[str, object]:
+    """The table lag's columns of a `logs` row (none when not asked for or tables are off)."""
+    if lag is None:
+        return {}
+    if "error" in lag:
+        return {"table_lag_error": lag["error"]}
+    return {"table_lag_records": lag["lag_records"], "table_lag_ms": lag["lag_ms"], "table_late": lag["late"]}
 
 
 def _uncleanable_error(st: LogState) -> str | None:
@@ -70,6 +90,7 @@ def cmd_describe(ctx: Context) -> int:
         {
             **describe(handle, cfg, ctx.now).as_document(),
             **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document(),
+            "table": follow.lag(ctx, [ctx.args.log]).get(ctx.args.log, {"skipped": "tables are off"}),
         }
     )
     return 0

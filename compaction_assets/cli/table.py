@@ -16,6 +16,7 @@ import click
 from compaction_assets.cli.command_line import COMPACTION, command, command_group
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context
+from compaction_assets.cli.follow import lag
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import locate
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
@@ -74,6 +75,7 @@ def cmd_table_show(ctx: Context) -> int:
                 "snapshots": len(table.snapshots()),
                 "rows": _rows(snap),
                 "log_versions": {k: v.version for k, v in marks_of(snap).items()},
+                "lag": lag(ctx, [log for log in ctx.store.logs() if parse_log_name(log)[0] == ctx.args.topic]),
             },
             indent=2,
         )

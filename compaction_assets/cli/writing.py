@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli import follow
+from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError
@@ -24,6 +25,7 @@ from compaction_assets.store.fs import Storage
 )
 @click.option("--drop-invalid", is_flag=True, help="drop records with a null key and count them")
 @click.option("--default-timestamp", type=int, metavar="MS", help="timestamp for records that have none")
+@NO_TABLE
 def cmd_append(ctx: Context) -> int:
     """`append LOG FILE...`: append Parquet, JSON Lines or Avro files, all of them in one commit or none."""
     name, files = ctx.args.log, ctx.args.files
@@ -51,6 +53,7 @@ def cmd_append(ctx: Context) -> int:
             "last_offset": res.last_offset,
             "files": [{"file": path, "records": n} for path, n in done.files],
             "log_end_offset": handle.manifest().log_end_offset,
+            "table": follow.follow(ctx, [name])[name],  # the topic's table follows the log, before returning
         }
     )
     return 0
@@ -65,6 +68,7 @@ def cmd_append(ctx: Context) -> int:
     "that does not exist is an error",
 )
 @click.option("--drop-invalid", is_flag=True, help="drop records with a null key and count them")
+@NO_TABLE
 def cmd_ingest(ctx: Context) -> int:
     """`ingest`: ingest new files of the landing folders, each file at most once."""
     landing = Storage.open(str(ctx.landing))
@@ -90,5 +94,7 @@ def cmd_ingest(ctx: Context) -> int:
             if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder
                 handle.st.delete(handle.dir)
             raise
+    for name, followed in follow.follow(ctx, list(out)).items():  # the topics' tables follow, one snapshot each
+        out[name]["table"] = followed
     _emit(out)
     return 0

@@ -16,6 +16,7 @@ from compaction_assets.defs.history import (
 )
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.defs.table import LATEST_STATE, follow_tables
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.ingest.report import IngestReport
@@ -70,6 +71,12 @@ def _failure(exc: CompactionError, log: str) -> dg.Failure:
     )
 
 
+def _commits_later(context: dg.AssetExecutionContext) -> bool:
+    """True when the run also materializes latest_state, which commits the table after the cleaning (the
+    run's selection: `selected_asset_keys` is this step's only)."""
+    return LATEST_STATE in (context.run.asset_selection or context.job_def.asset_layer.executable_asset_keys)
+
+
 @dg.asset(
     partitions_def=log_partitions,
     group_name="compaction",
@@ -97,6 +104,10 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
                 metadata={"log": log, "reason": str(exc)},
                 allow_retries=isinstance(exc, LockedError),
             ) from None
+    # the table follows the log now, not at the next cleaning; a run that goes on to latest_state commits
+    # once, after its cleaning (as a batch does)
+    if handle.exists() and not _commits_later(context):
+        follow_tables(log_store, [log], now_ms(), context.log.warning)
     return dg.MaterializeResult(metadata=raw_segments_metadata(report, handle))
 
 

@@ -10,6 +10,7 @@ import dagster as dg
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
+from compaction_assets.defs.table import TABLE_FRESHNESS_KEY, follow_tables
 from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
@@ -32,12 +33,15 @@ compaction_job = dg.define_asset_job(
     "compaction_job",
     description="Plan, clean (with the four checks) and write the latest state of one log; started by "
     "dirty_ratio_sensor, max_compaction_lag_sensor and compaction_sweep_schedule.",
-    selection=dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
-    | dg.AssetSelection.checks_for_assets("compacted_log"),
+    selection=(
+        dg.AssetSelection.assets("cleanable_range", "compacted_log", "latest_state")
+        | dg.AssetSelection.checks_for_assets("compacted_log")
+    )
+    - dg.AssetSelection.checks(TABLE_FRESHNESS_KEY),
 )
 rebuild_latest_state_job = dg.define_asset_job(
     "rebuild_latest_state",
-    selection=dg.AssetSelection.assets("latest_state"),
+    selection=dg.AssetSelection.assets("latest_state") - dg.AssetSelection.checks(TABLE_FRESHNESS_KEY),
     description="Rewrite a log's key -> value table from its current version (the CLI's latest-state).",
 )
 
@@ -156,6 +160,7 @@ def set_log_start_op(context: dg.OpExecutionContext, config: LogStartConfig, log
         m = writer.set_log_start(handle, config.offset)
     except CompactionError as exc:
         raise refuse(str(exc)) from None
+    follow_tables(log_store, [config.log], now_ms(), context.log.warning)  # the deleted records leave the table
     context.add_output_metadata({"log": config.log, "log_start_offset": m.log_start_offset, "version": m.version})
 
 
@@ -200,7 +205,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
     """Apply retention to the named delete-policy logs (or all), each under its cleaning lease."""
     now = config.now_ms if config.now_ms is not None else now_ms()
     total = {"logs": 0, "segments": 0, "records": 0, "bytes": 0}
-    skipped, failed = [], []
+    skipped, failed, changed = [], [], []
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     for log in delete_policy_logs(log_store, config.logs):
         handle = _handle(log_store, log)
@@ -215,6 +220,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
             continue
         if not removed:
             continue
+        changed.append(log)
         total["logs"] += 1
         for key in ("segments", "records", "bytes"):
             total[key] += getattr(removed, key)
@@ -235,6 +241,7 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
                     "observed_at_ms": now,
                 },
             )
+    follow_tables(log_store, changed, now, context.log.warning)  # the removed records leave the tables too
     context.add_output_metadata({**{f"retention_{k}": v for k, v in total.items()}, "skipped_locked": skipped})
     if failed:
         raise dg.Failure(description=f"retention failed for {len(failed)} log(s): " + "; ".join(failed)[:1000])

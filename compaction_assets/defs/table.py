@@ -14,14 +14,23 @@ import dagster as dg
 
 from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
+from compaction_assets.defs import clock
 from compaction_assets.errors import CompactionError
+from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.commit import CommitResult, commit_log, marks_of
+from compaction_assets.table.commit import CommitResult, LogCommit, commit_log, marks_of
+from compaction_assets.table.follow import follow_logs
+from compaction_assets.table.lag import TableLag, lag_of, topic_snapshot
 from compaction_assets.table.read import open_table, scan
+from compaction_assets.table.summary import LogMark
+from compaction_assets.topics.config import TopicConfig
 from resources.log_store import LogStoreResource
 
 LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
+# run by table_freshness_sensor's runs only (defs/freshness.py): right after a commit it would say nothing
+TABLE_FRESHNESS = "table_freshness"
+TABLE_FRESHNESS_KEY = dg.AssetCheckKey(LATEST_STATE, TABLE_FRESHNESS)
 # A batch's table checks read their topic's table for this many rows at most at a time: the rows of a
 # group are held as Python objects until its checks are done (a log's check alone holds its own).
 ROWS_PER_READ = 1_000_000
@@ -36,7 +45,34 @@ def commit_table(handle, config, manifest, now_ms: int | None = None, state=None
         r = commit_log(handle, config, manifest=manifest, now=now_ms, state=state)
     except CompactionError as exc:
         raise table_failure(handle.name, exc) from None
-    return table_metadata(r)
+    return {**table_metadata(r), **lag_metadata(handle, config)}
+
+
+def table_lag(handle: LogHandle, config: TopicConfig, marks: dict[str, LogMark] | None = None) -> TableLag:
+    """The log's table lag now (the clock's time); `marks`: its topic's current snapshot's, when read already."""
+    if marks is None:
+        marks = topic_snapshot(handle.st, parse_log_name(handle.name)[0]).marks
+    return lag_of(handle, handle.manifest(), marks.get(handle.name), config.table_freshness_ms, clock.now_ms())
+
+
+def lag_metadata(handle: LogHandle, config: TopicConfig, marks: dict[str, LogMark] | None = None) -> dict:
+    """The log's table lag as an asset's metadata (after its commit: 0 unless the log changed since)."""
+    try:
+        lag = table_lag(handle, config, marks)
+    except CompactionError as exc:  # the commit's figures still stand; the lag says why it has none
+        return {"table_lag_error": str(exc)}
+    return {"table_lag_records": lag.records, "table_lag_ms": lag.milliseconds, "table_freshness_ms": lag.bound_ms}
+
+
+def follow_tables(log_store: LogStoreResource, logs: list[str], now: int | None, warn) -> None:
+    """After an ingestion: bring the logs' tables to their versions, one snapshot per topic (nothing when
+    tables are off). A refused commit does not fail the ingestion, which is committed: `warn` says so, and
+    the log's next commit catches up (its lag shows it, and `table_freshness` fails past the bound)."""
+    items = [LogCommit(log_store.handle(log), log_store.config_for(log)) for log in logs]
+    done = follow_logs(items, now=now, enabled=settings.current().tables.enabled)
+    for topic in done.topics:
+        if topic.error is not None:
+            warn(f"table of {', '.join(topic.logs)} not committed: {topic.error}; the next commit catches up")
 
 
 def table_refusal(log: str, exc: CompactionError) -> str:

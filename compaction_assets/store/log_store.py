@@ -107,6 +107,10 @@ class LogHandle:
     def exists(self) -> bool:
         return bool(self._versions())
 
+    def versions(self) -> list[int]:
+        """The manifest versions kept, oldest first (the last KEEP_VERSIONS and the pinned ones)."""
+        return self._versions()
+
     def latest_version(self) -> int:
         """The newest manifest version's number, 0 for none: one LIST on an object store, so a sensor can
         tell an unchanged log for the price of one request."""

@@ -38,8 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "compaction.strategy.header": None,
 }
 KEYS = tuple(DEFAULTS)
-# The landing keys (which connector wrote the landing area), after SPEC §2's table.
-ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS)
+# The product's keys beyond Kafka's: how fresh the topic's table must be (docs/table.md, Freshness).
+TABLE_DEFAULTS: dict[str, Any] = {"table.freshness.ms": 60_000}
+# The landing keys (which connector wrote the landing area), after SPEC §2's table, then the table's.
+ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS) + tuple(TABLE_DEFAULTS)
 
 
 class Strategy(StrEnum):
@@ -69,6 +71,8 @@ class TopicConfig:
     strategy: Strategy
     strategy_header: str | None
     landing: LandingConfig = NATIVE_LANDING
+    # table.freshness.ms: the bound on a log's table lag (docs/table.md, Freshness)
+    table_freshness_ms: int = TABLE_DEFAULTS["table.freshness.ms"]
 
     @property
     def policy(self) -> frozenset[str]:
@@ -95,6 +99,12 @@ class TopicConfig:
             "compaction.strategy.header": self.strategy_header,
             # a native topic has no landing key to show (the common case asks the landing module nothing)
             **({} if self.landing is NATIVE_LANDING else self.landing.to_kafka()),
+            # shown when set apart from the default, as the landing keys are (outputs of the default stay as they were)
+            **(
+                {}
+                if self.table_freshness_ms == TABLE_DEFAULTS["table.freshness.ms"]
+                else {"table.freshness.ms": self.table_freshness_ms}
+            ),
         }
 
 
@@ -141,9 +151,9 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
     """Validate a Kafka-style mapping (missing keys take the defaults) into a TopicConfig."""
     raw = dict(raw or {})
     for key in raw:
-        if key not in DEFAULTS and key not in LANDING_DEFAULTS:
+        if key not in DEFAULTS and key not in LANDING_DEFAULTS and key not in TABLE_DEFAULTS:
             raise _fail(topic, key, raw[key], f"unknown configuration key (valid keys: {', '.join(ALL_KEYS)})")
-    v = {**DEFAULTS, **LANDING_DEFAULTS, **raw}
+    v = {**DEFAULTS, **LANDING_DEFAULTS, **TABLE_DEFAULTS, **raw}
     policy = _policy(topic, v["cleanup.policy"])
 
     ratio = v["min.cleanable.dirty.ratio"]
@@ -192,6 +202,7 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
         Strategy(strategy),
         header,
         _landing(topic, v, strategy, header),
+        _int(topic, "table.freshness.ms", v["table.freshness.ms"], 1, "must be >= 1"),
     )
 
 

@@ -9,8 +9,7 @@ from typing import Any
 
 from compaction_assets.errors import ConfigError
 from compaction_assets.store.names import RESERVED_TOPICS, check_topic, parse_log_name
-from compaction_assets.topics.config import ALL_KEYS, DEFAULTS, TopicConfig, TopicsFile, build_config
-from compaction_assets.topics.landing_settings import LANDING_DEFAULTS
+from compaction_assets.topics.config import ALL_KEYS, TopicConfig, TopicsFile, build_config
 from compaction_assets.topics.str_enum import StrEnum
 
 # --- configuration stored with the store ---------------------------------------------------------
@@ -96,7 +95,7 @@ def parse_setting(assignment: str) -> tuple[str, Any]:
     key = key.strip()
     if not eq or not key:
         raise ConfigError(f"{assignment!r}: expected key=value")
-    if key not in DEFAULTS and key not in LANDING_DEFAULTS:
+    if key not in ALL_KEYS:
         raise ConfigError(f"{assignment!r}: unknown configuration key {key!r} (valid keys: {', '.join(ALL_KEYS)})")
     import yaml  # (only the command line's settings need it: a cleaning does not pay for its import)
 

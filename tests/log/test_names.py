@@ -202,10 +202,11 @@ def test_bad_landing_folder_names_are_ignored_by_ingestion(roots, capsys):
     ignored = [line for line in err.splitlines() if "ignored:" in line]
     assert len(ignored) == len(bad), ignored
     assert roots.store_logs() == ["ok-0", "ok-1"] and sorted(os.listdir(roots.store)) == [
+        "_tables",
         "_topics",
         "ok-0",
         "ok-1",
-    ]  # + the stored configuration
+    ]  # + the topic tables (the ingestion commits them) and the stored configuration
     for log in ("ok-0", "ok-1"):
         assert all(SECRET not in (r.value or b"").decode() for r in iter_records(LogStore(str(roots.store)).log(log)))
     roots.assert_untouched()

@@ -37,7 +37,14 @@ from compaction_assets.defs.history import (
     table_check_record,
 )
 from compaction_assets.defs.recorded import event_name, recorded_cleaning, recorded_per_partition, recovered_report
-from compaction_assets.defs.table import LATEST_STATE, TopicRows, read_topics, table_metadata, table_refusal
+from compaction_assets.defs.table import (
+    LATEST_STATE,
+    TopicRows,
+    lag_metadata,
+    read_topics,
+    table_metadata,
+    table_refusal,
+)
 from compaction_assets.errors import CompactionError, CorruptLogError
 from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.log_store import LogHandle
@@ -108,7 +115,7 @@ class CleaningBatch:
                     self._range(_AsOf(handle, handle.manifest_version(recovered.before_version)), cfg),
                     recovered,
                 )
-            if self.only_due and not (evaluate(m, cfg, self.now).eligible and not m.uncleanable):
+            if self.only_due and not due(m, cfg, self.now):
                 return None
             return _Pending(handle, cfg, self._range(handle, cfg))
         except CorruptLogError as exc:  # a cleaning attempt: a log it cannot read is uncleanable
@@ -184,7 +191,9 @@ class CleaningBatch:
             error = topic.error if topic is not None else None
             reason = table_refusal(log, error or CompactionError("not committed"))
             return LogOutcome(log, events + failed_outcome(log, "latest_state", reason).events, failure=reason)
-        metadata = {**awaiting.state_metadata, **table_metadata(topic.result)}
+        marks = topic_rows.marks if topic_rows is not None else None  # the table as read once for the group
+        lag = lag_metadata(self.log_store.handle(log), self.log_store.config_for(log), marks)
+        metadata = {**awaiting.state_metadata, **table_metadata(topic.result), **lag}
         events.append(dg.AssetMaterialization(asset_key="latest_state", partition=log, metadata=metadata))
         return self.table_checked(log, events, awaiting.after, topic_rows)
 
@@ -301,6 +310,11 @@ class CleaningBatch:
         if errors:  # not a log's fault: the step fails (and retries), the logs recorded so far stay recorded
             raise errors[0]
         return outcomes
+
+
+def due(manifest: Manifest, config: TopicConfig, now: int) -> bool:
+    """True when a batch that cleans only its due logs (after its ingestions) cleans this one at `now`."""
+    return evaluate(manifest, config, now).eligible and not manifest.uncleanable
 
 
 def _keep(outcome: LogOutcome, outcomes: list[LogOutcome], held: dict[str, AwaitingTable]) -> None:

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.defs.batches.cleaning import CleaningBatch
+from compaction_assets.defs.batches.cleaning import CleaningBatch, due
 from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
 from compaction_assets.defs.history import raw_segments_metadata
 from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
+from compaction_assets.defs.table import follow_tables
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.names import parse_log_name
@@ -147,6 +148,16 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
     )
 
 
+def _not_cleaned_next(log_store: LogStoreResource, logs: list[str], now: int) -> list[str]:
+    """The ingested logs that clean_ingested_op does not clean at `now` (not due, or marked uncleanable)."""
+    out = []
+    for log in logs:
+        handle = log_store.handle(log)
+        if handle.exists() and not due(handle.manifest(), log_store.config_for(log), now):
+            out.append(log)
+    return out
+
+
 @dataclass(frozen=True)
 class Ingested:
     """What the ingestion step hands the cleaning step: logs ingested, failures to report, the run's time and force."""
@@ -172,12 +183,17 @@ def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_sto
         yield from outcome.events
     failed = [o for o in outcomes if o.failure]
     context.log.info(f"ingested {len(outcomes) - len(failed)} of {len(outcomes)} log(s)")
+    now = batch_now(context, config)
+    # the tables follow the logs the cleaning step leaves alone (one snapshot per topic); the ones it cleans
+    # commit after their cleaning, once, as a cleaning batch's do
+    ingested = [o.log for o in outcomes if not o.failure]
+    follow_tables(log_store, _not_cleaned_next(log_store, ingested, now), now, context.log.warning)
     # not a step failure here: the others' cleaning goes on, and the run fails at its end
     yield dg.Output(
         Ingested(
             [o.log for o in outcomes if not o.failure],
             [LogOutcome(o.log, failure=o.failure, transient=o.transient) for o in failed],
-            batch_now(context, config),
+            now,
             config.force,
         ),
         metadata={

@@ -1,0 +1,108 @@
+"""The tables' freshness in Dagster: the asset check `table_freshness` of `latest_state` (per partition: the
+log's table lag, table/lag.py, within its topic's `table.freshness.ms`), and the sensor that runs it for the
+logs whose lag passed the bound.
+
+The runs that change a log commit its table (docs/table.md, Freshness), so a table falls behind only when a
+commit failed, was skipped (COMPACTION_TABLES off, a bulk load) or has not happened yet. No run is due then,
+so the check cannot wait for one: `table_freshness_sensor` reads every log's lag from the manifests and the
+tables' current snapshots (no data; each topic's table read once a tick) and starts `table_freshness_job`
+for each late log, once per state of the log and its table (the run key). The check fails there, and
+`check_failure_alert` pages once (defs/alerts.py). The failure says how to catch up: any commit of the log
+(`compaction table commit LOG`, the `rebuild_latest_state` job) brings the table to the log's version.
+"""
+
+import warnings
+
+import dagster as dg
+
+from compaction_assets import settings
+from compaction_assets.defs.alerts import PARTITION_TAG
+from compaction_assets.defs.clock import now_ms
+from compaction_assets.defs.partitions import LOG_PARTITIONS
+from compaction_assets.defs.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
+from compaction_assets.errors import CompactionError, LogNameError
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.lag import TableLag, lags
+from resources.log_store import LogStoreResource
+
+# Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+INTERVAL_S = 30
+
+
+def freshness_result(lag: TableLag) -> dg.AssetCheckResult:
+    """The check's result for one log's lag."""
+    if lag.late:
+        how = "at least " if lag.at_least else ""
+        description = (
+            f"table of {lag.log} is {how}{lag.milliseconds} ms behind the log (past table.freshness.ms = "
+            f"{lag.bound_ms}): it reflects version {lag.table_version} of {lag.log_version}, {lag.records} "
+            f"record(s) behind; `compaction table commit {lag.log}` (or the rebuild_latest_state job) catches up"
+        )
+    else:
+        description = f"table of {lag.log} is {lag.milliseconds} ms behind the log (bound {lag.bound_ms} ms)"
+    return dg.AssetCheckResult(
+        passed=not lag.late,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=description,
+        metadata={"log": lag.log, **lag.as_document()},
+    )
+
+
+@dg.asset_check(
+    asset=LATEST_STATE,
+    name=TABLE_FRESHNESS,
+    blocking=False,
+    description="The topic's table reflects the partition's log within the topic's table.freshness.ms.",
+)
+def table_freshness(context: dg.AssetCheckExecutionContext, log_store: LogStoreResource):
+    """The partition's table lag against its topic's bound, now."""
+    log = context.partition_key
+    try:
+        parse_log_name(log, "partition key")
+        lag = table_lag(log_store.handle(log, must_exist=True), log_store.config_for(log))
+    except (CompactionError, LogNameError) as exc:
+        raise dg.Failure(description=f"cannot read the table lag of {log}: {exc}", metadata={"log": log}) from None
+    return freshness_result(lag)
+
+
+table_freshness_job = dg.define_asset_job(
+    "table_freshness_job",
+    selection=dg.AssetSelection.checks(TABLE_FRESHNESS_KEY),
+    description="Check one log's table lag against its topic's table.freshness.ms; started by table_freshness_sensor.",
+)
+
+
+def late_logs(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
+    """The known logs whose table lag passed their topic's bound at `now` (each topic's table read once)."""
+    store, config_for = log_store.store, log_store.config_per_topic()
+    read = []
+    for log in sorted(known & set(store.logs())):
+        handle = store.log(log)
+        read.append((handle, config_for(log), handle.manifest()))
+    return [lag for lag in lags(read, now).values() if lag.late]
+
+
+@dg.sensor(
+    jobs=[table_freshness_job], minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING
+)
+def table_freshness_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
+    """Check the table of each log whose lag passed its bound (once per state of the log and its table)."""
+    if not settings.current().tables.enabled:
+        return dg.SensorResult(skip_reason=dg.SkipReason("tables are off (COMPACTION_TABLES)"))
+    known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
+    late = late_logs(log_store, known, now_ms())
+    runs = [
+        # the partition as a tag: a job of checks only has no partitions definition of its own (Dagster
+        # infers it from selected assets), so a run request's partition_key is refused for it
+        dg.RunRequest(
+            run_key=f"{TABLE_FRESHNESS}:{lag.log}:{lag.log_version}:{lag.table_version}",
+            tags={PARTITION_TAG: lag.log, "log": lag.log},
+        )
+        for lag in late
+    ]
+    return dg.SensorResult(
+        run_requests=runs,
+        skip_reason=None if runs else dg.SkipReason(f"{len(known)} log(s): every table within its bound"),
+    )

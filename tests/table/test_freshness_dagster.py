@@ -1,0 +1,130 @@
+"""Dagster: the ingest run commits the topic's table (no cleaning needed), latest_state's metadata carries the
+lag, and `table_freshness` fails, with one alert, once a partition's lag passes table.freshness.ms: the
+sensor finds the late log from the manifests and the tables' marks and starts the check's run."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+from dagster_pyspark import LazyPySparkResource
+
+from compaction_assets.definitions import defs
+from compaction_assets.defs import clock
+from compaction_assets.defs.alerts import failed_check_alerts
+from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
+from compaction_assets.defs.jobs import set_log_start_job
+from compaction_assets.defs.partitions import log_partitions
+from compaction_assets.store.log_store import wall_ms
+from resources.log_store import LogStoreResource
+from tests.table.helpers import table_state
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def land(root, name, records):
+    folder = root / "users" / "partition=0"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.fixture
+def env(tmp_path, spark):
+    store = LogStoreResource(
+        root=str(tmp_path / "store"), landing=str(tmp_path / "landing"), latest_state_root=str(tmp_path / "latest")
+    )
+    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
+        yield tmp_path, store, resources, instance
+
+
+def materialize(assets, resources, instance):
+    result = dg.materialize(assets, partition_key="users-0", resources=resources, instance=instance, run_config=QUIET)
+    assert result.success
+    return result
+
+
+def late_runs(instance, resources, at_ms: int) -> list[dg.RunRequest]:
+    with (
+        clock.frozen_at(at_ms),
+        dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx,
+    ):
+        return list(table_freshness_sensor.evaluate_tick(ctx).run_requests or [])
+
+
+def check_run(resources, instance, request: dg.RunRequest, at_ms: int) -> dg.ExecuteInProcessResult:
+    """table_freshness_job as the sensor's `request` starts it, at `at_ms`."""
+    job = dg.Definitions(
+        assets=[raw_segments, cleanable_range, compacted_log, latest_state],
+        asset_checks=[table_freshness],
+        jobs=[table_freshness_job],
+        resources=resources,
+    ).resolve_job_def("table_freshness_job")
+    with clock.frozen_at(at_ms):
+        return job.execute_in_process(tags=request.tags, instance=instance, run_config=QUIET)
+
+
+def test_the_ingest_run_commits_the_table_without_a_cleaning(env):
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": wall_ms()}])
+    materialize([raw_segments], resources, instance)
+    h = store.handle("users-0")
+    assert {k: v for k, (v, _) in table_state(h).items()} == {b"u1": b"v1"}
+    now = wall_ms()  # records of now: their segment stays active, so no cleaning is due below
+    land(tmp / "landing", "b.jsonl", [{"key": "u1", "value": "v2", "timestamp": now}])
+    materialize([raw_segments], resources, instance)
+    assert {k: v for k, (v, _) in table_state(h).items()} == {b"u1": b"v2"}
+    assert h.manifest().last_cleaning is None
+    result = materialize([raw_segments, cleanable_range, compacted_log, latest_state], resources, instance)
+    # a cleaning run commits after its cleaning, eligible or not (here not: every record is in the active segment)
+    assert result.asset_materializations_for_node("compacted_log")[0].metadata["cleaned"].value is False
+    meta = result.asset_materializations_for_node("latest_state")[0].metadata
+    assert (meta["table_lag_records"].value, meta["table_lag_ms"].value, meta["table_freshness_ms"].value) == (
+        0,
+        0,
+        60_000,
+    )
+
+
+def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch):
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": 1}])
+    materialize([raw_segments], resources, instance)
+    monkeypatch.setenv("COMPACTION_TABLES", "0")  # the next ingestion leaves the table behind
+    land(
+        tmp / "landing",
+        "b.jsonl",
+        [{"key": "u1", "value": "v2", "timestamp": 2}, {"key": "u2", "value": "x", "timestamp": 2}],
+    )
+    materialize([raw_segments], resources, instance)
+    monkeypatch.delenv("COMPACTION_TABLES")
+    changed = store.handle("users-0").manifest().committed_ms
+    assert late_runs(instance, resources, changed + 30_000) == []  # within the bound
+    [request] = late_runs(instance, resources, changed + 120_000)
+    assert request.tags["dagster/partition"] == "users-0" and request.run_key.endswith(":users-0:2:1")
+    result = check_run(resources, instance, request, changed + 120_000)
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.check_name == "table_freshness" and not evaluation.passed
+    assert evaluation.metadata["lag_records"].value == 2 and evaluation.metadata["lag_ms"].value == 120_000
+    assert "past table.freshness.ms = 60000" in evaluation.description
+    [alert] = failed_check_alerts(instance, instance.get_run_by_id(result.run_id))
+    assert alert.check == "table_freshness" and alert.log == "users-0"
+    materialize([raw_segments], resources, instance)  # nothing new to ingest: the table catches up
+    assert late_runs(instance, resources, changed + 120_000) == []
+    result = check_run(resources, instance, request, changed + 120_000)
+    assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+
+
+def test_the_set_log_start_job_commits_the_table(env):
+    tmp, store, resources, instance = env
+    land(tmp / "landing", "a.jsonl", [{"key": k, "value": k.upper(), "timestamp": 1} for k in ("a", "b", "c")])
+    materialize([raw_segments], resources, instance)
+    config = {"log": "users-0", "offset": 2, "confirm": "users-0"}
+    result = set_log_start_job.execute_in_process(
+        run_config={**QUIET, "ops": {"set_log_start_op": {"config": config}}}, resources=resources, instance=instance
+    )
+    assert result.success
+    assert {k: v for k, (v, _) in table_state(store.handle("users-0")).items()} == {b"c": b"C"}
