@@ -3,8 +3,9 @@ of a small log crosses (docs/architecture.md, "The path of one cleaning").
 
     PYTHONPATH=. .venv/bin/python -m bench.clean_path [--records 2000] [--strategy offset] [--json FILE]
 
-Builds a small log (a few segments, updates and tombstones), then runs the CLI's `clean --force` in this
-process under a profiler (sys.setprofile, every thread) that notes each call from one module of the
+Builds a small log (a few segments, updates and tombstones), then runs the CLI's `clean --force
+--no-table` (with `--table`: its table commit too) in this process under a profiler (sys.setprofile,
+every thread) that notes each call from one module of the
 product into another: a stop is such a crossing (caller module -> callee module), counted once per
 pair. Prints the modules, the stops in the order first taken, and the pairs of
 packages crossed in both directions (a layer calling back into the one above it). Run it at two commits
@@ -89,6 +90,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=2000)
     ap.add_argument("--strategy", default="offset")
     ap.add_argument("--json")
+    ap.add_argument("--table", action="store_true", help="the table commit after the cleaning too (`clean` does it)")
     args = ap.parse_args()
     from compaction_assets import cli
 
@@ -99,7 +101,7 @@ def main() -> None:
     threading.setprofile(crossings.profile)
     sys.setprofile(crossings.profile)
     try:
-        rc = cli.main(["--store", store, "clean", "t-0", "--force"])
+        rc = cli.main(["--store", store, "clean", "t-0", "--force", *([] if args.table else ["--no-table"])])
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
