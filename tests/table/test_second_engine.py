@@ -167,15 +167,16 @@ def _change_records(partition: int) -> list[dict]:
 
 
 def _append_roll_clean_commit(compaction: Compaction, folder: Path, records: Callable[[int], list[dict]]) -> list[dict]:
-    """Append each partition's records, seal them, clean the logs and commit the topic's table: the commit's
-    result for each log."""
+    """Append each partition's records, seal them, clean the logs and commit the topic's table, its logs in one
+    snapshot (the commands that change the logs leave it to that commit: `--no-table`): the commit's result
+    for each log."""
     logs = [f"{TOPIC}-{p}" for p in PARTITIONS]
     for p, log in zip(PARTITIONS, logs):
         lines = folder / f"{log}-{len(list(folder.iterdir()))}.jsonl"
         lines.write_text("".join(json.dumps(r) + "\n" for r in records(p)))
-        compaction("append", log, str(lines))
-        compaction("roll", log)
-    compaction("clean", "--force", *logs)
+        compaction("append", log, str(lines), "--no-table")
+        compaction("roll", log, "--no-table")
+    compaction("clean", "--force", "--no-table", *logs)
     return json.loads(compaction("table", "commit", *logs))
 
 
