@@ -32,14 +32,7 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
             continue
         what = f"{r.rows_added} rows added, {r.rows_deleted} deleted" if r.committed else "already there"
         _progress(f"{log}: table {r.identifier} at log version {r.log_version} ({what})")
-        out[log] = {
-            "table": r.identifier,
-            "committed": r.committed,
-            "snapshot_id": r.snapshot_id,
-            "log_version": r.log_version,
-            "rows_added": r.rows_added,
-            "rows_deleted": r.rows_deleted,
-        }
+        out[log] = r.as_document()
     return out
 
 

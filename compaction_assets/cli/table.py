@@ -121,12 +121,7 @@ def cmd_table_commit(ctx: Context) -> int:
             out.append(
                 {
                     "log": r.log,
-                    "table": r.identifier,
-                    "committed": r.committed,
-                    "snapshot_id": r.snapshot_id,
-                    "log_version": r.log_version,
-                    "rows_added": r.rows_added,
-                    "rows_deleted": r.rows_deleted,
+                    **r.as_document(),
                     "files_added": r.files_added,
                     "delete_files_added": r.delete_files_added,
                     "files_removed": r.files_removed,

@@ -64,6 +64,17 @@ class CommitResult:
     expiry: ExpiryResult | None = None
     rewrite: RewriteResult | None = None
 
+    def as_document(self) -> dict[str, object]:
+        """What the commit did, as the commands that commit show it."""
+        return {
+            "table": self.identifier,
+            "committed": self.committed,
+            "snapshot_id": self.snapshot_id,
+            "log_version": self.log_version,
+            "rows_added": self.rows_added,
+            "rows_deleted": self.rows_deleted,
+        }
+
 
 @dataclass(frozen=True)
 class LogCommit:
