@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from compaction_assets.log import writer
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.names import parse_log_name
@@ -10,6 +12,14 @@ from compaction_assets.table.read import open_table, scan
 from compaction_assets.topics.config import build_config
 
 CFG = build_config({})
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # a Dagster run's console logs
+
+
+def land(root, name, records):
+    """Land a JSON Lines file of `records` in partition 0 of topic `users` under the landing `root`."""
+    folder = root / "users" / "partition=0"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def put(handle, rows: dict, ts: int = 1, config=CFG) -> None:

@@ -4,38 +4,14 @@ the table with the checks' own model of the latest state, and fails on a table t
 
 from __future__ import annotations
 
-import json
-
 import dagster as dg
-import pytest
-from dagster_pyspark import LazyPySparkResource
 from pyiceberg.expressions import EqualTo
 
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import table_matches_latest_state
-from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.table import compare_table, read_topics
 from compaction_assets.table.read import open_table
-from resources.log_store import LogStoreResource
-
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-def land(root, name, records):
-    folder = root / "users" / "partition=0"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
-
-
-@pytest.fixture
-def env(tmp_path, spark):
-    store = LogStoreResource(
-        root=str(tmp_path / "store"), landing=str(tmp_path / "landing"), latest_state_root=str(tmp_path / "latest")
-    )
-    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
-        yield tmp_path, store, resources, instance
+from tests.table.helpers import QUIET, land
 
 
 def run(assets, resources, instance):

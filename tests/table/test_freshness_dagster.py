@@ -4,11 +4,7 @@ sensor finds the late log from the manifests and the tables' marks and starts th
 
 from __future__ import annotations
 
-import json
-
 import dagster as dg
-import pytest
-from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.definitions import defs
 from compaction_assets.defs import clock
@@ -16,29 +12,8 @@ from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
 from compaction_assets.defs.jobs import set_log_start_job
-from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.store.log_store import wall_ms
-from resources.log_store import LogStoreResource
-from tests.table.helpers import table_state
-
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-
-
-def land(root, name, records):
-    folder = root / "users" / "partition=0"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records))
-
-
-@pytest.fixture
-def env(tmp_path, spark):
-    store = LogStoreResource(
-        root=str(tmp_path / "store"), landing=str(tmp_path / "landing"), latest_state_root=str(tmp_path / "latest")
-    )
-    resources = {"log_store": store, "pyspark": LazyPySparkResource(spark_config={})}
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(log_partitions.name, ["users-0"])
-        yield tmp_path, store, resources, instance
+from tests.table.helpers import QUIET, land, table_state
 
 
 def materialize(assets, resources, instance):
