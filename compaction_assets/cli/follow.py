@@ -21,7 +21,8 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
     enabled = ctx.env.tables.enabled and not getattr(ctx.args, "no_table", False)
     if not enabled or not logs:
         return {log: {"skipped": "tables are off (COMPACTION_TABLES, or the command's opt-out)"} for log in logs}
-    done = follow_logs([LogCommit(ctx.handle(log), ctx.config(log)) for log in logs], now=ctx.now)
+    # (checked above: the commit need not read the settings again)
+    done = follow_logs([LogCommit(ctx.handle(log), ctx.config(log)) for log in logs], now=ctx.now, enabled=True)
     out: dict[str, dict[str, Any]] = {}
     for log in logs:
         error, r = done.error_of(log), done.result_of(log)
