@@ -95,6 +95,7 @@ def commit_cleaning(
             uncleanable=None,
             last_cleaning=summary,
             deleted=out.deleted,
+            removals=manifest.removals + (1 if out.stats.tombstones_removed else 0),
         )
         if evaluation.compact:
             changes.update(holds=out.holds + concurrent, remembered=out.remembered, tombstone_index=out.tombstone_index)
@@ -133,7 +134,10 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
         start = max(manifest.log_start_offset, segs[0].base_offset)
         removed[:] = [Retention(len(gone), sum(s.records for s in gone), sum(s.size for s in gone), start)]
         return manifest.with_(
-            segments=tuple(segs), log_start_offset=start, holds=tuple(h for h in manifest.holds if h.offset >= start)
+            segments=tuple(segs),
+            log_start_offset=start,
+            holds=tuple(h for h in manifest.holds if h.offset >= start),
+            removals=manifest.removals + 1,
         )
 
     _commit(handle, change)

@@ -327,7 +327,7 @@ def move_log_start(handle: LogHandle, manifest: Manifest, offset: int) -> Manife
             seg = restat(handle, seg, offset, dead)
         segs.append(seg)
     holds = tuple(h for h in manifest.holds if h.offset >= offset)
-    return manifest.with_(segments=tuple(segs), log_start_offset=offset, holds=holds)
+    return manifest.with_(segments=tuple(segs), log_start_offset=offset, holds=holds, removals=manifest.removals + 1)
 
 
 def set_checkpoint(handle: LogHandle, offset: int) -> Manifest:

@@ -212,6 +212,10 @@ class Manifest:
     invalid_records: int = 0
     ingested: tuple[str, ...] = ()  # landing files already appended (idempotent ingestion)
     committed_ms: int = 0
+    # how many changes removed records that were not superseded by a later record of their key (a cleaning
+    # that removed expired tombstones, retention, a log-start move, a forget): a table that reflects the
+    # log at the same count and log start may be brought up by the records appended since (table/tail.py)
+    removals: int = 0
     # per lease kind, the highest lease epoch that committed: a lease older than it is fenced off
     fence: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -274,6 +278,7 @@ class Manifest:
             "invalid_records": self.invalid_records,
             "ingested": list(self.ingested),
             "committed_ms": self.committed_ms,
+            "removals": self.removals,
             "fence": self.fence,
             "extra": self.extra,
         }
