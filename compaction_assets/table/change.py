@@ -103,6 +103,19 @@ def _masks(live: LiveRows, stale: pa.Table) -> list[tuple[DataFile, pa.Array]]:
     ]
 
 
+def change_of_tail(table: Table | None, tasks: list[FileScanTask], rows: pa.Table, keys: pa.Array) -> Change:
+    """The change of the records a log appended since its table's mark (table/tail.py): `rows` its touched
+    keys' new rows, `keys` every touched key; each touched key's live row in the table is stale, since
+    every appended record wins over it under the offset strategy."""
+    if table is None or not tasks:
+        return Change([], rows.column("key").combine_chunks(), len(rows), 0)
+    live = live_rows(table, tasks)
+    stale = live.rows.filter(pc.is_in(live.rows.column("key"), value_set=keys)).sort_by("file")
+    gone = pc.invert(pc.is_in(stale.column("key"), value_set=rows.column("key").combine_chunks()))
+    deleted = pc.sum(gone.cast(pa.int64())).as_py() or 0
+    return Change(_masks(live, stale), rows.column("key").combine_chunks(), len(rows), deleted)
+
+
 def change_of(table: Table | None, tasks: list[FileScanTask], state: pa.Table) -> Change:
     """The keys whose live row in the table (in the partition's file scan `tasks`; none without a table) is
     not the latest state's (by winning offset), new or gone."""

@@ -35,6 +35,7 @@ from compaction_assets.table.rewrite import RewriteResult, rewrite
 from compaction_assets.table.schema import check_owned
 from compaction_assets.table.snapshot import LogWrite, TopicTable, write_snapshot
 from compaction_assets.table.summary import LogMark, carried_marks, marks_of
+from compaction_assets.table.tail import Tail, tail_since
 from compaction_assets.topics.config import TopicConfig
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ class CommitResult:
     files_added: int = 0  # data files
     delete_files_added: int = 0  # position-delete files masking the changed keys' old rows
     bytes_written: int = 0
+    # the log's records read to find the change: its records since the table's mark (`from_tail`,
+    # table/tail.py), else every visible record (its whole latest state built)
+    records_read: int = 0
+    from_tail: bool = False
     attempts: int = 1
     log_versions: dict[str, int] = field(default_factory=dict)
     expiry: ExpiryResult | None = None
@@ -73,6 +78,8 @@ class CommitResult:
             "log_version": self.log_version,
             "rows_added": self.rows_added,
             "rows_deleted": self.rows_deleted,
+            "records_read": self.records_read,
+            "bytes_written": self.bytes_written,
         }
 
 
@@ -153,7 +160,7 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
     topic = topics.pop()
     target = TopicTable(open_catalog(location), identifier(location, topic), topic, location.buckets)
     manifests = {item.handle.name: item.manifest or item.handle.manifest() for item in logs}
-    states: dict[str, pa.Table] = {}
+    states: dict[str, pa.Table | Tail] = {}
     last: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
@@ -181,11 +188,12 @@ def _attempt(
     target: TopicTable,
     logs: list[LogCommit],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table],
+    states: dict[str, pa.Table | Tail],
     attempt: int,
 ) -> dict[str, CommitResult]:
     """One attempt, from the table's current snapshot: the logs it reflects behind their manifests committed
-    (their states built once, kept in `states` for the next attempt); nothing when none is behind."""
+    (each by its records since the table's mark when those are its whole change, table/tail.py, else by
+    its latest state, built once and kept in `states` for the next attempt); nothing when none is behind."""
     table = _load(target.catalog, target.ident, target.topic)
     marks = marks_of(table.current_snapshot()) if table is not None else {}
     behind = [
@@ -194,10 +202,22 @@ def _attempt(
         if marks.get(item.handle.name) is None or marks[item.handle.name].version < manifests[item.handle.name].version
     ]
     for item in behind:
-        if item.handle.name not in states:
-            given = item.state if item.manifest is not None else None  # the caller's is at its own manifest only
-            states[item.handle.name] = state_at(item.handle, item.config, manifests[item.handle.name], given)
+        name = item.handle.name
+        known = states.get(name)
+        if known is None or (isinstance(known, Tail) and known.mark != marks.get(name)):
+            states[name] = _source(item, manifests[name], marks.get(name))
     return _commit_once(target, table, behind, manifests, states, marks, attempt) if behind else {}
+
+
+def _source(item: LogCommit, manifest: Manifest, mark: LogMark | None) -> pa.Table | Tail:
+    """What brings the log's rows up: the caller's latest state (at its own manifest), its records since the
+    table's mark when they are the whole change, else its latest state built here."""
+    given = item.state if item.manifest is not None else None
+    if given is None:
+        tail = tail_since(item.handle, item.config, manifest, mark)
+        if tail is not None:
+            return tail
+    return state_at(item.handle, item.config, manifest, given)
 
 
 def _maintained(
@@ -247,7 +267,7 @@ def _commit_once(
     table: Table | None,
     logs: list[LogCommit],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table],
+    states: dict[str, pa.Table | Tail],
     marks: dict[str, LogMark],
     attempt: int,
 ) -> dict[str, CommitResult]:
@@ -255,9 +275,18 @@ def _commit_once(
     snapshot = write_snapshot(target, table, [item.handle for item in logs], manifests, states, marks)
     versions = {k: v.version for k, v in snapshot.marks.items()}
     return {
-        name: _result(target.ident, name, manifests[name].version, w, snapshot.snapshot_id, attempt, versions)
+        name: replace(
+            _result(target.ident, name, manifests[name].version, w, snapshot.snapshot_id, attempt, versions),
+            records_read=_records_read(states[name], manifests[name]),
+            from_tail=isinstance(states[name], Tail),
+        )
         for name, w in snapshot.logs.items()
     }
+
+
+def _records_read(source: pa.Table | Tail, manifest: Manifest) -> int:
+    """What finding a log's change read: its tail's records, or (a latest state) its visible records."""
+    return source.records if isinstance(source, Tail) else sum(seg.records for seg in manifest.segments)
 
 
 def _result(

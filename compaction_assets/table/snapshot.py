@@ -18,10 +18,11 @@ from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TOPIC_PROPERTY
-from compaction_assets.table.change import Change, change_of, plan_by_partition
+from compaction_assets.table.change import Change, change_of, change_of_tail, plan_by_partition
 from compaction_assets.table.delta import row_delta, write_position_deletes
 from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, conform, new_table_layout, table_rows
 from compaction_assets.table.summary import LogMark, commit_summary
+from compaction_assets.table.tail import Tail
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -71,11 +72,12 @@ def write_snapshot(
     table: Table | None,
     handles: list[LogHandle],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table],
+    states: dict[str, pa.Table | Tail],
     marks: dict[str, LogMark],
 ) -> SnapshotWrite:
-    """Commit the logs of `handles` at `manifests` (their latest states `states`) to the topic's table
-    (created when `table` is None) in one snapshot, which records `marks` with theirs."""
+    """Commit the logs of `handles` at `manifests` (their latest states, or their records since the table's
+    marks: `states`) to the topic's table (created when `table` is None) in one snapshot, which records
+    `marks` with theirs."""
     from compaction_assets.table.iceberg_internals import transaction_io
 
     tx = _transaction(target, table, handles[0], states[handles[0].name])
@@ -86,7 +88,7 @@ def write_snapshot(
         name, partition = handle.name, parse_log_name(handle.name)[1]
         written[name] = _write_log(tx, io, table, target.ident, handle, states[name], plan.get(partition, []))
         m = manifests[name]
-        marks = {**marks, name: LogMark(m.version, m.log_start_offset, m.log_end_offset)}
+        marks = {**marks, name: LogMark(m.version, m.log_start_offset, m.log_end_offset, m.removals)}
     summary = commit_summary(
         marks,
         {name: manifests[name].version for name in written},
@@ -99,11 +101,12 @@ def write_snapshot(
     return SnapshotWrite(committed.snapshot_id, marks, written)
 
 
-def _transaction(target: TopicTable, table: Table | None, first: LogHandle, state: pa.Table) -> Transaction:
+def _transaction(target: TopicTable, table: Table | None, first: LogHandle, state: pa.Table | Tail) -> Transaction:
     """A transaction on the topic's table, or creating it when there is none (its columns those of the
     first log's rows, partitioned by log and key bucket)."""
     if table is not None:
         return table.transaction()
+    assert isinstance(state, pa.Table)  # a log has a tail only against a table that reflects it
     schema = table_rows(first, state.slice(0, 0), parse_log_name(first.name)[1]).schema
     iceberg, spec = new_table_layout(schema, target.buckets)
     return target.catalog.create_table_transaction(
@@ -120,15 +123,18 @@ def _write_log(
     table: Table | None,
     ident: str,
     handle: LogHandle,
-    state: pa.Table,
+    state: pa.Table | Tail,
     tasks: list[FileScanTask],
 ) -> LogWrite:
     """One log's change written, not committed: the rows of its new or updated keys as data files (in the
     table's schema, evolved for new value fields), the old rows of its changed keys masked by delete files."""
     from compaction_assets.table.iceberg_internals import write_data_files
 
-    change = change_of(table, tasks, state)
-    touched = state.filter(pc.is_in(state.column("key"), change.appended))
+    if isinstance(state, Tail):
+        change, touched = change_of_tail(table, tasks, state.rows, state.keys), state.rows
+    else:
+        change = change_of(table, tasks, state)
+        touched = state.filter(pc.is_in(state.column("key"), change.appended))
     rows = conform(tx, table_rows(handle, touched, parse_log_name(handle.name)[1]), ident)
     data = write_data_files(tx, rows, io)
     deletes = [write_position_deletes(io, f, positions) for f, positions in change.masks]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
 
-LOGS = "compaction.logs"  # JSON {log: {"version", "log_start_offset", "log_end_offset"}}
+LOGS = "compaction.logs"  # JSON {log: {"version", "log_start_offset", "log_end_offset", "removals"}}
 LOG = "compaction.log"  # the log this snapshot committed
 LOG_VERSION = "compaction.log-version"
 ROWS_ADDED = "compaction.rows-added"
@@ -24,11 +24,13 @@ ROWS_DELETED = "compaction.rows-deleted"
 
 @dataclass(frozen=True)
 class LogMark:
-    """What a snapshot reflects of one log: its manifest version and offsets."""
+    """What a snapshot reflects of one log: its manifest version, offsets and removals count (None: a mark
+    written before the count was recorded)."""
 
     version: int
     log_start_offset: int
     log_end_offset: int
+    removals: int | None = None
 
 
 def _properties(snapshot: Snapshot | None) -> dict[str, str]:
