@@ -1,14 +1,16 @@
 """The tables' freshness in Dagster: the asset check `table_freshness` of `latest_state` (per partition: the
-log's table lag, table/lag.py, within its topic's `table.freshness.ms`), and the sensor that runs it for the
-logs whose lag passed the bound.
+log's table lag, table/lag.py, within its topic's `table.freshness.ms`), and the sensor that keeps the
+deadline: it catches up the tables behind and runs the check for the logs past their bound.
 
 The runs that change a log commit its table (docs/table.md, Freshness), so a table falls behind only when a
-commit failed, was skipped (COMPACTION_TABLES off, a bulk load) or has not happened yet. No run is due then,
-so the check cannot wait for one: `table_freshness_sensor` reads every log's lag from the manifests and the
-tables' current snapshots (no data; each topic's table read once a tick) and starts `table_freshness_job`
-for each late log, once per state of the log and its table (the run key). The check fails there, and
-`check_failure_alert` pages once (defs/alerts.py). The failure says how to catch up: any commit of the log
-(`compaction table commit LOG`, the `rebuild_latest_state` job) brings the table to the log's version.
+commit failed, was skipped (COMPACTION_TABLES off for a run, `--no-table`, a bulk load) or has not happened
+yet. No run is due then, so neither the catch-up nor the check can wait for one: `table_freshness_sensor`
+reads every log's lag from the manifests and the tables' current snapshots (no data; each topic's table
+read once a tick). A log behind for half its bound gets `table_catch_up_job` (its topic's behind logs
+committed in one snapshot, once per state of the logs and the table: the run key), so that the table is
+caught up before the bound; a log past the bound gets `table_freshness_job`, whose check fails there, and
+`check_failure_alert` pages once (defs/alerts.py). The failure says how to catch up by hand: any commit of
+the log (`compaction table commit LOG`, the `rebuild_latest_state` job).
 """
 
 import warnings
@@ -22,6 +24,8 @@ from compaction_assets.defs.partitions import LOG_PARTITIONS
 from compaction_assets.defs.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.commit import LogCommit
+from compaction_assets.table.follow import follow_logs
 from compaction_assets.table.lag import TableLag, lags
 from resources.log_store import LogStoreResource
 
@@ -74,33 +78,87 @@ table_freshness_job = dg.define_asset_job(
 )
 
 
-def late_logs(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
-    """The known logs whose table lag passed their topic's bound at `now` (each topic's table read once)."""
+class CatchUpConfig(dg.Config):
+    """The logs of one topic whose table to bring to their versions."""
+
+    logs: list[str]
+
+
+@dg.op(description="Commit the named logs' topic table(s), one snapshot per topic (the catch-up of a table behind).")
+def table_catch_up_op(context: dg.OpExecutionContext, config: CatchUpConfig, log_store: LogStoreResource) -> None:
+    """Bring the tables of `config.logs` to the logs' versions; a refused commit fails the run (retried)."""
+    items = [LogCommit(log_store.handle(log, must_exist=True), log_store.config_for(log)) for log in config.logs]
+    done = follow_logs(items, now=now_ms(), enabled=settings.current().tables.enabled)
+    if done.skipped:
+        raise dg.Failure(description=f"tables not caught up: {done.skipped}")
+    rows = {log: r.rows_added + r.rows_deleted for log in config.logs if (r := done.result_of(log)) is not None}
+    context.add_output_metadata({"logs": ", ".join(config.logs), "rows_changed": sum(rows.values())})
+    if done.errors:
+        raise dg.Failure(description="; ".join(str(e) for e in done.errors)[:1000])
+
+
+@dg.job(
+    description="Commit the tables of logs behind their topic's table.freshness.ms; started by table_freshness_sensor."
+)
+def table_catch_up_job():
+    table_catch_up_op()
+
+
+def table_lags(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
+    """The known logs' table lags at `now` (each topic's table read once)."""
     store, config_for = log_store.store, log_store.config_per_topic()
     read = []
     for log in sorted(known & set(store.logs())):
         handle = store.log(log)
         read.append((handle, config_for(log), handle.manifest()))
-    return [lag for lag in lags(read, now).values() if lag.late]
+    return list(lags(read, now).values())
+
+
+def late_logs(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
+    """The known logs whose table lag passed their topic's bound at `now`."""
+    return [lag for lag in table_lags(log_store, known, now) if lag.late]
+
+
+def catch_up_requests(behind: list[TableLag]) -> list[dg.RunRequest]:
+    """A catch-up run per topic of the logs behind for half their bound or more (keyed by their versions and
+    the table's, so a state of the logs and table is caught up once)."""
+    by_topic: dict[str, list[TableLag]] = {}
+    for lag in behind:
+        if lag.behind and lag.milliseconds * 2 >= lag.bound_ms:
+            by_topic.setdefault(parse_log_name(lag.log)[0], []).append(lag)
+    return [
+        dg.RunRequest(
+            job_name=table_catch_up_job.name,
+            run_key="catch-up:" + ",".join(f"{lag.log}:{lag.log_version}:{lag.table_version}" for lag in lags_),
+            run_config={"ops": {"table_catch_up_op": {"config": {"logs": [lag.log for lag in lags_]}}}},
+            tags={"topic": topic},
+        )
+        for topic, lags_ in sorted(by_topic.items())
+    ]
 
 
 @dg.sensor(
-    jobs=[table_freshness_job], minimum_interval_seconds=INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING
+    jobs=[table_freshness_job, table_catch_up_job],
+    minimum_interval_seconds=INTERVAL_S,
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def table_freshness_sensor(context: dg.SensorEvaluationContext, log_store: LogStoreResource) -> dg.SensorResult:
-    """Check the table of each log whose lag passed its bound (once per state of the log and its table)."""
+    """Catch up the tables behind for half their bound, and check those past it (once per state of the log
+    and its table)."""
     if not settings.current().tables.enabled:
         return dg.SensorResult(skip_reason=dg.SkipReason("tables are off (COMPACTION_TABLES)"))
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
-    late = late_logs(log_store, known, now_ms())
-    runs = [
+    every = table_lags(log_store, known, now_ms())
+    runs = catch_up_requests(every) + [
         # the partition as a tag: a job of checks only has no partitions definition of its own (Dagster
         # infers it from selected assets), so a run request's partition_key is refused for it
         dg.RunRequest(
+            job_name=table_freshness_job.name,
             run_key=f"{TABLE_FRESHNESS}:{lag.log}:{lag.log_version}:{lag.table_version}",
             tags={PARTITION_TAG: lag.log, "log": lag.log},
         )
-        for lag in late
+        for lag in every
+        if lag.late
     ]
     return dg.SensorResult(
         run_requests=runs,

@@ -10,7 +10,12 @@ from compaction_assets.definitions import defs
 from compaction_assets.defs import clock
 from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.freshness import table_freshness, table_freshness_job, table_freshness_sensor
+from compaction_assets.defs.freshness import (
+    table_catch_up_job,
+    table_freshness,
+    table_freshness_job,
+    table_freshness_sensor,
+)
 from compaction_assets.defs.jobs import set_log_start_job
 from compaction_assets.store.log_store import wall_ms
 from tests.table.helpers import QUIET, land, table_state
@@ -22,12 +27,17 @@ def materialize(assets, resources, instance):
     return result
 
 
-def late_runs(instance, resources, at_ms: int) -> list[dg.RunRequest]:
+def sensor_runs(instance, resources, at_ms: int, job: str) -> list[dg.RunRequest]:
+    """The runs of `job` the freshness sensor asks for at `at_ms`."""
     with (
         clock.frozen_at(at_ms),
         dg.build_sensor_context(instance_ref=instance.get_ref(), resources=resources, definitions=defs) as ctx,
     ):
-        return list(table_freshness_sensor.evaluate_tick(ctx).run_requests or [])
+        return [r for r in table_freshness_sensor.evaluate_tick(ctx).run_requests or [] if r.job_name == job]
+
+
+def late_runs(instance, resources, at_ms: int) -> list[dg.RunRequest]:
+    return sensor_runs(instance, resources, at_ms, table_freshness_job.name)
 
 
 def check_run(resources, instance, request: dg.RunRequest, at_ms: int) -> dg.ExecuteInProcessResult:
@@ -64,7 +74,8 @@ def test_the_ingest_run_commits_the_table_without_a_cleaning(env):
     )
 
 
-def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch):
+def _behind(env, monkeypatch) -> int:
+    """A table left behind its log by an ingestion with tables off; when the log changed (ms)."""
     tmp, store, resources, instance = env
     land(tmp / "landing", "a.jsonl", [{"key": "u1", "value": "v1", "timestamp": 1}])
     materialize([raw_segments], resources, instance)
@@ -76,7 +87,27 @@ def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch)
     )
     materialize([raw_segments], resources, instance)
     monkeypatch.delenv("COMPACTION_TABLES")
-    changed = store.handle("users-0").manifest().committed_ms
+    return store.handle("users-0").manifest().committed_ms
+
+
+def test_a_table_behind_for_half_its_bound_is_caught_up_by_the_sensor(env, monkeypatch):
+    changed = _behind(env, monkeypatch)
+    _, store, resources, instance = env
+    assert sensor_runs(instance, resources, changed + 20_000, table_catch_up_job.name) == []
+    [request] = sensor_runs(instance, resources, changed + 30_000, table_catch_up_job.name)
+    assert request.run_config == {"ops": {"table_catch_up_op": {"config": {"logs": ["users-0"]}}}}
+    assert late_runs(instance, resources, changed + 30_000) == []  # not late yet: no check, no page
+    job = dg.Definitions(jobs=[table_catch_up_job], resources=resources).resolve_job_def(table_catch_up_job.name)
+    result = job.execute_in_process(run_config={**QUIET, **request.run_config}, instance=instance, tags=request.tags)
+    assert result.success
+    assert {k: v for k, (v, _) in table_state(store.handle("users-0")).items()} == {b"u1": b"v2", b"u2": b"x"}
+    assert sensor_runs(instance, resources, changed + 120_000, table_catch_up_job.name) == []
+    assert late_runs(instance, resources, changed + 120_000) == []
+
+
+def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch):
+    changed = _behind(env, monkeypatch)
+    _, _, resources, instance = env
     assert late_runs(instance, resources, changed + 30_000) == []  # within the bound
     [request] = late_runs(instance, resources, changed + 120_000)
     assert request.tags["dagster/partition"] == "users-0" and request.run_key.endswith(":users-0:2:1")
