@@ -42,6 +42,8 @@ def _commit(handle, cfg) -> dict:
         "delete_files_added": r.delete_files_added,
         "buckets_rewritten": r.rewrite.buckets if r.rewrite else 0,
         "bytes_written": r.bytes_written,
+        "records_read": r.records_read,
+        "from_tail": r.from_tail,
         "table_bytes": _table_bytes(handle),
     }
 
