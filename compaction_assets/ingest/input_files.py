@@ -12,6 +12,7 @@ Every error names the file and the line.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from compaction_assets.errors import InvalidInputError, first_line
 from compaction_assets.ingest.avro import avro_records
 from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
+from compaction_assets.ingest.jsonl_columns import read_columns
 from compaction_assets.segments.headers import HeaderRules, parse_headers
 from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 from compaction_assets.topics.landing_settings import FileFormat
@@ -106,29 +108,43 @@ def _json_record(obj: Any, where: str) -> dict:
 
 
 def read_jsonl(path: str | Path, lines: list[int] | None = None) -> pa.Table:
-    """A JSON Lines file as a table; `lines`, when given, receives the line number of each record."""
-    records = []
+    """A JSON Lines file as a table; `lines`, when given, receives the line number of each record. Read
+    column-wise (jsonl_columns.py) unless the file needs the per-record path, which names any error."""
     try:
         with open(path, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
-                where = f"{path}: line {n}"
-                if not raw.strip():
-                    continue
-                try:
-                    # without the line's end: an error at the end of the line is at its true column
-                    obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
-                except json.JSONDecodeError as exc:
-                    raise InvalidInputError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-                except RecursionError:
-                    raise InvalidInputError(f"{where}: JSON nested too deeply") from None
-                records.append(_json_record(obj, where))
-                if lines is not None:
-                    lines.append(n)
+            data = fh.read()
     except OSError as exc:
         raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return records_to_table(records, str(path))
+    table = read_columns(data)
+    if table is not None:
+        if lines is not None:
+            lines.extend(range(1, len(table) + 1))
+        return table
+    return read_jsonl_records(data, str(path), lines)
+
+
+def read_jsonl_records(data: bytes, path: str, lines: list[int] | None = None) -> pa.Table:
+    """A JSON Lines file's bytes as a table, record by record: every refusal names the file, line and
+    column; `lines`, when given, receives the line number of each record."""
+    records = []
+    with io.BytesIO(data) as fh:
+        for n, raw in enumerate(fh, 1):
+            where = f"{path}: line {n}"
+            if not raw.strip():
+                continue
+            try:
+                # without the line's end: an error at the end of the line is at its true column
+                obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))
+            except UnicodeDecodeError:
+                raise InvalidInputError(f"{where}: not UTF-8 (use key_b64/value_b64 for raw bytes)") from None
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{where}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise InvalidInputError(f"{where}: JSON nested too deeply") from None
+            records.append(_json_record(obj, where))
+            if lines is not None:
+                lines.append(n)
+    return records_to_table(records, path)
 
 
 def read_parquet(path: str | Path) -> pa.Table:

@@ -76,7 +76,10 @@ def to_bytes(value: Any, what: str) -> bytes | None:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, str):
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate, as JSON's \ud800 escapes give
+            raise InvalidInputError(f"{what}: not valid Unicode text ({exc.reason} at character {exc.start})") from None
     raise InvalidInputError(f"{what} must be bytes or a string, got {type(value).__name__}")
 
 
