@@ -27,6 +27,7 @@ from compaction_assets.errors import CompactionError
 from compaction_assets.log.reach import Bound, LogKeyReach, latest, log_reach
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
+from compaction_assets.table.expiry import ORPHAN_GRACE_MS, reachable_files
 from compaction_assets.table.read import open_table
 from compaction_assets.topics.config import TopicConfig
 
@@ -129,6 +130,7 @@ class _Found:
     files: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))  # file -> snapshots reaching it
     shows: list[int] = field(default_factory=list)  # older snapshots showing it
     masked: dict[str, set[str]] = field(default_factory=dict)  # current data file -> its delete files
+    loose: dict[str, int] = field(default_factory=dict)  # data files no snapshot reaches -> their mtime
 
 
 def table_reach(
@@ -172,8 +174,17 @@ def table_reach(
             bounds.append(
                 Bound(max(times[s] for s in snapshots) + retention_ms, f"data file {path} of older snapshots")
             )
+        for path, mtime in f.loose.items():
+            bounds.append(
+                Bound(
+                    mtime + ORPHAN_GRACE_MS,
+                    f"data file {path} no snapshot reaches: removed by the next "
+                    "commit that expires a snapshot, once 10 minutes old",
+                )
+            )
         shows = tuple(SnapshotShows(s, times[s], times[s] + retention_ms) for s in f.shows)
-        reach = TableKeyReach(partition, f.live, tuple(f.masked), tuple(older), shows, tuple(bounds))
+        files = (*older, *f.loose)
+        reach = TableKeyReach(partition, f.live, tuple(f.masked), files, shows, tuple(bounds))
         out.setdefault(key, []).append(reach)
     return out
 
@@ -211,7 +222,27 @@ def _scan_snapshots(table: Table, partitions: list[int], keys: list[bytes]) -> d
                 found[where].shows.append(snapshot.snapshot_id)
     for f in found.values():  # a current file without delete files holds a live row: the live row's bound
         f.masked = {p: d for p, d in f.masked.items() if d}
+    _loose_files(table, partitions, keys, found)
     return found
+
+
+def _loose_files(table: Table, partitions: list[int], keys: list[bytes], found: dict[tuple[int, bytes], _Found]):
+    """The table's data files no snapshot reaches (not removed yet) holding values of the keys, added to
+    `found`: read whole, they are few (expiry removes them once 10 minutes old)."""
+    import pyarrow.compute as pc
+
+    st = Storage.open(table.location())
+    reached = reachable_files(table)
+    for path, mtime in st.list_files_with_mtime(st.join("data")):
+        if path in reached or not path.endswith(".parquet") or path.endswith("-deletes.parquet"):
+            continue
+        rows = st.read_parquet(path, columns=list(COLUMNS))
+        mask = pc.and_(
+            pc.is_in(rows.column("partition"), value_set=pa.array(partitions, rows.column("partition").type)),
+            pc.is_in(rows.column("key"), value_set=pa.array(keys, pa.binary())),
+        )
+        for where in _with_values(rows.filter(mask)):
+            found[where].loose[path] = mtime
 
 
 def _with_values(rows: pa.Table) -> set[tuple[int, bytes]]:
