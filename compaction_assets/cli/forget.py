@@ -59,7 +59,7 @@ def cmd_forget(ctx: Context) -> int:
 
     keys = keys_of(ctx)
     out: dict[str, dict[str, object]] = {}
-    changed = []
+    changed: list[str] = []
     for log in topic_logs(ctx):
         try:
             done = forget(ctx.handle(log), ctx.config(log), keys)

@@ -44,7 +44,8 @@ def forget_op(context: dg.OpExecutionContext, config: ForgetConfig, log_store: L
     logs = sorted(n for n in log_store.store.logs() if log_store.handle(n).topic == config.topic)
     if not logs:
         raise refuse(f"no log of topic {config.topic!r} in the store")
-    changed, per_log = [], {}
+    changed: list[str] = []
+    per_log: dict[str, dict[str, object]] = {}
     for log in logs:
         try:
             done = forget(log_store.handle(log, must_exist=True), log_store.config_for(log), keys)

@@ -265,11 +265,11 @@ def _rewritten_segments(handle: LogHandle, base: Manifest, plan: _Plan, written:
             continue
         files: list[FileRef] = []
         for ref in seg.files:
-            change = changes.get(ref.name)
-            if change is None:
+            rewritten = changes.get(ref.name)
+            if rewritten is None:
                 files.append(ref)
-            elif len(change.rows):  # the stamp is in the rows now (read_file applied it)
-                new = write_file(handle, change.rows)
+            elif len(rewritten.rows):  # the stamp is in the rows now (read_file applied it)
+                new = write_file(handle, rewritten.rows)
                 written.append(new)
                 files.append(new)
         dropped = sum(c.dead_dropped for c in changes.values())

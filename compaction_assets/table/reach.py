@@ -29,6 +29,7 @@ from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.expiry import ORPHAN_GRACE_MS, reachable_files
 from compaction_assets.table.read import open_table
+from compaction_assets.table.schema import partitions_filter
 from compaction_assets.topics.config import TopicConfig
 
 if TYPE_CHECKING:
@@ -191,11 +192,13 @@ def table_reach(
 
 def _scan_snapshots(table: Table, partitions: list[int], keys: list[bytes]) -> dict[tuple[int, bytes], _Found]:
     """Every snapshot's files that hold rows of the keys (read raw, deletes not applied) and its scan."""
-    from pyiceberg.expressions import And, In
+    from pyiceberg.expressions import And, In, Reference
+    from pyiceberg.expressions.literals import literal
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import FileScanTask
 
-    row_filter = And(In("partition", set(partitions)), In("key", set(keys)))
+    by_key = In(term=Reference("key"), values={literal(k) for k in keys})
+    row_filter = And(partitions_filter(partitions), by_key)
     schema = table.schema().select(*COLUMNS)
     current = table.current_snapshot()
     raw: dict[str, pa.Table] = {}
@@ -255,11 +258,11 @@ def _delete_file_times(table: Table) -> dict[str, int]:
     from pyiceberg.manifest import ManifestContent
 
     current = table.current_snapshot()
-    by_id = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    by_id: dict[int, int] = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
     out: dict[str, int] = {}
     for manifest in current.manifests(table.io) if current is not None else []:
         if manifest.content != ManifestContent.DELETES:
             continue
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            out[entry.data_file.file_path] = by_id.get(entry.snapshot_id, 0)
+            out[entry.data_file.file_path] = by_id.get(entry.snapshot_id or 0, 0)
     return out
