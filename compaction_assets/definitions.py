@@ -14,6 +14,7 @@ from compaction_assets.defs.assets import cleanable_range, compacted_log, latest
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.config_job import apply_topics_config_job
+from compaction_assets.defs.forget import forget_job
 from compaction_assets.defs.freshness import (
     table_catch_up_job,
     table_freshness,
@@ -51,6 +52,7 @@ def build_definitions(schedule_settings: ScheduleSettings = DEFAULT_SCHEDULE_SET
             table_freshness_job,
             table_catch_up_job,
             *OPERATOR_JOBS,
+            forget_job,
         ],
         sensors=[
             log_discovery_sensor,

@@ -56,6 +56,7 @@ OPERATOR_JOBS = {
     "clear_uncleanable_job",
     "set_checkpoint_job",
     "set_log_start_job",
+    "forget_job",
     "gc_job",
     "retention_job",
     "rebuild_latest_state",
