@@ -125,6 +125,8 @@ def forget(handle: LogHandle, config: TopicConfig, keys: Sequence[bytes]) -> For
             try:
                 segments = _rewritten_segments(handle, base, plan, written)
                 committed = handle.update(_commit_change(handle, base, segments, plan.removed))
+                # the versions before name the files that held the values: dropped, they go at the next GC
+                handle.drop_versions_before(committed.version)
             except ConflictError:
                 _delete(handle, written)  # named by no manifest: the next attempt writes its own
                 if attempt == FORGET_ATTEMPTS:

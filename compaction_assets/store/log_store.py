@@ -191,6 +191,21 @@ class LogHandle:
             if v <= latest - KEEP_VERSIONS and v not in pinned:
                 self.st.delete(self.path(f"_log/{v:020d}.json"))
 
+    def drop_versions_before(self, version: int) -> None:
+        """Forget every manifest version older than `version`, pinned or not, so that the files only they
+        name go at the next garbage collection (after its grace): an erasure (log/forget.py) must not wait
+        for KEEP_VERSIONS newer versions. A reader still on a dropped version fails its next read."""
+        for name in self.st.list_dir(self.path("_pins")):
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    kept = [int(v) for v in json.loads(self.st.read_bytes(self.path(f"_pins/{name}"))) if v >= version]
+                except (OSError, ValueError, TypeError):
+                    continue
+                self.st.write_atomic(self.path(f"_pins/{name}"), json.dumps(kept).encode())
+        for v in self._versions():
+            if v < version:
+                self.st.delete(self.path(f"_log/{v:020d}.json"))
+
     def pin_versions(self, purpose: str, versions: tuple[int, ...]) -> None:
         """Keep these manifest versions, and so their files, until `purpose` pins others (the asset
         checks re-verify the last cleaning from the versions it read and wrote)."""
