@@ -16,6 +16,7 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cli import main
+from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log.writer import set_log_start
 from compaction_assets.table import changes
 from compaction_assets.table.catalog import TableError
@@ -25,6 +26,7 @@ from compaction_assets.table.feed import scan_changes
 from compaction_assets.table.read import history, iso_time, open_table, scan
 from compaction_assets.table.rewrite import REWRITTEN
 from compaction_assets.topics.config import build_config
+from tests.log.connectors.sinks import write_lines
 from tests.table.helpers import put
 
 RETENTION_MS = 86_400_000
@@ -120,6 +122,24 @@ def test_reading_the_change_reads_only_its_files(store):
     assert (len(found.upserts), len(found.deletes)) == (1, 1)
     # the new rows' file and the one whose rows a delete file masked now; not the other partitions' three
     assert found.files_read == 2 and scan_changes(table, first, found.to_snapshot_id).files_read == 9
+
+
+def test_upserts_carry_the_value_columns_of_the_newer_schema(tmp_path, store):
+    config = build_config({"landing.format": "aiven"})
+    root, h = tmp_path / "landing", store.log("users-0")
+    write_lines(root / "users-0-0.jsonl", [{"key": {"id": 1}, "value": {"email": "a@x"}, "offset": 0, "timestamp": 1}])
+    ingest(h, config, landing_logs(root)[0]["users-0"])
+    first = commit_log(h, config).snapshot_id
+    write_lines(
+        root / "users-0-1.jsonl",
+        [{"key": {"id": 1}, "value": {"email": "b@x", "plan": "pro"}, "offset": 1, "timestamp": 2}],
+    )
+    ingest(h, config, landing_logs(root)[0]["users-0"])
+    commit_log(h, config)  # a new field: the schema evolves
+    found = changes("users", first, store=store.location)
+    [row] = found.upserts.to_pylist()
+    assert (row["email"], row["plan"], row["offset"]) == ("b@x", "pro", 1) and len(found.deletes) == 0
+    assert found.upserts.column_names == [f.name for f in open_table(store.storage, "users")[0].schema().fields]
 
 
 def cli(capsys, *args) -> tuple[int, list[str], str]:
