@@ -1,6 +1,7 @@
 """The command line's `table` commands and `latest-state --as-of` (the topics' Iceberg tables).
 
-`table show|scan|history TOPIC` read a topic's table, `table commit [LOG ...]` commits logs' latest states
+`table show|scan|history TOPIC` read a topic's table, `table changes TOPIC --from` tells what changed in it
+between two snapshots (a changes feed), `table commit [LOG ...]` commits logs' latest states
 to their topics' tables (what the Dagster `latest_state` asset does), `latest-state LOG --as-of` reads
 the table as it was. Results go to stdout as JSON (JSON Lines for rows), like the other commands.
 """
@@ -15,16 +16,17 @@ import click
 
 from compaction_assets.cli.command_line import COMPACTION, command, command_group
 from compaction_assets.cli.completion import store_logs
-from compaction_assets.cli.context import Context
+from compaction_assets.cli.context import Context, _progress
 from compaction_assets.cli.follow import lag
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import locate
+from compaction_assets.table.feed import changes
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
 from compaction_assets.table.summary import marks_of
 
 ROW_FIELDS = ("key", "value")
 
-TABLE = command_group("table", "the topics' Iceberg tables (show, scan, history, commit)", COMPACTION)
+TABLE = command_group("table", "the topics' Iceberg tables (show, scan, history, changes, commit)", COMPACTION)
 TOPIC = click.argument("topic", help="the topic whose table to read")
 
 
@@ -48,9 +50,11 @@ def _rows(snap) -> int:
     return int(props.get("total-records", 0)) - int(props.get("total-position-deletes", 0))
 
 
-def _print_rows(rows) -> None:
+def _print_rows(rows, op: str | None = None) -> None:
+    """Rows as JSON Lines (each led by `"op": op` when given), their columns in the table's order."""
+    lead = {"op": op} if op is not None else {}
     for row in rows.to_pylist():
-        print(json.dumps({k: _jsonable(v) for k, v in row.items()}, default=str))
+        print(json.dumps({**lead, **{k: _jsonable(v) for k, v in row.items()}}, default=str))
 
 
 @command(TABLE, "show", help="identifier, columns, partitioning, current snapshot")
@@ -101,6 +105,27 @@ def cmd_table_history(ctx: Context) -> int:
     """`table history TOPIC`: every snapshot, oldest first, with the log versions it reflects."""
     table, _ = open_table(ctx.store.storage, ctx.args.topic)
     print(json.dumps([s.__dict__ for s in history(table)], indent=2))
+    return 0
+
+
+@command(TABLE, "changes", help="the keys upserted and deleted between two snapshots, as JSON Lines")
+@TOPIC
+@click.option(
+    "--from",
+    "from_",
+    required=True,
+    metavar="SNAPSHOT|TIME",
+    help="a snapshot id, or a time (ms since the epoch, or ISO-8601): the snapshot current then",
+)
+@click.option("--to", metavar="SNAPSHOT|TIME", help="as --from (default: the current snapshot)")
+def cmd_table_changes(ctx: Context) -> int:
+    """`table changes TOPIC --from X [--to Y]`: one line per key upserted (`"op": "upsert"` and its row at Y)
+    or deleted (`"op": "delete"`, partition and key) from snapshot X to snapshot Y; the counts on stderr."""
+    table, ident = open_table(ctx.store.storage, ctx.args.topic)
+    result = changes(table, ctx.args.from_, ctx.args.to)
+    _print_rows(result.upserts, "upsert")
+    _print_rows(result.deletes, "delete")
+    _progress(f"{ident}: {result.summary()}")
     return 0
 
 

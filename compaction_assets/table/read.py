@@ -15,8 +15,13 @@ from compaction_assets.table.summary import LOG, ROWS_ADDED, ROWS_DELETED, marks
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 TIME_FROM_MS = 10**11  # an --as-of integer at least this is milliseconds since the epoch; below, a log version
+# An integer naming a snapshot that is not one of the table's is a snapshot id from this on (pyiceberg draws
+# ids from 63 bits, so a real one is below it about once in 10,000), a time in milliseconds below it.
+SNAPSHOT_ID_FROM = 10**15
+SnapshotPoint = int | str | dt.datetime  # a snapshot id, or a time: milliseconds, ISO-8601 text, a datetime
 
 
 @dataclass(frozen=True)
@@ -72,16 +77,29 @@ def parse_as_of(text: str) -> tuple[str, int]:
     if text.lstrip("-").isdigit():
         value = int(text)
         return ("time", value) if value >= TIME_FROM_MS else ("version", value)
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    moment = iso_time_ms(text)
+    if moment is None:
         raise TableError(
             f"--as-of {text!r}: expected a log version, milliseconds since the epoch, or an "
             "ISO-8601 time such as 2026-11-26T10:00:00Z"
-        ) from None
+        )
+    return "time", moment
+
+
+def iso_time_ms(text: str) -> int | None:
+    """Milliseconds since the epoch of an ISO-8601 time (UTC when it names no zone); None if it is not one."""
+    try:
+        moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return time_ms(moment)
+
+
+def time_ms(moment: dt.datetime) -> int:
+    """Milliseconds since the epoch of a time (UTC when it names no zone)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
-    return "time", int(moment.timestamp() * 1000)
+    return int(moment.timestamp() * 1000)
 
 
 def snapshot_as_of(table: Table, log: str, as_of: str) -> SnapshotInfo:
@@ -104,6 +122,63 @@ def snapshot_as_of(table: Table, log: str, as_of: str) -> SnapshotInfo:
             "the topic's delete.retention.ms are expired)"
         )
     return found[-1]
+
+
+def snapshot_at(table: Table, point: SnapshotPoint, name: str = "snapshot") -> Snapshot:
+    """The snapshot `point` names: a snapshot id, or a time (the snapshot current then, by the table's snapshot
+    log); one line naming the snapshots kept when it is expired, or before the oldest kept (`name` says which
+    argument it was)."""
+    if isinstance(point, dt.datetime):
+        moment = time_ms(point)
+    elif str(point).strip().lstrip("-").isdigit():
+        moment = int(str(point).strip())
+        found = table.snapshot_by_id(moment)
+        if found is not None:
+            return found
+        if moment >= SNAPSHOT_ID_FROM:
+            raise TableError(
+                f"{name} {moment}: table {_name(table)} has no such snapshot (expired, or never one of it); "
+                f"{kept_range(table)}"
+            )
+    else:
+        parsed = iso_time_ms(str(point))
+        if parsed is None:
+            raise TableError(
+                f"{name} {point!r}: expected a snapshot id, milliseconds since the epoch, or an ISO-8601 time "
+                "such as 2026-12-07T10:00:00Z"
+            )
+        moment = parsed
+    then = [e for e in table.metadata.snapshot_log if e.timestamp_ms <= moment]
+    found = table.snapshot_by_id(then[-1].snapshot_id) if then else None
+    if found is None:
+        raise TableError(
+            f"{name} {point} ({iso_time(moment)}): before the oldest snapshot table {_name(table)} keeps; "
+            f"{kept_range(table)}"
+        )
+    return found
+
+
+def kept_range(table: Table) -> str:
+    """The snapshots a table keeps, oldest and newest, as an error names them."""
+    kept = sorted(table.snapshots(), key=lambda s: s.timestamp_ms)
+    if not kept:
+        return "it has no snapshot"
+    first, last = kept[0], kept[-1]
+    return (
+        f"it keeps {len(kept)} snapshot(s), from {iso_time(first.timestamp_ms)} (snapshot {first.snapshot_id}) to "
+        f"{iso_time(last.timestamp_ms)} (snapshot {last.snapshot_id}); older ones expire after the topic's "
+        "delete.retention.ms"
+    )
+
+
+def iso_time(ms: int) -> str:
+    """A time in milliseconds since the epoch as ISO-8601 UTC text."""
+    moment = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _name(table: Table) -> str:
+    return ".".join(table.name())
 
 
 def scan(
