@@ -87,6 +87,8 @@ class Setup:
 
     records: int
     keys: int
+    cleaned: bool
+    log_records_before: int
     state_rows_before: int
     log_end_before: int
     change_records: int
@@ -133,13 +135,26 @@ def _log_state(places: Places) -> pa.Table:
     return latest_state_table(handle, gen.topic_config(SEGMENT_BYTES))
 
 
-def build(places: Places, records: int, keys: int, change: float) -> Setup:
-    """The pristine stores, the change's landing file and the product's state after the change."""
+def _clean(handle, cfg) -> None:
+    """A forced cleaning of the seeded log, with Spark in this process (untimed), stopped after it."""
+    from compaction_assets.cleaning import engine
+    from compaction_assets.spark import get_spark
+
+    spark = get_spark()
+    engine.run(handle, cfg, gen.NOW, spark=spark, force=True)
+    spark.stop()
+
+
+def build(places: Places, records: int, keys: int, change: float, clean: bool) -> Setup:
+    """The pristine stores (the log cleaned first with `clean`), the change's landing file and the
+    product's state after the change."""
     cfg = gen.topic_config(SEGMENT_BYTES)
     store = LogStore(str(places.live("store")))
     handle = store.log(LOG, must_exist=False)
     ConfigStore(store.storage).set_topic(TOPIC, {"segment.bytes": SEGMENT_BYTES}, "bench.table_contenders", wall_ms())
     gen.generate(handle, cfg, records, keys, VALUE_BYTES, SEED)
+    if clean:
+        _clean(handle, cfg)
     commit_log(handle, cfg)
     state = latest_state_table(handle, cfg)
     table_merges.build_delta(state, str(places.live("delta")))
@@ -159,6 +174,8 @@ def build(places: Places, records: int, keys: int, change: float) -> Setup:
     return Setup(
         records=records,
         keys=keys,
+        cleaned=clean,
+        log_records_before=manifest.total_records,
         state_rows_before=state.num_rows,
         log_end_before=manifest.log_end_offset,
         change_records=changed,
@@ -262,6 +279,8 @@ def report(setup: Setup, ran: list[Contender]) -> dict:
     return {
         "records": setup.records,
         "keys": setup.keys,
+        "cleaned": setup.cleaned,
+        "log_records_before": setup.log_records_before,
         "state_rows_before": setup.state_rows_before,
         "change_records": setup.change_records,
         "state_rows_after": setup.expected.num_rows,
@@ -279,6 +298,7 @@ def main() -> None:
     p.add_argument("--keys", type=int, default=50_000)
     p.add_argument("--change", type=float, default=0.01, help="the change's records, a fraction of the log's")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--clean", action="store_true", help="clean the seeded log (forced) before its table's commit")
     p.add_argument("--work", default=None, help="a folder for the stores (default: a temporary one, removed)")
     args = p.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="table-contenders-"))
@@ -286,7 +306,7 @@ def main() -> None:
         p.error(f"--work {work} is not empty; the bench writes its stores into an empty (or new) folder")
     try:
         places = Places(work)
-        setup = build(places, args.records, args.keys, args.change)
+        setup = build(places, args.records, args.keys, args.change, args.clean)
         ran = contenders(places, setup)
         for _ in range(args.rounds):
             for contender in ran:
