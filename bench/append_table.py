@@ -23,32 +23,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+from dataclasses import asdict
 from pathlib import Path
 
 from bench import gen
+from bench.children import ChildRun, Rounds, timed
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = "bench-0"
 VALUE_BYTES = 100
-
-
-def _timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
-    """Wall and CPU seconds of one child process (which must succeed)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _stores(work: Path, records: int) -> dict[str, Path]:
@@ -80,24 +68,14 @@ def _fleet(work: Path, logs: int, topics: int) -> Path:
     return work / "fleet"
 
 
-def _median(runs: list[tuple[float, float]]) -> dict:
-    """The figures of one variant's rounds."""
-    return {
-        "wall_median_s": round(statistics.median(w for w, _ in runs), 3),
-        "cpu_median_s": round(statistics.median(c for _, c in runs), 3),
-        "wall_s": [round(w, 3) for w, _ in runs],
-        "cpu_s": [round(c, 3) for _, c in runs],
-    }
-
-
 def _interleaved(argv_of, code: dict[str, str], rounds: int, cwd: str) -> dict[str, dict]:
     """Each variant's command (`argv_of(variant)`) run in turn, `rounds` times."""
-    runs: dict[str, list[tuple[float, float]]] = {variant: [] for variant in code}
+    runs: dict[str, list[ChildRun]] = {variant: [] for variant in code}
     for _ in range(rounds):
         for variant in code:
             env = {**os.environ, "PYTHONPATH": code[variant], "COMPACTION_TABLES": "0" if "=0" in variant else "1"}
-            runs[variant].append(_timed(argv_of(variant), env, cwd))
-    return {variant: _median(r) for variant, r in runs.items()}
+            runs[variant].append(timed(argv_of(variant), env, cwd))
+    return {variant: asdict(Rounds.of(r)) for variant, r in runs.items()}
 
 
 def main() -> None:

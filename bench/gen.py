@@ -8,8 +8,11 @@ append. The same (records, keys, value size, seed) always gives the same log.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from compaction_assets.log import writer
 from compaction_assets.topics.config import TopicConfig, build_config
@@ -78,14 +81,19 @@ def generate(handle, cfg: TopicConfig, records: int, keys: int, value_bytes: int
     writer.roll(handle)
 
 
-def append_updates(
-    handle, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int, new_key_fraction: float = 0.1
-) -> None:
-    """Append `new_records` records to a log: 90% update random existing keys ([0, keys)), 10% add keys
-    never seen ([keys, ...)); 5% tombstones; then seal them (the active segment is empty again)."""
+def update_batches(
+    log_end_offset: int,
+    cfg: TopicConfig,
+    new_records: int,
+    keys: int,
+    value_bytes: int,
+    seed: int,
+    new_key_fraction: float = 0.1,
+) -> Iterator[pa.Table]:
+    """`new_records` records after a log ending at `log_end_offset`, about one segment's worth a batch:
+    90% update random existing keys ([0, keys)), 10% add keys never seen ([keys, ...)); 5% tombstones."""
     rng = np.random.default_rng([seed, 7, new_records, keys, value_bytes])
-    m = handle.manifest()
-    ts_start = TS0 + m.log_end_offset
+    ts_start = TS0 + log_end_offset
     chunk = chunk_records(value_bytes, cfg.segment_bytes)
     fresh = keys
     for start in range(0, new_records, chunk):
@@ -94,5 +102,24 @@ def append_updates(
         new = rng.random(n) < new_key_fraction
         ids[new] = fresh + np.arange(int(new.sum()))
         fresh += int(new.sum())
-        writer.append(handle, cfg, batch(rng, ids, value_bytes, ts_start + start))
+        yield batch(rng, ids, value_bytes, ts_start + start)
+
+
+def append_updates(
+    handle, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int, new_key_fraction: float = 0.1
+) -> None:
+    """Append `update_batches` to a log, then seal them (the active segment is empty again)."""
+    end = handle.manifest().log_end_offset
+    for part in update_batches(end, cfg, new_records, keys, value_bytes, seed, new_key_fraction):
+        writer.append(handle, cfg, part)
     writer.roll(handle)
+
+
+def write_updates(
+    path: str, log_end_offset: int, cfg: TopicConfig, new_records: int, keys: int, value_bytes: int, seed: int
+) -> int:
+    """The records `append_updates` would append, written as one Parquet landing file instead (the record
+    format of `compaction append` and `ingest`: key, value, timestamp); returns its records."""
+    change = pa.concat_tables(update_batches(log_end_offset, cfg, new_records, keys, value_bytes, seed))
+    pq.write_table(change, path)
+    return change.num_rows

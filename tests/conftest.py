@@ -42,6 +42,22 @@ def real_server_unavailable(name: str, why: object) -> None:
     pytest.skip(message)
 
 
+DUCKDB_PYTHON = Path(__file__).resolve().parents[1] / ".venv-duckdb" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def duckdb_python() -> Path:
+    """The python of .venv-duckdb, DuckDB with its own Iceberg reader (scripts/setup-duckdb-iceberg.sh); a
+    missing one skips the test with the command that creates it, and fails it under CI=true (scripts/test.sh
+    creates it, so there it must exist)."""
+    if DUCKDB_PYTHON.exists():
+        return DUCKDB_PYTHON
+    why = ".venv-duckdb/bin/python is missing: run `bash scripts/setup-duckdb-iceberg.sh` to create it"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true requires DuckDB's Iceberg reader: {why}", pytrace=False)
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3 server (SeaweedFS) for the session; when it cannot start, tests that need it skip saying

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,9 +20,6 @@ from pyiceberg.table import Table
 
 from compaction_assets import cli
 
-ROOT = Path(__file__).resolve().parents[2]
-DUCKDB_PYTHON = ROOT / ".venv-duckdb" / "bin" / "python"
-SETUP_COMMAND = "bash scripts/setup-duckdb-iceberg.sh"
 CATALOG, TOPIC, TABLE = "compaction", "users", "compaction.users"
 PARTITIONS = (0, 1)
 KEYS = 200
@@ -80,18 +76,6 @@ class DuckdbRead:
 
     delete_files: int
     rows: dict[int, list[Row]]
-
-
-@pytest.fixture(scope="module")
-def duckdb_python() -> Path:
-    """The python of .venv-duckdb; a missing one skips the test with the command that creates it, and fails
-    it under CI=true (scripts/test.sh creates it, so there it must exist)."""
-    if DUCKDB_PYTHON.exists():
-        return DUCKDB_PYTHON
-    why = f"{DUCKDB_PYTHON.relative_to(ROOT)} is missing: run `{SETUP_COMMAND}` to create it"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true requires DuckDB's Iceberg reader: {why}", pytrace=False)
-    pytest.skip(why)
 
 
 def _unb64(text: str | None) -> bytes | None:
