@@ -96,6 +96,33 @@ def command(group: click.Group, name: str, help: str) -> Callable[[Handler], Han
     return declare
 
 
+def runnable_group(parent: click.Group, name: str, help: str) -> Callable[[Handler], click.Group]:
+    """Declare the decorated `cmd_` function as `parent`'s command `name` that also has sub-commands (as
+    `metrics` and `metrics serve`): the function runs when no sub-command is named, with the parameters of
+    the click decorators under this one; the group is returned, for its sub-commands."""
+
+    def declare(handler: Handler) -> click.Group:
+        own = list(reversed(getattr(handler, "__click_params__", [])))
+
+        def parsed(**_values: object) -> Invocation | None:
+            ctx = click.get_current_context()
+            return Invocation(handler, _arguments(ctx)) if ctx.invoked_subcommand is None else None
+
+        group = DeclaredOrderGroup(
+            name,
+            params=[*_global_options(), *own],
+            callback=parsed,
+            help=help,
+            short_help=help,
+            invoke_without_command=True,
+            context_settings={"help_option_names": ["-h", "--help"]},
+        )
+        parent.add_command(group)
+        return group
+
+    return declare
+
+
 def _arguments(ctx: click.Context) -> SimpleNamespace:
     """The command's arguments as its function reads them: its own parameters (a list for each nargs=-1
     one), each global option from the command or else from the nearest group before it that was given it,

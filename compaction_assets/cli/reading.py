@@ -1,16 +1,19 @@
-"""The command line's commands that read the store: `logs`, `metrics`, `describe` and `plan` (the
-evaluation, and a dry run of the cleaning)."""
+"""The command line's commands that read the store: `logs`, `metrics` (and `metrics serve`, its Prometheus
+endpoint), `describe` and `plan` (the evaluation, and a dry run of the cleaning)."""
 
 from __future__ import annotations
+
+import sys
 
 import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
 from compaction_assets.cli import follow
-from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli.command_line import COMPACTION, command, runnable_group
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
+from compaction_assets.errors import CompactionError
 from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.names import parse_log_name
 
@@ -67,14 +70,62 @@ def _uncleanable_error(st: LogState) -> str | None:
     return mark.error if mark else None
 
 
-@command(
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "prometheus"]),
+    default="json",
+    help="json: the figures across logs; prometheus: those and each log's table lag and landing backlog, as "
+    "Prometheus text (docs/monitoring.md)",
+)
+def cmd_metrics(ctx: Context) -> int:
+    """`metrics [--format json|prometheus]`: SPEC §8's figures across the store's logs (as Prometheus text:
+    with each log's table lag and landing backlog)."""
+    if ctx.args.output_format == "prometheus":
+        from prometheus_client import generate_latest
+
+        from compaction_assets.cli.prometheus import read_store, registry_of
+
+        sys.stdout.write(generate_latest(registry_of(lambda: (read_store(ctx, ctx.now), ctx.now))).decode())
+        return 0
+    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)).as_dict())
+    return 0
+
+
+METRICS = runnable_group(
     COMPACTION,
     "metrics",
     help="figures across logs (max-dirty-percent, uncleanable-partitions-count, uncleanable-bytes, ...)",
-)
-def cmd_metrics(ctx: Context) -> int:
-    """`metrics`: SPEC §8's figures across the store's logs."""
-    _emit(figures(evaluate_logs(ctx.store, ctx.config, ctx.now)).as_dict())
+)(cmd_metrics)
+
+
+@command(METRICS, "serve", help="serve the metrics as Prometheus text over HTTP, read again at every scrape")
+@click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="the port to listen on")
+@click.option("--address", default="0.0.0.0", show_default=True, help="the address to listen on")
+def cmd_metrics_serve(ctx: Context) -> int:
+    """`metrics serve [--port N] [--address A]`: a Prometheus endpoint (`/metrics`) until interrupted; each
+    scrape reads the store, its tables and the landing area again (at the clock's time, or --now)."""
+    from prometheus_client import start_http_server
+
+    from compaction_assets.cli.prometheus import read_store, registry_of
+    from compaction_assets.store.lease import wall_ms
+
+    def read():
+        now = ctx.args.now if ctx.args.now is not None else wall_ms()
+        return read_store(ctx, now), now
+
+    port, address = ctx.args.port, ctx.args.address
+    try:
+        server, thread = start_http_server(port, addr=address, registry=registry_of(read))
+    except OSError as exc:
+        raise CompactionError(f"cannot serve metrics on {address}:{port}: {exc.strerror or exc}") from None
+    _progress(f"serving metrics on http://{address}:{port}/metrics (Ctrl-C stops)")
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        _progress("metrics endpoint stopped")
+    finally:
+        server.shutdown()
     return 0
 
 

@@ -1,9 +1,10 @@
 """The command line's `table` commands and `latest-state --as-of` (the topics' Iceberg tables).
 
 `table show|scan|history TOPIC` read a topic's table, `table changes TOPIC --from` tells what changed in it
-between two snapshots (a changes feed), `table commit [LOG ...]` commits logs' latest states
-to their topics' tables (what the Dagster `latest_state` asset does), `latest-state LOG --as-of` reads
-the table as it was. Results go to stdout as JSON (JSON Lines for rows), like the other commands.
+between two snapshots (a changes feed), `table commit [LOG ...]` commits logs' latest states to their
+topics' tables (what the Dagster `latest_state` asset does), `table drop|rebuild TOPIC` drop a table (and
+build it again from the logs), `latest-state LOG --as-of` reads the table as it was. Results go to stdout
+as JSON (JSON Lines for rows), like the other commands.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.cli.follow import lag
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.catalog import locate
+from compaction_assets.table.catalog import TableError, locate
 from compaction_assets.table.feed import changes
 from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
 from compaction_assets.table.summary import marks_of
 
 ROW_FIELDS = ("key", "value")
 
-TABLE = command_group("table", "the topics' Iceberg tables (show, scan, history, changes, commit)", COMPACTION)
+TABLE = command_group(
+    "table", "the topics' Iceberg tables (show, scan, history, changes, commit, drop, rebuild)", COMPACTION
+)
 TOPIC = click.argument("topic", help="the topic whose table to read")
 
 
@@ -142,18 +145,63 @@ def cmd_table_commit(ctx: Context) -> int:
         by_topic.setdefault(parse_log_name(log)[0], []).append(LogCommit(ctx.handle(log), ctx.config(log)))
     out = []
     for logs in by_topic.values():
-        for r in commit_logs(logs, now=ctx.now):
-            out.append(
-                {
-                    "log": r.log,
-                    **r.as_document(),
-                    "files_added": r.files_added,
-                    "delete_files_added": r.delete_files_added,
-                    "files_removed": r.files_removed,
-                    "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0,
-                }
-            )
+        out += [_commit_document(r) for r in commit_logs(logs, now=ctx.now)]
     print(json.dumps(out, indent=2))
+    return 0
+
+
+def _commit_document(r) -> dict[str, Any]:
+    """One log's commit as `table commit` and `table rebuild` print it."""
+    return {
+        "log": r.log,
+        **r.as_document(),
+        "files_added": r.files_added,
+        "delete_files_added": r.delete_files_added,
+        "files_removed": r.files_removed,
+        "snapshots_expired": r.expiry.snapshots_expired if r.expiry else 0,
+    }
+
+
+def _topic_logs(ctx: Context, topic: str) -> list[str]:
+    """The store's logs of the topic."""
+    return [log for log in ctx.store.logs() if parse_log_name(log)[0] == topic]
+
+
+@command(TABLE, "drop", help="drop the topic's table: its catalog entry and its files (the logs stay)")
+@TOPIC
+def cmd_table_drop(ctx: Context) -> int:
+    """`table drop TOPIC`: the topic's table leaves the catalog and its files are removed; its logs stay,
+    and the next commit (or `table rebuild`) builds it again from them."""
+    from compaction_assets.table.lifecycle import drop_table
+
+    topic = ctx.args.topic
+    dropped = drop_table(ctx.store.storage, topic, ctx.configs.config_for(topic).table_name)
+    if not dropped.dropped:
+        raise TableError(f"topic {topic!r} has no table {dropped.table} (nothing to drop)")
+    _progress(f"{topic}: table {dropped.table} dropped, {dropped.files_removed} files removed")
+    print(json.dumps(dropped.as_document(), indent=2))
+    return 0
+
+
+@command(TABLE, "rebuild", help="drop the topic's table, then commit every log of the topic from its latest state")
+@TOPIC
+def cmd_table_rebuild(ctx: Context) -> int:
+    """`table rebuild TOPIC`: drop the table (when there is one), then commit every log of the topic from
+    its latest state in one snapshot."""
+    from compaction_assets.table.commit import LogCommit
+    from compaction_assets.table.lifecycle import rebuild_table
+
+    topic = ctx.args.topic
+    logs = _topic_logs(ctx, topic)
+    if not logs:
+        raise TableError(f"topic {topic!r} has no log in the store at {ctx.store.location} (nothing to rebuild from)")
+    rebuilt = rebuild_table(topic, [LogCommit(ctx.handle(log), ctx.config(log)) for log in logs], now=ctx.now)
+    print(
+        json.dumps(
+            {"dropped": rebuilt.dropped.as_document(), "committed": [_commit_document(r) for r in rebuilt.committed]},
+            indent=2,
+        )
+    )
     return 0
 
 

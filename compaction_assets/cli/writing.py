@@ -77,7 +77,7 @@ def cmd_ingest(ctx: Context) -> int:
             f"no landing area at {landing.root}: it does not exist (--landing or "
             "COMPACTION_LANDING names it; default var/landing under the current directory)"
         )
-    found, refused = landing_logs(ctx.landing)
+    found, refused = landing_logs(ctx.landing, ctx.store.storage)
     for reason in refused:
         _progress(f"ignored: {reason}")
     out = {}

@@ -88,7 +88,7 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
     """Ingest the partition's new landing files into its log."""
     log = _log(context)
     handle, cfg = log_store.handle(log), _config(log_store, log)
-    folder = landing_logs(log_store.landing_area())[0].get(log)
+    folder = landing_logs(log_store.landing_area(), log_store.store.storage)[0].get(log)
     if folder is None and not log_store.handle(log).exists():
         raise refuse(
             f"log {log!r} does not exist in the store at {log_store.store_location()} and has no "

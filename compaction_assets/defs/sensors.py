@@ -32,6 +32,7 @@ from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.landing import landing_logs, pending_files
 from compaction_assets.planning.planner import Evaluation, order
+from compaction_assets.store.deleted_topics import DeletedTopics
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
@@ -92,14 +93,16 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     ingestion of new files."""
     store = log_store.store
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
-    landed, refused = landing_logs(log_store.landing_area())
+    landed, refused = landing_logs(log_store.landing_area(), store.storage)  # less deleted topics' files
     for reason in refused:
         context.log.warning(f"ignored: {reason}")
     logs = set(store.logs()) | set(landed)
     new = sorted(logs - known)
-    # A partition whose log left the store and whose landing folder is gone names nothing any more.
-    # Nothing found at all is more likely a store or landing area not mounted than every log removed.
-    gone = sorted(known - logs) if logs else []
+    # A partition whose log left the store and whose landing folder is gone (or set aside by the deletion
+    # of its topic) names nothing any more. Nothing found at all is more likely a store or landing area not
+    # mounted than every log removed, unless the store recorded the deletion of their topics.
+    deleted = set(DeletedTopics(store.storage).all())
+    gone = sorted(log for log in known - logs if logs or parse_log_name(log, "partition key")[0] in deleted)
     pending = {}
     # Logs a queued or running batch holds wait for it: their manifests are not read (a 1,000-log fleet's
     # batches hold every landing folder for minutes, and this tick runs every 5 s beside them).

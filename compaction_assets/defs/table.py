@@ -51,7 +51,7 @@ def commit_table(handle, config, manifest, now_ms: int | None = None, state=None
 def table_lag(handle: LogHandle, config: TopicConfig, marks: dict[str, LogMark] | None = None) -> TableLag:
     """The log's table lag now (the clock's time); `marks`: its topic's current snapshot's, when read already."""
     if marks is None:
-        marks = topic_snapshot(handle.st, parse_log_name(handle.name)[0]).marks
+        marks = topic_snapshot(handle.st, parse_log_name(handle.name)[0], config.table_name).marks
     return lag_of(handle, handle.manifest(), marks.get(handle.name), config.table_freshness_ms, clock.now_ms())
 
 

@@ -21,6 +21,8 @@ from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
 from compaction_assets.ingest.input_files import read_input_file
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.log.read_ahead import ReadAhead
+from compaction_assets.store.deleted_topics import DeletedTopics
+from compaction_assets.store.fs import Storage
 from compaction_assets.topics.landing_settings import FileFormat
 
 if TYPE_CHECKING:
@@ -86,12 +88,24 @@ def append_files(handle, config, paths: list[str | Path], **kw) -> FilesAppended
 # of Confluent's, Aiven's and Lenses' S3 sinks (compaction_assets/log/connectors), on a disk or an object store.
 
 
-def landing_logs(landing: str | Path) -> tuple[dict[str, Any], list[str]]:
+def landing_logs(landing: str | Path, store: Storage | None = None) -> tuple[dict[str, Any], list[str]]:
     """Logs found in the landing area ({log name: its PartitionSource}) and the folders refused for their names.
-    The landing area is a local folder or an object-store URI (s3://bucket/prefix)."""
+    The landing area is a local folder or an object-store URI (s3://bucket/prefix). With the log `store`, the
+    files a topic deletion set aside are left out, and a deleted topic's log left with none is not found."""
     from compaction_assets.ingest.connectors.layouts import discover
 
-    return discover(landing)
+    found, refused = discover(landing)
+    if store is None:
+        return found, refused
+    deleted = DeletedTopics(store).all()
+    for log, src in list(found.items()):
+        record = deleted.get(src.topic)
+        if record is None:
+            continue
+        src.files = [f for f in src.files if not record.set_aside(log, f.name, f.mtime_ms)]
+        if not src.files:
+            del found[log]
+    return found, refused
 
 
 def pending_files(folder: Any, ingested: set[str] | tuple[str, ...]) -> list[Any]:

@@ -21,11 +21,11 @@ from compaction_assets import settings
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.names import check_topic
+from compaction_assets.topics.config import TABLE_NAME_RE
 
 TABLES_FOLDER = "_tables"
 LOCAL_CATALOGS_FOR_OBJECT_STORES = os.path.join("var", "tables")
 TOPIC_PROPERTY = "compaction.topic"  # the table's topic, as Kafka names it (the table name maps it)
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 
 
 class TableError(CompactionError):
@@ -155,17 +155,28 @@ def _racing(exc: BaseException) -> bool:
     return any(word in text for word in ("already exists", "locked", "unique constraint", "integrity"))
 
 
-def table_name(topic: str) -> str:
-    """The table name of a topic: the topic's name with each '.' as '_' (a dot separates a namespace)."""
+def table_name(topic: str, configured: str | None = None) -> str:
+    """The table name of a topic: its `table.name` when set (`configured`), else the topic's name with each
+    '.' as '_' (a dot separates a namespace)."""
     check_topic(topic)
+    if configured is not None:
+        return configured  # validated with the topic's configuration (topics/config.py)
     name = topic.replace(".", "_")
-    if not _NAME_RE.fullmatch(name):
+    if not TABLE_NAME_RE.fullmatch(name):
         raise TableError(
             f"topic {topic!r} maps to table name {name!r} (each '.' becomes '_'), which is not a valid table name"
         )
     return name
 
 
-def identifier(location: CatalogLocation, topic: str) -> str:
-    """`<namespace>.<table>` of a topic."""
-    return f"{location.namespace}.{table_name(topic)}"
+def identifier(location: CatalogLocation, topic: str, configured: str | None = None) -> str:
+    """`<namespace>.<table>` of a topic (`configured`: its `table.name`)."""
+    return f"{location.namespace}.{table_name(topic, configured)}"
+
+
+def stored_table_name(store: Storage, topic: str) -> str | None:
+    """The topic's `table.name` as the store's configuration holds it (None: derived from the topic's name),
+    for readers of a table that have no TopicConfig at hand."""
+    from compaction_assets.topics.config_store import ConfigStore
+
+    return ConfigStore(store).effective(topic).get("table.name")

@@ -105,11 +105,16 @@ def _load(catalog: Catalog, ident: str, topic: str) -> Table | None:
     owner = table.properties.get(TOPIC_PROPERTY)
     if owner != topic:
         raise TableError(
-            f"table {ident} holds topic {owner!r}, not {topic!r}: both names map to it (each '.' "
-            "of a topic name becomes '_'); set COMPACTION_TABLE_NAMESPACE apart for one of them"
+            f"table {ident} holds topic {owner!r}, not {topic!r}: both names map to it (each '.' of a topic "
+            f"name becomes '_'); give one its own: `compaction config set {topic} table.name={_other_name(ident)}`"
         )
     check_owned(table, ident)
     return table
+
+
+def _other_name(ident: str) -> str:
+    """A table name to suggest beside the taken `ident`'s."""
+    return ident.rsplit(".", 1)[-1] + "_2"
 
 
 def state_at(handle: LogHandle, config: TopicConfig, manifest: Manifest, state: pa.Table | None = None) -> pa.Table:
@@ -158,7 +163,8 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
         return [by_name[item.handle.name] for item in logs]
     location = locate(logs[0].handle.st)
     topic = topics.pop()
-    target = TopicTable(open_catalog(location), identifier(location, topic), topic, location.buckets)
+    ident = identifier(location, topic, logs[0].config.table_name)
+    target = TopicTable(open_catalog(location), ident, topic, location.buckets)
     manifests = {item.handle.name: item.manifest or item.handle.manifest() for item in logs}
     states: dict[str, pa.Table | Tail] = {}
     last: Exception | None = None

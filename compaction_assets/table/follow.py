@@ -78,7 +78,7 @@ def _follow_topic(topic: str, items: list[LogCommit], now: int | None) -> TopicF
     built, no upkeep), the others committed in one snapshot."""
     names = tuple(item.handle.name for item in items)
     try:
-        current = topic_snapshot(items[0].handle.st, topic)
+        current = topic_snapshot(items[0].handle.st, topic, items[0].config.table_name)
         behind = [item for item in items if _behind(item, current.marks)]
         results = commit_logs(behind, now=now) if behind else []
     except CompactionError as exc:

@@ -25,7 +25,7 @@ from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.catalog import identifier, locate, open_catalog
+from compaction_assets.table.catalog import identifier, locate, open_catalog, stored_table_name
 from compaction_assets.table.summary import LogMark, marks_of
 from compaction_assets.topics.config import TopicConfig
 
@@ -99,12 +99,13 @@ class TopicSnapshot:
     marks: dict[str, LogMark]
 
 
-def topic_snapshot(store: Storage, topic: str) -> TopicSnapshot:
-    """The topic's table's current snapshot: its id and marks (none when the topic has no table yet)."""
+def topic_snapshot(store: Storage, topic: str, configured: str | None = None) -> TopicSnapshot:
+    """The topic's table's current snapshot: its id and marks (none when the topic has no table yet);
+    `configured`: the topic's table.name (when None, as the store's configuration of the topic says)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     location = locate(store)
-    ident = identifier(location, topic)
+    ident = identifier(location, topic, configured or stored_table_name(store, topic))
     try:
         current = open_catalog(location).load_table(ident).current_snapshot()
     except NoSuchTableError:
@@ -119,6 +120,6 @@ def lags(logs: Sequence[tuple[LogHandle, TopicConfig, Manifest]], now: int) -> d
     for handle, config, manifest in logs:
         topic = parse_log_name(handle.name)[0]
         if topic not in marks:
-            marks[topic] = topic_snapshot(handle.st, topic).marks
+            marks[topic] = topic_snapshot(handle.st, topic, config.table_name).marks
         out[handle.name] = lag_of(handle, manifest, marks[topic].get(handle.name), config.table_freshness_ms, now)
     return out

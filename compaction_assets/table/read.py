@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from compaction_assets.store.fs import Storage
-from compaction_assets.table.catalog import TableError, identifier, locate, open_catalog
+from compaction_assets.table.catalog import TableError, identifier, locate, open_catalog, stored_table_name
 from compaction_assets.table.schema import partitions_filter
 from compaction_assets.table.summary import LOG, ROWS_ADDED, ROWS_DELETED, marks_of
 
@@ -38,11 +38,12 @@ class SnapshotInfo:
 
 
 def open_table(store: Storage, topic: str) -> tuple[Table, str]:
-    """The topic's table and its identifier; one line when the topic has none yet."""
+    """The topic's table (named as the store's configuration of the topic says) and its identifier; one line
+    when the topic has none yet."""
     from pyiceberg.exceptions import NoSuchTableError
 
     location = locate(store)
-    ident = identifier(location, topic)
+    ident = identifier(location, topic, stored_table_name(store, topic))
     try:
         return open_catalog(location).load_table(ident), ident
     except NoSuchTableError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -38,8 +39,13 @@ DEFAULTS: dict[str, Any] = {
     "compaction.strategy.header": None,
 }
 KEYS = tuple(DEFAULTS)
-# The product's keys beyond Kafka's: how fresh the topic's table must be (docs/table.md, Freshness).
-TABLE_DEFAULTS: dict[str, Any] = {"table.freshness.ms": 60_000}
+# The product's keys beyond Kafka's: how fresh the topic's table must be (docs/table.md, Freshness), and the
+# table's name when not the topic's (None: the topic's name with each '.' as '_', table/catalog.py).
+TABLE_DEFAULTS: dict[str, Any] = {"table.freshness.ms": 60_000, "table.name": None}
+# A table name every catalog takes (no '.': it would separate a namespace)
+TABLE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
+# Where build_config checks the store's or a file's defaults: no topic's own key (table.name) belongs there
+DEFAULTS_NAMES = ("<defaults>", "_defaults")
 # The landing keys (which connector wrote the landing area), after SPEC §2's table, then the table's.
 ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS) + tuple(TABLE_DEFAULTS)
 
@@ -73,6 +79,8 @@ class TopicConfig:
     landing: LandingConfig = NATIVE_LANDING
     # table.freshness.ms: the bound on a log's table lag (docs/table.md, Freshness)
     table_freshness_ms: int = TABLE_DEFAULTS["table.freshness.ms"]
+    # table.name: the topic's table's name in the catalog's namespace (None: derived from the topic's name)
+    table_name: str | None = None
 
     @property
     def policy(self) -> frozenset[str]:
@@ -105,6 +113,7 @@ class TopicConfig:
                 if self.table_freshness_ms == TABLE_DEFAULTS["table.freshness.ms"]
                 else {"table.freshness.ms": self.table_freshness_ms}
             ),
+            **({} if self.table_name is None else {"table.name": self.table_name}),
         }
 
 
@@ -203,7 +212,19 @@ def build_config(raw: Mapping[str, Any] | None, topic: str = "<default>") -> Top
         header,
         _landing(topic, v, strategy, header),
         _int(topic, "table.freshness.ms", v["table.freshness.ms"], 1, "must be >= 1"),
+        _table_name(topic, v["table.name"]),
     )
+
+
+def _table_name(topic: str, value: Any) -> str | None:
+    """table.name: a name the catalog takes, and a topic's own (two topics of one store never share it)."""
+    if value is None:
+        return None
+    if topic in DEFAULTS_NAMES:
+        raise _fail(topic, "table.name", value, "table.name is a topic's own, not a default (one table per topic)")
+    if not isinstance(value, str) or not TABLE_NAME_RE.fullmatch(value):
+        raise _fail(topic, "table.name", value, "must be 1-255 characters of A-Z a-z 0-9 _ - (no '.')")
+    return value
 
 
 def _choice(topic: str, key: str, value: Any, enum: type[Enum]) -> Any:

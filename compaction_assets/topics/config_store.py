@@ -149,6 +149,13 @@ class ConfigStore:
             t for t in self.storage.list_dir(self.storage.join(CONFIG_DIR)) if t != DEFAULTS_ENTRY and self.versions(t)
         ]
 
+    def remove(self, topic: str) -> int:
+        """Remove every stored version of a topic's configuration (its deletion); how many there were."""
+        check_topic(topic, "topic")
+        versions = len(self.versions(topic))
+        self.storage.delete(self._dir(topic))
+        return versions
+
     def effective(self, topic: str) -> dict[str, Any]:
         """The Kafka mapping a topic uses: its own stored settings, else the stored defaults, else DEFAULTS."""
         own = self.current(topic)

@@ -176,7 +176,7 @@ class Ingested:
 def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource):
     """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run."""
     hold_instance_connections(context.instance, context.run_id)
-    folders, outcomes = landing_logs(log_store.landing_area())[0], []
+    folders, outcomes = landing_logs(log_store.landing_area(), log_store.store.storage)[0], []
     for log in config.logs:
         outcome = _ingest_one(log_store, log, folders, None)  # its events show progress (see above)
         outcomes.append(outcome)
