@@ -15,7 +15,9 @@ from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.names import parse_log_name
 
 
-@command(COMPACTION, "logs", help="list logs with their dirty ratio and eligibility")
+@command(
+    COMPACTION, "logs", help="list logs with their dirty ratio and eligibility", example=("logs", "logs --table-lag")
+)
 @click.option(
     "--table-lag",
     is_flag=True,
@@ -71,6 +73,7 @@ def _uncleanable_error(st: LogState) -> str | None:
     COMPACTION,
     "metrics",
     help="figures across logs (max-dirty-percent, uncleanable-partitions-count, uncleanable-bytes, ...)",
+    example=("metrics",),
 )
 def cmd_metrics(ctx: Context) -> int:
     """`metrics`: SPEC §8's figures across the store's logs."""
@@ -78,7 +81,12 @@ def cmd_metrics(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "describe", help="segments, ranges, sizes, checkpoint and state of a log")
+@command(
+    COMPACTION,
+    "describe",
+    help="segments, ranges, sizes, checkpoint and state of a log",
+    example=("describe user-profiles-0",),
+)
 @click.argument("log", shell_complete=store_logs)
 def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
@@ -96,7 +104,12 @@ def cmd_describe(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "plan", help="dry run: what a cleaning would remove and why")
+@command(
+    COMPACTION,
+    "plan",
+    help="dry run: what a cleaning would remove and why",
+    example=("plan user-profiles-0", "plan --metadata-only"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
 @click.option("--metadata-only", is_flag=True, help="only the evaluation; no Spark")
 @click.option(
