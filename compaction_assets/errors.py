@@ -1,5 +1,8 @@
 """Errors the engine raises, each carrying a one-line, user-facing message, and `first_line`, the one way
-the product quotes any error (its own or a library's) inside such a line."""
+the product quotes any error (its own or a library's) inside such a line, and `os_error_message`, the one
+way it reports an operating system error."""
+
+import errno
 
 
 class CompactionError(Exception):
@@ -70,3 +73,26 @@ def first_line(exc: BaseException, limit: int | None = 300, blank: str | None = 
     lines = str(exc).strip().splitlines()
     line = lines[0] if lines else (type(exc).__name__ if blank is None else blank)
     return line if limit is None else line[:limit]
+
+
+# What an operating system error means for an operator, by errno: the one-line form of an error a user's
+# machine or input causes (a path, a permission, a full disk), never reported as "unexpected".
+_OS_ERROR_MEANINGS = {
+    errno.ENOSPC: "the disk is full (No space left on device); free space and run again",
+    errno.EDQUOT: "the disk quota is used up (Disk quota exceeded); free space and run again",
+    errno.EROFS: "read-only file system (nothing can be written there)",
+    errno.EACCES: "permission denied (this user may not read or write it)",
+    errno.EPERM: "operation not permitted (this user may not read or write it)",
+    errno.ENOTDIR: "a part of this path is a file, not a folder",
+}
+
+
+def os_error_meaning(exc: OSError) -> str:
+    """What an operating system error means, without the path."""
+    return _OS_ERROR_MEANINGS.get(exc.errno or 0) or exc.strerror or first_line(exc, None)
+
+
+def os_error_message(exc: OSError) -> str:
+    """An operating system error in one line: the path it concerns and what it means."""
+    what = os_error_meaning(exc)
+    return f"{exc.filename}: {what}" if exc.filename else what

@@ -144,13 +144,15 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
     return removed[0] if removed else None
 
 
-def mark_uncleanable(handle: LogHandle, exc: BaseException) -> None:
-    """Record on the log that a cleaning failed (one line, with time); planners then skip the log."""
+def mark_uncleanable(handle: LogHandle, exc: BaseException) -> bool:
+    """Record on the log that a cleaning failed (one line, with time); planners then skip the log. Whether
+    the mark was written (the caller's message says so)."""
     err = one_line(exc)
     try:
         _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms())))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
-        pass
+        return False
+    return True
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:

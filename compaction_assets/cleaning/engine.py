@@ -31,7 +31,7 @@ from compaction_assets.cleaning.decide.placement import Placement, place
 from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.layout import chosen_plan, foreseen_segments
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError
+from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError, os_error_message
 from compaction_assets.log.reader import check_files
 from compaction_assets.planning.planner import (
     Evaluation,
@@ -54,6 +54,8 @@ class StepReport:
     evaluation: Evaluation
     cleaned: bool = False
     reason: Reason | None = None
+    # --force was given (SPEC §5 keeps the evaluation's own reason when the log was eligible anyway)
+    forced: bool = False
     checkpoint: int = 0
     stats: CleaningStats | None = None
     retention: Retention | None = None
@@ -69,7 +71,8 @@ class StepReport:
             return "not eligible, nothing cleaned"
         s = self.stats
         assert s is not None, "a cleaned step has its cleaning's totals"
-        return f"cleaned ({self.reason}) {s.records_read} -> {s.records_written} records in {s.clean_time_secs:.1f}s"
+        why = f"{self.reason}, forced: eligible anyway" if self.forced and self.reason != Reason.FORCED else self.reason
+        return f"cleaned ({why}) {s.records_read} -> {s.records_written} records in {s.clean_time_secs:.1f}s"
 
     def as_dict(self) -> dict:
         """The report as JSON-ready data (the CLI's `clean` output)."""
@@ -95,29 +98,55 @@ def run(
     `spark` may be a function returning the session: it is then started only once the cleaning lock is
     held and a cleaning is due (so a refused or idle run never starts a JVM)."""
     now = wall_ms() if now is None else now
-    with handle.lock("clean", purpose=f"cleaning at {now}"):
-        if gc:
-            handle.collect_garbage()
-        m, ev = prepare(handle, config, now)
-        reason = ev.reason_for(force)
-        report = StepReport(
-            evaluation=ev,
-            reason=reason,
-            checkpoint=m.checkpoint,
-            log=handle.name,
-            before_version=m.version,
-            after_version=m.version,
-        )
-        if reason is not None:
-            out = _clean(handle, config, m, ev, now, spark, progress, tuning)
-            committed = commit_cleaning(handle, m, out, ev.first_uncleanable_offset, reason, ev)
-            report.after_version = committed.version
-            report.cleaned = True
-            report.stats = out.stats
-            report.route = out.route
-        report.retention = apply_retention(handle, config, now)
-        report.checkpoint = handle.manifest().checkpoint
-        return report
+    try:
+        with handle.lock("clean", purpose=f"cleaning at {now}"):
+            try:
+                return _run_locked(handle, config, now, spark, force, progress, gc, tuning)
+            except BaseException:  # a failed or interrupted cleaning removes what it wrote, under its lock
+                faults.remove_cleaning_outputs(handle)
+                raise
+    except OSError as exc:  # outside the cleaning proper (the lock, a manifest): never the log's data
+        if faults.machine_fault(exc) is not None:
+            raise faults.machine_error(handle, exc) from exc
+        if faults.is_engine_fault(exc):
+            raise faults.engine_error(handle, exc) from exc
+        raise CompactionError(f"cleaning of log {handle.name!r} failed: {os_error_message(exc)}") from exc
+
+
+def _run_locked(
+    handle: LogHandle,
+    config: TopicConfig,
+    now: int,
+    spark,
+    force: bool,
+    progress,
+    gc: bool,
+    tuning: CleanerTuning,
+) -> StepReport:
+    """`run`'s evaluation, with the cleaning lock held."""
+    if gc:
+        handle.collect_garbage()
+    m, ev = prepare(handle, config, now)
+    reason = ev.reason_for(force)
+    report = StepReport(
+        evaluation=ev,
+        reason=reason,
+        forced=force,
+        checkpoint=m.checkpoint,
+        log=handle.name,
+        before_version=m.version,
+        after_version=m.version,
+    )
+    if reason is not None:
+        out = _clean(handle, config, m, ev, now, spark, progress, tuning)
+        committed = commit_cleaning(handle, m, out, ev.first_uncleanable_offset, reason, ev)
+        report.after_version = committed.version
+        report.cleaned = True
+        report.stats = out.stats
+        report.route = out.route
+    report.retention = apply_retention(handle, config, now)
+    report.checkpoint = handle.manifest().checkpoint
+    return report
 
 
 def _clean(

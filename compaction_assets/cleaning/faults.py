@@ -10,6 +10,7 @@ log's files, or when the engine answers a trivial query afterwards (the fault th
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ from compaction_assets.errors import CompactionError, EngineError
 from compaction_assets.log.reader import find_unreadable
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import rewritten_segments
+from compaction_assets.store.local_files import remove_empty_dirs
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.topics.config import TopicConfig
@@ -113,11 +115,37 @@ def engine_answers(session, timeout: float = ENGINE_PROBE_SECONDS) -> bool:
     return bool(answered and answered[0])
 
 
+# A full disk or quota, a read-only file system: the machine's fault whatever the log holds (by errno, or by
+# the text a library or a Python worker keeps of the error).
+READ_ONLY = "the store is read-only"
+MACHINE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up", errno.EROFS: READ_ONLY}
+MACHINE_MESSAGE_MARKERS = {
+    "No space left on device": "the disk is full",
+    "Disk quota exceeded": "the disk quota is used up",
+    "Read-only file system": READ_ONLY,
+}
+
+
+def machine_fault(exc: BaseException) -> str | None:
+    """What is wrong with the machine when `exc` (or anything behind it) is its fault, else None."""
+    for link in _chain(exc):
+        if isinstance(link, OSError) and link.errno in MACHINE_ERRNOS:
+            return MACHINE_ERRNOS[link.errno]
+        text = str(link)
+        for marker, what in MACHINE_MESSAGE_MARKERS.items():
+            if marker in text:
+                return what
+    return None
+
+
 def failed_cleaning(
     handle: LogHandle, m: Manifest, config: TopicConfig, u: int, session, exc: Exception
 ) -> CompactionError:
-    """The error a failed cleaning raises: the engine's fault unmarked, the log's marked (naming its file)."""
+    """The error a failed cleaning raises: the engine's or the machine's fault unmarked, the log's marked
+    (naming its file)."""
     if not isinstance(exc, CompactionError):
+        if machine_fault(exc) is not None:
+            return machine_error(handle, exc)
         if is_engine_fault(exc):
             return engine_error(handle, exc)
         # a corrupt page? name the file (the cleaned range first)
@@ -128,10 +156,49 @@ def failed_cleaning(
             exc = found
         elif session is not None and not engine_answers(session):
             return engine_error(handle, exc)
-    mark_uncleanable(handle, exc)
+    if not mark_uncleanable(handle, exc):  # said as it is: a mark that could not be written is not there
+        return CompactionError(
+            f"cleaning of log {handle.name!r} failed, the log is unchanged (and could not be marked "
+            f"uncleanable): {one_line(exc)}"
+        )
     return CompactionError(
         f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {one_line(exc)}"
     )
+
+
+def machine_error(handle: LogHandle, exc: BaseException) -> EngineError:
+    """The error of a cleaning stopped by the machine (a full disk, a read-only store): the log is not marked
+    (its data is not at fault) and what the cleaning wrote is removed (`remove_cleaning_outputs`, by the
+    engine); worth running again once the machine is fixed."""
+    what = machine_fault(exc) or "the machine failed"
+    then = "once the store is writable" if what == READ_ONLY else "once there is room"
+    return EngineError(
+        f"cleaning of log {handle.name!r} stopped: {what} ({one_line(exc)}); the log is unchanged and not "
+        f"marked (the machine's fault, not the log's) and what the cleaning wrote is removed; run it again {then}"
+    )
+
+
+def remove_cleaning_outputs(handle: LogHandle) -> list[str]:
+    """Delete what failed cleanings wrote and no manifest references: the files of `data/clean-*` work folders
+    and of side tables. Called by the holder of the cleaning lock: only a cleaning writes there, so such a
+    file is this cleaning's (or an earlier one's that was stopped); the log's other files are left to `gc`.
+    Best effort: what cannot be listed or deleted now is `gc`'s later."""
+    removed: list[str] = []
+    try:
+        keep = {handle.path(name) for name in handle.referenced()}  # files, and side tables (folders)
+        candidates = [p for p in handle.st.list_files_recursive(handle.path("data")) if "/data/clean-" in p]
+        candidates += handle.st.list_files_recursive(handle.path("side"))
+        for path in candidates:
+            if path in keep or any(path.startswith(k + "/") for k in keep):
+                continue
+            handle.st.delete(path)
+            removed.append(path)
+        if handle.st.local:
+            remove_empty_dirs(handle.path("data"))
+            remove_empty_dirs(handle.path("side"))
+    except Exception:  # the cleaning's own error is the one to report; gc collects these files later
+        pass
+    return removed
 
 
 def engine_error(handle: LogHandle, exc: BaseException) -> EngineError:

@@ -100,7 +100,8 @@ def apply(
     if plan.runs or plan.mark:
         work_dir = f"data/clean-{uuid.uuid4().hex}"
         units = write_units(handle, manifest, decision, range_segs, plan, vector, work_dir)
-        handle.st.makedirs(handle.path(work_dir))  # local files only: object stores have no folders
+        if plan.runs:  # local files only (object stores have no folders); a cleaning that marks writes none
+            handle.st.makedirs(handle.path(work_dir))
         if plan.mark:
             handle.st.makedirs(handle.path(vector.folder))
         mark_rows = sum(units.rows.values()) - units.rewrite_rows()

@@ -22,7 +22,7 @@ from compaction_assets.cli import reading, cleaning, records, writing, maintenan
 # isort: on
 from compaction_assets.cli.command_line import COMPACTION, Invocation, parse
 from compaction_assets.cli.context import EXIT_PIPE_CLOSED, EXIT_TRANSIENT, settle_imports
-from compaction_assets.errors import CompactionError, EngineError, first_line
+from compaction_assets.errors import CompactionError, EngineError, first_line, os_error_message
 
 
 def main(argv: list[str] | None = None, group: click.Group | None = None) -> int:
@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None, group: click.Group | None = None) -> int
         return EXIT_TRANSIENT
     except CompactionError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a path, a permission, a full disk: the user's machine, not the product's bug
+        if settings.debug_enabled():
+            raise
+        print(f"error: {os_error_message(exc)}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, click.Abort):  # click turns an interruption while parsing into Abort
         print("error: interrupted", file=sys.stderr)

@@ -19,7 +19,12 @@ from compaction_assets.errors import CompactionError, EngineError
 from compaction_assets.planning.planner import order
 
 
-@command(COMPACTION, "clean", help="clean logs (eligible ones with --all, in priority order)")
+@command(
+    COMPACTION,
+    "clean",
+    help="clean logs (eligible ones with --all, in priority order)",
+    example=("clean --all", "clean user-profiles-0 --force"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs)
 @click.option("--all", is_flag=True, help="every eligible log, highest dirty ratio first")
 @click.option("--force", is_flag=True, help="clean even if not eligible")
@@ -56,8 +61,8 @@ def cmd_clean(ctx: Context) -> int:
         _emit(list(reports.values()))
     if failed and failed == engine_faults:
         print(
-            f"error: {engine_faults} cleaning(s) stopped by an engine fault; no log was marked, run again "
-            f"once Spark is back (exit {EXIT_TRANSIENT}: transient)",
+            f"error: {engine_faults} cleaning(s) stopped by an engine fault (Spark's or the machine's, said "
+            f"above); no log was marked, run again once it is fixed (exit {EXIT_TRANSIENT}: transient)",
             file=sys.stderr,
         )
         return EXIT_TRANSIENT

@@ -48,14 +48,27 @@ class DeclaredOrderGroup(click.Group):
         return list(self.commands)
 
 
-def command_group(name: str, help: str, parent: click.Group | None = None) -> click.Group:
+def examples(*lines: str) -> str | None:
+    """Command lines shown under `Examples:` at the end of a command's --help (click's epilog, kept as
+    written: `\b` stops click from joining the lines)."""
+    if not lines:
+        return None
+    title = "Example:" if len(lines) == 1 else "Examples:"
+    return "\b\n" + title + "\n" + "\n".join(f"  {PROG} {line}" for line in lines)
+
+
+def command_group(
+    name: str, help: str, parent: click.Group | None = None, example: tuple[str, ...] = ()
+) -> click.Group:
     """A group of commands with the global options (added to `parent` when given). Without arguments it is a
-    usage error (`Missing command.`, exit 2), as for an unknown command."""
+    usage error (`Missing command.`, exit 2), as for an unknown command. `example`: command lines its --help
+    ends with (after `compaction`)."""
     group = DeclaredOrderGroup(
         name,
         params=_global_options(),
         help=help,
         short_help=help,
+        epilog=examples(*example),
         no_args_is_help=False,
         # -h as well as --help, as the command line always took; every command's context inherits it
         context_settings={"help_option_names": ["-h", "--help"]},
@@ -76,10 +89,11 @@ class Invocation:
         return self.handler(Context(self.arguments))
 
 
-def command(group: click.Group, name: str, help: str) -> Callable[[Handler], Handler]:
+def command(group: click.Group, name: str, help: str, example: tuple[str, ...] = ()) -> Callable[[Handler], Handler]:
     """Declare the decorated `cmd_` function as `group`'s command `name`, with the global options and the
     parameters of the click.argument and click.option decorators under this one; the function itself is
-    returned unchanged (it takes the command's Context, its arguments in `ctx.args`)."""
+    returned unchanged (it takes the command's Context, its arguments in `ctx.args`). `example`: command
+    lines (after `compaction`) its --help ends with; every command has at least one."""
 
     def declare(handler: Handler) -> Handler:
         # click's decorators collect the parameters bottom-up; the command lists them top-down
@@ -89,17 +103,27 @@ def command(group: click.Group, name: str, help: str) -> Callable[[Handler], Han
             return Invocation(handler, _arguments(click.get_current_context()))
 
         group.add_command(
-            click.Command(name, params=[*_global_options(), *own], callback=parsed, help=help, short_help=help)
+            click.Command(
+                name,
+                params=[*_global_options(), *own],
+                callback=parsed,
+                help=help,
+                short_help=help,
+                epilog=examples(*example),
+            )
         )
         return handler
 
     return declare
 
 
-def runnable_group(parent: click.Group, name: str, help: str) -> Callable[[Handler], click.Group]:
+def runnable_group(
+    parent: click.Group, name: str, help: str, example: tuple[str, ...] = ()
+) -> Callable[[Handler], click.Group]:
     """Declare the decorated `cmd_` function as `parent`'s command `name` that also has sub-commands (as
     `metrics` and `metrics serve`): the function runs when no sub-command is named, with the parameters of
-    the click decorators under this one; the group is returned, for its sub-commands."""
+    the click decorators under this one; the group is returned, for its sub-commands. `example`: as
+    `command`'s."""
 
     def declare(handler: Handler) -> click.Group:
         own = list(reversed(getattr(handler, "__click_params__", [])))
@@ -116,6 +140,7 @@ def runnable_group(parent: click.Group, name: str, help: str) -> Callable[[Handl
             short_help=help,
             invoke_without_command=True,
             context_settings={"help_option_names": ["-h", "--help"]},
+            epilog=examples(*example),
         )
         parent.add_command(group)
         return group
@@ -155,7 +180,9 @@ def parse(group: click.Group, argv: list[str] | None) -> Invocation | int:
 # The `compaction` command line; the command modules (cli/__init__.py imports them) declare their commands
 # into it.
 COMPACTION = command_group(
-    PROG, "Operator command line: `python -m compaction_assets COMMAND ...` (or the `compaction` script)."
+    PROG,
+    "Operator command line: `python -m compaction_assets COMMAND ...` (or the `compaction` script).",
+    example=("logs", "clean --all", "COMMAND --help"),
 )
 
 

@@ -23,10 +23,20 @@ from compaction_assets.topics.config_store import (
     parse_setting,
 )
 
-CONFIG = command_group("config", "the topic configuration stored in the store (show, set, apply)", COMPACTION)
+CONFIG = command_group(
+    "config",
+    "the topic configuration stored in the store (show, set, apply)",
+    COMPACTION,
+    example=("config show user-profiles", "config set user-profiles min.cleanable.dirty.ratio=0.3"),
+)
 
 
-@command(CONFIG, "show", help="stored configuration, version and source")
+@command(
+    CONFIG,
+    "show",
+    help="stored configuration, version and source",
+    example=("config show", "config show user-profiles --history"),
+)
 @click.argument("topic", required=False)
 @click.option("--history", is_flag=True, help="every stored version")
 def cmd_config_show(ctx: Context) -> int:
@@ -51,7 +61,12 @@ def cmd_config_show(ctx: Context) -> int:
     return 0
 
 
-@command(CONFIG, "set", help="set keys of a topic's configuration (a new version)")
+@command(
+    CONFIG,
+    "set",
+    help="set keys of a topic's configuration (a new version)",
+    example=("config set user-profiles min.cleanable.dirty.ratio=0.3 segment.ms=3600000",),
+)
 @click.argument("topic")
 @click.argument("settings", nargs=-1, required=True, metavar="key=value...")
 @click.option("--confirm", is_flag=True, help="allow a strategy change on cleaned logs")
@@ -75,7 +90,12 @@ def cmd_config_set(ctx: Context) -> int:
     return 0
 
 
-@command(CONFIG, "apply", help="store a topics file's configuration; prints the diff")
+@command(
+    CONFIG,
+    "apply",
+    help="store a topics file's configuration; prints the diff",
+    example=("config apply topics.yaml --dry-run", "config apply topics.yaml"),
+)
 @click.argument("file", metavar="FILE")
 @click.option("--dry-run", is_flag=True, help="print the diff, store nothing")
 @click.option("--confirm", is_flag=True, help="allow a strategy change on cleaned logs")

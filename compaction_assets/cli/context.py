@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -68,6 +69,12 @@ class Context:
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
         self.landing = getattr(args, "landing", None) or env.landing
+        storage = self.store.storage
+        if storage.local and os.path.exists(storage.root) and not os.path.isdir(storage.root):
+            raise CompactionError(
+                f"no store at {self.store.location}: it is a file, not a folder (--store or COMPACTION_STORE "
+                "names the store's folder)"
+            )
         if args.command not in CREATING_COMMANDS and not self.store.exists():
             raise CompactionError(
                 f"no store at {self.store.location}: it does not exist "
@@ -101,8 +108,12 @@ class Context:
 
     def config(self, log: str) -> TopicConfig:
         """The stored configuration of the log's topic (checked against the topics file, if named)."""
+        return self.topic_config(self.store.log(log).topic)
+
+    def topic_config(self, topic: str) -> TopicConfig:
+        """The stored configuration of a topic (checked against the topics file, if named)."""
         return self.configs.config_for(
-            self.store.log(log).topic,
+            topic,
             self.topics,
             f"topics file {self.topics_path!r}",
             cleaned_logs_of(self.store),

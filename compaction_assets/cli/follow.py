@@ -31,7 +31,11 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
             _progress(f"{log}: table not committed ({why}); the next commit catches up")
             out[log] = {"error": why}
             continue
-        what = f"{r.rows_added} rows added, {r.rows_deleted} deleted" if r.committed else "already there"
+        what = (
+            f"{r.rows_added} rows added, {r.rows_deleted} deleted, {r.rows_masked} old rows masked"
+            if r.committed
+            else "already there"
+        )
         _progress(f"{log}: table {r.identifier} at log version {r.log_version} ({what})")
         out[log] = r.as_document()
     return out

@@ -46,7 +46,10 @@ def shown_key(key: bytes) -> str:
 
 
 @command(
-    COMPACTION, "forget", help="delete keys on request: their values leave the topic's logs at once (no offset taken)"
+    COMPACTION,
+    "forget",
+    help="delete keys on request: their values leave the topic's logs at once (no offset taken)",
+    example=("forget user-profiles user-42", "forget user-profiles --base64 AAEC"),
 )
 @TOPIC
 @KEYS
@@ -83,7 +86,12 @@ def cmd_forget(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "reachable", help="where keys' values are still reachable (logs, table, snapshots) and until when")
+@command(
+    COMPACTION,
+    "reachable",
+    help="where keys' values are still reachable (logs, table, snapshots) and until when",
+    example=("reachable user-profiles user-42",),
+)
 @TOPIC
 @KEYS
 @BASE64

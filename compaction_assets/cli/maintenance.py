@@ -16,7 +16,12 @@ from compaction_assets.errors import CompactionError, OffsetError
 from compaction_assets.log import writer
 
 
-@command(COMPACTION, "set-log-start", help="move the log start offset up (deletes history below it)")
+@command(
+    COMPACTION,
+    "set-log-start",
+    help="move the log start offset up (deletes history below it)",
+    example=("set-log-start user-profiles-0 1000", "set-log-start user-profiles-0 1000 --confirm"),
+)
 @click.argument("log", shell_complete=store_logs)
 @click.argument("offset", type=int, metavar="N")
 @click.option("--confirm", is_flag=True, help="delete the records below the offset")
@@ -48,7 +53,12 @@ def cmd_set_log_start(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "roll", help="seal the active segment now, so a cleaning can take its records")
+@command(
+    COMPACTION,
+    "roll",
+    help="seal the active segment now, so a cleaning can take its records",
+    example=("roll user-profiles-0",),
+)
 @click.argument("log", shell_complete=store_logs)
 @NO_TABLE
 def cmd_roll(ctx: Context) -> int:
@@ -68,7 +78,9 @@ def cmd_roll(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "set-checkpoint", help="overwrite the cleaner checkpoint")
+@command(
+    COMPACTION, "set-checkpoint", help="overwrite the cleaner checkpoint", example=("set-checkpoint user-profiles-0 0",)
+)
 @click.argument("log", shell_complete=store_logs)
 @click.argument("offset", type=int, metavar="N")
 def cmd_set_checkpoint(ctx: Context) -> int:
@@ -78,7 +90,12 @@ def cmd_set_checkpoint(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "clear-uncleanable", help="clear the uncleanable mark once the log is repaired")
+@command(
+    COMPACTION,
+    "clear-uncleanable",
+    help="clear the uncleanable mark once the log is repaired",
+    example=("clear-uncleanable user-profiles-0", "clear-uncleanable --all"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs)
 @click.option("--all", is_flag=True, help="every log marked uncleanable")
 def cmd_clear_uncleanable(ctx: Context) -> int:
@@ -110,7 +127,12 @@ def cmd_clear_uncleanable(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "gc", help="remove files left by interrupted changes")
+@command(
+    COMPACTION,
+    "gc",
+    help="remove files left by interrupted changes",
+    example=("gc user-profiles-0", "gc user-profiles-0 --grace-seconds 0"),
+)
 @click.argument("log", shell_complete=store_logs)
 @click.option(
     "--grace-seconds",

@@ -18,7 +18,9 @@ from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.names import parse_log_name
 
 
-@command(COMPACTION, "logs", help="list logs with their dirty ratio and eligibility")
+@command(
+    COMPACTION, "logs", help="list logs with their dirty ratio and eligibility", example=("logs", "logs --table-lag")
+)
 @click.option(
     "--table-lag",
     is_flag=True,
@@ -96,12 +98,20 @@ METRICS = runnable_group(
     COMPACTION,
     "metrics",
     help="figures across logs (max-dirty-percent, uncleanable-partitions-count, uncleanable-bytes, ...)",
+    example=("metrics", "metrics --format prometheus"),
 )(cmd_metrics)
 
 
-@command(METRICS, "serve", help="serve the metrics as Prometheus text over HTTP, read again at every scrape")
+@command(
+    METRICS,
+    "serve",
+    help="serve the metrics as Prometheus text over HTTP, read again at every scrape",
+    example=("metrics serve --port 9464",),
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=9464, show_default=True, help="the port to listen on")
-@click.option("--address", default="0.0.0.0", show_default=True, help="the address to listen on")
+@click.option(
+    "--address", default="127.0.0.1", show_default=True, help="the address to listen on (0.0.0.0: every interface)"
+)
 def cmd_metrics_serve(ctx: Context) -> int:
     """`metrics serve [--port N] [--address A]`: a Prometheus endpoint (`/metrics`) until interrupted; each
     scrape reads the store, its tables and the landing area again (at the clock's time, or --now)."""
@@ -129,7 +139,12 @@ def cmd_metrics_serve(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "describe", help="segments, ranges, sizes, checkpoint and state of a log")
+@command(
+    COMPACTION,
+    "describe",
+    help="segments, ranges, sizes, checkpoint and state of a log",
+    example=("describe user-profiles-0",),
+)
 @click.argument("log", shell_complete=store_logs)
 def cmd_describe(ctx: Context) -> int:
     """`describe LOG`: the log's metadata and today's evaluation."""
@@ -147,7 +162,12 @@ def cmd_describe(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "plan", help="dry run: what a cleaning would remove and why")
+@command(
+    COMPACTION,
+    "plan",
+    help="dry run: what a cleaning would remove and why",
+    example=("plan user-profiles-0", "plan --metadata-only"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
 @click.option("--metadata-only", is_flag=True, help="only the evaluation; no Spark")
 @click.option(

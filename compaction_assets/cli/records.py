@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 
 import click
 
+from compaction_assets.cli import encoding
 from compaction_assets.cli.command_line import COMPACTION, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
@@ -17,39 +17,24 @@ from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import wall_ms
 
 
-def _enc(b: bytes | None):
-    """Bytes as UTF-8 text, or {"b64": ...} when they are not UTF-8 (the header-value form)."""
-    if b is None:
-        return None
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"b64": base64.b64encode(b).decode()}
-
-
-def _bytes_field(obj: dict, name: str, b: bytes | None) -> None:
-    """`name` as UTF-8 text, or `name_b64` when the bytes are not UTF-8: the form `append` reads."""
-    if b is None:
-        obj[name] = None
-        return
-    try:
-        obj[name] = b.decode("utf-8")
-    except UnicodeDecodeError:
-        obj[f"{name}_b64"] = base64.b64encode(b).decode()
-
-
-def record_json(r) -> dict:
-    """One record in the JSON Lines format `append` accepts (docs/cli.md, "Record format"); the delete horizon
-    is the cleaner's state, not part of the record, and is not printed."""
+def record_json(r, version_header: str | None = None) -> dict:
+    """One record in the JSON Lines format `append` accepts (docs/cli.md, "Record format"; bytes as
+    cli/encoding.py prints them, `version_header`'s value as its number); the delete horizon is the
+    cleaner's state, not part of the record, and is not printed."""
     obj: dict = {"offset": r.offset}
-    _bytes_field(obj, "key", r.key)
-    _bytes_field(obj, "value", r.value)
+    encoding.put_bytes(obj, "key", r.key)
+    encoding.put_bytes(obj, "value", r.value)
     obj["timestamp"] = r.timestamp
-    obj["headers"] = [[n, _enc(v)] for n, v in r.headers]
+    obj["headers"] = encoding.headers(r.headers, version_header)
     return obj
 
 
-@command(COMPACTION, "read", help="records from an offset, as JSON lines")
+@command(
+    COMPACTION,
+    "read",
+    help="records from an offset, as JSON lines",
+    example=("read user-profiles-0 --from 100 --limit 10", "read user-profiles-0 > copy.jsonl"),
+)
 @click.argument("log", shell_complete=store_logs)
 @click.option(
     "--from",
@@ -67,14 +52,24 @@ def cmd_read(ctx: Context) -> int:
     for flag, value in (("--from", ctx.args.from_offset), ("--limit", ctx.args.limit)):
         if value is not None and value < 0:
             raise CompactionError(f"{flag} {value}: must be 0 or more")
+    version = encoding.version_header(ctx.config(ctx.args.log))
     for i, rec in enumerate(iter_records(ctx.handle(ctx.args.log), ctx.args.from_offset)):
         if ctx.args.limit is not None and i >= ctx.args.limit:
             break
-        print(json.dumps(record_json(rec)))
+        print(json.dumps(record_json(rec, version)))
     return 0
 
 
-@command(COMPACTION, "latest-state", help="the key -> value table of a log")
+@command(
+    COMPACTION,
+    "latest-state",
+    help="the key -> value table of a log",
+    example=(
+        "latest-state user-profiles-0",
+        "latest-state user-profiles-0 --output out/user-profiles-0",
+        "latest-state user-profiles-0 --as-of 2024-05-01T00:00:00Z",
+    ),
+)
 @click.argument("log", shell_complete=store_logs)
 @click.option("--output", metavar="DIR", help="write Parquet here instead of printing JSON lines")
 @click.option(
@@ -117,8 +112,8 @@ def cmd_latest_state(ctx: Context) -> int:
     )
     for row in rows:
         obj: dict = {}
-        _bytes_field(obj, "key", row["key"])
-        _bytes_field(obj, "value", row["value"])
+        encoding.put_bytes(obj, "key", row["key"])
+        encoding.put_bytes(obj, "value", row["value"])
         obj["offset"] = row["offset"]
         print(json.dumps(obj))
     return 0

@@ -9,16 +9,17 @@ as JSON (JSON Lines for rows), like the other commands.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
 import click
 
+from compaction_assets.cli import encoding
 from compaction_assets.cli.command_line import COMPACTION, command, command_group
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.cli.follow import lag
+from compaction_assets.errors import CompactionError
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TableError, locate
 from compaction_assets.table.feed import changes
@@ -28,23 +29,12 @@ from compaction_assets.table.summary import marks_of
 ROW_FIELDS = ("key", "value")
 
 TABLE = command_group(
-    "table", "the topics' Iceberg tables (show, scan, history, changes, commit, drop, rebuild)", COMPACTION
+    "table",
+    "the topics' Iceberg tables (show, scan, history, changes, commit, drop, rebuild)",
+    COMPACTION,
+    example=("table show user-profiles", "table scan user-profiles --limit 10"),
 )
 TOPIC = click.argument("topic", help="the topic whose table to read")
-
-
-def _jsonable(value: Any) -> Any:
-    """A table value as JSON: bytes as UTF-8 text (base64 under {"b64"} when not UTF-8), the rest as is."""
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return {"b64": base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 def _rows(snap) -> int:
@@ -53,14 +43,18 @@ def _rows(snap) -> int:
     return int(props.get("total-records", 0)) - int(props.get("total-position-deletes", 0))
 
 
-def _print_rows(rows, op: str | None = None) -> None:
-    """Rows as JSON Lines (each led by `"op": op` when given), their columns in the table's order."""
+def _print_rows(ctx: Context, topic: str, rows, op: str | None = None) -> None:
+    """Rows as JSON Lines (each led by `"op": op` when given), their bytes as `read` prints them
+    (cli/encoding.py)."""
+    version = encoding.version_header(ctx.topic_config(topic))
     lead = {"op": op} if op is not None else {}
     for row in rows.to_pylist():
-        print(json.dumps({**lead, **{k: _jsonable(v) for k, v in row.items()}}, default=str))
+        print(json.dumps({**lead, **encoding.table_row(row, version)}, default=str))
 
 
-@command(TABLE, "show", help="identifier, columns, partitioning, current snapshot")
+@command(
+    TABLE, "show", help="identifier, columns, partitioning, current snapshot", example=("table show user-profiles",)
+)
 @TOPIC
 def cmd_table_show(ctx: Context) -> int:
     """`table show TOPIC`: the table's identifier, location, columns, partitioning and current snapshot."""
@@ -90,19 +84,23 @@ def cmd_table_show(ctx: Context) -> int:
     return 0
 
 
-@command(TABLE, "scan", help="the rows, as JSON Lines")
+@command(TABLE, "scan", help="the rows, as JSON Lines", example=("table scan user-profiles --partition 0 --limit 10",))
 @TOPIC
 @click.option("--partition", type=int, metavar="P", help="one partition's rows")
 @click.option("--snapshot-id", type=int, metavar="ID", help="as of this snapshot (default: the current one)")
 @click.option("--limit", type=int, metavar="N", help="at most this many rows")
 def cmd_table_scan(ctx: Context) -> int:
     """`table scan TOPIC`: the table's rows (or one partition's, at a snapshot) as JSON Lines."""
+    if ctx.args.limit is not None and ctx.args.limit < 0:
+        raise CompactionError(f"--limit {ctx.args.limit}: must be 0 or more")
     table, _ = open_table(ctx.store.storage, ctx.args.topic)
-    _print_rows(scan(table, ctx.args.snapshot_id, ctx.args.partition, ctx.args.limit))
+    _print_rows(ctx, ctx.args.topic, scan(table, ctx.args.snapshot_id, ctx.args.partition, ctx.args.limit))
     return 0
 
 
-@command(TABLE, "history", help="snapshots with the log versions each reflects")
+@command(
+    TABLE, "history", help="snapshots with the log versions each reflects", example=("table history user-profiles",)
+)
 @TOPIC
 def cmd_table_history(ctx: Context) -> int:
     """`table history TOPIC`: every snapshot, oldest first, with the log versions it reflects."""
@@ -111,7 +109,15 @@ def cmd_table_history(ctx: Context) -> int:
     return 0
 
 
-@command(TABLE, "changes", help="the keys upserted and deleted between two snapshots, as JSON Lines")
+@command(
+    TABLE,
+    "changes",
+    help="the keys upserted and deleted between two snapshots, as JSON Lines",
+    example=(
+        "table changes user-profiles --from 2026-12-07T10:00:00Z",
+        "table changes user-profiles --from SNAPSHOT_ID",
+    ),
+)
 @TOPIC
 @click.option(
     "--from",
@@ -126,13 +132,18 @@ def cmd_table_changes(ctx: Context) -> int:
     or deleted (`"op": "delete"`, partition and key) from snapshot X to snapshot Y; the counts on stderr."""
     table, ident = open_table(ctx.store.storage, ctx.args.topic)
     result = changes(table, ctx.args.from_, ctx.args.to)
-    _print_rows(result.upserts, "upsert")
-    _print_rows(result.deletes, "delete")
+    _print_rows(ctx, ctx.args.topic, result.upserts, "upsert")
+    _print_rows(ctx, ctx.args.topic, result.deletes, "delete")
     _progress(f"{ident}: {result.summary()}")
     return 0
 
 
-@command(TABLE, "commit", help="commit logs' latest states to their topics' tables")
+@command(
+    TABLE,
+    "commit",
+    help="commit logs' latest states to their topics' tables",
+    example=("table commit", "table commit user-profiles-0 user-profiles-1"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", shell_complete=store_logs, help="logs (default: all)")
 def cmd_table_commit(ctx: Context) -> int:
     """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
@@ -167,7 +178,12 @@ def _topic_logs(ctx: Context, topic: str) -> list[str]:
     return [log for log in ctx.store.logs() if parse_log_name(log)[0] == topic]
 
 
-@command(TABLE, "drop", help="drop the topic's table: its catalog entry and its files (the logs stay)")
+@command(
+    TABLE,
+    "drop",
+    help="drop the topic's table: its catalog entry and its files (the logs stay)",
+    example=("table drop user-profiles",),
+)
 @TOPIC
 def cmd_table_drop(ctx: Context) -> int:
     """`table drop TOPIC`: the topic's table leaves the catalog and its files are removed; its logs stay,
@@ -183,7 +199,12 @@ def cmd_table_drop(ctx: Context) -> int:
     return 0
 
 
-@command(TABLE, "rebuild", help="drop the topic's table, then commit every log of the topic from its latest state")
+@command(
+    TABLE,
+    "rebuild",
+    help="drop the topic's table, then commit every log of the topic from its latest state",
+    example=("table rebuild user-profiles",),
+)
 @TOPIC
 def cmd_table_rebuild(ctx: Context) -> int:
     """`table rebuild TOPIC`: drop the table (when there is one), then commit every log of the topic from
@@ -211,5 +232,5 @@ def latest_state_as_of(ctx: Context) -> int:
     table, _ = open_table(ctx.store.storage, topic)
     snap = snapshot_as_of(table, ctx.args.log, ctx.args.as_of)
     rows = scan(table, snap.snapshot_id, partition).drop_columns(["partition"])
-    _print_rows(rows)
+    _print_rows(ctx, topic, rows)
     return 0

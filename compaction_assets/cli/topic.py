@@ -13,7 +13,12 @@ from compaction_assets.errors import CompactionError
 TOPIC_GROUP = command_group("topic", "a topic's lifecycle (delete)", COMPACTION)
 
 
-@command(TOPIC_GROUP, "delete", help="remove a topic: its logs, configuration, table and landing records")
+@command(
+    TOPIC_GROUP,
+    "delete",
+    help="remove a topic: its logs, configuration, table and landing records",
+    example=("topic delete old-orders", "topic delete old-orders --yes"),
+)
 @click.argument("topic", help="the topic to remove")
 @click.option("--yes", is_flag=True, help="delete (without it: print what would be removed and exit 1)")
 @click.option(

@@ -14,7 +14,12 @@ from compaction_assets.ingest.landing import append_files, ingest, landing_logs
 from compaction_assets.store.fs import Storage
 
 
-@command(COMPACTION, "append", help="append Parquet, JSON Lines or Avro files to a log (all in one commit, or none)")
+@command(
+    COMPACTION,
+    "append",
+    help="append Parquet, JSON Lines or Avro files to a log (all in one commit, or none)",
+    example=("append user-profiles-0 changes.jsonl", "append user-profiles-0 part-0.parquet part-1.parquet --no-table"),
+)
 @click.argument("log", shell_complete=store_logs)
 @click.argument(
     "files",
@@ -59,7 +64,12 @@ def cmd_append(ctx: Context) -> int:
     return 0
 
 
-@command(COMPACTION, "ingest", help="append new files from the landing area (<landing>/<topic>/partition=<p>/)")
+@command(
+    COMPACTION,
+    "ingest",
+    help="append new files from the landing area (<landing>/<topic>/partition=<p>/)",
+    example=("ingest", "ingest user-profiles-0 --landing s3://bucket/landing"),
+)
 @click.argument("logs", nargs=-1, metavar="[LOG]...", help="logs (default: every landing folder)")
 @click.option(
     "--landing",

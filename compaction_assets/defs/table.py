@@ -94,6 +94,7 @@ def table_metadata(r: CommitResult) -> dict:
         "table_committed": r.committed,
         "table_rows_added": r.rows_added,
         "table_rows_deleted": r.rows_deleted,
+        "table_rows_masked": r.rows_masked,
         "table_files_added": r.files_added,
         "table_delete_files_added": r.delete_files_added,
         "table_files_removed": r.files_removed,

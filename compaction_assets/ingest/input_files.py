@@ -149,6 +149,11 @@ def read_jsonl_records(data: bytes, path: str, lines: list[int] | None = None) -
 
 def read_parquet(path: str | Path) -> pa.Table:
     """Read a landed Parquet file, naming the file in any error."""
+    try:  # a file that cannot be opened is said so as for the other formats, not as unreadable Parquet
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         table = pq.read_table(str(path))
     except (OSError, pa.ArrowException) as exc:

@@ -217,6 +217,11 @@ def why_not(
         return f"cleanup.policy {','.join(sorted(config.policy))}: no compaction, only retention"
     if manifest.log_end_offset == manifest.log_start_offset or (total == 0 and manifest.active.empty):
         return "the log has no records"
+    if u == manifest.active.base_offset and fd >= u and manifest.active.empty:  # rolling it would seal nothing
+        return (
+            f"every record is cleaned (offsets below {fd}) and the active segment is empty: nothing to clean "
+            "until new records arrive"
+        )
     if u == manifest.active.base_offset and fd >= u:
         where = (
             "all records are in the active segment"

@@ -10,6 +10,7 @@ log handle calls before every commit while it holds the lease).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -19,7 +20,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
-from compaction_assets.errors import CorruptLogError, LeaseLostError, LockedError, StorageError
+from compaction_assets.errors import CorruptLogError, LeaseLostError, LockedError, StorageError, os_error_meaning
 from compaction_assets.store.fs import Storage, Version
 from compaction_assets.store.manifest import Manifest
 
@@ -120,6 +121,17 @@ class Lease:
 
     def acquire(self) -> None:
         """Take the lease: create it, or take over an expired one; LockedError while another holds it."""
+        try:
+            self._acquire()
+        except OSError as exc:  # the lock is the first thing a writing command writes: name the store
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise
+            raise StorageError(
+                f"log {self.h.name!r} cannot be locked for {self.kind}: the store at {self.h.st.root} "
+                f"cannot be written ({os_error_meaning(exc)})"
+            ) from exc
+
+    def _acquire(self) -> None:
         st = self.h.st
         st.makedirs(self.h.path("_locks"))
         self.acquired_ms = wall_ms()  # kept by renewals: what was written since is the holder's

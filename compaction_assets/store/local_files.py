@@ -28,17 +28,28 @@ def write_synced(path: str, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
+def _write_temporary(path: str, data: bytes) -> str:
+    """A fully written temporary file beside `path`; none left behind when the write fails (a full disk)."""
+    tmp = temporary_name(path)
+    try:
+        write_synced(tmp, data)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return tmp
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write a whole file so that readers see the old content or the new, never a part."""
-    tmp = temporary_name(path)
-    write_synced(tmp, data)
-    os.replace(tmp, path)
+    os.replace(_write_temporary(path, data), path)
 
 
 def create_exclusive(path: str, data: bytes) -> bool:
     """Create `path` with `data` unless it exists; True when this call created it."""
-    tmp = temporary_name(path)
-    write_synced(tmp, data)
+    tmp = _write_temporary(path, data)
     try:
         try:
             os.link(tmp, path)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from compaction_assets import settings
-from compaction_assets.errors import CompactionError, first_line
+from compaction_assets.errors import CompactionError, first_line, os_error_message
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.names import check_topic
 from compaction_assets.topics.config import TABLE_NAME_RE
@@ -124,7 +124,10 @@ def open_catalog(location: CatalogLocation):
         if catalog is not None:
             return catalog
         if location.uri.startswith("sqlite:///"):
-            os.makedirs(os.path.dirname(location.uri[len("sqlite:///") :]) or ".", exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(location.uri[len("sqlite:///") :]) or ".", exist_ok=True)
+            except OSError as exc:  # a read-only store: its reading commands show their other figures
+                raise TableError(f"cannot open the table {location.describe()}: {os_error_message(exc)}") from None
         catalog = _load_catalog(location)
         _CATALOGS[location] = catalog
         return catalog

@@ -50,6 +50,11 @@ class Change:
     added: int
     deleted: int
 
+    @property
+    def masked(self) -> int:
+        """The table's old rows this change masks with position deletes: an updated key's and a gone key's."""
+        return sum(len(positions) for _, positions in self.masks)
+
 
 def plan_by_partition(table: Table | None, partitions: list[int]) -> dict[int, list[FileScanTask]]:
     """The file scan tasks (data files with their delete files) of each log partition, in one plan."""

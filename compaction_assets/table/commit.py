@@ -54,8 +54,11 @@ class CommitResult:
     log_version: int
     committed: bool  # False: the table already reflected this version (nothing written)
     snapshot_id: int | None
-    rows_added: int = 0  # keys new or updated
-    rows_deleted: int = 0  # keys gone (tombstoned, or lost to a remembered delete)
+    rows_added: int = 0  # keys new or updated: rows appended
+    rows_deleted: int = 0  # keys gone (tombstoned, or lost to a remembered delete): no row any more
+    # old rows masked by the position deletes: an updated key's old row and a gone key's row (so an update
+    # commit adds a delete file with rows_deleted 0 and rows_masked 1)
+    rows_masked: int = 0
     files_removed: int = 0  # by the rewrite of due buckets after the commit (rewrite.py)
     files_added: int = 0  # data files
     delete_files_added: int = 0  # position-delete files masking the changed keys' old rows
@@ -78,6 +81,7 @@ class CommitResult:
             "log_version": self.log_version,
             "rows_added": self.rows_added,
             "rows_deleted": self.rows_deleted,
+            "rows_masked": self.rows_masked,
             "records_read": self.records_read,
             "bytes_written": self.bytes_written,
         }
@@ -314,6 +318,7 @@ def _result(
         snapshot_id,
         rows_added=written.change.added,
         rows_deleted=written.change.deleted,
+        rows_masked=written.change.masked,
         files_added=len(written.data),
         delete_files_added=len(written.deletes),
         bytes_written=sum(f.file_size_in_bytes for f in files),

@@ -198,5 +198,31 @@ def scan(
         row_filter = partitions_filter([partition])
     elif partitions:
         row_filter = partitions_filter(partitions)
-    rows = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, limit=limit).to_arrow()
+    if limit is None:
+        return _by_partition_and_key(table.scan(row_filter=row_filter, snapshot_id=snapshot_id).to_arrow())
+    # a scan's own limit takes the first rows of whichever files it reads first (the newest): the first
+    # `limit` rows in order are the lowest partitions' lowest keys, so the partitions are read in order,
+    # each whole (its keys sorted), until `limit` rows are found
+    found: list[pa.Table] = []
+    wanted = limit
+    for p in _partitions(table, row_filter, snapshot_id):
+        if wanted <= 0:
+            break
+        rows = table.scan(row_filter=partitions_filter([p]), snapshot_id=snapshot_id).to_arrow()
+        found.append(_by_partition_and_key(rows).slice(0, wanted))
+        wanted -= len(found[-1])
+    return pa.concat_tables(found) if found else table.scan(limit=0, snapshot_id=snapshot_id).to_arrow()
+
+
+def _by_partition_and_key(rows: pa.Table) -> pa.Table:
     return rows.sort_by([("partition", "ascending"), ("key", "ascending")])
+
+
+def _partitions(table: Table, row_filter, snapshot_id: int | None) -> list[int]:
+    """The log partitions that have data files in the scan, ascending (from the manifests: no data read)."""
+    found = set()
+    for task in table.scan(row_filter=row_filter, snapshot_id=snapshot_id).plan_files():
+        spec = table.specs()[task.file.spec_id]
+        position = next(i for i, f in enumerate(spec.fields) if f.name == "partition")
+        found.add(task.file.partition[position])
+    return sorted(found)

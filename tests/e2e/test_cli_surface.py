@@ -52,9 +52,15 @@ def _parameter(ctx: click.Context, param: click.Parameter) -> dict[str, object]:
 
 
 def _command(command: click.Command, ctx: click.Context) -> dict[str, object]:
-    """A command's surface: its path, help and listing help, its options (by flags), its positionals (in
-    order) and, for a group, its sub-commands (in the order --help lists them) and whether one is required."""
-    surface: dict[str, object] = {"path": ctx.command_path, "help": command.help, "short_help": command.short_help}
+    """A command's surface: its path, help, listing help and examples (epilog), its options (by flags), its
+    positionals (in order) and, for a group, its sub-commands (in the order --help lists them) and whether one
+    is required."""
+    surface: dict[str, object] = {
+        "path": ctx.command_path,
+        "help": command.help,
+        "short_help": command.short_help,
+        "examples": command.epilog,
+    }
     options: dict[str, object] = {}
     positionals: list[object] = []
     for param in command.get_params(ctx):  # with the help option, as --help lists them

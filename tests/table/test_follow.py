@@ -35,7 +35,7 @@ def test_append_commits_the_table_before_it_returns(store, tmp_path, capsys):
     code, out, err = cli(capsys, "--store", store.location, "append", "users-0", first)
     assert code == 0 and out["table"]["committed"] and out["table"]["log_version"] == 1
     assert out["table"]["table"] == "compaction.users" and out["table"]["rows_added"] == 2
-    assert "users-0: table compaction.users at log version 1 (2 rows added, 0 deleted)" in err
+    assert "users-0: table compaction.users at log version 1 (2 rows added, 0 deleted, 0 old rows masked)" in err
     second = write(tmp_path / "2.jsonl", [{"key": "a", "value": "3", "timestamp": 2}, {"key": "b", "value": None}])
     code, out, _ = cli(capsys, "--store", store.location, "append", "users-0", second)
     assert (out["table"]["rows_added"], out["table"]["rows_deleted"]) == (1, 1)
