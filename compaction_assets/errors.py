@@ -53,6 +53,12 @@ class EngineError(CompactionError):
     of memory): the run fails and is worth retrying; the log is not marked (its data is not at fault)."""
 
 
+class SuspectEngineFault(EngineError):
+    """A fault that looks like the engine's (out of memory, a lost worker) in one log's cleaning while the
+    engine answered afterwards: retried and not marked yet, but counted on the log (cleaning/faults.py),
+    and the other logs of a fleet go on (the engine is up)."""
+
+
 class SparkSetupError(EngineError):
     """Spark cannot start or be reached (a bad setting, an unreachable endpoint), naming the setting."""
 

@@ -17,7 +17,7 @@ from compaction_assets.errors import ConflictError, first_line
 from compaction_assets.log.side_tables import expire_remembered
 from compaction_assets.planning.planner import Evaluation, Reason, evaluate, seal_active
 from compaction_assets.store.log_store import LogHandle, wall_ms
-from compaction_assets.store.manifest import LastCleaning, Manifest, Segment, Uncleanable
+from compaction_assets.store.manifest import EngineFaults, LastCleaning, Manifest, Segment, Uncleanable
 from compaction_assets.topics.config import TopicConfig
 
 
@@ -93,6 +93,7 @@ def commit_cleaning(
             segments=out.segments + manifest.segments[k:],
             checkpoint=first_uncleanable,
             uncleanable=None,
+            engine_faults=None,  # the log cleaned: whatever stopped it before was not its data
             last_cleaning=summary,
             deleted=out.deleted,
             removals=manifest.removals + (1 if out.stats.tombstones_removed else 0),
@@ -149,15 +150,35 @@ def mark_uncleanable(handle: LogHandle, exc: BaseException) -> bool:
     the mark was written (the caller's message says so)."""
     err = one_line(exc)
     try:
-        _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms())))
+        _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms()), engine_faults=None))
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
         return False
     return True
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:
-    """Clear the uncleanable mark (an operator action after a repair)."""
-    return _commit(handle, lambda m: m.with_(uncleanable=None) if m.uncleanable else None)
+    """Clear the uncleanable mark and the engine faults counted (an operator action after a repair)."""
+    return _commit(
+        handle, lambda m: m.with_(uncleanable=None, engine_faults=None) if m.uncleanable or m.engine_faults else None
+    )
+
+
+def record_engine_fault(handle: LogHandle, exc: BaseException, others_cleaned: bool) -> EngineFaults | None:
+    """Count on the log a fault that looks like the engine's while the engine answered afterwards: a strike
+    more when `others_cleaned` (another log cleaned since the last one); the count, or None when it could
+    not be written (the store may be what failed: the run is retried anyway)."""
+    err, now = one_line(exc), wall_ms()
+
+    def change(m: Manifest) -> Manifest:
+        before = m.engine_faults
+        if before is None:
+            return m.with_(engine_faults=EngineFaults(1, 1, err, now))
+        return m.with_(engine_faults=EngineFaults(before.strikes + others_cleaned, before.faults + 1, err, now))
+
+    try:
+        return _commit(handle, change).engine_faults
+    except Exception:
+        return None
 
 
 def one_line(exc: BaseException) -> str:

@@ -31,7 +31,14 @@ from compaction_assets.cleaning.decide.placement import Placement, place
 from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.layout import chosen_plan, foreseen_segments
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
-from compaction_assets.errors import CompactionError, ConflictError, CorruptLogError, EngineError, os_error_message
+from compaction_assets.errors import (
+    CompactionError,
+    ConflictError,
+    CorruptLogError,
+    EngineError,
+    SuspectEngineFault,
+    os_error_message,
+)
 from compaction_assets.log.reader import check_files
 from compaction_assets.planning.planner import (
     Evaluation,
@@ -239,6 +246,8 @@ class _Fleet:
                 progress=self.progress,
                 tuning=self.tuning,
             )
+        except SuspectEngineFault as exc:  # the engine answers: the other logs go on (faults.py)
+            return FleetResult(handle.name, error=exc)
         except EngineError as exc:
             self.engine_down.append(exc)
             return FleetResult(handle.name, error=exc)

@@ -6,6 +6,13 @@ an unreachable store say nothing about the log: marking every healthy log for th
 restart into a manual repair of the whole fleet. So a failure marks its log only when it names one of the
 log's files, or when the engine answers a trivial query afterwards (the fault then stays with the log):
 `failed_cleaning` turns a failure into the error the run raises, marking the log when the fault is its own.
+
+A fault that may come from the log's data although it reads as the engine's (out of memory, a lost worker
+or executor: one huge record does that) is counted on the log when the engine answers afterwards. Kafka
+marks a partition whose cleaning throws; here the log is marked once its cleanings failed so
+ENGINE_FAULT_STRIKES times in a row with another log of the store cleaned between each two: the engine
+did work for others, so the fault is the log's. A machine short of memory fails every log's cleaning,
+none cleans in between, and none is marked.
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ import errno
 import threading
 from collections.abc import Iterator
 
-from compaction_assets.cleaning.commits import mark_uncleanable, one_line
-from compaction_assets.errors import CompactionError, EngineError
+from compaction_assets.cleaning.commits import mark_uncleanable, one_line, record_engine_fault
+from compaction_assets.errors import CompactionError, EngineError, SuspectEngineFault
 from compaction_assets.log.reader import find_unreadable
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import rewritten_segments
@@ -75,6 +82,23 @@ ENGINE_MESSAGE_MARKERS = (
     "Session not found",
 )
 
+# ... of which these may also be the log's own (one huge record runs a task, a worker or the driver out of
+# memory): counted on the log when the engine answers afterwards, not only retried (the first found names
+# the fault in the messages, which keep a Java error's first line only)
+LOG_SUSPECT_MARKERS = (
+    "OutOfMemoryError",
+    "GC overhead limit exceeded",
+    "ExecutorLostFailure",
+    "Executor lost",
+    "executor lost",
+    "Python worker exited unexpectedly",
+    "MemoryError",
+)
+
+# Three: one fault may be the machine's (a neighbour's memory), two in a row with other logs cleaned
+# between may be chance; a third leaves the log's data as the cause, and retries stop there.
+ENGINE_FAULT_STRIKES = 3
+
 ENGINE_PROBE_SECONDS = 60.0  # a healthy engine answers `range(1)` in well under a second, even cold
 
 
@@ -97,6 +121,13 @@ def is_engine_fault(exc: BaseException) -> bool:
         if any(marker in text for marker in ENGINE_MESSAGE_MARKERS):
             return True
     return False
+
+
+def log_suspect_marker(exc: BaseException) -> str | None:
+    """The marker of LOG_SUSPECT_MARKERS by which an engine fault (`is_engine_fault`) may also be caused by
+    the log's data, or None."""
+    texts = [f"{type(link).__name__}: {link}" for link in _chain(exc)]
+    return next((marker for marker in LOG_SUSPECT_MARKERS if any(marker in text for text in texts)), None)
 
 
 def engine_answers(session, timeout: float = ENGINE_PROBE_SECONDS) -> bool:
@@ -147,7 +178,7 @@ def failed_cleaning(
         if machine_fault(exc) is not None:
             return machine_error(handle, exc)
         if is_engine_fault(exc):
-            return engine_error(handle, exc)
+            return engine_fault(handle, exc, session)
         # a corrupt page? name the file (the cleaned range first)
         found = find_unreadable(handle, m, rewritten_segments(m, u)) or (
             strategy_of(config).needs_guard and find_unreadable(handle, m)
@@ -199,6 +230,54 @@ def remove_cleaning_outputs(handle: LogHandle) -> list[str]:
     except Exception:  # the cleaning's own error is the one to report; gc collects these files later
         pass
     return removed
+
+
+def engine_fault(handle: LogHandle, exc: BaseException, session) -> CompactionError:
+    """The error of a cleaning stopped by what reads as the engine's fault: unmarked when the engine is down
+    or the fault cannot be the log's; else counted on the log, which is marked at ENGINE_FAULT_STRIKES.
+    With no session started, the work that failed ran in this process, which is still up."""
+    marker = log_suspect_marker(exc)
+    if marker is None or (session is not None and not engine_answers(session)):
+        return engine_error(handle, exc)
+    previous = _previous_fault_ms(handle)
+    counted = record_engine_fault(handle, exc, previous is not None and other_log_cleaned_since(handle, previous))
+    if counted is None:
+        return engine_error(handle, exc)
+    if counted.strikes < ENGINE_FAULT_STRIKES:
+        return SuspectEngineFault(
+            f"cleaning of log {handle.name!r} stopped by an engine fault while the engine answers (strike "
+            f"{counted.strikes} of {ENGINE_FAULT_STRIKES} against the log's data); the log is unchanged and "
+            f"not marked yet: {marker}: {one_line(exc)}"
+        )
+    repeated = CompactionError(
+        f"{counted.faults} cleanings in a row stopped by an engine fault while other logs of the store "
+        f"cleaned in between: the fault is the log's own data's (a huge record?): {marker}: {one_line(exc)}"
+    )
+    mark_uncleanable(handle, repeated)
+    return CompactionError(
+        f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {repeated}"
+    )
+
+
+def _previous_fault_ms(handle: LogHandle) -> int | None:
+    """When the log's last counted engine fault was (None: none since its last cleaning)."""
+    try:
+        counted = handle.manifest().engine_faults
+    except Exception:  # the store may be what failed
+        return None
+    return counted.last_ms if counted is not None else None
+
+
+def other_log_cleaned_since(handle: LogHandle, since_ms: int) -> bool:
+    """Whether another log of the store committed a cleaning after `since_ms` (wall clock). Read only at a
+    log's second engine fault and later, and stops at the first log found."""
+    for name in handle.store.logs():
+        if name == handle.name:
+            continue
+        last = handle.store.log(name).manifest().last_cleaning
+        if last is not None and last.finished_ms is not None and last.finished_ms > since_ms:
+            return True
+    return False
 
 
 def engine_error(handle: LogHandle, exc: BaseException) -> EngineError:

@@ -159,6 +159,28 @@ class Uncleanable:
 
 
 @dataclass(frozen=True)
+class EngineFaults:
+    """A log's cleanings stopped in a row by faults that look like the engine's (out of memory, a lost
+    worker) while the engine answered afterwards: `strikes` counts those with another log of the store
+    cleaned since the one before (the engine did work for others), so a fault of the log's own data (one
+    huge record) is told from the machine's. cleaning/faults.py marks the log at enough strikes."""
+
+    strikes: int  # faults with another log cleaned since the one before (the first counts one)
+    faults: int  # every such fault in a row
+    error: str  # the last, on one line
+    last_ms: int  # wall clock (ms) of the last
+
+    def to_json(self) -> dict[str, Any]:
+        """As the manifest's JSON holds it: {"strikes", "faults", "error", "last_ms"}."""
+        return {"strikes": self.strikes, "faults": self.faults, "error": self.error, "last_ms": self.last_ms}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> EngineFaults | None:
+        """From the manifest's JSON (None: no such fault since the log's last cleaning)."""
+        return None if data is None else cls(data["strikes"], data["faults"], data["error"], data["last_ms"])
+
+
+@dataclass(frozen=True)
 class LastCleaning:
     """The last cleaning's summary: when and why it ran, the range it cleaned and its totals."""
 
@@ -209,6 +231,7 @@ class Manifest:
     deleted: dict[str, Any] | None = None
     uncleanable: Uncleanable | None = None
     last_cleaning: LastCleaning | None = None
+    engine_faults: EngineFaults | None = None  # cleared by a cleaning, a mark or an operator's clearing
     invalid_records: int = 0
     ingested: tuple[str, ...] = ()  # landing files already appended (idempotent ingestion)
     committed_ms: int = 0
@@ -282,6 +305,8 @@ class Manifest:
             "fence": self.fence,
             "extra": self.extra,
         }
+        if self.engine_faults is not None:  # only then: a manifest without one is written as before
+            d["engine_faults"] = self.engine_faults.to_json()
         return json.dumps(d, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
     @classmethod
@@ -295,6 +320,7 @@ class Manifest:
         d["ingested"] = tuple(d.get("ingested", []))
         d["uncleanable"] = Uncleanable.from_json(d.get("uncleanable"))
         d["last_cleaning"] = LastCleaning.from_json(d.get("last_cleaning"))
+        d["engine_faults"] = EngineFaults.from_json(d.get("engine_faults"))
         # manifests written before the fence had its own field keep it in `extra`
         extra = dict(d.get("extra") or {})
         d["fence"] = {**extra.pop("fence", {}), **d.get("fence", {})}

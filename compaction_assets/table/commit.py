@@ -33,7 +33,7 @@ from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, identifi
 from compaction_assets.table.expiry import ExpiryResult, expire
 from compaction_assets.table.rewrite import RewriteResult, rewrite
 from compaction_assets.table.schema import check_owned
-from compaction_assets.table.snapshot import LogWrite, TopicTable, write_snapshot
+from compaction_assets.table.snapshot import LogWrite, TopicTable, with_retry_off, write_snapshot
 from compaction_assets.table.summary import LogMark, carried_marks, marks_of
 from compaction_assets.table.tail import Tail, tail_since
 from compaction_assets.topics.config import TopicConfig
@@ -99,7 +99,8 @@ class LogCommit:
 
 
 def _load(catalog: Catalog, ident: str, topic: str) -> Table | None:
-    """The topic's table, or None; one line for a table of another topic or a schema changed by others."""
+    """The topic's table (its own retry off), or None; one line for a table of another topic or a schema
+    changed by others."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
@@ -113,7 +114,7 @@ def _load(catalog: Catalog, ident: str, topic: str) -> Table | None:
             f"name becomes '_'); give one its own: `compaction config set {topic} table.name={_other_name(ident)}`"
         )
     check_owned(table, ident)
-    return table
+    return with_retry_off(table)
 
 
 def _other_name(ident: str) -> str:

@@ -32,11 +32,21 @@ if TYPE_CHECKING:
 
 # A commit that lost a race is redone by commit.py from the new current snapshot (its marks included),
 # never rebased by pyiceberg onto it (which would carry the older marks forward).
+RETRY_PROPERTY = "commit.retry.num-retries"
 TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "20",
-    "commit.retry.num-retries": "0",
+    RETRY_PROPERTY: "0",
 }
+
+
+def with_retry_off(table: Table) -> Table:
+    """`table`, its own retry off first when it is not (a table created before the product set it, or
+    changed by others): pyiceberg reads it from the table it loaded, at every commit. A commit of
+    properties only is never rebased, so setting it cannot stack anything."""
+    if table.properties.get(RETRY_PROPERTY) == TABLE_PROPERTIES[RETRY_PROPERTY]:
+        return table
+    return table.transaction().set_properties({RETRY_PROPERTY: TABLE_PROPERTIES[RETRY_PROPERTY]}).commit_transaction()
 
 
 @dataclass(frozen=True)

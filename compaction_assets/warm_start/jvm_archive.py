@@ -73,6 +73,9 @@ def build(force: bool = False) -> str | None:
     from compaction_assets.spark import class_archive_path
 
     env = settings.current()
+    if not env.jvm_quick_start:  # no JVM the product starts maps one: building it would cost a JVM run for nothing
+        print("jvm-archive: COMPACTION_JVM_QUICK_START is off; nothing to build", file=sys.stderr)
+        return None
     path = class_archive_path(env)
     if path is None:
         print("jvm-archive: no java found (JAVA_HOME or PATH); nothing to build", file=sys.stderr)

@@ -429,7 +429,8 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-@pytest.mark.slow  # a second process with its own Spark, killed, then leases left to expire: 1-2 minutes
+# In the default suite (so in CI): the one test that kills a batched run. A second process with its own
+# Spark, killed, then leases left to expire: about 30 s of CPU, 1-5 minutes of wall time with the load.
 def test_a_batch_killed_midway_is_finished_by_its_rerun(tmp_path, spark, monkeypatch):
     logs = [f"users-{i}" for i in range(16)]  # enough that the kill lands midway on a fast machine too
     ttl = 3.0  # the killed run's leases: a re-run waits for them to expire, as a retry's backoff does

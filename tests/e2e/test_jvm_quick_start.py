@@ -122,6 +122,22 @@ def test_a_built_archive_is_used_by_a_fresh_session_and_the_jvm_stays_off_stdout
     assert f"-XX:SharedArchiveFile={archives[0]}" in out["args"] and "-XX:TieredStopAtLevel=1" in out["args"]
 
 
+def test_quick_start_off_builds_no_archive(tmp_path):
+    """Off, no JVM maps an archive: scripts/setup.sh's build runs no JVM and writes nothing (a clone's
+    setup, tests/e2e/test_clone_alone.py, would otherwise build one for its own class path)."""
+    env = _env(**{settings.JVM_ARCHIVE_DIR: str(tmp_path / "jvm"), settings.JVM_QUICK_START: "0"})
+    built = subprocess.run(
+        [sys.executable, "-m", "compaction_assets.warm_start.jvm_archive"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert built.returncode == 0 and "COMPACTION_JVM_QUICK_START is off; nothing to build" in built.stderr
+    assert not (tmp_path / "jvm").exists()
+
+
 @pytest.mark.parametrize("value", ["0", "false"])
 def test_quick_start_off_starts_a_plain_jvm(value):
     run = subprocess.run(

@@ -150,7 +150,7 @@ def test_the_endpoint_serves_fresh_values_each_scrape(store, tmp_path, capsys):
         server.send_signal(signal.SIGINT)
         _, err = server.communicate(timeout=60)
     assert server.returncode == 0, err
-    assert f"serving metrics on http://0.0.0.0:{port}/metrics" in err
+    assert f"serving metrics on http://127.0.0.1:{port}/metrics" in err  # loopback unless told
 
 
 def test_serve_refuses_a_port_in_use_in_one_line(store, capsys):

@@ -129,6 +129,23 @@ class Helper:
             return ""
 
 
+# A killed helper's lease: the test tries it at once after the kill and must be refused. Its heartbeat
+# renewed it every third of this, so two seconds at least are left of it then, even on a loaded machine.
+KILLED_TTL_S = 3.0
+
+
+def refused_while_live(handle, kind: str, where: str) -> None:
+    """The lease a killed helper left (if it held one) refuses a new holder, naming the log and the kind;
+    taken directly, as a cleaning or an append takes it. Fails when it expired before it could be tried."""
+    holder = handle.lock_holder(kind)
+    if holder is None:  # killed before it took the lease, or after it let it go
+        return
+    assert holder.expires_ms > wall_ms(), f"{where}: the dead {kind} lease expired before the test tried it"
+    with pytest.raises(LockedError) as info, handle.lock(kind, purpose=f"a {kind} after a kill"):
+        pass
+    assert handle.name in str(info.value) and kind in str(info.value), where
+
+
 def wait_lease_expiry(handle, kind: str, slack_s: float = 0.05) -> None:
     holder = handle.lock_holder(kind)
     if holder is not None:
@@ -490,7 +507,8 @@ def start_clean_trial(base: CleanBase, name: str) -> tuple[Path, Helper]:
     # fresh modification times: the copy must not look like hour-old leftovers to a garbage collection
     shutil.copytree(base.root, root, copy_function=shutil.copy)
     helper = Helper(
-        ["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", "2", "--gate"], base.work / "logs"
+        ["clean", str(root), CLEAN_LOG, str(NOW2), json.dumps(CLEAN_CONF), "--ttl", str(KILLED_TTL_S), "--gate"],
+        base.work / "logs",
     )
     return root, helper
 
@@ -514,6 +532,9 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     where = f"trial {root.name}, output {[line for _, line in helper.lines]}"
     st = LogStore(str(root), lock_ttl_s=2, gc_grace_s=0)
     h = st.log(CLEAN_LOG)
+    # the dead cleaning's lease blocks a new cleaning until it expires, with a clear message: tried first,
+    # while at least two thirds of KILLED_TTL_S are left of it (its heartbeat renewed it every third)
+    refused_while_live(h, "clean", where)
     m = h.manifest()  # reads back
     assert m.log_end_offset == base.before_manifest.log_end_offset, where
     assert m.log_start_offset == base.before_manifest.log_start_offset, where
@@ -534,13 +555,6 @@ def verify_after_kill(base: CleanBase, spark, root: Path, helper: Helper) -> boo
     assert latest_state(spark, h, base.config) == base.latest, where
     referenced_files_exist(h)
 
-    # the dead cleaning's lease blocks a new cleaning until it expires, with a clear message
-    holder = h.lock_holder("clean")
-    # (taken directly, as engine.run takes it: a run's preparation could outlast the lease's last moments)
-    if holder is not None and holder.expires_ms > wall_ms() + 500:
-        with pytest.raises(LockedError) as info, h.lock("clean", purpose="a second cleaning"):
-            pass
-        assert CLEAN_LOG in str(info.value) and "clean" in str(info.value), where
     wait_lease_expiry(h, "clean")
     # a following run (it collects the leftovers first, grace 0) succeeds and ends where an
     # uninterrupted cleaning ends
@@ -664,7 +678,8 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
     root = base.work / "trials" / name
     shutil.copytree(base.root, root, copy_function=shutil.copy)
     helper = Helper(
-        ["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N), str(APPEND_SEED), "--ttl", "1"],
+        ["append", str(root), APPEND_LOG, json.dumps(APPEND_CONF), str(APPEND_N), str(APPEND_SEED)]
+        + ["--ttl", str(KILLED_TTL_S)],
         base.work / "logs",
     )
     assert helper.wait_for(marker, timeout=120) is not None, helper.stderr()[-3000:]
@@ -674,6 +689,7 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
 
     st = LogStore(str(root), lock_ttl_s=1, gc_grace_s=0)
     h = st.log(APPEND_LOG)
+    refused_while_live(h, "append", where)
     m = h.manifest()
     records = check_layout(h, m)
     if m.log_end_offset == base.before_manifest.log_end_offset:
@@ -690,14 +706,7 @@ def append_trial(base: AppendBase, name: str, delay: float, marker: str = "START
         assert outcome == "all", where
     referenced_files_exist(h)
 
-    # the dead appender's lease: refused with a clear message until it expires, then appends work
-    holder = h.lock_holder("append")
-    # (the lease is taken directly, as writer.append takes it: the whole append's preparation could
-    # outlast the dead lease's last few hundred milliseconds on a loaded machine)
-    if holder is not None and holder.expires_ms > wall_ms() + 500:
-        with pytest.raises(LockedError) as info, h.lock("append", purpose="a late append"):
-            pass
-        assert APPEND_LOG in str(info.value) and "append" in str(info.value), where
+    # the dead appender's lease was refused (above, first thing); once it expires, appends work
     wait_lease_expiry(h, "append")
     writer.append(h, build_config(APPEND_CONF), [{"key": "late", "value": "x", "timestamp": 1}])
     m2 = h.manifest()
