@@ -36,11 +36,13 @@ def landing_sources(ctx: Context) -> dict:
     return found
 
 
-def check_landed(ctx: Context, found: dict, logs: list[str], set_aside: frozenset[str] = frozenset()) -> None:
+def check_landed(
+    ctx: Context, found: dict, logs: list[str], with_files_set_aside: frozenset[str] = frozenset()
+) -> None:
     """Refuse, before anything is read or written, a named log without a landing folder (a typo) unless it
-    has files set aside."""
+    is one of the logs `with_files_set_aside`."""
     for name in logs:
-        if name not in found and name not in set_aside:
+        if name not in found and name not in with_files_set_aside:
             raise CompactionError(f"no landing folder for log {name!r} under {ctx.landing}")
 
 
