@@ -17,7 +17,8 @@ from compaction_assets import settings
 # isort: off
 # Each family module declares its commands into the `compaction` group on import: in this order, the order
 # `compaction --help` lists them in (docs/cli.md's).
-from compaction_assets.cli import reading, cleaning, records, writing, maintenance, forget, config, table, topic  # noqa: F401
+from compaction_assets.cli import reading, cleaning, records, writing, landing  # noqa: F401
+from compaction_assets.cli import maintenance, forget, config, table, topic  # noqa: F401
 
 # isort: on
 from compaction_assets.cli.command_line import COMPACTION, Invocation, parse

@@ -50,8 +50,8 @@ def _emit(obj: Any) -> None:
 
 
 # Commands that may create a store; every other one refuses a store that does not exist (rather than
-# listing it as empty).
-CREATING_COMMANDS = ("append", "ingest", "config")
+# listing it as empty). `landing`: a file is set aside before anything of its log could be ingested.
+CREATING_COMMANDS = ("append", "ingest", "config", "landing")
 EXIT_PIPE_CLOSED = 141  # the reader of stdout went away; what a shell reports for a process killed by SIGPIPE
 EXIT_TRANSIENT = 75  # sysexits' EX_TEMPFAIL: an engine fault (Spark down, a lost executor); running again helps
 

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from compaction_assets.cleaning.metrics import FleetFigures, LogState, evaluate_logs, figures
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError
-from compaction_assets.ingest.backlog import LandingBacklog, landing_backlog
+from compaction_assets.ingest.backlog import LandingBacklog, store_backlog
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.lag import TableLag
 
@@ -40,7 +40,7 @@ def read_store(ctx: Context, now: int) -> StoreReading:
         figures(states, now),
         tuple(s.log for s in states),
         _lags(ctx, states, now) if ctx.env.tables.enabled else {},
-        landing_backlog(ctx.store, str(ctx.landing)),
+        store_backlog(ctx.store, str(ctx.landing), now),
     )
 
 
@@ -134,10 +134,10 @@ def _per_log(reading: StoreReading, now: int) -> Iterator[Metric]:
             families["lag_records"].add_metric(labels, lag.records)
             families["lag_seconds"].add_metric(labels, lag.milliseconds / 1000)
             families["late"].add_metric(labels, int(lag.late))
-        backlog = reading.backlog.get(log) or LandingBacklog(log, 0, 0, None)
-        families["files"].add_metric(labels, backlog.files)
-        families["bytes"].add_metric(labels, backlog.bytes)
-        families["age"].add_metric(labels, backlog.oldest_age_ms(now) / 1000)
+        backlog = reading.backlog.get(log) or LandingBacklog(log, (), (), 0, now)
+        families["files"].add_metric(labels, len(backlog.pending))
+        families["bytes"].add_metric(labels, backlog.pending_bytes)
+        families["age"].add_metric(labels, (backlog.oldest_pending_age_ms or 0) / 1000)
     yield from families.values()
 
 

@@ -1,17 +1,23 @@
 """The command line's commands that write records into logs: `append` (files named on the command line,
-all of them in one commit or none) and `ingest` (the new files of the landing area, each at most once)."""
+all of them in one commit or none) and `ingest` (the new files of the landing area, each at most once; a log
+that fails stops only itself)."""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
+from compaction_assets import settings
 from compaction_assets.cli import follow
 from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
-from compaction_assets.errors import CompactionError
-from compaction_assets.ingest.landing import append_files, ingest, landing_logs
-from compaction_assets.store.fs import Storage
+from compaction_assets.cli.landing_area import LANDING, backlogs, check_landed, landing_sources
+from compaction_assets.errors import CompactionError, first_line
+from compaction_assets.ingest.connectors.layouts import recorded_names
+from compaction_assets.ingest.landing import append_files, ingest
 
 
 @command(
@@ -71,40 +77,56 @@ def cmd_append(ctx: Context) -> int:
     example=("ingest", "ingest user-profiles-0 --landing s3://bucket/landing"),
 )
 @click.argument("logs", nargs=-1, metavar="[LOG]...", help="logs (default: every landing folder)")
-@click.option(
-    "--landing",
-    metavar="DIR",
-    help="landing root (env COMPACTION_LANDING, default var/landing under the current directory); a local folder "
-    "that does not exist is an error",
-)
+@LANDING
 @click.option("--drop-invalid", is_flag=True, help="drop records with a null key and count them")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="ingest nothing: print each log's landing backlog (the files an ingestion would take, their bytes, the "
+    "age of the oldest, the files set aside)",
+)
 @NO_TABLE
 def cmd_ingest(ctx: Context) -> int:
-    """`ingest`: ingest new files of the landing folders, each file at most once."""
-    landing = Storage.open(str(ctx.landing))
-    if landing.local and not landing.is_dir(landing.root):
-        raise CompactionError(
-            f"no landing area at {landing.root}: it does not exist (--landing or "
-            "COMPACTION_LANDING names it; default var/landing under the current directory)"
-        )
-    found, refused = landing_logs(ctx.landing, ctx.store.storage)
-    for reason in refused:
-        _progress(f"ignored: {reason}")
-    out = {}
-    for name in ctx.args.logs or sorted(found):
-        if name not in found:
-            raise CompactionError(f"no landing folder for log {name!r} under {ctx.landing}")
-        handle = ctx.handle(name, must_exist=False)
-        new_log = not handle.exists()
-        try:
-            out[name] = ingest(
-                handle, ctx.config(name), found[name], drop_invalid=ctx.args.drop_invalid, progress=_progress
-            ).as_document()
-        except BaseException:
-            if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder
-                handle.st.delete(handle.dir)
-            raise
-    for name, followed in follow.follow(ctx, list(out)).items():  # the topics' tables follow, one snapshot each
+    """`ingest`: ingest new files of the landing folders, each file at most once. A log that fails is
+    reported and the others go on (exit 1 when any failed), as `clean` does."""
+    found = landing_sources(ctx)
+    names = ctx.args.logs or sorted(found)
+    check_landed(ctx, found, names)  # a typo is refused before any log is ingested
+    if ctx.args.dry_run:
+        _emit({b.log: b.as_document(names=True) for b in backlogs(ctx, found, names)})
+        return 0
+    out = {name: _ingest_log(ctx, name, found[name]) for name in names}
+    existing = [name for name in out if ctx.handle(name, must_exist=False).exists()]
+    for name, followed in follow.follow(ctx, existing).items():  # the topics' tables follow, one snapshot each
         out[name]["table"] = followed
     _emit(out)
-    return 0
+    failed = [name for name, document in out.items() if "error" in document]
+    if failed and len(out) > 1:  # one log's own error line says it all
+        print(f"error: {len(failed)} of {len(out)} log(s) failed to ingest: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _ingest_log(ctx: Context, name: str, source) -> dict[str, Any]:
+    """One log's ingestion, as `ingest` prints it: its report, or its error (on stderr too) and the files
+    it ingested before the error (they stay ingested)."""
+    handle = ctx.handle(name, must_exist=False)
+    new_log = not handle.exists()
+    before = set() if new_log else recorded_names(handle.manifest().ingested)
+    try:
+        try:
+            return ingest(
+                handle, ctx.config(name), source, drop_invalid=ctx.args.drop_invalid, progress=_progress
+            ).as_document()
+        finally:
+            if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder
+                handle.st.delete(handle.dir)
+    except CompactionError as exc:
+        error = str(exc)
+    except Exception as exc:  # one log's surprise is its own failure; the other logs go on
+        if settings.debug_enabled():
+            raise
+        error = f"unexpected {type(exc).__name__}: {first_line(exc, None, blank='')}"
+    print(f"error: {name}: {error}", file=sys.stderr)
+    done = [n for entry in handle.manifest().ingested for n in entry.split("|")] if handle.exists() else []
+    files = [n for n in done if n not in before]
+    return {"error": error, "files_ingested": len(files), "files": files}

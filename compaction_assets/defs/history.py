@@ -42,6 +42,7 @@ def raw_segments_metadata(report: IngestReport, handle: LogHandle) -> dict:
         "files_ingested": report.files_ingested,
         "records_appended": report.records_appended,
         "invalid_records_dropped": report.invalid_records_dropped,
+        "files_set_aside": len(report.set_aside),  # passed over: `compaction landing release` puts them back
         "log_end_offset": m.log_end_offset,
         "records": m.total_records,
         "size_bytes": m.total_size,

@@ -1,6 +1,7 @@
 """Sensors. They read manifests only (no Spark): the planner's evaluation is metadata arithmetic.
 
-- log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files.
+- log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files
+  (not of files set aside); observes each log's landing backlog when it changes (defs/landing.py).
 - dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
   ratio, delay and uncleanable state as observations so the UI charts them between runs (named
   `observed_*`: a partition's page keeps them apart from what a cleaning's materialization says), and the
@@ -28,9 +29,12 @@ from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_bat
 from compaction_assets.defs.batches.requests import Due
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
+from compaction_assets.defs.landing import backlog_observations
 from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions
 from compaction_assets.errors import CompactionError
-from compaction_assets.ingest.landing import landing_logs, pending_files
+from compaction_assets.ingest.backlog import landing_backlog
+from compaction_assets.ingest.landing import landing_logs
+from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.planning.planner import Evaluation, order
 from compaction_assets.store.deleted_topics import DeletedTopics
 from compaction_assets.store.names import parse_log_name
@@ -103,21 +107,27 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     # mounted than every log removed, unless the store recorded the deletion of their topics.
     deleted = set(DeletedTopics(store.storage).all())
     gone = sorted(log for log in known - logs if logs or parse_log_name(log, "partition key")[0] in deleted)
-    pending = {}
+    pending, backlogs, now = {}, [], now_ms()
     # Logs a queued or running batch holds wait for it: their manifests are not read (a 1,000-log fleet's
     # batches hold every landing folder for minutes, and this tick runs every 5 s beside them).
     held = batch_requests.in_flight(context.instance)
+    quarantine = Quarantine(store.storage)
+    aside = set(quarantine.logs())  # one listing: only the logs with files set aside have a record to read
     for log, folder in sorted(landed.items()):
         if log in held:
             continue
         try:
-            files = pending_files(folder, store.log(log).manifest().ingested)
+            ingested = store.log(log).manifest().ingested
+            backlog = landing_backlog(log, folder, ingested, quarantine.of(log) if log in aside else [], now)
         except CompactionError as exc:
             context.log.warning(f"{log}: {exc}")
             continue
-        if files:
-            pending[log] = files
-    runs = _ingest_requests(pending, now_ms())
+        if log in known:  # a partition added by this tick is observed at the next
+            backlogs.append(backlog)
+        if backlog.pending:
+            pending[log] = list(backlog.pending)
+    observed, cursor = backlog_observations(backlogs, context.cursor, set(held) | (set(landed) - known))
+    runs = _ingest_requests(pending, now)
     batch_requests.record_pool_limit(context.instance, runs)
     changes = ([log_partitions.build_add_request(new)] if new else []) + (
         [log_partitions.build_delete_request(gone)] if gone else []
@@ -127,7 +137,9 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     return dg.SensorResult(
         run_requests=runs,
         dynamic_partitions_requests=changes,
-        skip_reason=None if runs or changes else dg.SkipReason("no new logs or landing files"),
+        asset_events=observed,
+        cursor=cursor,
+        skip_reason=None if runs or changes or observed else dg.SkipReason("no new logs or landing files"),
     )
 
 

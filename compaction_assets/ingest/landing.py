@@ -4,12 +4,15 @@ pending files ingested, each at most once, as the topic's `landing.format` says.
 A native landing folder (`<landing>/<topic>/partition=<p>/<files>`, Kafka Connect's sink layout) holds input
 files in the record shape input_files.py reads, appended one file at a time; the layouts of Confluent's,
 Aiven's and Lenses' S3 sinks are read, merged and appended by connectors/. A landing area is a local folder
-or an object-store URI. A refused record is named by its file and its line (record, or row).
+or an object-store URI. A refused record is named by its file and its line (record, or row). A file set
+aside (quarantine.py) is passed over by every ingestion of its log until it is released.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +22,7 @@ import pyarrow as pa
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
 from compaction_assets.ingest.input_files import read_input_file
+from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.log.read_ahead import ReadAhead
 from compaction_assets.store.deleted_topics import DeletedTopics
@@ -108,13 +112,15 @@ def landing_logs(landing: str | Path, store: Storage | None = None) -> tuple[dic
     return found, refused
 
 
-def pending_files(folder: Any, ingested: set[str] | tuple[str, ...]) -> list[Any]:
-    """Input files of a landing folder (or PartitionSource) not yet ingested, in name order (sinks name files
-    by offset); each has a `.name`."""
+def pending_files(
+    folder: Any, ingested: set[str] | tuple[str, ...], set_aside: frozenset[str] = frozenset()
+) -> list[Any]:
+    """Input files of a landing folder (or PartitionSource) not yet ingested nor set aside, in name order
+    (sinks name files by offset); each has a `.name`."""
     from compaction_assets.ingest.connectors.layouts import PartitionSource, recorded_names
     from compaction_assets.ingest.connectors.registry import named_by_a_connector
 
-    done = recorded_names(ingested)
+    done = recorded_names(ingested) | set_aside
     if isinstance(folder, PartitionSource):
         return [
             f
@@ -138,19 +144,51 @@ def _source(folder: Any, log_name: str):
     return folder if isinstance(folder, PartitionSource) else local_source(folder, log_name)
 
 
+def landed_file(folder: Any, log_name: str, file: str) -> Any:
+    """The landed file of a log named `file`: its name as ingestion records it, its path, or its URI (as
+    errors name it); None when the log has no such file."""
+    src = _source(folder, log_name)
+    local = os.path.abspath(file) if src.storage.local else None
+    return next((f for f in src.files if file in (f.name, f.path, src.uri(f.path)) or f.path == local), None)
+
+
+def unit_names(folder: Any, log_name: str, config, name: str) -> tuple[str, ...]:
+    """The names of the files ingested as one unit with the file `name` (itself first): a Confluent value
+    file's keys and headers; the file alone for any other layout, or when the layout refuses the folder."""
+    from compaction_assets.ingest.connectors.registry import connector_for
+
+    try:
+        units = connector_for(config.landing.format).units(_source(folder, log_name))
+    except InvalidInputError:  # a file the layout refuses is its own unit
+        return (name,)
+    names = next((tuple(f.name for f in u.files) for u in units if name in (f.name for f in u.files)), ())
+    return (name, *(n for n in names if n != name))
+
+
+def _without(src: Any, set_aside: frozenset[str]) -> tuple[Any, tuple[str, ...]]:
+    """The source without the files set aside, and the names of those it held."""
+    if not set_aside:
+        return src, ()
+    held = tuple(f.name for f in src.files if f.name in set_aside)
+    return dataclasses.replace(src, files=[f for f in src.files if f.name not in set_aside]), held
+
+
 def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=None) -> IngestReport:
     """Append every pending file of a landing folder (a path, or a PartitionSource from `landing_logs`), in
     order, each all-or-nothing and at most once, read as the topic's `landing.format` says.
 
     Stops at the first file that fails validation (later files would otherwise land before it) and
-    raises InvalidInputError naming the file and the reason; files before it stay ingested.
+    raises InvalidInputError naming the file and the reason; files before it stay ingested. The files set
+    aside for the log (quarantine.py) are passed over, and the report names them.
     """
     from compaction_assets.ingest.connectors.registry import connector_for
 
-    src = _source(folder, handle.name)
+    src, set_aside = _without(_source(folder, handle.name), Quarantine(handle.st).names(handle.name))
     if connector_for(config.landing.format).native_records:
-        return _ingest_native(handle, config, src, drop_invalid, progress)
-    return _ingest_connector(handle, config, src, drop_invalid, progress)
+        report = _ingest_native(handle, config, src, drop_invalid, progress)
+    else:
+        report = _ingest_connector(handle, config, src, drop_invalid, progress)
+    return dataclasses.replace(report, set_aside=set_aside)
 
 
 def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
@@ -170,23 +208,42 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
     for n, f in enumerate(files, 1):
         if progress:
             progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
-        if src.storage.local:
-            res = append_file(handle, config, f.path, drop_invalid=drop_invalid, ingest_name=f.name)
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                local = Path(tmp) / f.name
-                local.write_bytes(src.storage.read_bytes(f.path))
-                try:
-                    res = append_file(handle, config, local, drop_invalid=drop_invalid, ingest_name=f.name)
-                except InvalidInputError as exc:
-                    msg = str(exc).replace(str(local), src.storage.uri(f.path))
-                    raise InvalidInputError(msg, row=exc.row) from None
+        try:
+            if src.storage.local:
+                res = append_file(handle, config, f.path, drop_invalid=drop_invalid, ingest_name=f.name)
+            else:
+                with tempfile.TemporaryDirectory() as tmp:
+                    local = Path(tmp) / f.name
+                    local.write_bytes(src.storage.read_bytes(f.path))
+                    try:
+                        res = append_file(handle, config, local, drop_invalid=drop_invalid, ingest_name=f.name)
+                    except InvalidInputError as exc:
+                        msg = str(exc).replace(str(local), src.storage.uri(f.path))
+                        raise InvalidInputError(msg, row=exc.row) from None
+        except InvalidInputError as exc:
+            raise _with_layout_hint(exc, src, f, handle.topic) from None
         if res.already_ingested:
             continue
         appended.append(f.name)
         records += res.records
         dropped += res.invalid_records
     return IngestReport(tuple(appended), records, dropped)
+
+
+def _with_layout_hint(exc: InvalidInputError, src: Any, f: Any, topic: str) -> InvalidInputError:
+    """A native file's refusal, naming the connector whose layout the file is in, if any: a sink's files
+    landed before the topic's `landing.format` was set are refused for the record shape they do not have."""
+    from compaction_assets.ingest.connectors.registry import layout_like
+    from compaction_assets.topics.landing_settings import LandingFormat
+
+    fmt = layout_like(src, f, LandingFormat.NATIVE)
+    if fmt is None:
+        return exc
+    return InvalidInputError(
+        f"{exc}; the file looks like the {fmt.value} connector's layout: set the topic's landing.format "
+        f"(`compaction config set {topic} landing.format={fmt.value}`)",
+        row=exc.row,
+    )
 
 
 def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> IngestReport:

@@ -21,6 +21,7 @@ class IngestReport:
     connector_layout: bool = False  # read as a connector's layout: the two figures below are reported
     timestamps_from_mtime: int = 0  # records without a timestamp field, stamped with their object's mtime
     offsets_inferred: tuple[str, ...] = ()  # first file of each unit whose offsets were inferred, not read
+    set_aside: tuple[str, ...] = ()  # files passed over: set aside (quarantined) by an operator
 
     @property
     def files_ingested(self) -> int:
@@ -33,7 +34,8 @@ class IngestReport:
         return MTIME_TIMESTAMP_SOURCE if self.timestamps_from_mtime else None
 
     def as_document(self) -> dict[str, Any]:
-        """The JSON `ingest` prints: the connector-only keys for a connector's layout, `timestamp_source` if used."""
+        """The JSON `ingest` prints: the connector-only keys for a connector's layout, `timestamp_source` if used,
+        `files_set_aside` if any."""
         document: dict[str, Any] = {
             "files_ingested": self.files_ingested,
             "records_appended": self.records_appended,
@@ -45,4 +47,6 @@ class IngestReport:
             document["offsets_inferred"] = list(self.offsets_inferred)
             if self.timestamp_source is not None:
                 document["timestamp_source"] = self.timestamp_source
+        if self.set_aside:  # only when some are: a log without any reads as before
+            document["files_set_aside"] = list(self.set_aside)
         return document

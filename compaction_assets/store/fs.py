@@ -163,6 +163,13 @@ class Storage:
             return local_files.files_with_mtime(path)
         return self._objects.list_objects(path)
 
+    def list_files_with_sizes(self, path: str) -> list[tuple[str, int, int]]:
+        """Files under a folder with their modification time in ms and their size in bytes (one listing on
+        an object store)."""
+        if self.local:
+            return local_files.files_with_sizes(path)
+        return self._objects.list_object_stats(path)
+
     # --- Parquet -------------------------------------------------------------------------------
     def read_parquet(self, path: str, columns: list[str] | None = None, schema=None):
         """A Parquet file, or a folder of them (a side table's parts), as an Arrow table: its `columns`,

@@ -115,6 +115,18 @@ def files_with_mtime(path: str) -> list[tuple[str, int]]:
     return out
 
 
+def files_with_sizes(path: str) -> list[tuple[str, int, int]]:
+    """Every file under a folder with its modification time in ms and its size (those gone meanwhile left out)."""
+    out = []
+    for f in files_under(path):
+        try:
+            stat = os.stat(f)
+        except FileNotFoundError:
+            continue
+        out.append((f, int(stat.st_mtime * 1000), stat.st_size))
+    return out
+
+
 def remove_empty_dirs(top: str) -> None:
     """Remove the empty folders under `top`, deepest first."""
     for dirpath, _, _ in os.walk(top, topdown=False):

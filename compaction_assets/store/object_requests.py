@@ -84,6 +84,10 @@ class ObjectRequests:
 
     def list_objects(self, path: str) -> list[tuple[str, int]]:
         """Every object under a prefix, as (path, last modified in ms): a LIST a page of objects."""
+        return [(p, mtime) for p, mtime, _ in self.list_object_stats(path)]
+
+    def list_object_stats(self, path: str) -> list[tuple[str, int, int]]:
+        """Every object under a prefix, as (path, last modified in ms, size in bytes): a LIST a page of objects."""
         import obstore
 
         key = self.key(path).strip("/")
@@ -91,7 +95,10 @@ class ObjectRequests:
         try:
             for chunk in obstore.list(self.store, key + "/" if key else None):
                 self.counts.list += 1
-                out += [(f"{self.bucket}/{o['path']}", int(o["last_modified"].timestamp() * 1000)) for o in chunk]
+                out += [
+                    (f"{self.bucket}/{o['path']}", int(o["last_modified"].timestamp() * 1000), int(o["size"]))
+                    for o in chunk
+                ]
         except Exception as exc:
             raise self.fail(exc, path) from None
         return out

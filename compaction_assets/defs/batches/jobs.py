@@ -39,7 +39,7 @@ from compaction_assets.defs.history import raw_segments_metadata
 from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.defs.table import follow_tables
-from compaction_assets.errors import CompactionError
+from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
@@ -136,6 +136,9 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
         report = ingest(handle, cfg, folders[log], progress=progress)
     except CompactionError as exc:
         return failed_outcome(log, "raw_segments", f"ingestion of {log} stopped: {exc}", is_transient(exc))
+    except Exception as exc:  # a surprise in one log's files is that log's failure: the others go on
+        reason = f"ingestion of {log} stopped: unexpected {type(exc).__name__}: {first_line(exc, 500, blank='')}"
+        return failed_outcome(log, "raw_segments", reason)
     if not report.files_ingested:  # an earlier attempt of this batch took them
         return LogOutcome(log)
     return LogOutcome(

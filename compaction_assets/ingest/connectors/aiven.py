@@ -8,7 +8,7 @@ import pyarrow as pa
 from compaction_assets.ingest.connectors import shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
-from compaction_assets.ingest.connectors.layouts import AIVEN_NAME, Unit
+from compaction_assets.ingest.connectors.layouts import AIVEN_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.parquet_columns import aiven_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows
@@ -20,6 +20,7 @@ class Aiven(NamedByOffset):
 
     format = LandingFormat.AIVEN
     file_name = AIVEN_NAME
+    layout = Layout.FLAT
     offset_group = "start"
     json_is_array = True
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.columns import Columns
-from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit
+from compaction_assets.ingest.connectors.layouts import LandedFile, Layout, PartitionSource, Unit
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
@@ -27,6 +27,7 @@ class Connector:
 
     format: ClassVar[LandingFormat]
     file_name: ClassVar[re.Pattern[str] | None] = None  # how it names its files (None: any input file)
+    layout: ClassVar[Layout] = Layout.PARTITION_FOLDER  # where it puts a partition's files
     native_records: ClassVar[bool] = False  # files in the product's own record shape, read by input_files.py
     json_is_array: ClassVar[bool] = False  # `.json` holds a JSON array of records (else JSON Lines)
     offsets_interleave: ClassVar[bool] = False  # units whose offset ranges overlap are appended as one batch
@@ -34,6 +35,12 @@ class Connector:
     def units(self, src: PartitionSource) -> list[Unit]:
         """Every unit of a partition's files, in ingestion order."""
         raise NotImplementedError
+
+    def looks_like(self, src: PartitionSource, f: LandedFile) -> bool:
+        """Whether a landed file is where and as this connector puts and names its files (a refusal under
+        another `landing.format` then names this one)."""
+        base = f.name.rsplit("/", 1)[-1]
+        return self.file_name is not None and src.layout is self.layout and self.file_name.match(base) is not None
 
     def unit_files(self, unit: Unit) -> tuple[LandedFile, ...]:
         """The files a unit's records are read from, the unit's own first."""

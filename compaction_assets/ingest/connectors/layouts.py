@@ -43,6 +43,7 @@ class LandedFile:
     path: str  # as the landing Storage names it
     name: str  # as the log's manifest records it once ingested
     mtime_ms: int
+    size_bytes: int = 0  # as the listing gave it (the landing backlog's bytes)
 
 
 @dataclass
@@ -76,9 +77,10 @@ def open_landing(landing: Any):
     return Storage.open(str(landing))
 
 
-def _walk(storage: Any, root: str) -> tuple[dict[str, list[tuple[str, int]]], set[str]]:
-    """Files per folder (relative to root, "" for the root) and every folder, to depth 3."""
-    files: dict[str, list[tuple[str, int]]] = {}
+def _walk(storage: Any, root: str) -> tuple[dict[str, list[tuple[str, int, int]]], set[str]]:
+    """Files per folder (relative to root, "" for the root), each (name, mtime in ms, size), and every
+    folder, to depth 3."""
+    files: dict[str, list[tuple[str, int, int]]] = {}
     dirs: set[str] = set()
     if storage.local:
         if not os.path.isdir(root):
@@ -93,15 +95,16 @@ def _walk(storage: Any, root: str) -> tuple[dict[str, list[tuple[str, int]]], se
             for n in names:
                 p = os.path.join(dirpath, n)
                 if os.path.isfile(p) and not os.path.islink(p):
-                    files.setdefault(rel, []).append((n, int(os.stat(p).st_mtime * 1000)))
+                    stat = os.stat(p)
+                    files.setdefault(rel, []).append((n, int(stat.st_mtime * 1000), stat.st_size))
         return files, dirs
     prefix = root.rstrip("/") + "/"
-    for path, mtime in storage.list_files_with_mtime(root):
+    for path, mtime, size in storage.list_files_with_sizes(root):
         rel = path[len(prefix) :]
         parent, _, name = rel.rpartition("/")
         if parent.count("/") > 1:
             continue
-        files.setdefault(parent, []).append((name, mtime))
+        files.setdefault(parent, []).append((name, mtime, size))
         parts = parent.split("/") if parent else []
         dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
     return files, dirs
@@ -140,8 +143,8 @@ def discover(landing: Any) -> tuple[dict[str, PartitionSource], list[str]]:
             refused.append(str(exc))
             continue
         src = source(topic, p, layout, folder)
-        src.files += [LandedFile(storage.join(rel, n), n, m) for n, m in files.get(rel, []) if not _hidden(n)]
-    for name, mtime in files.get("", []):
+        src.files += [LandedFile(storage.join(rel, n), n, m, z) for n, m, z in files.get(rel, []) if not _hidden(n)]
+    for name, mtime, size in files.get("", []):
         m = AIVEN_NAME.match(name)
         if m is None or _hidden(name):
             continue
@@ -151,7 +154,7 @@ def discover(landing: Any) -> tuple[dict[str, PartitionSource], list[str]]:
         except LogNameError as exc:
             refused.append(str(exc))
             continue
-        source(topic, p, Layout.FLAT, root).files.append(LandedFile(storage.join(name), name, mtime))
+        source(topic, p, Layout.FLAT, root).files.append(LandedFile(storage.join(name), name, mtime, size))
     for src in found.values():
         src.files.sort(key=lambda f: f.name)
     return dict(sorted(found.items())), refused
@@ -171,16 +174,16 @@ def _partition_folder(sub: str, folder: str) -> tuple[Layout, int]:
     return layout, p
 
 
-def _add_tombstones(storage: Any, topic: str, folder: str, names: list[tuple[str, int]], source) -> None:
+def _add_tombstones(storage: Any, topic: str, folder: str, names: list[tuple[str, int, int]], source) -> None:
     """Confluent's tombstone files, each to its partition's source (named tombstone/<file>)."""
-    for name, mtime in names:
+    for name, mtime, size in names:
         m = CONFLUENT_NAME.match(name)
         if m is None or _hidden(name) or m["topic"] != topic:
             continue
         p = int(m["p"])
         parent = f"{folder.rsplit('/', 1)[0]}/partition={p}"
         src = source(topic, p, Layout.PARTITION_FOLDER, parent)
-        src.files.append(LandedFile(f"{folder}/{name}", f"{TOMBSTONE_DIR}/{name}", mtime))
+        src.files.append(LandedFile(f"{folder}/{name}", f"{TOMBSTONE_DIR}/{name}", mtime, size))
 
 
 def local_source(folder: Any, log_name: str) -> PartitionSource:
@@ -195,7 +198,8 @@ def local_source(folder: Any, log_name: str) -> PartitionSource:
     src = PartitionSource(storage, topic, p, layout, path)
     files, _ = _walk(storage, path)
     src.files = sorted(
-        (LandedFile(storage.join(n), n, m) for n, m in files.get("", []) if not _hidden(n)), key=lambda f: f.name
+        (LandedFile(storage.join(n), n, m, z) for n, m, z in files.get("", []) if not _hidden(n)),
+        key=lambda f: f.name,
     )
     if layout is Layout.PARTITION_FOLDER and name.startswith("partition="):
         tomb = f"{path.rstrip('/').rsplit('/', 1)[0]}/{TOMBSTONE_DIR}"

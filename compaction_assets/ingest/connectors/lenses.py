@@ -8,7 +8,7 @@ import pyarrow as pa
 from compaction_assets.ingest.connectors import shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
-from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Unit
+from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows
@@ -20,6 +20,7 @@ class Lenses(NamedByOffset):
 
     format = LandingFormat.LENSES
     file_name = LENSES_NAME
+    layout = Layout.LENSES
     offset_group = "last"
 
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from compaction_assets.ingest.connectors.aiven import Aiven
 from compaction_assets.ingest.connectors.confluent import Confluent
 from compaction_assets.ingest.connectors.connector import Connector
+from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource
 from compaction_assets.ingest.connectors.lenses import Lenses
 from compaction_assets.ingest.connectors.native import Native
 from compaction_assets.topics.landing_settings import LandingFormat
@@ -26,6 +27,12 @@ CONNECTORS: dict[LandingFormat, Connector] = {c.format: c for c in (Native(), Co
 def connector_for(fmt: LandingFormat) -> Connector:
     """The layout of a landing format."""
     return CONNECTORS[fmt]
+
+
+def layout_like(src: PartitionSource, f: LandedFile, fmt: LandingFormat) -> LandingFormat | None:
+    """The other landing format whose connector puts and names its files as `f` is (None: none does): a file
+    refused under `fmt` names it, for a topic whose `landing.format` was not set to its sink's."""
+    return next((c.format for c in CONNECTORS.values() if c.format is not fmt and c.looks_like(src, f)), None)
 
 
 def named_by_a_connector(name: str) -> bool:

@@ -1,0 +1,58 @@
+"""What the commands that read the landing area share (`ingest` in cli/writing.py, the `landing` group in
+cli/landing.py): the --landing option, the area's logs (a local area that does not exist refused in one
+line) and each log's landing backlog. No command is declared here: the modules that declare them keep
+`compaction --help`'s order."""
+
+from __future__ import annotations
+
+import click
+
+from compaction_assets.cli.context import Context, _progress
+from compaction_assets.errors import CompactionError
+from compaction_assets.ingest.backlog import LandingBacklog, landing_backlog
+from compaction_assets.ingest.landing import landing_logs
+from compaction_assets.ingest.quarantine import Quarantine
+from compaction_assets.store.fs import Storage
+
+LANDING = click.option(
+    "--landing",
+    metavar="DIR",
+    help="landing root (env COMPACTION_LANDING, default var/landing under the current directory); a local folder "
+    "that does not exist is an error",
+)
+
+
+def landing_sources(ctx: Context) -> dict:
+    """The landing area's logs ({log: PartitionSource}); the folders refused for their names go to stderr."""
+    landing = Storage.open(str(ctx.landing))
+    if landing.local and not landing.is_dir(landing.root):
+        raise CompactionError(
+            f"no landing area at {landing.root}: it does not exist (--landing or "
+            "COMPACTION_LANDING names it; default var/landing under the current directory)"
+        )
+    found, refused = landing_logs(ctx.landing, ctx.store.storage)  # a deleted topic's files left out
+    for reason in refused:
+        _progress(f"ignored: {reason}")
+    return found
+
+
+def check_landed(
+    ctx: Context, found: dict, logs: list[str], with_files_set_aside: frozenset[str] = frozenset()
+) -> None:
+    """Refuse, before anything is read or written, a named log without a landing folder (a typo) unless it
+    is one of the logs `with_files_set_aside`."""
+    for name in logs:
+        if name not in found and name not in with_files_set_aside:
+            raise CompactionError(f"no landing folder for log {name!r} under {ctx.landing}")
+
+
+def backlogs(ctx: Context, found: dict, logs: list[str]) -> list[LandingBacklog]:
+    """The landing backlog of each of `logs` at the command's time (nothing is written)."""
+    quarantine = Quarantine(ctx.store.storage) if ctx.store.exists() else None
+    out = []
+    for name in logs:
+        handle = ctx.handle(name, must_exist=False)
+        ingested = tuple(handle.manifest().ingested) if handle.exists() else ()
+        aside = quarantine.of(name) if quarantine is not None else []
+        out.append(landing_backlog(name, found.get(name), ingested, aside, ctx.now))
+    return out
