@@ -27,6 +27,7 @@ SHOWN_PENDING = 5  # pending files a refusal lists (the backlog has them all)
     "status",
     help="each log's landing backlog: files and bytes pending, the age of the oldest, files set aside "
     "(e.g. `compaction landing status users-0 --files`)",
+    example=("landing status", "landing status users-0 --files"),
 )
 @click.argument(
     "logs", nargs=-1, metavar="[LOG]...", help="logs (default: every landing folder and every log with files set aside)"
@@ -48,6 +49,7 @@ def cmd_landing_status(ctx: Context) -> int:
     "quarantine",
     help="set a landing file aside, with its reason: its log's ingestion passes over it until `landing release` "
     "(e.g. `compaction landing quarantine users-0 b.jsonl --reason 'JSON array, TICKET-7'`)",
+    example=("landing quarantine users-0 0007.jsonl --reason 'a list, not an object'",),
 )
 @click.argument("log", shell_complete=store_logs)
 @click.argument("file", metavar="FILE", help="the file's name as `landing status --files` lists it, its path or URI")
@@ -85,6 +87,7 @@ def cmd_landing_quarantine(ctx: Context) -> int:
     "release",
     help="put a file set aside back: the next ingestion of its log takes it "
     "(e.g. `compaction landing release users-0 b.jsonl`)",
+    example=("landing release users-0 0007.jsonl",),
 )
 @click.argument("log", shell_complete=store_logs)
 @click.argument("file", metavar="FILE", help="the file's name as `landing status` lists it under set_aside")

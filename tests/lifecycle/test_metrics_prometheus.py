@@ -17,7 +17,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from compaction_assets.cli import main
-from compaction_assets.ingest.backlog import landing_backlog
+from compaction_assets.ingest.backlog import store_backlog
 from tests.table.helpers import put
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,10 +61,11 @@ def _fleet(store, tmp_path, capsys) -> Path:
 
 def test_the_landing_backlog_is_per_log_files_bytes_and_the_oldest_age(store, tmp_path, capsys):
     landing = _fleet(store, tmp_path, capsys)
-    [users] = landing_backlog(store, str(landing)).values()
+    [users] = store_backlog(store, str(landing), NOW).values()
     pending = [landing / "users" / "partition=0" / n for n in ("0002.jsonl", "0003.jsonl")]
-    assert (users.log, users.files, users.bytes) == ("users-0", 2, sum(p.stat().st_size for p in pending))
-    assert users.oldest_age_ms(NOW) == 30_000
+    assert (users.log, len(users.pending)) == ("users-0", 2)
+    assert users.pending_bytes == sum(p.stat().st_size for p in pending)
+    assert users.oldest_pending_age_ms == 30_000
 
 
 def test_metrics_format_prometheus(store, tmp_path, capsys, monkeypatch):
