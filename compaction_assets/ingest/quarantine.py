@@ -57,6 +57,10 @@ class Quarantine:
     def _path(self, log: str) -> str:
         return self.storage.join(*QUARANTINE_DIR, f"{log}.json")
 
+    def forget_log(self, log: str) -> None:
+        """Drop the record of the log's files set aside (its topic was deleted: nothing of it is ingested)."""
+        self.storage.delete(self._path(log))
+
     def logs(self) -> list[str]:
         """The logs with files set aside (one listing)."""
         names = self.storage.list_dir(self.storage.join(*QUARANTINE_DIR))

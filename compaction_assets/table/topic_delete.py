@@ -21,6 +21,7 @@ from typing import Any
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.connectors.layouts import recorded_names
 from compaction_assets.ingest.landing import landing_logs
+from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.store.deleted_topics import DeletedTopics
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
@@ -142,6 +143,9 @@ def delete_topic(store: LogStore, plan: TopicDeletion, now_ms: int) -> TopicDele
         ConfigStore(store.storage).remove(plan.topic)
         for folder in plan.latest_state:
             Storage.open(folder).delete(Storage.open(folder).root)
+        quarantine = Quarantine(store.storage)
+        for handle in handles:  # the files set aside: the deletion's own record keeps them out now
+            quarantine.forget_log(handle.name)
         for handle in handles:  # everything but the leases held: no writer starts on a half-removed log
             for entry in handle.st.list_dir(handle.dir):
                 if entry != "_locks":

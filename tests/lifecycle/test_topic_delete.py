@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compaction_assets.cli import main
+from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.table.catalog import locate, open_catalog
 from tests.table.helpers import put
 
@@ -115,3 +116,25 @@ def test_topic_delete_without_tables_or_landing(store, capsys, monkeypatch, tmp_
     done = json.loads(out)
     assert done["table"] is None and done["landing"]["files_left"] == 0
     assert not store.log("events-0").exists()
+
+
+def test_the_files_set_aside_go_with_the_topic(store, landed, capsys):
+    land(landed, "users", "0003.jsonl", {"c": "3"})
+    code, _, err = cli(
+        capsys,
+        "--store",
+        store.location,
+        "landing",
+        "quarantine",
+        "users-0",
+        "0003.jsonl",
+        "--reason",
+        "bad",
+        "--landing",
+        str(landed),
+    )
+    assert code == 0, err
+    assert Quarantine(store.storage).of("users-0")
+    code, _, err = cli(capsys, "--store", store.location, "topic", "delete", "users", "--yes", "--landing", str(landed))
+    assert code == 0, err
+    assert Quarantine(store.storage).of("users-0") == [] and Quarantine(store.storage).logs() == []
