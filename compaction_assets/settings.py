@@ -45,9 +45,10 @@ LANDING = ENVIRONMENT.declare(
 )
 TOPICS = ENVIRONMENT.declare(
     "COMPACTION_TOPICS",
-    "a topics file, checked against the configuration stored in the store and stored for topics the store does not "
-    "know yet (below). The CLI's `--topics` overrides it",
-    shown_as="unset (the Dagster code location: the repository's `topics.yaml`)",
+    "the deployment's topics file: stored in the store when its content changes, as `config apply` stores it; "
+    "between changes the stored configuration (`config set` included) is what runs, and a file that cannot be "
+    "applied is a warning, never a stop ([below](#the-topics-file)). The CLI's `--topics` overrides it",
+    shown_as="unset: no file, the stored configuration alone",
 )
 LATEST_STATE = ENVIRONMENT.declare(
     "COMPACTION_LATEST_STATE",

@@ -5,30 +5,31 @@ run or a sensor tick uses it, never when the code location loads, so the locatio
 set and a deployment can also bind fields to `dg.EnvVar(...)` (resolved at launch by Dagster).
 
 A topic's configuration is the one stored with the store (the same one the CLI uses from any
-directory); the topics file (COMPACTION_TOPICS, else the repository's `topics.yaml` by its absolute
-path, never the current directory's) is checked against it and stored for topics the store does not
-know yet.
+directory). The deployment's topics file (`topics_file`, else COMPACTION_TOPICS; unset: none) is an input:
+it is stored when its content changes (topics/applied_file.py), never a reason to stop a run or a tick.
 """
 
 import os
 from collections.abc import Callable
-from functools import lru_cache
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from compaction_assets import settings
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.store.log_store import LogHandle, LogStore, wall_ms
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.topics.config import TopicConfig, TopicsFile, load_topics
-from compaction_assets.topics.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of
+from compaction_assets.topics.applied_file import apply_when_changed
+from compaction_assets.topics.config import TopicConfig, load_topics
+from compaction_assets.topics.config_store import ConfigOrigin, ConfigStore, cleaned_logs_of, logged_topics
 
+# The demo's topics file (the demo applies it to its store; a deployment names its own in COMPACTION_TOPICS)
 REPO_TOPICS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "topics.yaml")
 
 
 def default_topics_file() -> str | None:
-    """COMPACTION_TOPICS, else the repository's topics.yaml when it exists (never the current directory's)."""
-    return settings.current().topics_file or (REPO_TOPICS if os.path.exists(REPO_TOPICS) else None)
+    """COMPACTION_TOPICS; unset or blank: no file (the stored configuration alone)."""
+    return settings.current().topics_file
 
 
 def validate_topics_file() -> None:
@@ -43,9 +44,12 @@ class LogStoreResource(dg.ConfigurableResource):
 
     root: str | None = None  # None: COMPACTION_STORE (var/store)
     landing: str | None = None  # None: COMPACTION_LANDING (var/landing)
-    topics_file: str | None = None  # None: COMPACTION_TOPICS, else the repository's topics.yaml
+    topics_file: str | None = None  # None: COMPACTION_TOPICS (unset: no file, the stored configuration alone)
     latest_state_root: str | None = None  # None: COMPACTION_LATEST_STATE (var/latest_state)
     lock_ttl_seconds: float | None = None  # None: COMPACTION_LOCK_TTL_SECONDS (300)
+    # (store, file, mtime) this resource has applied its topics file for: a tick over 1,000 logs, or a batch
+    # run, reads the file's record once, not once per log
+    _applied: set = PrivateAttr(default_factory=set)
 
     @classmethod
     def from_env(cls) -> "LogStoreResource":
@@ -80,29 +84,53 @@ class LogStoreResource(dg.ConfigurableResource):
         ttl = self.lock_ttl_seconds if self.lock_ttl_seconds is not None else settings.current().lock_ttl_seconds
         return LogStore(self.store_location(), lock_ttl_s=ttl)
 
-    def _topics_key(self) -> tuple[str | None, float]:
+    def topics_path(self) -> str | None:
+        """The deployment's topics file, by its absolute path (None: none)."""
         wanted = self.topics_file or default_topics_file()
-        path = wanted if wanted and os.path.exists(wanted) else None
-        return path, (os.path.getmtime(path) if path else 0.0)
-
-    @property
-    def topics(self) -> TopicsFile:
-        """The topics file, re-read when it changes."""
-        return _topics(*self._topics_key())
+        return os.path.abspath(wanted) if wanted else None
 
     def handle(self, log: str, *, must_exist: bool = False) -> LogHandle:
         """The log's handle; with `must_exist`, an UnknownLogError naming it when it does not exist."""
         return self.store.log(log, must_exist=must_exist)
 
     def config_for(self, log: str) -> TopicConfig:
-        """The configuration stored in the store for the log's topic (the same one the CLI uses); the
-        topics file is checked against it and stored for a topic the store does not know yet."""
+        """The configuration stored in the store for the log's topic (the same one the CLI uses), after the
+        deployment's topics file is stored if its content changed."""
         topic, _ = parse_log_name(log, "partition key")
-        path, mtime = self._topics_key()
         store = self.store
-        return ConfigStore(store.storage).config_for(
-            topic, _topics(path, mtime) if path else None, f"topics file {path!r}", cleaned_logs_of(store), wall_ms()
+        self.apply_topics_file(store)
+        return ConfigStore(store.storage).config_for(topic)
+
+    def config_version(self, log: str) -> str:
+        """The stored configuration version the log's topic runs with (`ConfigStore.version_mark`), for run keys."""
+        topic, _ = parse_log_name(log, "partition key")
+        store = self.store
+        self.apply_topics_file(store)
+        return ConfigStore(store.storage).version_mark(topic)
+
+    def apply_topics_file(self, store: LogStore) -> None:
+        """Store the deployment's topics file when its content changed since it was last applied from its path;
+        once per file version and store for this resource (a tick, a run). A file that cannot be applied is a
+        warning: the stored configuration runs."""
+        path = self.topics_path()
+        if path is None:
+            return
+        seen = (store.location, path, os.path.getmtime(path) if os.path.exists(path) else None)
+        if seen in self._applied:
+            return
+        configs = ConfigStore(store.storage)
+        result = apply_when_changed(
+            configs,
+            path,
+            f"deployment: topics file {path} (COMPACTION_TOPICS)",
+            wall_ms(),
+            lambda: logged_topics(store),
+            cleaned_logs_of(store),
         )
+        self._applied.add(seen)
+        if result.summary():
+            logger = dg.get_dagster_logger()
+            (logger.warning if result.refusal else logger.info)(result.summary())
 
     def config_per_topic(self) -> Callable[[str], TopicConfig]:
         """`config_for`, read once per topic: else a sensor's tick over many logs of few topics reads the same
@@ -125,8 +153,3 @@ class LogStoreResource(dg.ConfigurableResource):
         """The stored configuration's version and who set it (for the assets' metadata)."""
         topic, _ = parse_log_name(log, "partition key")
         return ConfigStore(self.store.storage).describe(topic)
-
-
-@lru_cache(maxsize=8)
-def _topics(path: str | None, mtime: float) -> TopicsFile:
-    return load_topics(path)  # re-read only when the file changes

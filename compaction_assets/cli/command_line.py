@@ -31,8 +31,8 @@ def _global_options() -> list[click.Parameter]:
         click.Option(
             ["--topics"],
             metavar="FILE",
-            help="topics file to check against (and, for a topic the store has no configuration for yet, to "
-            "store); env COMPACTION_TOPICS",
+            help="the deployment's topics file: stored in the store when its content changed since it was last "
+            "applied; the stored configuration is what runs; env COMPACTION_TOPICS",
         ),
         click.Option(
             ["--now"], type=int, metavar="MS", help="evaluate at this time (ms since epoch) instead of the clock"

@@ -14,12 +14,14 @@ from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import wall_ms
 from compaction_assets.store.names import parse_log_name
+from compaction_assets.topics.applied_file import AppliedFiles, apply_topics_file
 from compaction_assets.topics.config import load_topics
 from compaction_assets.topics.config_store import (
     DEFAULTS_ENTRY,
     ConfigChange,
     check_strategy_change,
     cleaned_logs_of,
+    logged_topics,
     parse_setting,
 )
 
@@ -56,7 +58,8 @@ def cmd_config_show(ctx: Context) -> int:
         out.append(row)
     if not ctx.args.topic:
         defaults = ctx.configs.current(DEFAULTS_ENTRY)
-        out.insert(0, {"defaults": defaults.as_dict() if defaults else None})
+        applied = [a.as_dict() for a in AppliedFiles(ctx.configs).all()]
+        out.insert(0, {"defaults": defaults.as_dict() if defaults else None, "applied_files": applied})
     _emit(out)
     return 0
 
@@ -74,7 +77,6 @@ def cmd_config_set(ctx: Context) -> int:
     """`config set TOPIC key=value ...`: store a new version of a topic's configuration."""
     values = dict(parse_setting(a) for a in ctx.args.settings)
     change = ctx.configs.plan_set(ctx.args.topic, values)
-    before = ctx.configs.current(ctx.args.topic)
     stored = ctx.configs.set_topic(
         ctx.args.topic,
         values,
@@ -83,10 +85,10 @@ def cmd_config_set(ctx: Context) -> int:
         cleaned_logs_of(ctx.store),
         ctx.args.confirm,
     )
-    new_version = before is None or stored.version != before.version
-    if not new_version:
+    if stored is None:
         _progress(f"topic {ctx.args.topic}: nothing changes; no new version stored")
-    _emit({"topic": ctx.args.topic, "version": stored.version, "changed": change.changed, "stored": new_version})
+    version = stored.version if stored else ctx.configs.describe(ctx.args.topic).version
+    _emit({"topic": ctx.args.topic, "version": version, "changed": change.changed, "stored": stored is not None})
     return 0
 
 
@@ -102,14 +104,14 @@ def cmd_config_set(ctx: Context) -> int:
 def cmd_config_apply(ctx: Context) -> int:
     """`config apply TOPICS_FILE`: store a topics file's configuration; prints what changed."""
     topics = load_topics(ctx.args.file)
-    known = sorted({parse_log_name(n)[0] for n in ctx.store.logs()})
+    known = logged_topics(ctx.store)
     source = f"config apply {os.path.abspath(ctx.args.file)}"
     defaults = ctx.configs.plan_defaults(topics)
     cleaned = cleaned_logs_of(ctx.store)
     if ctx.args.dry_run:  # the diff, with each change a real apply would refuse without --confirm
         changes = [c for c in ctx.configs.plan_apply(topics, known) if c.changed]
-    else:
-        changes = ctx.configs.apply(topics, source, wall_ms(), known, cleaned, ctx.args.confirm)
+    else:  # recorded as applied: a deployment naming the same file does not apply it again
+        changes = apply_topics_file(ctx.configs, ctx.args.file, source, wall_ms(), known, cleaned, ctx.args.confirm)
     _emit(
         {
             "file": ctx.args.file,

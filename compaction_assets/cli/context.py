@@ -17,8 +17,9 @@ from compaction_assets import settings
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import LogHandle, LogStore, wall_ms
 from compaction_assets.store.names import check_topic
-from compaction_assets.topics.config import TopicConfig, TopicsFile, load_topics
-from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of
+from compaction_assets.topics.applied_file import apply_when_changed
+from compaction_assets.topics.config import TopicConfig, load_topics
+from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of, logged_topics
 
 
 def settle_imports() -> None:
@@ -81,44 +82,41 @@ class Context:
                 "(--store or COMPACTION_STORE names it; `append` or `ingest` creates one)"
             )
         self.configs = ConfigStore(self.store.storage)
-        # A topics file named with --topics or COMPACTION_TOPICS is checked against the configuration stored
-        # in the store, never used for one run: see ConfigStore.config_for. Nothing is read from the
-        # current directory implicitly.
+        # A topics file named with --topics or COMPACTION_TOPICS is the deployment's: stored when its content
+        # changed since it was last applied (topics/applied_file.py), never used for one run, never a reason
+        # to refuse. Nothing is read from the current directory implicitly.
         self.topics_path = args.topics or env.topics_file
-        self.topics: TopicsFile | None = load_topics(self.topics_path) if self.topics_path else None
+        if self.topics_path:
+            load_topics(self.topics_path)  # a bad file named here is a one-line error before anything runs
         self.now = args.now if args.now is not None else wall_ms()
         self._spark = None
         self.progress = _progress_sink()
-        self.check_topics_file()
+        self.apply_topics_file()
 
-    def check_topics_file(self) -> None:
-        """Refuse, before the command reads or changes anything, a topics file that disagrees with the
-        configuration stored for a topic the command touches (every command: one place for this check).
-        The logs named on the command line, or every log of the store; `config` commands are how the
-        stored configuration changes, so they are not checked."""
-        if self.topics is None or self.args.command == "config":
+    def apply_topics_file(self) -> None:
+        """Store the named topics file if its content changed (every command but `config`, which is how an
+        operator changes the stored configuration by hand; `config apply` applies a file explicitly). A file
+        that cannot be applied is said on stderr, and the command runs with the stored configuration."""
+        if not self.topics_path or self.args.command == "config":
             return
-        names = _named_logs(self.args) or (self.store.logs() if self.store.exists() else [])
-        seen: set[str] = set()
-        for name in names:
-            topic = self.store.log(name).topic
-            if topic not in seen:
-                seen.add(topic)
-                self.config(name)
+        result = apply_when_changed(
+            self.configs,
+            self.topics_path,
+            f"topics file {os.path.abspath(self.topics_path)} (--topics or COMPACTION_TOPICS)",
+            wall_ms(),
+            lambda: logged_topics(self.store) if self.store.exists() else [],
+            cleaned_logs_of(self.store),
+        )
+        if result.summary():
+            _progress(result.summary())
 
     def config(self, log: str) -> TopicConfig:
-        """The stored configuration of the log's topic (checked against the topics file, if named)."""
+        """The stored configuration of the log's topic."""
         return self.topic_config(self.store.log(log).topic)
 
     def topic_config(self, topic: str) -> TopicConfig:
-        """The stored configuration of a topic (checked against the topics file, if named)."""
-        return self.configs.config_for(
-            topic,
-            self.topics,
-            f"topics file {self.topics_path!r}",
-            cleaned_logs_of(self.store),
-            wall_ms(),
-        )
+        """The stored configuration of a topic."""
+        return self.configs.config_for(topic)
 
     def handle(self, log: str, must_exist: bool = True) -> LogHandle:
         """The log's handle (refused when it does not exist, unless `must_exist` is False)."""

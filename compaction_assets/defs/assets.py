@@ -34,8 +34,8 @@ class CleaningConfig(dg.Config):
 
 
 def _config(log_store: LogStoreResource, log: str):
-    """The log's stored configuration; a refusal (a disagreeing topics file) fails the step in one line,
-    and is not retried (the same file disagrees the same way on every try)."""
+    """The log's stored configuration; one that does not read back fails the step in one line, and is not
+    retried (it reads the same on every try; the sensors request a run again once it changes)."""
     try:
         return log_store.config_for(log)
     except CompactionError as exc:

@@ -4,9 +4,9 @@ import dagster as dg
 
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import wall_ms
-from compaction_assets.store.names import parse_log_name
+from compaction_assets.topics.applied_file import apply_topics_file
 from compaction_assets.topics.config import load_topics
-from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of
+from compaction_assets.topics.config_store import ConfigStore, cleaned_logs_of, logged_topics
 from resources.log_store import LogStoreResource
 
 
@@ -25,12 +25,13 @@ def apply_topics_config(
     configs = ConfigStore(store.storage)
     try:
         topics = load_topics(config.topics_file)
-        known = sorted({parse_log_name(n)[0] for n in store.logs()})
+        known = logged_topics(store)
         if config.dry_run:
             changes = [c for c in configs.plan_apply(topics, known) if c.changed]
         else:
-            changes = configs.apply(
-                topics,
+            changes = apply_topics_file(
+                configs,
+                config.topics_file,
                 f"dagster run {context.run_id}: config apply {config.topics_file}",
                 wall_ms(),
                 known,

@@ -9,8 +9,9 @@
   observation of compacted_log without a partition.
 - max_compaction_lag_sensor: starts a cleaning per log that is due by max.compaction.lag.ms or whose
   tombstones passed their delete horizon.
-Run keys carry the log's manifest version, so one state never triggers twice; run tags carry the log, its
-topic and partition (filters in the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
+Run keys carry the log's manifest version (an ingestion's: its new files and the topic's configuration
+version), so one state never triggers twice; run tags carry the log, its topic and partition (filters in
+the UI). Every tick evaluates at `clock.now_ms()`, which tests set.
 When a tick finds at least COMPACTION_BATCH_MIN_LOGS (10) logs due, it starts few batch runs
 (defs/batches/jobs.py) instead of one run per log.
 """
@@ -18,6 +19,7 @@ When a tick finds at least COMPACTION_BATCH_MIN_LOGS (10) logs due, it starts fe
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 
 import dagster as dg
 
@@ -71,12 +73,14 @@ def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
     )
 
 
-def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
-    """An ingest_job run per log with new files; batch runs when many logs have some."""
+def _ingest_requests(pending: dict[str, list], now: int, config_version: Callable[[str], str]) -> list[dg.RunRequest]:
+    """An ingest_job run per log with new files; batch runs when many logs have some. A key names the files
+    and the topic's configuration version: a run that failed on its configuration is requested again once
+    the configuration changes (the same files and configuration would fail the same way)."""
     due = []
     for log, files in sorted(pending.items()):
         digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
-        due.append(Due(log, batch_requests.pending_bytes(files), digest))
+        due.append(Due(log, batch_requests.pending_bytes(files), f"{digest}:{config_version(log)}"))
     if not batch_requests.batched(len(due)):
         return [
             dg.RunRequest(
@@ -127,7 +131,15 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
         if backlog.pending:
             pending[log] = list(backlog.pending)
     observed, cursor = backlog_observations(backlogs, context.cursor, set(held) | (set(landed) - known))
-    runs = _ingest_requests(pending, now)
+    versions: dict[str, str] = {}  # per topic: a tick over many logs of few topics lists each topic's versions once
+
+    def config_version(log: str) -> str:
+        topic = parse_log_name(log)[0]
+        if topic not in versions:
+            versions[topic] = log_store.config_version(log)
+        return versions[topic]
+
+    runs = _ingest_requests(pending, now, config_version)
     batch_requests.record_pool_limit(context.instance, runs)
     changes = ([log_partitions.build_add_request(new)] if new else []) + (
         [log_partitions.build_delete_request(gone)] if gone else []

@@ -91,17 +91,16 @@ def record_landing(store_root: str, files: list[Path]) -> None:
 
 
 def apply_demo_topics(store_root: str, topics_file: str) -> None:
-    """Store the repository's topics.yaml configuration for the demo's topics (an explicit change, recorded)."""
+    """Store the repository's topics.yaml in the demo's store, its defaults and topics, as `config apply`
+    does (an explicit change, recorded): a topic added later, by the CLI or by Dagster, gets its defaults."""
     from compaction_assets.store.log_store import LogStore, wall_ms
-    from compaction_assets.topics.config import load_topics
-    from compaction_assets.topics.config_store import ConfigStore
+    from compaction_assets.topics.applied_file import apply_topics_file
+    from compaction_assets.topics.config_store import ConfigStore, logged_topics
 
-    topics = load_topics(topics_file)
-    configs = ConfigStore(LogStore(store_root).storage)
-    for topic in DEMO_TOPICS:
-        wanted = topics.config_for(topic).to_kafka()
-        if configs.current(topic) is None or configs.effective(topic) != wanted:
-            configs.set_topic(topic, wanted, f"demo: config apply {os.path.abspath(topics_file)}", wall_ms())
+    store = LogStore(store_root)
+    source = f"demo: config apply {os.path.abspath(topics_file)}"
+    # the demo replaces its own logs, so a strategy of its topics may change without --confirm
+    apply_topics_file(ConfigStore(store.storage), topics_file, source, wall_ms(), logged_topics(store), None)
 
 
 # The daemon's run queue looks for queued runs every 5 s unless told otherwise: a batch a sensor requested

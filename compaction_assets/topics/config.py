@@ -48,6 +48,8 @@ TABLE_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 DEFAULTS_NAMES = ("<defaults>", "_defaults")
 # The landing keys (which connector wrote the landing area), after SPEC §2's table, then the table's.
 ALL_KEYS = KEYS + tuple(LANDING_DEFAULTS) + tuple(TABLE_DEFAULTS)
+# Every key's default, as an effective configuration shows a key it leaves out (`to_kafka` of a native topic)
+ALL_DEFAULTS: dict[str, Any] = {**DEFAULTS, **LANDING_DEFAULTS, **TABLE_DEFAULTS}
 
 
 class Strategy(StrEnum):

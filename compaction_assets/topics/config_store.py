@@ -9,7 +9,7 @@ from typing import Any
 
 from compaction_assets.errors import ConfigError
 from compaction_assets.store.names import RESERVED_TOPICS, check_topic, parse_log_name
-from compaction_assets.topics.config import ALL_KEYS, TopicConfig, TopicsFile, build_config
+from compaction_assets.topics.config import ALL_DEFAULTS, ALL_KEYS, TopicConfig, TopicsFile, build_config
 from compaction_assets.topics.str_enum import StrEnum
 
 # --- configuration stored with the store ---------------------------------------------------------
@@ -85,8 +85,10 @@ class ConfigChange:
 
     @property
     def changed(self) -> dict[str, list[Any]]:
-        """key -> [before, after] for the keys whose effective value changes."""
-        return {k: [self.before.get(k), self.after.get(k)] for k in ALL_KEYS if self.before.get(k) != self.after.get(k)}
+        """key -> [before, after] for the keys whose effective value changes; a key a mapping leaves out (a
+        native topic shows no landing key) has its default value, shown as it is (`native`, not null)."""
+        before, after = {**ALL_DEFAULTS, **self.before}, {**ALL_DEFAULTS, **self.after}
+        return {k: [before[k], after[k]] for k in ALL_KEYS if before[k] != after[k]}
 
 
 def parse_setting(assignment: str) -> tuple[str, Any]:
@@ -164,42 +166,21 @@ class ConfigStore:
         defaults = self.current(DEFAULTS_ENTRY)
         return build_config(defaults.settings if defaults else {}, topic).to_kafka()
 
-    def config_for(
-        self,
-        topic: str,
-        proposed: TopicsFile | None = None,
-        proposed_by: str = "",
-        cleaned_logs: Callable[[str], list[str]] | None = None,
-        now_ms: int = 0,
-    ) -> TopicConfig:
-        """The TopicConfig every process uses for this topic's logs.
-
-        `proposed` (a topics file named with --topics / COMPACTION_TOPICS) is never used for one run only:
-        when the store holds nothing for the topic, the file's configuration is stored (a recorded change,
-        version 1); when the store holds a configuration that disagrees, the call is refused."""
+    def config_for(self, topic: str) -> TopicConfig:
+        """The TopicConfig every process uses for this topic's logs: the stored one (a topics file is an
+        input that `config apply`, or a deployment when its file changes, stores first: topics/applied_file.py)."""
         check_topic(topic, "topic")
-        if proposed is not None:
-            wanted = self.wanted(proposed, topic)
-            own = self.current(topic)
-            stored = self.effective(topic)
-            if wanted != stored:
-                diff = ", ".join(
-                    f"{k}: stored {stored.get(k)!r}, file {wanted.get(k)!r}"
-                    for k in ALL_KEYS
-                    if stored.get(k) != wanted.get(k)
-                )
-                origin = own or self.current(DEFAULTS_ENTRY)
-                if origin is not None:  # the store already says something for this topic: it wins
-                    where = f"version {origin.version}" + ("" if own else " of the store's defaults")
-                    raise ConfigError(
-                        f"{proposed_by} disagrees with the configuration stored for topic {topic!r} ({where}): "
-                        f"{diff}; the stored one is what runs: `config apply` the file to change it"
-                    )
-                check_strategy_change(ConfigChange(topic, stored, wanted), cleaned_logs, confirm=False)
-                self._write(topic, wanted, f"{proposed_by} (first use of the topic in this store)", now_ms)
-            elif self.current(topic) is None and self.current(DEFAULTS_ENTRY) is None and proposed.topics.get(topic):
-                self._write(topic, wanted, f"{proposed_by} (first use of the topic in this store)", now_ms)
         return build_config(self.effective(topic), topic)
+
+    def version_mark(self, topic: str) -> str:
+        """Which stored version a topic runs with, in a few characters, from listings alone: `t3` (its own
+        version 3), `d2` (the store's defaults, version 2) or `b0` (built-in). Run keys carry it, so that a run
+        that failed on configuration is requested again once the configuration changes (defs/sensors.py)."""
+        own = self.versions(topic)
+        if own:
+            return f"t{own[-1]}"
+        defaults = self.versions(DEFAULTS_ENTRY)
+        return f"d{defaults[-1]}" if defaults else "b0"
 
     def describe(self, topic: str) -> ConfigOrigin:
         """Where a topic's configuration comes from: its version and the change that made it."""
@@ -242,13 +223,12 @@ class ConfigStore:
         now_ms: int,
         cleaned_logs: Callable[[str], list[str]] | None = None,
         confirm: bool = False,
-    ) -> StoredConfig:
+    ) -> StoredConfig | None:
         """Store a new version of a topic's configuration (its current settings updated with `settings`);
-        a change that changes nothing stores no version and returns the current one."""
+        None when no effective value changes: nothing is stored (a set equal to a default pins nothing)."""
         change = self.plan_set(topic, settings)
-        own = self.current(topic)
-        if own is not None and build_config(own.settings, topic).to_kafka() == change.after:
-            return own
+        if not change.changed:
+            return None
         check_strategy_change(change, cleaned_logs, confirm)
         return self._write(topic, change.after, source, now_ms)
 
@@ -322,6 +302,11 @@ def check_strategy_change(change: ConfigChange, cleaned_logs: Callable[[str], li
             f"strategy ({', '.join(logs[:5])}{' ...' if len(logs) > 5 else ''}); the records those cleanings "
             "deleted do not come back; repeat with --confirm to change it anyway"
         )
+
+
+def logged_topics(store: Any) -> list[str]:
+    """For a LogStore: the topics it holds logs of."""
+    return sorted({parse_log_name(name)[0] for name in store.logs()})
 
 
 def cleaned_logs_of(store: Any) -> Callable[[str], list[str]]:

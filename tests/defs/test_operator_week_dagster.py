@@ -1,6 +1,6 @@
 """The Dagster side of issue 28 (item 11) on a real instance: the demo's runs are the sensors' (a batch), the
 jobs say what they do, a partition's page keeps the sensor's observations apart from the cleaning's
-materialization, and a refusal is not retried."""
+materialization, and a topics file that cannot be applied does not stop a step."""
 
 from __future__ import annotations
 
@@ -78,20 +78,21 @@ def test_the_sensors_jobs_have_descriptions():
         assert defs.resolve_job_def(name).description, name
 
 
-def test_a_disagreeing_topics_file_is_a_refusal_that_is_not_retried(tmp_path):
-    from compaction_assets.defs.assets import CleaningConfig, compacted_log
+def test_a_deployments_file_that_cannot_be_applied_does_not_stop_a_step(tmp_path, caplog):
+    """Issue 57: a topics file is an input, never a reason to stop work; the stored configuration runs."""
+    from compaction_assets.defs.assets import CleaningConfig, cleanable_range
+    from compaction_assets.log import writer
+    from compaction_assets.topics.config import build_config
     from compaction_assets.topics.config_store import ConfigStore
     from resources.log_store import LogStoreResource
     from resources.spark import make_spark_resource
 
     store = LogStore(str(tmp_path / "store"))
-    from compaction_assets.log import writer
-    from compaction_assets.topics.config import build_config
-
     writer.append(store.log("t-0"), build_config({}), [{"key": "a", "value": "1", "timestamp": 1}])
+    writer.set_checkpoint(store.log("t-0"), 1)  # cleaned once: a strategy change needs --confirm
     ConfigStore(store.storage).set_topic("t", {"segment.ms": 60000}, "test", 1)
     topics = tmp_path / "topics.yaml"
-    topics.write_text("topics:\n  t: {segment.ms: 120000}\n")
+    topics.write_text("topics:\n  t: {compaction.strategy: timestamp}\n")
     resource = LogStoreResource(
         root=store.location,
         landing=str(tmp_path / "landing"),
@@ -100,9 +101,10 @@ def test_a_disagreeing_topics_file_is_a_refusal_that_is_not_retried(tmp_path):
     )
     with dg.instance_for_test() as instance:
         context = dg.build_asset_context(partition_key="t-0", instance=instance)
-        with pytest.raises(dg.Failure) as failure:
-            compacted_log(context, config=CleaningConfig(), log_store=resource, pyspark=make_spark_resource())
-    assert "disagrees" in failure.value.description and failure.value.allow_retries is False
+        result = cleanable_range(context, config=CleaningConfig(), log_store=resource, pyspark=make_spark_resource())
+    assert result.metadata is not None
+    assert resource.config_for("t-0").segment_ms == 60000 and resource.config_for("t-0").strategy == "offset"
+    assert any("not applied" in r.getMessage() and "--confirm" in r.getMessage() for r in caplog.records)
 
 
 def test_dg_check_defs_loads_the_same_code_location(tmp_path):

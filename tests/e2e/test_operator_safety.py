@@ -88,12 +88,13 @@ def test_configuration_lives_with_the_store_and_a_clean_from_another_directory_u
     values = [r.value for r in iter_records(LogStore(store).log(VERSIONED))]
     assert values == [b"v2"]  # the highest version wins, from any directory
 
-    # a topics file that disagrees with the stored configuration is refused, not used for this run
+    # a topics file whose change a real apply would refuse (a strategy change on a cleaned log) is not
+    # applied, and the command runs with the stored configuration (issue 57: a file never stops work)
     offset_file = tmp_path / "offset.yaml"
     offset_file.write_text("topics:\n  user-profiles-versioned: {compaction.strategy: offset}\n")
-    rc, _, err = run(capsys, "--store", store, "--topics", str(offset_file), "describe", VERSIONED)
-    assert rc == 1 and len(errors(err)) == 1
-    assert "disagrees with the configuration stored" in err and "compaction.strategy" in err
+    rc, out, err = run(capsys, "--store", store, "--topics", str(offset_file), "describe", VERSIONED)
+    assert rc == 0 and json.loads(out)["config"]["compaction.strategy"] == "header", err
+    assert "not applied" in err and "compaction.strategy" in err and errors(err) == []
     # a strategy change on a cleaned log says what it means and needs --confirm
     rc, _, err = run(capsys, "--store", store, "config", "set", VERSIONED[:-2], "compaction.strategy=offset")
     assert rc == 1 and "--confirm" in err and VERSIONED in err and len(errors(err)) == 1
@@ -117,7 +118,9 @@ def test_topics_file_given_for_a_topic_the_store_does_not_know_is_stored_once(tm
     _rc, out, _ = run(capsys, "--store", store, "config", "show", "orders")
     shown = json.loads(out)[0]
     assert shown["config"]["min.cleanable.dirty.ratio"] == 0.1 and shown["config_version"] == 1
-    assert "first use" in shown["config_changed_by"]
+    assert f"topics file {topics}" in shown["config_changed_by"]
+    assert run(capsys, "--store", store, "--topics", str(topics), "logs")[0] == 0
+    assert LogStore(store).storage.list_dir(f"{store}/_topics/orders") == ["v1.json"]  # stored once
     # without the file, every later command uses the stored configuration
     _rc, out, _ = run(capsys, "--store", store, "describe", "orders-0")
     assert json.loads(out)["config"]["min.cleanable.dirty.ratio"] == 0.1

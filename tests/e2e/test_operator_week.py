@@ -158,18 +158,57 @@ def test_a_config_set_that_changes_nothing_stores_no_version(store, capsys):
     assert len(os.listdir(Path(store) / "_topics" / "t")) == 1
 
 
-# --- 6. a disagreeing topics file is refused by every command ---------------------------------------
+# --- 6. a topics file is an input, stored when it changes; it never stops a command (issue 57) ---------
 
 
 @pytest.mark.parametrize("args", [("read", "t-0"), ("logs",), ("roll", "t-0"), ("metrics",)])
-def test_a_disagreeing_topics_file_is_refused_by_every_command(store, tmp_path, capsys, args):
+def test_a_topics_file_is_stored_when_it_changes_and_never_stops_a_command(store, tmp_path, capsys, args):
     assert run(capsys, "--store", store, "config", "set", "t", "segment.ms=60000")[0] == 0
     topics = tmp_path / "topics.yaml"
     topics.write_text("topics:\n  t: {segment.ms: 120000}\n")
-    version = LogStore(store).log("t-0").manifest().version
     rc, out, err = run(capsys, "--store", store, "--topics", str(topics), *args)
-    assert rc == 1 and out == "" and "disagrees" in err and errors(err) == [err.strip()], err
-    assert LogStore(store).log("t-0").manifest().version == version, "nothing changed"
+    assert rc == 0 and out and errors(err) == [], err
+    assert f"topics file {str(topics)!r} applied to the store" in err and "segment.ms" in err
+    assert _config_show(store, capsys)[1]["config"]["segment.ms"] == 120000
+    # the operator changes it by hand: the same file does not undo it, nor stop the command
+    assert run(capsys, "--store", store, "config", "set", "t", "segment.ms=30000")[0] == 0
+    rc, out, err = run(capsys, "--store", store, "--topics", str(topics), *args)
+    assert rc == 0 and out and "topics file" not in err, err
+    shown = _config_show(store, capsys)
+    assert shown[1]["config"]["segment.ms"] == 30000 and shown[1]["config_version"] == 3
+    assert [a["path"] for a in shown[0]["applied_files"]] == [str(topics)]
+
+
+def test_a_topics_file_that_cannot_be_applied_is_said_and_the_stored_configuration_runs(
+    spark, store, tmp_path, capsys, monkeypatch
+):
+    assert run(capsys, "--store", store, "clean", "t-0", "--force", "--now", str(10 * DAY_MS))[0] == 0
+    topics = tmp_path / "topics.yaml"
+    topics.write_text("topics:\n  t: {compaction.strategy: timestamp}\n")
+    monkeypatch.setenv("COMPACTION_TOPICS", str(topics))  # as a deployment names it
+    rc, out, err = run(capsys, "--store", store, "describe", "t-0")
+    assert rc == 0 and json.loads(out)["config"]["compaction.strategy"] == "offset", err
+    assert "not applied" in err and "--confirm" in err and "the stored configuration runs" in err
+    # a `config set` works with COMPACTION_TOPICS set, and is what runs
+    assert run(capsys, "--store", store, "config", "set", "t", "min.cleanable.dirty.ratio=0.9")[0] == 0
+    rc, out, _ = run(capsys, "--store", store, "describe", "t-0")
+    assert json.loads(out)["config"]["min.cleanable.dirty.ratio"] == 0.9
+
+
+def test_a_config_set_equal_to_the_default_stores_nothing(store, capsys):
+    rc, out, err = run(capsys, "--store", store, "config", "set", "t", "min.cleanable.dirty.ratio=0.5")
+    assert rc == 0, err
+    assert json.loads(out) == {"topic": "t", "version": 0, "changed": {}, "stored": False}
+    assert "nothing changes" in err and not (Path(store) / "_topics" / "t").exists()
+
+
+def test_config_apply_shows_a_default_before_value_as_the_default(store, tmp_path, capsys):
+    cdc = tmp_path / "cdc.yaml"
+    cdc.write_text("topics:\n  t: {landing.format: confluent, table.freshness.ms: 5000}\n")
+    rc, out, err = run(capsys, "--store", store, "config", "apply", str(cdc))
+    assert rc == 0, err
+    (change,) = json.loads(out)["changes"]
+    assert change["changed"] == {"landing.format": ["native", "confluent"], "table.freshness.ms": [60000, 5000]}
 
 
 # --- 7. why a log is not eligible ---------------------------------------------------------------------

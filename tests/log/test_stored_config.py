@@ -48,13 +48,31 @@ def test_applied_defaults_reach_topics_without_their_own(configs):
     assert configs.apply(topics, "file", 2) == []  # nothing changes the second time
 
 
-def test_a_topics_file_never_overrides_what_the_store_says(configs):
-    stored = parse_topics({"defaults": {"delete.retention.ms": 5}})
-    configs.apply(stored, "apply", 1)
-    other = parse_topics({"topics": {"x": {"delete.retention.ms": 7}}})
-    with pytest.raises(ConfigError, match="disagrees.*store's defaults.*delete.retention.ms"):
-        configs.config_for("x", other, "topics file 'o.yaml'")
-    assert configs.versions("x") == []
+def test_a_set_that_changes_no_effective_value_stores_nothing(configs):
+    # 0.5 is the built-in default: the docs say an unchanged `config set` stores nothing
+    assert configs.set_topic("orders", {"min.cleanable.dirty.ratio": 0.5}, "config set", 1) is None
+    assert configs.versions("orders") == []
+    configs.apply(parse_topics({"defaults": {"delete.retention.ms": 5}}), "apply", 2)
+    # equal to the store's defaults: nothing pins the topic to them either
+    assert configs.set_topic("orders", {"delete.retention.ms": 5}, "config set", 3) is None
+    assert configs.versions("orders") == [] and configs.describe("orders").source == ConfigSource.STORE_DEFAULTS
+    stored = configs.set_topic("orders", {"delete.retention.ms": 6}, "config set", 4)
+    assert stored is not None and stored.version == 1
+    assert configs.set_topic("orders", {"delete.retention.ms": 6}, "config set", 5) is None
+    assert configs.versions("orders") == [1]
+
+
+def test_a_change_shows_default_values_as_they_are_not_as_null(configs):
+    change = configs.plan_set("cdc", {"landing.format": "confluent", "table.freshness.ms": 5000})
+    assert change.changed == {"landing.format": ["native", "confluent"], "table.freshness.ms": [60000, 5000]}
+    topics = parse_topics({"topics": {"cdc": {"landing.format": "confluent"}}})
+    (applied,) = configs.apply(topics, "apply", 1)
+    assert applied.changed == {"landing.format": ["native", "confluent"]}
+
+
+def test_the_stored_configuration_is_what_runs(configs):
+    configs.set_topic("x", {"delete.retention.ms": 7}, "config set", 1)
+    assert configs.config_for("x").delete_retention_ms == 7
 
 
 def test_parse_setting_reads_yaml_values_and_refuses_unknown_keys():
