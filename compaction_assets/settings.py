@@ -12,13 +12,16 @@ is a `ConfigError` naming the variable.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from compaction_assets import redaction
 from compaction_assets.variables import (
     Declarations,
     lowercase,
+    masked_repr,
     one_of,
     positive_int,
     positive_seconds,
@@ -118,10 +121,12 @@ ALERT_WEBHOOK_URL = ENVIRONMENT.declare(
     "COMPACTION_ALERT_WEBHOOK_URL",
     "the http(s) URL alerts are POSTed to, when the `alert_webhook` resource's `url` is not bound. Unset: alerts go to"
     " the log only",
+    secret=True,  # a Slack-style webhook's URL is itself its credential
 )
 ALERT_WEBHOOK_TOKEN = ENVIRONMENT.declare(
     "COMPACTION_ALERT_WEBHOOK_TOKEN",
     "the bearer token sent with each alert, when the resource's `token` is not bound",
+    secret=True,
 )
 # The JVM the product starts itself (a local or cluster driver; not a Connect server): C1 only and a
 # class-data archive, for commands that live seconds (see compaction_assets/spark/__init__.py).
@@ -270,14 +275,17 @@ DAGSTER_HOME = ENVIRONMENT.declare(
 AWS_ACCESS_KEY_ID = ENVIRONMENT.declare(
     "AWS_ACCESS_KEY_ID",
     "S3 access key (unset: the workers' own environment or instance credentials)",
+    secret=True,
 )
 AWS_SECRET_ACCESS_KEY = ENVIRONMENT.declare(
     "AWS_SECRET_ACCESS_KEY",
     "S3 secret key",
+    secret=True,
 )
 AWS_SESSION_TOKEN = ENVIRONMENT.declare(
     "AWS_SESSION_TOKEN",
     "S3 session token, for temporary credentials",
+    secret=True,
 )
 AWS_REGION = ENVIRONMENT.declare(
     "AWS_REGION",
@@ -301,7 +309,7 @@ AWS_ALLOW_HTTP = ENVIRONMENT.declare(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TableSettings:
     """Where the topics' Iceberg tables live; None: beside the store (resolved by compaction_assets/table)."""
 
@@ -314,8 +322,10 @@ class TableSettings:
     pending_bytes: int = ENVIRONMENT.field(TABLE_PENDING_BYTES)  # beyond it, a batch commits its heaviest topic
     max_state_bytes: int = ENVIRONMENT.field(TABLE_MAX_STATE_BYTES)  # a log past it is refused, in one line
 
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class BatchSettings:
     """When sensors ask for batch runs (defs/batches/requests.py) and how many logs and bytes one holds."""
 
@@ -324,20 +334,24 @@ class BatchSettings:
     max_bytes: int = ENVIRONMENT.field(BATCH_MAX_BYTES)  # cleanable (or pending) bytes in one batch run
     sqlite_sync: str = ENVIRONMENT.field(BATCH_SQLITE_SYNC)  # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
 
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class ObjectStoreSettings:
     """S3 client settings; the secret parts never appear in a repr (so never in a log or an error)."""
 
     endpoint_url: str | None = ENVIRONMENT.field(AWS_ENDPOINT_URL)  # None: AWS itself
-    access_key_id: str | None = ENVIRONMENT.field(AWS_ACCESS_KEY_ID, secret=True)
-    secret_access_key: str | None = ENVIRONMENT.field(AWS_SECRET_ACCESS_KEY, secret=True)
-    session_token: str | None = ENVIRONMENT.field(AWS_SESSION_TOKEN, secret=True)
+    access_key_id: str | None = ENVIRONMENT.field(AWS_ACCESS_KEY_ID)
+    secret_access_key: str | None = ENVIRONMENT.field(AWS_SECRET_ACCESS_KEY)
+    session_token: str | None = ENVIRONMENT.field(AWS_SESSION_TOKEN)
     region: str | None = ENVIRONMENT.field(AWS_REGION, fallback=AWS_DEFAULT_REGION)
     allow_http: bool = ENVIRONMENT.field(AWS_ALLOW_HTTP)  # plain http to the endpoint (a loopback or in-cluster server)
 
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class Settings:
     """The environment, parsed: every value the product takes from it."""
 
@@ -365,6 +379,32 @@ class Settings:
     connect_release_on_exit: bool = ENVIRONMENT.field(SPARK_CONNECT_RELEASE_SESSION_ON_EXIT)
     tables: TableSettings = field(default_factory=TableSettings)
     batches: BatchSettings = field(default_factory=BatchSettings)
+
+    __repr__ = masked_repr  # no secret, not even inside a URI
+
+
+# A variable whose name says it holds a secret, declared here or read by a library itself (pyiceberg's
+# PYICEBERG_CATALOG__COMPACTION__CREDENTIAL, AZURE_CLIENT_SECRET, PGPASSWORD, DAGSTER_PG_PASSWORD ...).
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE_KEY|ACCOUNT_KEY|API_KEY|ACCESS_KEY")
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The environment's secrets, which no message may show: the value of each variable declared secret or
+    named as one, and the credentials written inside any variable's URI (a catalog URI's password,
+    DAGSTER_PG_URL's, a Spark Connect token). Never fails: error reporting asks for them."""
+    env = os.environ if environ is None else environ
+    declared = ENVIRONMENT.secret_names()
+    found = []
+    for name, value in env.items():
+        if name in declared or _SECRET_NAME.search(name.upper()):
+            found.append(value)
+        if "://" in value or "=" in value:
+            found.extend(redaction.in_uris(value))
+    return found
+
+
+# every message of the product masks these (errors.first_line, CompactionError): the environment is read here only
+redaction.add_source(secret_values)
 
 
 def current(environ: Mapping[str, str] | None = None) -> Settings:
