@@ -189,3 +189,40 @@ def test_s3_keys_are_in_no_dagster_event(tmp_path, monkeypatch, caplog):
     assert not result.success
     assert "s3://bucket/store" in kept, kept[-3000:]
     assert shown(kept) == [], [line for line in kept.splitlines() if shown(line)][:3]
+
+
+@pytest.mark.ci_real
+def test_postgresql_passwords_are_in_no_event_of_a_postgresql_instance(tmp_path, postgres_server, monkeypatch, caplog):
+    """The production instance on a real PostgreSQL (its password in DAGSTER_PG_URL, as docs/deployment.md
+    says), and a table catalog on that same server with a wrong password: the catalog's error comes from the
+    server itself (authentication failed). Neither password is in any event the instance keeps."""
+    from tests.defs.test_postgres_instance import deployment_yaml
+    from tests.pg_server import PASSWORD
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(deployment_yaml())
+    monkeypatch.setenv("DAGSTER_PG_URL", postgres_server.url)
+    wrong = postgres_server.url.replace(f":{PASSWORD}@", f":{CATALOG_PASSWORD}@")
+    assert wrong != postgres_server.url
+    monkeypatch.setenv(settings.TABLE_CATALOG_URI, wrong)
+    land(tmp_path)
+    resources = {
+        "log_store": LogStoreResource(
+            root=str(tmp_path / "store"),
+            landing=str(tmp_path / "landing"),
+            topics_file=None,
+            latest_state_root=str(tmp_path / "latest"),
+        ),
+        "pyspark": LazyPySparkResource(spark_config={}),
+    }
+    caplog.set_level(logging.DEBUG)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+        instance.add_dynamic_partitions(log_partitions.name, ["t-0"])
+        result = materialize([raw_segments], "t-0", resources, instance, raise_on_error=False)
+        kept = scan_run(instance, result.run_id) + "\n" + caplog.text
+    assert result.success  # the log was ingested; its table waits for a catalog that lets it in
+    assert "cannot reach the table" in kept and "password authentication failed" in kept, kept[-3000:]
+    leaks = [line for line in kept.splitlines() if PASSWORD in line or CATALOG_PASSWORD in line]
+    assert leaks == [], leaks[:3]
