@@ -157,7 +157,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
         if progress:
             progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
         if src.storage.local:
-            res = append_file(handle, config, f.path, drop_invalid=drop_invalid, ingest_name=f.name)
+            res = append_file(handle, config, src.readable(f), drop_invalid=drop_invalid, ingest_name=f.name)
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 local = Path(tmp) / f.name
