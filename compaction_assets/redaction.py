@@ -14,7 +14,7 @@ an error is safe wherever it is shown: a command's output, a log line, a Dagster
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 MASK = "***"
 # A shorter value is not masked: masking a 3-letter secret would garble every word that contains it, and a
@@ -28,6 +28,9 @@ _PARAMETER = re.compile(
     r"(?P<secret>[^;&#\s'\"]+)",
     re.IGNORECASE,
 )
+# A variable whose name says it holds a secret, declared by the product or read by a library itself (pyiceberg's
+# PYICEBERG_CATALOG__COMPACTION__CREDENTIAL, AZURE_CLIENT_SECRET, PGPASSWORD, DAGSTER_PG_PASSWORD ...)
+_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE_KEY|ACCOUNT_KEY|API_KEY|ACCESS_KEY")
 _SOURCES: list[Callable[[], Iterable[str]]] = []
 
 
@@ -41,6 +44,20 @@ def add_source(source: Callable[[], Iterable[str]]) -> None:
 def in_uris(text: str) -> list[str]:
     """The credentials written inside URIs in `text` (passwords of `user:password@`, credential parameters)."""
     return [m["secret"] for pattern in (_USERINFO, _PARAMETER) for m in pattern.finditer(text)]
+
+
+def secrets_in(environment: Mapping[str, str], declared: Iterable[str]) -> list[str]:
+    """The secrets of an environment handed over (`settings` reads it): the value of each variable `declared`
+    secret or named as one, and the credentials written inside any variable's URI (a catalog URI's password,
+    DAGSTER_PG_URL's, a Spark Connect token)."""
+    declared = frozenset(declared)
+    found = []
+    for name, value in environment.items():
+        if name in declared or _SECRET_NAME.search(name.upper()):
+            found.append(value)
+        if "://" in value or "=" in value:
+            found.extend(in_uris(value))
+    return found
 
 
 def redact_uri(text: str) -> str:

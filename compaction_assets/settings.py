@@ -12,7 +12,6 @@ is a `ConfigError` naming the variable.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -277,24 +276,10 @@ AWS_ACCESS_KEY_ID = ENVIRONMENT.declare(
     "S3 access key (unset: the workers' own environment or instance credentials)",
     secret=True,
 )
-AWS_SECRET_ACCESS_KEY = ENVIRONMENT.declare(
-    "AWS_SECRET_ACCESS_KEY",
-    "S3 secret key",
-    secret=True,
-)
-AWS_SESSION_TOKEN = ENVIRONMENT.declare(
-    "AWS_SESSION_TOKEN",
-    "S3 session token, for temporary credentials",
-    secret=True,
-)
-AWS_REGION = ENVIRONMENT.declare(
-    "AWS_REGION",
-    "S3 region",
-)
-AWS_DEFAULT_REGION = ENVIRONMENT.declare(
-    "AWS_DEFAULT_REGION",
-    "S3 region, when `AWS_REGION` is unset",
-)
+AWS_SECRET_ACCESS_KEY = ENVIRONMENT.declare("AWS_SECRET_ACCESS_KEY", "S3 secret key", secret=True)
+AWS_SESSION_TOKEN = ENVIRONMENT.declare("AWS_SESSION_TOKEN", "S3 session token, for temporary credentials", secret=True)
+AWS_REGION = ENVIRONMENT.declare("AWS_REGION", "S3 region")
+AWS_DEFAULT_REGION = ENVIRONMENT.declare("AWS_DEFAULT_REGION", "S3 region, when `AWS_REGION` is unset")
 AWS_ENDPOINT_URL = ENVIRONMENT.declare(
     "AWS_ENDPOINT_URL",
     "an S3-compatible server, `http://host:port` (MinIO, R2, SeaweedFS)",
@@ -321,7 +306,6 @@ class TableSettings:
     buckets: int = ENVIRONMENT.field(TABLE_BUCKETS)
     pending_bytes: int = ENVIRONMENT.field(TABLE_PENDING_BYTES)  # beyond it, a batch commits its heaviest topic
     max_state_bytes: int = ENVIRONMENT.field(TABLE_MAX_STATE_BYTES)  # a log past it is refused, in one line
-
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 
@@ -333,7 +317,6 @@ class BatchSettings:
     max_logs: int = ENVIRONMENT.field(BATCH_MAX_LOGS)  # logs in one batch run
     max_bytes: int = ENVIRONMENT.field(BATCH_MAX_BYTES)  # cleanable (or pending) bytes in one batch run
     sqlite_sync: str = ENVIRONMENT.field(BATCH_SQLITE_SYNC)  # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
-
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 
@@ -347,7 +330,6 @@ class ObjectStoreSettings:
     session_token: str | None = ENVIRONMENT.field(AWS_SESSION_TOKEN)
     region: str | None = ENVIRONMENT.field(AWS_REGION, fallback=AWS_DEFAULT_REGION)
     allow_http: bool = ENVIRONMENT.field(AWS_ALLOW_HTTP)  # plain http to the endpoint (a loopback or in-cluster server)
-
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 
@@ -379,32 +361,11 @@ class Settings:
     connect_release_on_exit: bool = ENVIRONMENT.field(SPARK_CONNECT_RELEASE_SESSION_ON_EXIT)
     tables: TableSettings = field(default_factory=TableSettings)
     batches: BatchSettings = field(default_factory=BatchSettings)
-
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 
-# A variable whose name says it holds a secret, declared here or read by a library itself (pyiceberg's
-# PYICEBERG_CATALOG__COMPACTION__CREDENTIAL, AZURE_CLIENT_SECRET, PGPASSWORD, DAGSTER_PG_PASSWORD ...).
-_SECRET_NAME = re.compile(r"SECRET|PASSWORD|PASSWD|TOKEN|CREDENTIAL|PRIVATE_KEY|ACCOUNT_KEY|API_KEY|ACCESS_KEY")
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The environment's secrets, which no message may show: the value of each variable declared secret or
-    named as one, and the credentials written inside any variable's URI (a catalog URI's password,
-    DAGSTER_PG_URL's, a Spark Connect token). Never fails: error reporting asks for them."""
-    env = os.environ if environ is None else environ
-    declared = ENVIRONMENT.secret_names()
-    found = []
-    for name, value in env.items():
-        if name in declared or _SECRET_NAME.search(name.upper()):
-            found.append(value)
-        if "://" in value or "=" in value:
-            found.extend(redaction.in_uris(value))
-    return found
-
-
-# every message of the product masks these (errors.first_line, CompactionError): the environment is read here only
-redaction.add_source(secret_values)
+# every message of the product masks the environment's secrets (redaction.secrets_in says which): read here only
+redaction.add_source(lambda: redaction.secrets_in(os.environ, ENVIRONMENT.secret_names()))
 
 
 def current(environ: Mapping[str, str] | None = None) -> Settings:
