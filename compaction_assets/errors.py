@@ -1,12 +1,19 @@
 """Errors the engine raises, each carrying a one-line, user-facing message, and `first_line`, the one way
 the product quotes any error (its own or a library's) inside such a line, and `os_error_message`, the one
-way it reports an operating system error."""
+way it reports an operating system error. They mask secrets (compaction_assets/redaction.py): a message is
+shown in outputs, logs and Dagster events."""
 
 import errno
+
+from compaction_assets.redaction import redact
 
 
 class CompactionError(Exception):
     """Base class: a refusal or failure the user can act on (CLI prints it as one line)."""
+
+    def __str__(self) -> str:
+        # the message as every reader sees it (Dagster records str(exc)): a secret quoted in it is masked
+        return redact(super().__str__())
 
 
 class ConfigError(CompactionError):
@@ -75,8 +82,9 @@ class LeaseLostError(LockedError):
 
 def first_line(exc: BaseException, limit: int | None = 300, blank: str | None = None) -> str:
     """The first line of an error's message (surrounding blanks removed), cut to `limit` characters (None: the
-    whole line); for an error with no message, `blank` (None: the error's type name)."""
-    lines = str(exc).strip().splitlines()
+    whole line); for an error with no message, `blank` (None: the error's type name). Secrets are masked
+    before the line is cut, so that a cut never leaves part of one."""
+    lines = redact(str(exc)).strip().splitlines()
     line = lines[0] if lines else (type(exc).__name__ if blank is None else blank)
     return line if limit is None else line[:limit]
 

@@ -16,9 +16,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from compaction_assets import redaction
 from compaction_assets.variables import (
     Declarations,
     lowercase,
+    masked_repr,
     one_of,
     positive_int,
     positive_seconds,
@@ -119,10 +121,12 @@ ALERT_WEBHOOK_URL = ENVIRONMENT.declare(
     "COMPACTION_ALERT_WEBHOOK_URL",
     "the http(s) URL alerts are POSTed to, when the `alert_webhook` resource's `url` is not bound. Unset: alerts go to"
     " the log only",
+    secret=True,  # a Slack-style webhook's URL is itself its credential
 )
 ALERT_WEBHOOK_TOKEN = ENVIRONMENT.declare(
     "COMPACTION_ALERT_WEBHOOK_TOKEN",
     "the bearer token sent with each alert, when the resource's `token` is not bound",
+    secret=True,
 )
 # The JVM the product starts itself (a local or cluster driver; not a Connect server): C1 only and a
 # class-data archive, for commands that live seconds (see compaction_assets/spark/__init__.py).
@@ -271,23 +275,12 @@ DAGSTER_HOME = ENVIRONMENT.declare(
 AWS_ACCESS_KEY_ID = ENVIRONMENT.declare(
     "AWS_ACCESS_KEY_ID",
     "S3 access key (unset: the workers' own environment or instance credentials)",
+    secret=True,
 )
-AWS_SECRET_ACCESS_KEY = ENVIRONMENT.declare(
-    "AWS_SECRET_ACCESS_KEY",
-    "S3 secret key",
-)
-AWS_SESSION_TOKEN = ENVIRONMENT.declare(
-    "AWS_SESSION_TOKEN",
-    "S3 session token, for temporary credentials",
-)
-AWS_REGION = ENVIRONMENT.declare(
-    "AWS_REGION",
-    "S3 region",
-)
-AWS_DEFAULT_REGION = ENVIRONMENT.declare(
-    "AWS_DEFAULT_REGION",
-    "S3 region, when `AWS_REGION` is unset",
-)
+AWS_SECRET_ACCESS_KEY = ENVIRONMENT.declare("AWS_SECRET_ACCESS_KEY", "S3 secret key", secret=True)
+AWS_SESSION_TOKEN = ENVIRONMENT.declare("AWS_SESSION_TOKEN", "S3 session token, for temporary credentials", secret=True)
+AWS_REGION = ENVIRONMENT.declare("AWS_REGION", "S3 region")
+AWS_DEFAULT_REGION = ENVIRONMENT.declare("AWS_DEFAULT_REGION", "S3 region, when `AWS_REGION` is unset")
 AWS_ENDPOINT_URL = ENVIRONMENT.declare(
     "AWS_ENDPOINT_URL",
     "an S3-compatible server, `http://host:port` (MinIO, R2, SeaweedFS)",
@@ -302,7 +295,7 @@ AWS_ALLOW_HTTP = ENVIRONMENT.declare(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TableSettings:
     """Where the topics' Iceberg tables live; None: beside the store (resolved by compaction_assets/table)."""
 
@@ -314,9 +307,10 @@ class TableSettings:
     buckets: int = ENVIRONMENT.field(TABLE_BUCKETS)
     pending_bytes: int = ENVIRONMENT.field(TABLE_PENDING_BYTES)  # beyond it, a batch commits its heaviest topic
     max_state_bytes: int = ENVIRONMENT.field(TABLE_MAX_STATE_BYTES)  # a log past it is refused, in one line
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BatchSettings:
     """When sensors ask for batch runs (defs/batches/requests.py) and how many logs and bytes one holds."""
 
@@ -324,21 +318,23 @@ class BatchSettings:
     max_logs: int = ENVIRONMENT.field(BATCH_MAX_LOGS)  # logs in one batch run
     max_bytes: int = ENVIRONMENT.field(BATCH_MAX_BYTES)  # cleanable (or pending) bytes in one batch run
     sqlite_sync: str = ENVIRONMENT.field(BATCH_SQLITE_SYNC)  # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ObjectStoreSettings:
     """S3 client settings; the secret parts never appear in a repr (so never in a log or an error)."""
 
     endpoint_url: str | None = ENVIRONMENT.field(AWS_ENDPOINT_URL)  # None: AWS itself
-    access_key_id: str | None = ENVIRONMENT.field(AWS_ACCESS_KEY_ID, secret=True)
-    secret_access_key: str | None = ENVIRONMENT.field(AWS_SECRET_ACCESS_KEY, secret=True)
-    session_token: str | None = ENVIRONMENT.field(AWS_SESSION_TOKEN, secret=True)
+    access_key_id: str | None = ENVIRONMENT.field(AWS_ACCESS_KEY_ID)
+    secret_access_key: str | None = ENVIRONMENT.field(AWS_SECRET_ACCESS_KEY)
+    session_token: str | None = ENVIRONMENT.field(AWS_SESSION_TOKEN)
     region: str | None = ENVIRONMENT.field(AWS_REGION, fallback=AWS_DEFAULT_REGION)
     allow_http: bool = ENVIRONMENT.field(AWS_ALLOW_HTTP)  # plain http to the endpoint (a loopback or in-cluster server)
+    __repr__ = masked_repr  # no secret, not even inside a URI
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Settings:
     """The environment, parsed: every value the product takes from it."""
 
@@ -366,6 +362,11 @@ class Settings:
     connect_release_on_exit: bool = ENVIRONMENT.field(SPARK_CONNECT_RELEASE_SESSION_ON_EXIT)
     tables: TableSettings = field(default_factory=TableSettings)
     batches: BatchSettings = field(default_factory=BatchSettings)
+    __repr__ = masked_repr  # no secret, not even inside a URI
+
+
+# every message of the product masks the environment's secrets (redaction.secrets_in says which): read here only
+redaction.add_source(lambda: redaction.secrets_in(os.environ, ENVIRONMENT.secret_names()))
 
 
 def current(environ: Mapping[str, str] | None = None) -> Settings:

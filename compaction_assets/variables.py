@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 
 from compaction_assets.errors import ConfigError
+from compaction_assets.redaction import redact_uri
 
 # typing.TYPE_CHECKING without importing typing: every command imports this module first, before anything
 # that needs typing at run time (type checkers take the name as true)
@@ -45,6 +46,7 @@ class Variable:
     parse: Callable[[str], object]
     doc: str  # the meaning column of the environment table
     default_doc: str  # the default column
+    secret: bool = False  # its value is masked in every message (compaction_assets/redaction.py)
 
 
 def text(raw: str) -> str:
@@ -122,19 +124,31 @@ class Declarations:
         self.variables: dict[str, Variable] = {}
 
     def declare(
-        self, name: str, doc: str, *, default: object = None, parse: Callable[[str], object] = text, shown_as: str = ""
+        self,
+        name: str,
+        doc: str,
+        *,
+        default: object = None,
+        parse: Callable[[str], object] = text,
+        shown_as: str = "",
+        secret: bool = False,
     ) -> str:
         """Declare variable `name`: its docs, its default (unset: None) and its parser (the value as set); its
-        default is shown as `shown` says unless `shown_as` says how. Returns the name."""
+        default is shown as `shown` says unless `shown_as` says how; a `secret` one's value is never shown.
+        Returns the name."""
         assert name not in self.variables, f"{name} declared twice"
-        self.variables[name] = Variable(name, default, parse, doc, shown_as or shown(default))
+        self.variables[name] = Variable(name, default, parse, doc, shown_as or shown(default), secret)
         return name
 
-    def field(self, name: str, *, fallback: str | None = None, secret: bool = False) -> Any:
+    def secret_names(self) -> frozenset[str]:
+        """The variables declared secret."""
+        return frozenset(name for name, variable in self.variables.items() if variable.secret)
+
+    def field(self, name: str, *, fallback: str | None = None) -> Any:
         """A dataclass field read from variable `name` (when unset, from `fallback`), defaulting to its
-        default; a `secret` one is left out of the repr (so out of any log or error)."""
+        default; a secret variable's field is left out of the repr (so out of any log or error)."""
         metadata = {VARIABLE: name, FALLBACK: fallback}
-        return field(default=self.variables[name].default, repr=not secret, metadata=metadata)
+        return field(default=self.variables[name].default, repr=not self.variables[name].secret, metadata=metadata)
 
     def value(self, env: Mapping[str, str], name: str) -> Any:
         """The value of variable `name` in `env`: its default when unset or blank, else its parsed value."""
@@ -182,6 +196,13 @@ class Declarations:
         with open(argv[1], "w", encoding="utf-8") as file:
             file.write(with_table(document, self.markdown_table()))
         return 0
+
+
+def masked_repr(instance: DataclassInstance) -> str:
+    """The repr of a settings dataclass (declared with `repr=False`, its `__repr__` this): its fields but the
+    secret ones, and the credentials written inside a URI (a catalog's password, a Connect token) masked."""
+    shown_fields = ", ".join(f"{f.name}={getattr(instance, f.name)!r}" for f in fields(instance) if f.repr)
+    return redact_uri(f"{type(instance).__name__}({shown_fields})")
 
 
 def with_table(document: str, table: str) -> str:

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import dagster as dg
 
-from compaction_assets import settings
+from compaction_assets import redaction, settings
 from compaction_assets.errors import ConfigError
 
 URL_ENV = settings.ALERT_WEBHOOK_URL
@@ -76,9 +76,8 @@ class AlertWebhookResource(dg.ConfigurableResource):
         return self.token if self.token else settings.current().alert_webhook_token
 
     def redact(self, text: str) -> str:
-        """`text` with the token replaced by ***."""
-        token = self.resolved_token()
-        return text.replace(token, "***") if token else text
+        """`text` with the token (bound in code or not) and every other secret masked (redaction.py)."""
+        return redaction.redact(text, (self.resolved_token(),))
 
     def send(self, alert: Alert | dict, log) -> bool:
         """Log the alert; POST it to the webhook when one is configured. True when delivered (or no webhook)."""

@@ -37,6 +37,7 @@ def _files(*folders: str) -> list[Path]:
 # The product's packages from the bottom up (docs/architecture.md, "The layers"): each may import only the
 # packages before it, never one after it, nor Dagster, the Dagster shell or the entry points.
 LAYERS = (
+    "redaction",
     "errors",
     "variables",
     "settings",

@@ -87,7 +87,10 @@ class CatchUpConfig(dg.Config):
 @dg.op(description="Commit the named logs' topic table(s), one snapshot per topic (the catch-up of a table behind).")
 def table_catch_up_op(context: dg.OpExecutionContext, config: CatchUpConfig, log_store: LogStoreResource) -> None:
     """Bring the tables of `config.logs` to the logs' versions; a refused commit fails the run (retried)."""
-    items = [LogCommit(log_store.handle(log, must_exist=True), log_store.config_for(log)) for log in config.logs]
+    try:
+        items = [LogCommit(log_store.handle(log, must_exist=True), log_store.config_for(log)) for log in config.logs]
+    except CompactionError as exc:  # a name that is no log's, or a log gone: one line, not a trace
+        raise dg.Failure(description=str(exc)) from None
     done = follow_logs(items, now=now_ms(), enabled=settings.current().tables.enabled)
     if done.skipped:
         raise dg.Failure(description=f"tables not caught up: {done.skipped}")

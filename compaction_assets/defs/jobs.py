@@ -207,7 +207,11 @@ def retention_op(context: dg.OpExecutionContext, config: LogsConfig, log_store: 
     total = {"logs": 0, "segments": 0, "records": 0, "bytes": 0}
     skipped, failed, changed = [], [], []
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
-    for log in delete_policy_logs(log_store, config.logs):
+    try:
+        logs = delete_policy_logs(log_store, config.logs)
+    except CompactionError as exc:  # a name that is no log's (a topic's configuration is read by its name)
+        raise refuse(str(exc)) from None
+    for log in logs:
         handle = _handle(log_store, log)
         try:
             with handle.lock("clean", purpose=f"retention at {now}"):

@@ -210,7 +210,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
             progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
         try:
             if src.storage.local:
-                res = append_file(handle, config, f.path, drop_invalid=drop_invalid, ingest_name=f.name)
+                res = append_file(handle, config, src.readable(f), drop_invalid=drop_invalid, ingest_name=f.name)
             else:
                 with tempfile.TemporaryDirectory() as tmp:
                     local = Path(tmp) / f.name

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from compaction_assets import settings
 from compaction_assets.errors import CompactionError, first_line, os_error_message
+from compaction_assets.redaction import redact_uri
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.names import check_topic
 from compaction_assets.topics.config import TABLE_NAME_RE
@@ -32,9 +33,10 @@ class TableError(CompactionError):
     """A topic's table cannot be reached, named or written as the product expects (one line)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CatalogLocation:
-    """A resolved catalog: its pyiceberg type and properties, and the warehouse's URI."""
+    """A resolved catalog: its pyiceberg type and properties, and the warehouse's URI. Its URI may hold a
+    password and its IO properties hold the S3 keys: it is shown only as `describe` and its repr say."""
 
     catalog_type: str
     uri: str
@@ -50,8 +52,11 @@ class CatalogLocation:
         return props
 
     def describe(self) -> str:
-        """The catalog as a message names it (no credential)."""
-        return f"{self.catalog_type} catalog {self.uri}"
+        """The catalog as a message names it (a password in its URI masked)."""
+        return f"{self.catalog_type} catalog {redact_uri(self.uri)}"
+
+    def __repr__(self) -> str:
+        return f"CatalogLocation({self.describe()}, warehouse {redact_uri(self.warehouse)}, namespace {self.namespace})"
 
 
 def _s3_io_properties() -> tuple[tuple[str, str], ...]:

@@ -261,3 +261,27 @@ def test_failed_run_alert_keeps_the_token_out_of_dagster(monkeypatch, server, to
         stored = "\n".join(str(e) for e in instance.all_logs(result.run_id))
         assert "a.jsonl" in stored and TOKEN not in stored
     assert TOKEN not in caplog.text
+
+
+def test_a_webhook_url_that_is_its_own_credential_is_never_logged(monkeypatch, token):
+    """A Slack-style webhook's URL carries its secret in its path: a webhook that quotes the URL back in its
+    error (or a payload that contains it) shows it in no log line and no body sent."""
+    secret_path = "/services/T0/B0/hook-path-secret-5c2d"
+    hook = Server(status=500)
+    try:
+        url = hook.url + secret_path
+        hook.httpd.RequestHandlerClass.send_response = (  # the reason phrase quotes the URL it was called at
+            lambda handler, code, message=None: http.server.BaseHTTPRequestHandler.send_response(
+                handler, code, f"rejected {url}"
+            )
+        )
+        monkeypatch.setenv(alert_resource.URL_ENV, url)
+        log = Log()
+        assert webhook().send({**PAYLOAD, "reason": f"posted to {url}"}, log) is False
+        [(_method, path, _headers, body)] = hook.received
+        assert path == secret_path  # the request went to the URL as configured
+        assert any("500" in line for line in log.lines), log.lines
+        assert all(secret_path not in line for line in log.lines), log.lines
+        assert secret_path.encode() not in body
+    finally:
+        hook.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 from compaction_assets import settings
 from compaction_assets.spark import connect_server_java_options
 from tests import cluster_helpers as ch
+from tests.e2e.test_loopback import LOOPBACK, listening_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "scripts" / "spark-connect.sh")
@@ -53,6 +54,9 @@ def test_start_warms_up_a_server_the_product_reaches_and_stop_ends_it(request, t
     args = Path(f"/proc/{int(pids[0].read_text().strip())}/cmdline").read_bytes().decode().split("\0")
     options = connect_server_java_options(settings.current(env)).split()
     assert "-XX:TieredStopAtLevel=1" in options and all(o in args for o in options), args
+    # every port of the server (Connect's gRPC, the driver's RPC and block manager) on loopback only
+    addresses = listening_addresses(int(pids[0].read_text().strip()))
+    assert ("127.0.0.1", port) in addresses and {a for a, _ in addresses} <= set(LOOPBACK), addresses
 
     client = subprocess.run(
         [sys.executable, "-c", CLIENT],

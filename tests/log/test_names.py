@@ -188,6 +188,12 @@ def plant_bad_landing_folders(roots: Roots) -> list[str]:
         bad.append(part_dir)
     os.symlink(roots.tmp / "outside", roots.landing / "linked")  # a topic folder
     os.symlink(roots.tmp / "outside" / "landing" / "partition=0", roots.landing / "ok" / "partition=7")
+    # a file of a good partition folder that is a link to a file outside (absolute, and relative with ..)
+    os.symlink(
+        roots.tmp / "outside" / "landing" / "partition=0" / "a.jsonl", roots.landing / "ok" / "partition=1" / "b.jsonl"
+    )
+    os.symlink("../../../outside/landing/partition=0/a.jsonl", roots.landing / "ok" / "partition=1" / "c.jsonl")
+    assert (roots.landing / "ok" / "partition=1" / "c.jsonl").read_text() == roots.line(SECRET)
     return bad
 
 
@@ -240,6 +246,122 @@ def test_bad_names_never_become_dagster_partitions_and_bad_keys_are_refused(root
             failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
             message = failure.event_specific_data.error.message
             assert "partition key" in message and repr(key) in message, message
+            assert SECRET not in message
+    assert roots.store_logs() == ["ok-0"]
+    assert not (roots.tmp / "latest").exists()
+    roots.assert_untouched()
+
+
+# --- a landed path that becomes a link between discovery and reading --------------------------------------
+# Discovery ignores links; a sensor or a run reads the files it discovered a moment later, so a file or folder
+# replaced by a link in between must still not lead the read outside the landing root.
+
+SWAPS = ["file", "partition folder", "topic folder"]
+
+
+def plant_outside_copy(roots: Roots, landed: Path, outside: Path) -> None:
+    """The same relative path as `landed`, under `outside`, holding the secret."""
+    copy = outside / landed.relative_to(roots.landing)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(landed.read_text().replace("inside", SECRET))
+
+
+@pytest.mark.parametrize("swap", SWAPS)
+@pytest.mark.parametrize("layout", ["native", "aiven"])
+def test_a_landed_path_swapped_for_a_link_after_discovery_is_not_read(roots, swap, layout):
+    from compaction_assets.errors import InvalidInputError
+    from compaction_assets.ingest.landing import ingest, landing_logs
+
+    if layout == "aiven":  # a connector's layout: Aiven's `<topic>-<p>-<start>` files in a folder
+        landed = roots.landing / "ok" / "partition=1" / "ok-1-0.json"
+        landed.write_text(json.dumps([{"key": "k", "value": "inside", "offset": 0, "timestamp": 1}]))
+        (roots.landing / "ok" / "partition=1" / "a.jsonl").unlink()
+    else:
+        landed = roots.landing / "ok" / "partition=1" / "a.jsonl"
+    outside = roots.tmp / "outside" / "swapped"
+    plant_outside_copy(roots, landed, outside)
+    source = landing_logs(str(roots.landing))[0]["ok-1"]
+    assert [f.name for f in source.files] == [landed.name]
+    if swap == "file":
+        os.rename(landed, roots.tmp / "moved-away")
+        landed.symlink_to(outside / landed.relative_to(roots.landing))
+    else:
+        here = landed.parent if swap == "partition folder" else landed.parent.parent
+        os.rename(here, roots.tmp / "moved-away")
+        here.symlink_to(outside / here.relative_to(roots.landing), target_is_directory=True)
+    roots.before = roots.snapshot()
+    handle = LogStore(str(roots.store)).log("ok-1")
+    with pytest.raises(InvalidInputError) as info:
+        ingest(handle, build_config({"landing.format": layout}), source)
+    message = str(info.value)
+    assert "outside the landing area" in message and landed.name in message and "\n" not in message, message
+    assert SECRET not in message
+    assert roots.store_logs() == ["ok-0"]  # nothing appended: no log ok-1
+    roots.assert_untouched()
+
+
+# --- every Dagster job that takes a log or topic name in its run config (the launchpad's entry points) ----
+
+
+def job_configs(evil_log: str, evil_topic: str, topics_file: Path) -> list[tuple[object, dict]]:
+    from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
+    from compaction_assets.defs.config_job import apply_topics_config_job
+    from compaction_assets.defs.forget import forget_job
+    from compaction_assets.defs.freshness import table_catch_up_job
+    from compaction_assets.defs.jobs import (
+        clear_uncleanable_job,
+        clear_uncleanable_logs_job,
+        gc_job,
+        retention_job,
+        set_checkpoint_job,
+        set_log_start_job,
+    )
+
+    return [
+        (clear_uncleanable_job, {"log": evil_log}),
+        (clear_uncleanable_logs_job, {"logs": [evil_log]}),
+        (set_checkpoint_job, {"log": evil_log, "offset": 0}),
+        (set_log_start_job, {"log": evil_log, "offset": 1, "confirm": evil_log}),
+        (gc_job, {"logs": [evil_log]}),
+        (retention_job, {"logs": [evil_log]}),
+        (table_catch_up_job, {"logs": [evil_log]}),
+        (compaction_batch_job, {"logs": [evil_log]}),
+        (ingest_batch_job, {"logs": [evil_log]}),
+        (forget_job, {"topic": evil_topic, "keys": ["k"]}),
+        (apply_topics_config_job, {"topics_file": str(topics_file)}),
+    ]
+
+
+@pytest.mark.parametrize("evil", ["../outside/evil-0", "<absolute>", "ok-0/../../outside/evil-0"], ids=repr)
+def test_bad_names_in_every_dagster_job_config_are_refused(roots, evil):
+    if evil == "<absolute>":
+        evil = str(roots.tmp / "outside" / "evil-0")
+    evil_topic = evil.rsplit("-", 1)[0]
+    topics_file = roots.tmp / "evil-topics.yaml"
+    topics_file.write_text(json.dumps({"topics": {evil_topic: {"segment.bytes": 100}}}))
+    roots.before = roots.snapshot()
+    resources = {
+        "log_store": LogStoreResource(
+            root=str(roots.store),
+            landing=str(roots.landing),
+            topics_file=str(roots.topics),
+            latest_state_root=str(roots.tmp / "latest"),
+        ),
+        "pyspark": LazyPySparkResource(spark_config={}),
+    }
+    with dg.instance_for_test() as instance:
+        for job, config in job_configs(evil, evil_topic, topics_file):
+            ops = {node.name: {"config": config} for node in job.graph.node_defs if node.config_schema}
+            result = job.execute_in_process(
+                run_config={"ops": ops},
+                instance=instance,
+                resources={k: v for k, v in resources.items() if k in job.required_resource_keys},
+                raise_on_error=False,
+            )
+            assert not result.success, job.name
+            failures = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+            message = failures[0].event_specific_data.error.message
+            assert "not a valid Kafka topic name" in message or "not of the form" in message, (job.name, message)
             assert SECRET not in message
     assert roots.store_logs() == ["ok-0"]
     assert not (roots.tmp / "latest").exists()

@@ -39,7 +39,7 @@ class Batch:
 def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Connector) -> tuple[bytes, FileFormat]:
     fmt = file_format(f.name, CONNECTOR_FILES, cfg.file_format, json_is_array=connector.json_is_array)
     try:
-        return src.storage.read_bytes(f.path), fmt
+        return src.storage.read_bytes(src.readable(f)), fmt
     except FileNotFoundError:
         raise InvalidInputError(f"{src.uri(f.path)}: vanished while being ingested; it lands at the next run") from None
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from compaction_assets.errors import LogNameError
+from compaction_assets.errors import InvalidInputError, LogNameError
 from compaction_assets.store.names import check_partition, check_topic
 
 TOMBSTONE_DIR = "tombstone"  # Confluent's tombstone.encoded.partition default
@@ -68,6 +68,23 @@ class PartitionSource:
     def uri(self, path: str) -> str:
         """A path of the landing area as messages name it (a local path, or the object's URI)."""
         return path if self.storage.local else self.storage.uri(path)
+
+    def readable(self, landed: LandedFile) -> str:
+        """The path to read `landed` at, once it is checked to be still inside the landing area: discovery
+        ignores links, but a file or a folder above it may have been replaced by a link since (a local
+        landing area; an object store has no links). InvalidInputError when it leads outside."""
+        if not self.storage.local:
+            return landed.path
+        root = self.storage.root
+        # the path as the root's own real path and the names below it give it (normpath: a partition folder given
+        # alone finds Confluent's tombstones in its sibling folder, `../tombstone/`); a link anywhere differs
+        expected = os.path.normpath(os.path.join(os.path.realpath(root), os.path.relpath(landed.path, root)))
+        if os.path.realpath(landed.path) != expected:
+            raise InvalidInputError(
+                f"{landed.path}: leads outside the landing area {root} (it, or a folder above it, was replaced by "
+                "a link since it was found); not read"
+            )
+        return landed.path
 
 
 def open_landing(landing: Any):
