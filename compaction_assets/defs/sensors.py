@@ -43,11 +43,14 @@ warnings.filterwarnings(
 )
 
 INTERVAL_S = 30
-# Discovery ticks as often as the daemon's sensor loop runs (every 5 s): files that land wait for it, and
-# a tick with nothing new costs little next to that interval (bench/sensors.py times one over 1,000 landing
-# folders). The batch it starts cleans the ingested logs that are due in the same run, so no cleaning
-# sensor's tick is waited for either.
-DISCOVERY_INTERVAL_S = 5
+# Discovery ticks as often as the daemon's sensor loop runs (every 5 s, Dagster's fixed loop): files that
+# land wait for it, and a tick with nothing new costs little next to that interval (bench/sensors.py times
+# one over 1,000 landing folders). Its minimum interval is below the loop's: at 5 s, a tick that started a
+# little later in its loop than the one before (the sensors tick one after another, in shuffled order)
+# made the next loop's tick too early by a fraction of a second, skipped, so files waited up to 10 s
+# (docs/performance.md, "Landing to table through the daemon"). The batch it starts cleans the ingested
+# logs that are due in the same run, so no cleaning sensor's tick is waited for either.
+DISCOVERY_INTERVAL_S = 1
 
 
 def log_tags(log: str) -> dict[str, str]:
@@ -66,8 +69,9 @@ def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
     )
 
 
-def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
-    """An ingest_job run per log with new files; batch runs when many logs have some."""
+def _ingest_requests(instance: dg.DagsterInstance, pending: dict[str, list], now: int) -> list[dg.RunRequest]:
+    """An ingest_job run per log with new files; batch runs when many logs have some (over the Spark pool's
+    slots)."""
     due = []
     for log, files in sorted(pending.items()):
         digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
@@ -79,7 +83,9 @@ def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
             )
             for d in due
         ]
-    return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
+    return batch_requests.batch_requests(
+        ingest_batch_job.name, "ingest_batch_op", due, now, "ingest", slots=batch_requests.pool_slots(instance)
+    )
 
 
 @dg.sensor(
@@ -114,7 +120,7 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             continue
         if files:
             pending[log] = files
-    runs = _ingest_requests(pending, now_ms())
+    runs = _ingest_requests(context.instance, pending, now_ms())
     batch_requests.record_pool_limit(context.instance, runs)
     changes = ([log_partitions.build_add_request(new)] if new else []) + (
         [log_partitions.build_delete_request(gone)] if gone else []
@@ -179,7 +185,13 @@ def cleaning_requests(
         items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
         reasons = ",".join(sorted({str(ev.reason) for ev in due}))
         runs = batch_requests.batch_requests(
-            compaction_batch_job.name, "compaction_batch_op", items, now, f"{prefix}clean", {"reason": reasons}
+            compaction_batch_job.name,
+            "compaction_batch_op",
+            items,
+            now,
+            f"{prefix}clean",
+            {"reason": reasons},
+            slots=batch_requests.pool_slots(instance),
         )
     batch_requests.record_pool_limit(instance, runs)
     return runs

@@ -39,6 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went,
 # the topic table's snapshot id (random) and the snapshots a commit expired (the topic's, by commit order)
 VOLATILE = {"cleaning_run", "clean_time_secs", "path", "table_snapshot_id", "table_snapshots_expired"}
+# what latest_state's own table commit wrote: a batch's ingestion commits the landed records first (the
+# cleaning's commit then writes its marks), a run of the whole chain commits them at latest_state; the table's
+# rows are compared by table_matches_latest_state on both paths
+COMMIT_WRITES = {"table_rows_added", "table_rows_deleted", "table_files_added", "table_delete_files_added"}
 
 
 def land(landing: Path, log: str, records: list[dict], name: str = "a.jsonl") -> None:
@@ -97,7 +101,11 @@ def history(instance, log: str) -> dict:
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[log]), limit=10
         ).records
         out[asset] = [
-            {k: own(log, k, v.value) for k, v in r.asset_materialization.metadata.items() if k not in VOLATILE}
+            {
+                k: own(log, k, v.value)
+                for k, v in r.asset_materialization.metadata.items()
+                if k not in VOLATILE and k not in COMMIT_WRITES
+            }
             for r in recs
         ]
     for spec in [*compacted_log_checks.check_specs, *table_matches_latest_state.check_specs]:
@@ -163,9 +171,16 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
                     "latest_state",
                 }
                 for topic, names in (("users", ["users-0", "users-1"]), ("orders", ["orders-0"])):
+                    # one snapshot per topic right after the ingestions (the landed records reach the table
+                    # before any cleaning), then one after the batch's cleanings, recording each of its logs'
+                    # versions; the first expired by the second's commit (delete.retention.ms 1000 here)
                     [snapshot] = table_read.history(table_read.open_table(store.handle(names[0]).st, topic)[0])
-                    # one snapshot per topic, after the batch's cleanings, recording each of its logs' versions
                     assert snapshot.log_versions == {n: store.handle(n).manifest().version for n in names}
+                    [state] = instance.fetch_materializations(
+                        dg.AssetRecordsFilter(asset_key=dg.AssetKey("latest_state"), asset_partitions=[names[0]]),
+                        limit=1,
+                    ).records
+                    assert state.asset_materialization.metadata["table_snapshots_expired"].value == 1
             histories.append({log: history(instance, log) for log in logs})
     single, batch = histories
     assert_same_histories(single, batch)
@@ -280,6 +295,29 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     land(tmp / "landing", "users-0", records(30), name="b.jsonl")
     [one] = tick(log_discovery_sensor, instance, resources).run_requests
     assert one.job_name == "ingest_job" and one.partition_key == "users-0"
+
+
+def test_a_fleet_that_fits_one_batch_takes_every_slot_of_the_spark_pool(tmp_path, spark):
+    """With the pool's limit at 2 (as scripts/ui.sh writes the instance), 25 logs with new files go into two
+    batches (13 and 12 logs: each a process of its own), 15 into one (two would hold fewer than 10 each); no
+    limit set keeps one; COMPACTION_BATCH_MAX_LOGS still bounds each batch."""
+    _, resources = make_env(tmp_path)
+    for p in range(25):
+        land(tmp_path / "landing", f"users-{p}", records(5))
+    sizes = {}
+    for limit in (2, None):
+        overrides = {"concurrency": {"pools": {"default_limit": limit, "granularity": "run"}}} if limit else None
+        with dg.instance_for_test(overrides=overrides) as instance:
+            sizes[limit] = [
+                int(r.tags["compaction/batch_size"])
+                for r in tick(log_discovery_sensor, instance, resources).run_requests
+            ]
+            assert batch_requests.pool_slots(instance) == (limit or 1)
+    assert sizes == {2: [13, 12], None: [25]}
+    due = [batch_requests.Due(f"users-{p}", 100, "v1") for p in range(15)]
+    assert [len(b) for b in batch_requests.split(due, slots=2)] == [15]
+    assert [len(b) for b in batch_requests.split(due + due[:5], slots=2)] == [10, 10]
+    assert [len(b) for b in batch_requests.split(due + due, max_logs=7, slots=2)] == [7, 7, 7, 7, 2]
 
 
 def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):

@@ -10,9 +10,12 @@ history a run of its own would give it.
   log, as `ingest_job`), then cleans those of them that are due in the same run, as above: a fleet goes
   from landing to cleaned in one run instead of waiting for the next sensor tick.
 
-Each topic's table is committed once, after the batch's cleanings, in one snapshot recording every log's
+Each topic's table is committed once after the batch's cleanings, in one snapshot recording every log's
 version (table/group.py): a log's history is yielded as it finishes, but for its `latest_state` and table
 check, which follow its topic's commit; a run killed before it leaves cleanings recorded without them.
+`ingest_batch_job` also commits each topic once right after its ingestions (all its ingested logs, due or
+not), so that the landed records reach the table without waiting for the cleanings (docs/table.md,
+"Freshness").
 
 A log that fails is reported as in a run of its own (the log's fault marks it uncleanable) and the others
 commit; the failure is an observation of the asset with `batch_failure` in its metadata (one alert
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
-from compaction_assets.defs.batches.cleaning import CleaningBatch, due
+from compaction_assets.defs.batches.cleaning import CleaningBatch
 from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
 from compaction_assets.defs.history import raw_segments_metadata
 from compaction_assets.defs.instance_pool import hold_instance_connections
@@ -148,16 +151,6 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
     )
 
 
-def _not_cleaned_next(log_store: LogStoreResource, logs: list[str], now: int) -> list[str]:
-    """The ingested logs that clean_ingested_op does not clean at `now` (not due, or marked uncleanable)."""
-    out = []
-    for log in logs:
-        handle = log_store.handle(log)
-        if handle.exists() and not due(handle.manifest(), log_store.config_for(log), now):
-            out.append(log)
-    return out
-
-
 @dataclass(frozen=True)
 class Ingested:
     """What the ingestion step hands the cleaning step: logs ingested, failures to report, the run's time and force."""
@@ -184,10 +177,9 @@ def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_sto
     failed = [o for o in outcomes if o.failure]
     context.log.info(f"ingested {len(outcomes) - len(failed)} of {len(outcomes)} log(s)")
     now = batch_now(context, config)
-    # the tables follow the logs the cleaning step leaves alone (one snapshot per topic); the ones it cleans
-    # commit after their cleaning, once, as a cleaning batch's do
-    ingested = [o.log for o in outcomes if not o.failure]
-    follow_tables(log_store, _not_cleaned_next(log_store, ingested, now), now, context.log.warning)
+    # the tables follow every ingested log now, one snapshot per topic: the landed records reach the table
+    # without waiting for the batch's cleanings (whose step commits the cleaned versions again, once)
+    follow_tables(log_store, [o.log for o in outcomes if not o.failure], now, context.log.warning)
     # not a step failure here: the others' cleaning goes on, and the run fails at its end
     yield dg.Output(
         Ingested(
