@@ -69,9 +69,8 @@ def run_request_for(ev: Evaluation, key_prefix: str = "") -> dg.RunRequest:
     )
 
 
-def _ingest_requests(instance: dg.DagsterInstance, pending: dict[str, list], now: int) -> list[dg.RunRequest]:
-    """An ingest_job run per log with new files; batch runs when many logs have some (over the Spark pool's
-    slots)."""
+def _ingest_requests(pending: dict[str, list], now: int) -> list[dg.RunRequest]:
+    """An ingest_job run per log with new files; batch runs when many logs have some."""
     due = []
     for log, files in sorted(pending.items()):
         digest = hashlib.sha1("\n".join(p.name for p in files).encode()).hexdigest()[:12]
@@ -83,9 +82,7 @@ def _ingest_requests(instance: dg.DagsterInstance, pending: dict[str, list], now
             )
             for d in due
         ]
-    return batch_requests.batch_requests(
-        ingest_batch_job.name, "ingest_batch_op", due, now, "ingest", slots=batch_requests.pool_slots(instance)
-    )
+    return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
 
 
 @dg.sensor(
@@ -120,7 +117,7 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
             continue
         if files:
             pending[log] = files
-    runs = _ingest_requests(context.instance, pending, now_ms())
+    runs = _ingest_requests(pending, now_ms())
     batch_requests.record_pool_limit(context.instance, runs)
     changes = ([log_partitions.build_add_request(new)] if new else []) + (
         [log_partitions.build_delete_request(gone)] if gone else []
@@ -185,13 +182,7 @@ def cleaning_requests(
         items = [Due(ev.log, ev.cleanable_bytes, f"v{ev.version}:{ev.reason}") for ev in due]
         reasons = ",".join(sorted({str(ev.reason) for ev in due}))
         runs = batch_requests.batch_requests(
-            compaction_batch_job.name,
-            "compaction_batch_op",
-            items,
-            now,
-            f"{prefix}clean",
-            {"reason": reasons},
-            slots=batch_requests.pool_slots(instance),
+            compaction_batch_job.name, "compaction_batch_op", items, now, f"{prefix}clean", {"reason": reasons}
         )
     batch_requests.record_pool_limit(instance, runs)
     return runs

@@ -297,29 +297,6 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     assert one.job_name == "ingest_job" and one.partition_key == "users-0"
 
 
-def test_a_fleet_that_fits_one_batch_takes_every_slot_of_the_spark_pool(tmp_path, spark):
-    """With the pool's limit at 2 (as scripts/ui.sh writes the instance), 25 logs with new files go into two
-    batches (13 and 12 logs: each a process of its own), 15 into one (two would hold fewer than 10 each); no
-    limit set keeps one; COMPACTION_BATCH_MAX_LOGS still bounds each batch."""
-    _, resources = make_env(tmp_path)
-    for p in range(25):
-        land(tmp_path / "landing", f"users-{p}", records(5))
-    sizes = {}
-    for limit in (2, None):
-        overrides = {"concurrency": {"pools": {"default_limit": limit, "granularity": "run"}}} if limit else None
-        with dg.instance_for_test(overrides=overrides) as instance:
-            sizes[limit] = [
-                int(r.tags["compaction/batch_size"])
-                for r in tick(log_discovery_sensor, instance, resources).run_requests
-            ]
-            assert batch_requests.pool_slots(instance) == (limit or 1)
-    assert sizes == {2: [13, 12], None: [25]}
-    due = [batch_requests.Due(f"users-{p}", 100, "v1") for p in range(15)]
-    assert [len(b) for b in batch_requests.split(due, slots=2)] == [15]
-    assert [len(b) for b in batch_requests.split(due + due[:5], slots=2)] == [10, 10]
-    assert [len(b) for b in batch_requests.split(due + due, max_logs=7, slots=2)] == [7, 7, 7, 7, 2]
-
-
 def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):
     """While a batch holds a log, the dirty-ratio sensor neither requests nor observes it (the batch records
     its state) and discovery does not ingest its new files; once the batch ends, the next tick observes the

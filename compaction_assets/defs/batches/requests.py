@@ -14,7 +14,6 @@ and a partition's own page links the batch run of each of its materializations.
 """
 
 import hashlib
-import math
 import os
 from dataclasses import dataclass
 
@@ -73,16 +72,10 @@ def decode_logs(text: str) -> list[str]:
     return logs
 
 
-def split(due: list[Due], max_logs: int | None = None, max_bytes: int | None = None, slots: int = 1) -> list[list[Due]]:
-    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes, and into
-    at least `slots` batches (the Spark pool's runs at once) as long as each keeps `min_logs`: a batch is one
-    process whose Python work (ingestion, checks, latest states, history) runs on one core, so a fleet that
-    would fit one batch takes every slot of the pool, as a larger fleet's batches do."""
+def split(due: list[Due], max_logs: int | None = None, max_bytes: int | None = None) -> list[list[Due]]:
+    """The due logs, in order, cut into batches of at most `max_logs` logs and `max_bytes` bytes."""
     bounds = settings.current().batches
     max_logs, max_bytes = max_logs or bounds.max_logs, max_bytes or bounds.max_bytes
-    spread = min(slots, len(due) // bounds.min_logs)
-    if spread > 1:
-        max_logs = min(max_logs, math.ceil(len(due) / spread))
     batches: list[list[Due]] = []
     size = 0
     for item in due:
@@ -110,18 +103,12 @@ def batch_tags(logs: list[str]) -> dict[str, str]:
 
 
 def batch_requests(
-    job_name: str,
-    op: str,
-    due: list[Due],
-    now: int,
-    prefix: str,
-    tags: dict[str, str] | None = None,
-    slots: int = 1,
+    job_name: str, op: str, due: list[Due], now: int, prefix: str, tags: dict[str, str] | None = None
 ) -> list[dg.RunRequest]:
-    """Batch run requests for `due`, over at least `slots` batches when it has logs enough (`split`); a key
-    names the batch's logs and their states, so one state of a set of logs never triggers twice."""
+    """Batch run requests for `due`; a key names the batch's logs and their states, so one state of a
+    set of logs never triggers twice."""
     requests = []
-    for batch in split(due, slots=slots):
+    for batch in split(due):
         logs = [d.log for d in batch]
         digest = hashlib.sha1("\n".join(f"{d.log}:{d.state}" for d in batch).encode()).hexdigest()[:16]
         requests.append(
@@ -149,16 +136,6 @@ def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -
         and SPARK_POOL not in storage.get_concurrency_keys()
     ):
         storage.initialize_concurrency_limit_to_default(SPARK_POOL)
-
-
-def pool_slots(instance: dg.DagsterInstance) -> int:
-    """How many runs of the Spark pool run at once: its limit in the instance (set by an operator, or
-    recorded from the default by `record_pool_limit`), else the pools' default limit, else 1 (no limit set:
-    the batches are not spread)."""
-    storage = instance.event_log_storage
-    if storage.supports_global_concurrency_limits and SPARK_POOL in storage.get_concurrency_keys():
-        return max(1, storage.get_concurrency_info(SPARK_POOL).slot_count)
-    return max(1, instance.global_op_concurrency_default_limit or 1)
 
 
 def in_flight(instance: dg.DagsterInstance) -> set[str]:
