@@ -11,7 +11,10 @@ latest_state is recorded (landing -> ingested -> cleaned -> checked -> latest st
 included. Before either, `--warmup-logs` (50) logs of their own go through the CLI on the same server, so
 that neither path pays a fresh server's warm-up. Then the CLI, on the same landing files into a store of
 its own: `ingest`, then `clean --all` (two processes, timed from outside). Prints both, per log, and their
-ratio; and the runs the daemon started and the most that were queued at once.
+ratio; the runs the daemon started and the most that were queued at once; and the CPU seconds of each
+path: the daemon's processes (the daemon, its code server, the run workers; sampled) against the CLI's two
+(exact), and the Spark Connect server's during each. `bench/landing_table.py` adds each log's landing ->
+table time, read from the topic tables' snapshots.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,12 +96,28 @@ def _phases(instance, landed: float) -> list[dict]:
     return out
 
 
-def run_cli_phases(work: Path, remote: str, name: str = "cli") -> dict:
+@dataclass
+class CliRun:
+    """The CLI's fleet: when it started (Unix seconds), each command's wall seconds and its process's CPU
+    seconds (user + system, exact: the finished child's rusage)."""
+
+    started_unix: float
+    wall_s: dict[str, float] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def _children_cpu() -> float:
+    """User + system seconds of this process's finished (waited for) children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_cli_phases(work: Path, remote: str, name: str = "cli") -> CliRun:
     """`ingest` then `clean --all`, each its own process, each timed."""
     env = _env(work, name, remote)
-    out = {}
-    for name, command in (("ingest", ["ingest"]), ("clean", ["clean", "--all"])):
-        t = time.monotonic()
+    out = CliRun(time.time())
+    for phase, command in (("ingest", ["ingest"]), ("clean", ["clean", "--all"])):
+        t, cpu = time.monotonic(), _children_cpu()
         subprocess.run(
             [PY, "-m", "compaction_assets", *command],
             env=env,
@@ -105,8 +126,44 @@ def run_cli_phases(work: Path, remote: str, name: str = "cli") -> dict:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        out[name] = time.monotonic() - t
+        out.wall_s[phase] = time.monotonic() - t
+        out.cpu_s[phase] = _children_cpu() - cpu
     return out
+
+
+def server_process(remote: str):
+    """The Spark Connect server's JVM serving `remote` (sc://host:PORT), or None when it is not found here."""
+    import psutil
+
+    port = remote.rsplit(":", 1)[-1].strip("/")
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "java" and f"spark.connect.grpc.binding.port={port}" in (
+            process.info["cmdline"] or []
+        ):
+            return process
+    return None
+
+
+class CpuWindow:
+    """The CPU seconds (user + system) a process tree used between `begin` and `end`, sampled (bench/metrics.py's
+    ProcSampler, every `interval` s: a process's last fraction of an interval, or one living less, is missed)."""
+
+    def __init__(self, pid: int | None, interval: float = 0.5) -> None:
+        from bench.metrics import ProcSampler
+
+        self.sampler = ProcSampler(pid, interval).start() if pid is not None else None
+
+    def begin(self) -> None:
+        if self.sampler is not None:
+            self.sampler.begin()
+
+    def end(self) -> float | None:
+        """The window's CPU seconds (None: no process to sample); the sampling stops."""
+        if self.sampler is None:
+            return None
+        cpu = self.sampler.end()["cpu_total"]
+        self.sampler.stop()
+        return round(cpu, 2)
 
 
 def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float, dequeue_interval_s: int) -> dict:
@@ -132,10 +189,14 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    # the daemon, its code server and the run workers it launches (all below it); the server's JVM apart
+    daemon_cpu, server_cpu = CpuWindow(daemon.pid), CpuWindow(getattr(server_process(remote), "pid", None))
     try:
         with dg.DagsterInstance.get() as instance:
             time.sleep(15)  # the daemon is up and its sensors have ticked once over an empty landing area
             (work / "landing").mkdir(exist_ok=True)
+            daemon_cpu.begin()
+            server_cpu.begin()
             t0, landed = time.monotonic(), time.time()
             os.rename(staging / TOPIC, work / "landing" / TOPIC)
             most_queued, done, runs, progress = 0, 0, 0, []
@@ -146,6 +207,7 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
                 if not progress or time.monotonic() - t0 >= progress[-1][0] + 30:  # the pace, every 30 s
                     progress.append([round(time.monotonic() - t0, 1), done])
             wall = time.monotonic() - t0
+            cpu = {"daemon_processes_s": daemon_cpu.end(), "spark_server_s": server_cpu.end()}
             failed = instance.get_runs_count(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
             phases = _phases(instance, time.time() - wall)
         return {
@@ -157,6 +219,7 @@ def run_daemon(work: Path, staging: Path, logs: int, remote: str, timeout: float
             "failed_runs": failed,
             "runs_detail": phases,
             "progress_s_done": progress + [[round(wall, 1), done]],
+            "cpu": cpu,
         }
     finally:
         os.killpg(daemon.pid, signal.SIGTERM)
@@ -177,7 +240,7 @@ def warm_up(work: Path, remote: str, logs: int, records: int, keys: int | None) 
     (side / "landing").mkdir(parents=True)
     os.rename(side / "staging" / TOPIC, side / "landing" / TOPIC)
     (side / "topics.yaml").write_text(TOPICS)
-    return sum(run_cli_phases(side, remote, "cli").values())
+    return sum(run_cli_phases(side, remote, "cli").wall_s.values())
 
 
 def measure(
@@ -206,8 +269,11 @@ def measure(
         staging = work / "staging"
         write_landing(staging, logs, records, keys or max(1, records // 10))
         daemon = run_daemon(work, staging, logs, remote, timeout, dequeue_interval_s)
-        cli_phases = run_cli_phases(work, remote)
-        cli = sum(cli_phases.values())
+        server_cpu = CpuWindow(getattr(server_process(remote), "pid", None))
+        server_cpu.begin()
+        cli_run = run_cli_phases(work, remote)
+        cli_server_cpu = server_cpu.end()
+        cli = sum(cli_run.wall_s.values())
     finally:
         if own:
             subprocess.run(["bash", "scripts/spark-connect.sh", "stop"], cwd=ROOT, check=False)
@@ -221,7 +287,9 @@ def measure(
         "warmup_s": warmup_s,
         "dagster": daemon,
         "cli_wall_s": cli,
-        "cli_phases_s": cli_phases,
+        "cli_phases_s": cli_run.wall_s,
+        "cli_started_unix": cli_run.started_unix,
+        "cli_cpu": {"processes_s": round(sum(cli_run.cpu_s.values()), 2), "spark_server_s": cli_server_cpu},
         "dagster_per_log_s": daemon["wall_s"] / logs,
         "cli_per_log_s": cli / logs,
         "ratio": daemon["wall_s"] / cli,
@@ -229,8 +297,9 @@ def measure(
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The bench's options (bench/landing_table.py takes the same)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--logs", type=int, default=100)
     ap.add_argument("--records", type=int, default=5000)
     ap.add_argument("--keys", type=int, help="distinct keys per log (default records / 10)")
@@ -249,18 +318,26 @@ def main() -> None:
         help="logs cleaned through the CLI on the server before anything is timed (0: none)",
     )
     ap.add_argument("--json", help="also write the figures as JSON to this file")
-    args = ap.parse_args()
+    return ap
+
+
+def measure_with(args: argparse.Namespace, workdir: str | None) -> dict:
+    """`measure` with the parsed options, its files in `workdir` (None: a temporary folder, removed)."""
     from compaction_assets.demo import DEQUEUE_INTERVAL_S
 
-    out = measure(
+    return measure(
         args.logs,
         args.records,
         args.keys,
-        args.workdir,
+        workdir,
         args.timeout,
         args.dequeue_interval or DEQUEUE_INTERVAL_S,
         args.warmup_logs,
     )
+
+
+def print_figures(out: dict) -> None:
+    """Both paths' figures, the daemon's runs, the CPU seconds and the ratio."""
     d = out["dagster"]
     print(
         f"{out['logs']} logs x {out['records']} records (the server warmed by {out['warmup_logs']} logs through "
@@ -280,6 +357,10 @@ def main() -> None:
         f"cli ingest + clean --all: {out['cli_wall_s']:.1f} s ({out['cli_per_log_s']:.3f} s a log; "
         f"ingest {c['ingest']:.1f} s, clean {c['clean']:.1f} s)"
     )
+    print(
+        f"CPU s: daemon's processes {d['cpu']['daemon_processes_s']} (Spark server {d['cpu']['spark_server_s']}); "
+        f"CLI's {out['cli_cpu']['processes_s']} (Spark server {out['cli_cpu']['spark_server_s']})"
+    )
     if d["logs_done"] < out["logs"]:  # the wall is the timeout's: compare what was done, per log
         print(
             f"not finished: {d['logs_done']} logs in {d['wall_s']:.1f} s, "
@@ -289,9 +370,15 @@ def main() -> None:
         f"ratio dagster / cli: {out['ratio']:.2f} (load average {out['load_average'][0]:.1f} at the start, "
         f"{out['load_average'][1]:.1f} at the end)"
     )
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0]).parse_args()
+    out = measure_with(args, args.workdir)
+    print_figures(out)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
-    if d["logs_done"] < out["logs"]:
+    if out["dagster"]["logs_done"] < out["logs"]:
         sys.exit(1)
 
 

@@ -50,11 +50,14 @@ warnings.filterwarnings(
 )
 
 INTERVAL_S = 30
-# Discovery ticks as often as the daemon's sensor loop runs (every 5 s): files that land wait for it, and
-# a tick with nothing new costs little next to that interval (bench/sensors.py times one over 1,000 landing
-# folders). The batch it starts cleans the ingested logs that are due in the same run, so no cleaning
-# sensor's tick is waited for either.
-DISCOVERY_INTERVAL_S = 5
+# Discovery ticks as often as the daemon's sensor loop runs (every 5 s, Dagster's fixed loop): files that
+# land wait for it, and a tick with nothing new costs little next to that interval (bench/sensors.py times
+# one over 1,000 landing folders). Its minimum interval is below the loop's: at 5 s, a tick that started a
+# little later in its loop than the one before (the sensors tick one after another, in shuffled order)
+# made the next loop's tick too early by a fraction of a second, skipped, so files waited up to 10 s
+# (docs/performance.md, "Landing to table through the daemon"). The batch it starts cleans the ingested
+# logs that are due in the same run, so no cleaning sensor's tick is waited for either.
+DISCOVERY_INTERVAL_S = 1
 
 
 def log_tags(log: str) -> dict[str, str]:

@@ -11,6 +11,10 @@ import os
 import pytest
 
 from compaction_assets.conformance import CaseRun
+from compaction_assets.store.log_store import LogStore
+from compaction_assets.store.names import parse_log_name
+from compaction_assets.topics.config import build_config
+from compaction_assets.topics.config_store import ConfigStore
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = sorted(glob.glob(os.path.join(HERE, "cases", "*.json")))
@@ -34,9 +38,11 @@ def test_case(spark, tmp_path, path):
     result = CaseRun(case, spark, str(tmp_path / "store")).run()
     diffs = _checker().compare(case.get("expect") or {}, result)
     assert diffs == [], "\n".join(map(str, diffs))
-    if result["error"] is None:  # the case's configuration is the one stored with its store
-        stored = glob.glob(str(tmp_path / "store" / "_topics" / "*" / "v1.json"))
-        assert len(stored) == 1, stored
+    if result["error"] is None:  # the case's configuration is the one its store runs with
+        store = LogStore(str(tmp_path / "store"))
+        topics = {parse_log_name(log)[0] for log in store.logs()}
+        expected = build_config(case.get("config") or {}).to_kafka()
+        assert topics and all(ConfigStore(store.storage).effective(t) == expected for t in topics)
 
 
 def test_the_checkers_default_runner_works_from_a_bare_python(tmp_path):

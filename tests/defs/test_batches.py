@@ -39,6 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went,
 # the topic table's snapshot id (random) and the snapshots a commit expired (the topic's, by commit order)
 VOLATILE = {"cleaning_run", "clean_time_secs", "path", "table_snapshot_id", "table_snapshots_expired"}
+# what latest_state's own table commit wrote: a batch's ingestion commits the landed records first (the
+# cleaning's commit then writes its marks), a run of the whole chain commits them at latest_state; the table's
+# rows are compared by table_matches_latest_state on both paths
+COMMIT_WRITES = {"table_rows_added", "table_rows_deleted", "table_files_added", "table_delete_files_added"}
 
 
 def land(landing: Path, log: str, records: list[dict], name: str = "a.jsonl") -> None:
@@ -97,7 +101,11 @@ def history(instance, log: str) -> dict:
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[log]), limit=10
         ).records
         out[asset] = [
-            {k: own(log, k, v.value) for k, v in r.asset_materialization.metadata.items() if k not in VOLATILE}
+            {
+                k: own(log, k, v.value)
+                for k, v in r.asset_materialization.metadata.items()
+                if k not in VOLATILE and k not in COMMIT_WRITES
+            }
             for r in recs
         ]
     for spec in [*compacted_log_checks.check_specs, *table_matches_latest_state.check_specs]:
@@ -163,9 +171,17 @@ def test_batch_history_equals_the_single_partition_path(tmp_path, spark):
                     "latest_state",
                 }
                 for topic, names in (("users", ["users-0", "users-1"]), ("orders", ["orders-0"])):
-                    [snapshot] = table_read.history(table_read.open_table(store.handle(names[0]).st, topic)[0])
-                    # one snapshot per topic, after the batch's cleanings, recording each of its logs' versions
+                    # one snapshot per topic right after the ingestions (the landed records reach the table
+                    # before any cleaning), then one after the batch's cleanings, recording each of its logs'
+                    # versions (the first may be expired by then: delete.retention.ms 1000 here)
+                    snapshot = table_read.history(table_read.open_table(store.handle(names[0]).st, topic)[0])[-1]
                     assert snapshot.log_versions == {n: store.handle(n).manifest().version for n in names}
+                    for name in names:  # the rows came with the ingestion's commit: the cleaning's adds none
+                        [state] = instance.fetch_materializations(
+                            dg.AssetRecordsFilter(asset_key=dg.AssetKey("latest_state"), asset_partitions=[name]),
+                            limit=1,
+                        ).records
+                        assert state.asset_materialization.metadata["table_rows_added"].value == 0
             histories.append({log: history(instance, log) for log in logs})
     single, batch = histories
     assert_same_histories(single, batch)
@@ -280,6 +296,38 @@ def test_sensors_request_batches_when_many_logs_are_due(env, monkeypatch):
     land(tmp / "landing", "users-0", records(30), name="b.jsonl")
     [one] = tick(log_discovery_sensor, instance, resources).run_requests
     assert one.job_name == "ingest_job" and one.partition_key == "users-0"
+
+
+def test_beside_another_batch_of_its_topic_an_ingest_batch_commits_its_tables_after_the_cleanings(env):
+    """Alone, an ingest batch commits its topics' tables right after the ingestions (the landed records) and
+    again after the cleanings (then adding no rows); beside another batch of the same topic, queued or
+    running, its cleaned logs commit after their cleanings only (the two runs' commits of one table would
+    race); a batch of another topic beside it changes nothing."""
+    tmp, store, resources, instance = env
+    found = {}
+    for case, beside in (("alone", None), ("other topic", "orders-0"), ("same topic", "users-9")):
+        other = dg.DagsterRun(
+            job_name=compaction_batch_job.name,
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags=batch_requests.batch_tags([beside]) if beside else {},
+        )
+        instance.add_run(other)
+        log = f"users-{len(found)}"
+        land(tmp / "landing", log, records(12))
+        assert run_batch(ingest_batch_job, [log], resources, instance, op="ingest_batch_op").success
+        [state] = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("latest_state"), asset_partitions=[log]), limit=1
+        ).records
+        snapshots = table_read.history(table_read.open_table(store.handle(log).st, "users")[0])
+        found[case] = (
+            state.asset_materialization.metadata["table_rows_added"].value,
+            sorted({s.log_versions[log] for s in snapshots if log in s.log_versions}),
+        )
+        instance.report_run_canceled(other)
+    # (rows the cleaning's commit added, the log's versions the table's snapshots reflected): the ingested
+    # version 1, then the cleaned 3; beside its topic's batch, the cleaned version only, with its 3 keys
+    assert found == {"alone": (0, [1, 3]), "other topic": (0, [1, 3]), "same topic": (3, [3])}
 
 
 def test_the_sensors_leave_the_logs_a_batch_holds_to_it(env):

@@ -166,8 +166,9 @@ def refused_everywhere(seeded, capsys, path: Path, reason: str, place: str | Non
     rc, out, err = cli_run(
         capsys, "--store", h.store.location, "--topics", str(topics), "ingest", "--landing", str(tmp / "landing")
     )
-    assert rc == 1 and out == ""
-    assert errors_of(err) == [f"error: {msg}"]
+    # the failed log is reported under its name, nothing of it ingested (the other logs would go on)
+    assert rc == 1 and json.loads(out)["t-0"]["error"] == msg and json.loads(out)["t-0"]["files"] == []
+    assert errors_of(err) == [f"error: t-0: {msg}"]
     assert snapshot(h) == before
     # and `append` of the same file
     rc, _, err = cli_run(capsys, "--store", h.store.location, "--topics", str(topics), "append", "t-0", str(path))

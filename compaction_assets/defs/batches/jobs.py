@@ -10,9 +10,13 @@ history a run of its own would give it.
   log, as `ingest_job`), then cleans those of them that are due in the same run, as above: a fleet goes
   from landing to cleaned in one run instead of waiting for the next sensor tick.
 
-Each topic's table is committed once, after the batch's cleanings, in one snapshot recording every log's
+Each topic's table is committed once after the batch's cleanings, in one snapshot recording every log's
 version (table/group.py): a log's history is yielded as it finishes, but for its `latest_state` and table
 check, which follow its topic's commit; a run killed before it leaves cleanings recorded without them.
+`ingest_batch_job` also commits each topic once right after its ingestions (all its ingested logs, due or
+not), so that the landed records reach the table without waiting for the cleanings (docs/table.md,
+"Freshness"); unless another batch of the same topics is queued or running, whose commits would race its
+own: then only the logs it does not go on to clean commit there.
 
 A log that fails is reported as in a run of its own (the log's fault marks it uncleanable) and the others
 commit; the failure is an observation of the asset with `batch_failure` in its metadata (one alert
@@ -161,6 +165,22 @@ def _not_cleaned_next(log_store: LogStoreResource, logs: list[str], now: int) ->
     return out
 
 
+def _beside_batches_of_its_topics(context: dg.OpExecutionContext, logs: list[str]) -> bool:
+    """True when another batch run, queued or running, holds logs of the topics of `logs` (one query)."""
+    # imported here: requests.py imports this module for LOGS_TAG
+    from compaction_assets.defs.batches.requests import BATCH_JOBS, IN_FLIGHT, decode_logs
+
+    topics = {parse_log_name(log)[0] for log in logs}
+    runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500)
+    return any(
+        run.run_id != context.run_id
+        and run.job_name in BATCH_JOBS
+        and LOGS_TAG in run.tags
+        and any(parse_log_name(log)[0] in topics for log in decode_logs(run.tags[LOGS_TAG]))
+        for run in runs
+    )
+
+
 @dataclass(frozen=True)
 class Ingested:
     """What the ingestion step hands the cleaning step: logs ingested, failures to report, the run's time and force."""
@@ -187,10 +207,15 @@ def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_sto
     failed = [o for o in outcomes if o.failure]
     context.log.info(f"ingested {len(outcomes) - len(failed)} of {len(outcomes)} log(s)")
     now = batch_now(context, config)
-    # the tables follow the logs the cleaning step leaves alone (one snapshot per topic); the ones it cleans
-    # commit after their cleaning, once, as a cleaning batch's do
     ingested = [o.log for o in outcomes if not o.failure]
-    follow_tables(log_store, _not_cleaned_next(log_store, ingested, now), now, context.log.warning)
+    # the tables follow every ingested log now, one snapshot per topic: the landed records reach the table
+    # without waiting for the batch's cleanings (whose step commits the cleaned versions again, once). Not
+    # when another batch of the same topics runs beside this one: the two commit the topic at the same
+    # moments, and each commit that loses the race is redone whole; then only the logs the cleaning step
+    # leaves alone commit here, the others after their cleaning
+    if _beside_batches_of_its_topics(context, ingested):
+        ingested = _not_cleaned_next(log_store, ingested, now)
+    follow_tables(log_store, ingested, now, context.log.warning)
     # not a step failure here: the others' cleaning goes on, and the run fails at its end
     yield dg.Output(
         Ingested(
