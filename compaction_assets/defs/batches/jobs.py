@@ -39,6 +39,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.defs.batches.cleaning import CleaningBatch, due
 from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
+from compaction_assets.defs.batches.requests import BATCH_JOBS, IN_FLIGHT, LOGS_TAG, decode_logs
 from compaction_assets.defs.history import raw_segments_metadata
 from compaction_assets.defs.instance_pool import hold_instance_connections
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
@@ -47,8 +48,6 @@ from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
-
-LOGS_TAG = "compaction/logs"  # the batch's logs, compactly (batches/requests.py encodes and decodes it)
 
 
 class BatchConfig(dg.Config):
@@ -167,9 +166,6 @@ def _not_cleaned_next(log_store: LogStoreResource, logs: list[str], now: int) ->
 
 def _beside_batches_of_its_topics(context: dg.OpExecutionContext, logs: list[str]) -> bool:
     """True when another batch run, queued or running, holds logs of the topics of `logs` (one query)."""
-    # imported here: requests.py imports this module for LOGS_TAG
-    from compaction_assets.defs.batches.requests import BATCH_JOBS, IN_FLIGHT, decode_logs
-
     topics = {parse_log_name(log)[0] for log in logs}
     runs = context.instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500)
     return any(

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from compaction_assets import settings
-from compaction_assets.defs.batches.jobs import LOGS_TAG
 from compaction_assets.defs.jobs import SPARK_POOL
 from compaction_assets.store.names import parse_log_name
 
 SIZE_TAG = "compaction/batch_size"
 BATCH_JOBS = ("ingest_batch_job", "compaction_batch_job")
+LOGS_TAG = "compaction/logs"  # the batch's logs, compactly (encode_logs, decode_logs)
 IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
