@@ -186,21 +186,9 @@ COMPACTION = command_group(
 )
 
 
-def _preload_tables(ctx: click.Context, _param: click.Parameter, no_table: bool) -> bool:
-    """A command that will commit its table starts importing the table library now, beside its own work."""
-    from compaction_assets import settings
-
-    if not no_table and not ctx.resilient_parsing and settings.current().tables.enabled:
-        from compaction_assets.table.catalog import preload
-
-        preload()
-    return no_table
-
-
 # the opt-out of the table commit of every command that changes a log (cli/follow.py)
 NO_TABLE = click.option(
     "--no-table",
     is_flag=True,
-    callback=_preload_tables,
     help="leave the topic's table behind (a bulk load); the next command or run that commits it catches up",
 )

@@ -10,7 +10,6 @@ COMPACTION_TABLE_CATALOG_TYPE=rest). Every setting comes from `compaction_assets
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import threading
@@ -94,28 +93,6 @@ def _local_catalog_of(store: Storage) -> str:
     endpoint = settings.current().object_store.endpoint_url or "default"
     folder = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{endpoint}_{store.uri(store.root)}").strip("_")
     return os.path.join(LOCAL_CATALOGS_FOR_OBJECT_STORES, folder, "catalog.db")
-
-
-# what a commit imports of pyiceberg (its catalog, tables and Arrow writer): half a second of CPU in a fresh
-# process, most of it pydantic building its models (docs/performance.md)
-LIBRARY = ("pyiceberg.catalog.sql", "pyiceberg.table", "pyiceberg.io.pyarrow", "pyiceberg.table.update.snapshot")
-
-
-def preload() -> threading.Thread:
-    """Import the table library in a thread of its own, for a command that commits a table once its own
-    work is done: the import holds the interpreter, but the command's reading and writing (Arrow, files)
-    release it, so on a machine of two cores or more the import costs the command's wall time little."""
-
-    def load() -> None:
-        for module in LIBRARY:
-            try:
-                importlib.import_module(module)
-            except Exception:  # a missing optional part: the commit itself says what is wrong
-                return
-
-    thread = threading.Thread(target=load, name="tables-preload", daemon=True)
-    thread.start()
-    return thread
 
 
 _CATALOGS: dict[CatalogLocation, object] = {}
