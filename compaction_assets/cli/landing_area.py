@@ -9,9 +9,8 @@ import click
 
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError
-from compaction_assets.ingest.backlog import LandingBacklog, landing_backlog
+from compaction_assets.ingest.backlog import LandingBacklog, backlogs_of
 from compaction_assets.ingest.landing import landing_logs
-from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.store.fs import Storage
 
 LANDING = click.option(
@@ -48,11 +47,4 @@ def check_landed(
 
 def backlogs(ctx: Context, found: dict, logs: list[str]) -> list[LandingBacklog]:
     """The landing backlog of each of `logs` at the command's time (nothing is written)."""
-    quarantine = Quarantine(ctx.store.storage) if ctx.store.exists() else None
-    out = []
-    for name in logs:
-        handle = ctx.handle(name, must_exist=False)
-        ingested = tuple(handle.manifest().ingested) if handle.exists() else ()
-        aside = quarantine.of(name) if quarantine is not None else []
-        out.append(landing_backlog(name, found.get(name), ingested, aside, ctx.now))
-    return out
+    return backlogs_of(ctx.store, found, logs, ctx.now)

@@ -117,11 +117,6 @@ def table_lags(log_store: LogStoreResource, known: set[str], now: int) -> list[T
     return list(lags(read, now).values())
 
 
-def late_logs(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
-    """The known logs whose table lag passed their topic's bound at `now`."""
-    return [lag for lag in table_lags(log_store, known, now) if lag.late]
-
-
 def catch_up_requests(behind: list[TableLag]) -> list[dg.RunRequest]:
     """A catch-up run per topic of the logs behind for half their bound or more (keyed by their versions and
     the table's, so a state of the logs and table is caught up once)."""

@@ -74,15 +74,21 @@ def landing_backlog(
     return LandingBacklog(log, pending, tuple(set_aside), len(recorded_names(ingested)), now_ms)
 
 
+def backlogs_of(store: LogStore, found: dict[str, Any], logs: list[str], now_ms: int) -> list[LandingBacklog]:
+    """The backlog of each of `logs`, from `found` (landing_logs': each log's PartitionSource), the store's
+    manifests and the files set aside in it (nothing is written)."""
+    quarantine = Quarantine(store.storage) if store.exists() else None
+    out = []
+    for log in logs:
+        handle = store.log(log)
+        ingested = tuple(handle.manifest().ingested) if handle.exists() else ()
+        aside = quarantine.of(log) if quarantine is not None else []
+        out.append(landing_backlog(log, found.get(log), ingested, aside, now_ms))
+    return out
+
+
 def store_backlog(store: LogStore, landing: str, now_ms: int) -> dict[str, LandingBacklog]:
     """The backlog of every log with a landing folder in `landing` (the files a topic deletion or a
     quarantine set aside left out); {} when there is no landing area. What `metrics` exposes."""
     found, _ = landing_logs(landing, store.storage)
-    quarantine = Quarantine(store.storage) if store.exists() else None
-    out = {}
-    for log, source in sorted(found.items()):
-        handle = store.log(log)
-        ingested = tuple(handle.manifest().ingested) if handle.exists() else ()
-        aside = quarantine.of(log) if quarantine is not None else []
-        out[log] = landing_backlog(log, source, ingested, aside, now_ms)
-    return out
+    return {b.log: b for b in backlogs_of(store, found, sorted(found), now_ms)}

@@ -112,13 +112,14 @@ def change_of_tail(table: Table | None, tasks: list[FileScanTask], rows: pa.Tabl
     """The change of the records a log appended since its table's mark (table/tail.py): `rows` its touched
     keys' new rows, `keys` every touched key; each touched key's live row in the table is stale, since
     every appended record wins over it under the offset strategy."""
+    appended = rows.column("key").combine_chunks()
     if table is None or not tasks:
-        return Change([], rows.column("key").combine_chunks(), len(rows), 0)
+        return Change([], appended, len(rows), 0)
     live = live_rows(table, tasks)
     stale = live.rows.filter(pc.is_in(live.rows.column("key"), value_set=keys)).sort_by("file")
-    gone = pc.invert(pc.is_in(stale.column("key"), value_set=rows.column("key").combine_chunks()))
+    gone = pc.invert(pc.is_in(stale.column("key"), value_set=appended))
     deleted = pc.sum(gone.cast(pa.int64())).as_py() or 0
-    return Change(_masks(live, stale), rows.column("key").combine_chunks(), len(rows), deleted)
+    return Change(_masks(live, stale), appended, len(rows), deleted)
 
 
 def change_of(table: Table | None, tasks: list[FileScanTask], state: pa.Table) -> Change:
