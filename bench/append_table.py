@@ -32,7 +32,7 @@ from pathlib import Path
 from bench import gen
 from bench.children import ChildRun, Rounds, timed
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
+from compaction_assets.table.commit.commit import LogCommit, commit_log, commit_logs
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = "bench-0"

@@ -4,7 +4,7 @@ On a fresh seeded log (bench/gen.py, no cleaning: a commit builds the latest sta
 first commit (a backfill), then a change of 1% of the records (gen.py's updates: 90% to random existing
 keys, 10% new keys, 5% tombstones) committed, then one of 0.1%. For each change, the CPU seconds (user +
 sys of this process, the best of `--repeat`) of `changes` from the snapshot before it to the one after
-(reading the changed files, table/feed.py) and of `scan_changes` (both snapshots scanned whole), with
+(reading the changed files, table/reading/feed.py) and of `scan_changes` (both snapshots scanned whole), with
 the counts and the data files each read. Prints one JSON object.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from bench import gen
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table import changes
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.feed import Changes, scan_changes
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.reading.feed import Changes, scan_changes
+from compaction_assets.table.reading.read import open_table
 from compaction_assets.topics.config import build_config
 
 

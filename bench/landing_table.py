@@ -47,7 +47,7 @@ def table_times(store_root: Path, topic: str, end_offset: int) -> dict[str, floa
     """Per log of the topic, when (Unix seconds) its table's first snapshot reflecting offsets below
     `end_offset` was written; logs no snapshot reflects that far are absent."""
     from compaction_assets.store.fs import Storage
-    from compaction_assets.table.read import open_table
+    from compaction_assets.table.reading.read import open_table
     from compaction_assets.table.summary import marks_of
 
     table, _ = open_table(Storage.open(str(store_root)), topic)

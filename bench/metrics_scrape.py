@@ -27,7 +27,7 @@ import psutil
 
 from compaction_assets.log import writer
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.commit import LogCommit, commit_logs
+from compaction_assets.table.commit.commit import LogCommit, commit_logs
 from compaction_assets.topics.config import build_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,8 +19,8 @@ import time
 from bench import gen
 from compaction_assets.cleaning import engine
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.reading.read import open_table
 from compaction_assets.topics.config import build_config
 
 

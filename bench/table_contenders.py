@@ -41,7 +41,7 @@ from bench import gen, table_merges
 from bench.children import ChildRun, Rounds, timed
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.log_store import LogStore, wall_ms
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit.commit import commit_log
 from compaction_assets.topics.config_store import ConfigStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,9 +30,9 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.catalog import locate, open_catalog
-from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.commit import LogCommit, commit_log, commit_logs
+from compaction_assets.table.commit.group import TopicBatch
+from compaction_assets.table.reading.read import open_table
 from compaction_assets.topics.config import build_config
 
 

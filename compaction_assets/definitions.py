@@ -11,19 +11,23 @@ import dagster as dg
 
 from compaction_assets.defs.alerts import check_failure_alert, run_failure_alert
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.automation.schedules import DEFAULT_SCHEDULE_SETTINGS, ScheduleSettings, build_schedules
+from compaction_assets.defs.automation.sensors import (
+    dirty_ratio_sensor,
+    log_discovery_sensor,
+    max_compaction_lag_sensor,
+)
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
 from compaction_assets.defs.config_job import apply_topics_config_job
 from compaction_assets.defs.forget import forget_job
-from compaction_assets.defs.freshness import (
+from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
+from compaction_assets.defs.table.freshness import (
     table_catch_up_job,
     table_freshness,
     table_freshness_job,
     table_freshness_sensor,
 )
-from compaction_assets.defs.jobs import OPERATOR_JOBS, compaction_job, ingest_job, retention_job
-from compaction_assets.defs.schedules import DEFAULT_SCHEDULE_SETTINGS, ScheduleSettings, build_schedules
-from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from compaction_assets.errors import CompactionError
 from resources.alerts import AlertWebhookResource
 from resources.log_store import LogStoreResource, validate_topics_file

@@ -317,7 +317,7 @@ class BatchSettings:
     min_logs: int = ENVIRONMENT.field(BATCH_MIN_LOGS)  # due logs in one tick from which they go into batches
     max_logs: int = ENVIRONMENT.field(BATCH_MAX_LOGS)  # logs in one batch run
     max_bytes: int = ENVIRONMENT.field(BATCH_MAX_BYTES)  # cleanable (or pending) bytes in one batch run
-    sqlite_sync: str = ENVIRONMENT.field(BATCH_SQLITE_SYNC)  # one of SQLITE_SYNC_MODES (defs/instance_pool.py)
+    sqlite_sync: str = ENVIRONMENT.field(BATCH_SQLITE_SYNC)  # one of SQLITE_SYNC_MODES (defs/batches/instance_pool.py)
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 

@@ -2,7 +2,9 @@
 
 Errors are one line on stderr and a non-zero exit; progress goes to stderr; results to stdout as JSON. The
 commands are declared with click (cli/command_line.py) where their functions are written, one module for
-each family; `main` parses a command line and runs its command, reporting every error the same way.
+each family in cli/commands/; what they share stays here (context.py: store, output, exit codes;
+completion.py, encoding.py, follow.py, landing_area.py, prometheus.py). `main` parses a command line and
+runs its command, reporting every error the same way.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from compaction_assets import settings
 # isort: off
 # Each family module declares its commands into the `compaction` group on import: in this order, the order
 # `compaction --help` lists them in (docs/cli.md's).
-from compaction_assets.cli import reading, cleaning, records, writing, landing  # noqa: F401
-from compaction_assets.cli import maintenance, forget, config, table, topic  # noqa: F401
+from compaction_assets.cli.commands import reading, cleaning, records, writing, landing  # noqa: F401
+from compaction_assets.cli.commands import maintenance, forget, config, table, topic  # noqa: F401
 
 # isort: on
 from compaction_assets.cli.command_line import COMPACTION, Invocation, parse

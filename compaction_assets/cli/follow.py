@@ -1,6 +1,6 @@
 """What a command that changes logs does for their topics' tables: bring them to the logs' new versions
 (`follow`, before the command returns), and each log's table lag as the reading commands show it (`lag`).
-Kept apart from cli/table.py, whose commands register the `table` group: the commands that use these
+Kept apart from cli/commands/table.py, whose commands register the `table` group: the commands that use these
 register where they are declared."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
     """Bring the tables of `logs` to their logs' current versions after the command changed them (one
     snapshot per topic, nothing built when already there; skipped with COMPACTION_TABLES off or the
     command's opt-out); what each log's table did, as the command's output shows it."""
-    from compaction_assets.table.commit import LogCommit
+    from compaction_assets.table.commit.commit import LogCommit
     from compaction_assets.table.follow import follow_logs
 
     enabled = ctx.env.tables.enabled and not getattr(ctx.args, "no_table", False)
@@ -44,7 +44,7 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
 def lag(ctx: Context, logs: list[str], manifests: dict | None = None) -> dict[str, dict[str, Any]]:
     """Each log's table lag at the command's time (its topic's table read once; `manifests`: the logs'
     current manifests when read already), as the output shows it; {} when tables are off."""
-    from compaction_assets.table.lag import lags
+    from compaction_assets.table.reading.lag import lags
 
     if not ctx.env.tables.enabled:
         return {}

@@ -1,5 +1,5 @@
-"""What the commands that read the landing area share (`ingest` in cli/writing.py, the `landing` group in
-cli/landing.py): the --landing option, the area's logs (a local area that does not exist refused in one
+"""What the commands that read the landing area share (`ingest` in cli/commands/writing.py, the `landing` group in
+cli/commands/landing.py): the --landing option, the area's logs (a local area that does not exist refused in one
 line) and each log's landing backlog. No command is declared here: the modules that declare them keep
 `compaction --help`'s order."""
 

@@ -1,7 +1,7 @@
 """The store's figures as Prometheus metrics (prometheus_client), for `metrics --format prometheus` and the
 `metrics serve` endpoint: Kafka's log-cleaner figures (SPEC §8, cleaning/metrics.py) under
 `compaction_log_cleaner_<Kafka's name, '-' as '_'>`, and per log (labels log, topic, partition) its table
-lag (table/lag.py) and its landing backlog (ingest/backlog.py). Every scrape reads the store again."""
+lag (table/reading/lag.py) and its landing backlog (ingest/backlog.py). Every scrape reads the store again."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.backlog import LandingBacklog, store_backlog
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.lag import TableLag
+from compaction_assets.table.reading.lag import TableLag
 
 PREFIX = "compaction_"
 CLEANER = PREFIX + "log_cleaner_"
@@ -47,7 +47,7 @@ def read_store(ctx: Context, now: int) -> StoreReading:
 def _lags(ctx: Context, states: list[LogState], now: int) -> dict[str, TableLag]:
     """Each readable log's table lag, topic by topic: a topic whose table cannot be read has none (and says
     why on stderr), the others still have theirs."""
-    from compaction_assets.table.lag import lags
+    from compaction_assets.table.reading.lag import lags
 
     by_topic: dict[str, list] = {}
     for s in states:

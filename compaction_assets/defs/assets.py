@@ -8,7 +8,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
-from compaction_assets.defs.history import (
+from compaction_assets.defs.history.history import (
     cleanable_range_metadata,
     compacted_log_metadata,
     latest_state_metadata,
@@ -16,7 +16,7 @@ from compaction_assets.defs.history import (
 )
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.table import LATEST_STATE, follow_tables
+from compaction_assets.defs.table.table import LATEST_STATE, follow_tables
 from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.ingest.report import IngestReport

@@ -6,7 +6,8 @@ the UI (asset `compacted_log` -> Checks -> Execute, for a partition) without cle
 versions stay available until the next cleaning replaces the pin the asset set on them.
 
 And the check of `latest_state` when tables are on: the partition's rows of its topic's table against the
-checks' model of the log version the table reflects (defs/table.py compares them, defs/history.py records).
+checks' model of the log version the table reflects (defs/table/table.py compares them,
+defs/history/history.py records).
 """
 
 import warnings
@@ -14,10 +15,10 @@ import warnings
 import dagster as dg
 
 from compaction_assets.checks.specs import CHECK_SPECS
-from compaction_assets.defs.history import COMPACTED_LOG, SEVERITY, Cleaning, check_records, table_check_record
+from compaction_assets.defs.history.history import COMPACTED_LOG, SEVERITY, Cleaning, check_records, table_check_record
+from compaction_assets.defs.history.recorded import recorded_cleaning
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.recorded import recorded_cleaning
-from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
+from compaction_assets.defs.table.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource

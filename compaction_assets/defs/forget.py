@@ -5,7 +5,7 @@ import dagster as dg
 
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import refuse
-from compaction_assets.defs.table import follow_tables
+from compaction_assets.defs.table.table import follow_tables
 from compaction_assets.errors import CompactionError
 from compaction_assets.log.forget import forget
 from compaction_assets.segments.records import decode_base64

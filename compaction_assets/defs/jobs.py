@@ -10,7 +10,7 @@ import dagster as dg
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
-from compaction_assets.defs.table import TABLE_FRESHNESS_KEY, follow_tables
+from compaction_assets.defs.table.table import TABLE_FRESHNESS_KEY, follow_tables
 from compaction_assets.errors import CompactionError, LockedError
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource

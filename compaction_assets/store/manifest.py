@@ -237,7 +237,7 @@ class Manifest:
     committed_ms: int = 0
     # how many changes removed records that were not superseded by a later record of their key (a cleaning
     # that removed expired tombstones, retention, a log-start move, a forget): a table that reflects the
-    # log at the same count and log start may be brought up by the records appended since (table/tail.py)
+    # log at the same count and log start may be brought up by the records appended since (table/commit/tail.py)
     removals: int = 0
     # per lease kind, the highest lease epoch that committed: a lease older than it is fenced off
     fence: dict[str, int] = field(default_factory=dict)

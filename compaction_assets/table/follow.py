@@ -19,8 +19,8 @@ from compaction_assets import settings
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TableError
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs
-from compaction_assets.table.lag import topic_snapshot
+from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_logs
+from compaction_assets.table.reading.lag import topic_snapshot
 
 TABLES_OFF = "tables are off (COMPACTION_TABLES)"
 

@@ -1,6 +1,6 @@
 """Every use of pyiceberg's private parts, in one place: the rest of table/ calls these and pyiceberg's public API.
 
-pyiceberg 0.12 writes no position deletes, so the merge-on-read commit (delta.py) builds on parts it does
+pyiceberg 0.12 writes no position deletes, so the merge-on-read commit (commit/delta.py) builds on parts it does
 not publish. Each private name used here, and why (tests/table/test_iceberg_internals.py fails on any other
 pyiceberg version than the pinned one, and when one of these names is gone):
 - `pyiceberg.io.pyarrow._dataframe_to_data_files`: rows written as data files of a table without committing

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from compaction_assets.errors import first_line
 from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, identifier, locate, open_catalog
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs
+from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_logs
 
 
 @dataclass(frozen=True)

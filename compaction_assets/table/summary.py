@@ -3,7 +3,7 @@
 Every snapshot the product writes records the manifest version and offsets of every log of the topic it
 reflects (`compaction.logs`, carried from snapshot to snapshot), which logs it committed and at which
 versions, and how many rows it added and deleted. A commit reads the marks of the current snapshot to know
-which logs are behind (commit.py); the history and time travel read them back (read.py).
+which logs are behind (commit/commit.py); the history and time travel read them back (reading/read.py).
 """
 
 from __future__ import annotations

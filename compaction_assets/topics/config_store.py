@@ -175,7 +175,7 @@ class ConfigStore:
     def version_mark(self, topic: str) -> str:
         """Which stored version a topic runs with, in a few characters, from listings alone: `t3` (its own
         version 3), `d2` (the store's defaults, version 2) or `b0` (built-in). Run keys carry it, so that a run
-        that failed on configuration is requested again once the configuration changes (defs/sensors.py)."""
+        that failed on configuration is requested again once the configuration changes (defs/automation/sensors.py)."""
         own = self.versions(topic)
         if own:
             return f"t{own[-1]}"

@@ -337,7 +337,7 @@ def test_uncleanable_log_in_clean_all_metrics_and_dagster(env, spark, capsys):
         writer.append(g, tf.config_for("good"), [{"key": "k2", "value": "more", "timestamp": 400}])
         writer.roll(g)
     from compaction_assets.definitions import defs
-    from compaction_assets.defs.sensors import dirty_ratio_sensor
+    from compaction_assets.defs.automation.sensors import dirty_ratio_sensor
     from tests.defs.test_dagster import materialize
 
     resource = LogStoreResource(

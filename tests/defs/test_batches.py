@@ -20,15 +20,15 @@ from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.defs import alerts, clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.automation.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.defs.batches import requests as batch_requests
+from compaction_assets.defs.batches.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.batches.outcome import FAILURE_KEY
 from compaction_assets.defs.checks import compacted_log_checks, table_matches_latest_state
-from compaction_assets.defs.instance_pool import held_shards, hold_instance_connections
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor
 from compaction_assets.errors import ConfigError
-from compaction_assets.table import read as table_read
+from compaction_assets.table.reading import read as table_read
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing
 

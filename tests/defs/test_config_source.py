@@ -13,8 +13,12 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import demo
 from compaction_assets.definitions import defs
 from compaction_assets.defs.assets import raw_segments
+from compaction_assets.defs.automation.sensors import (
+    dirty_ratio_sensor,
+    log_discovery_sensor,
+    max_compaction_lag_sensor,
+)
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.topics.config_store import DEFAULTS_ENTRY, ConfigSource, ConfigStore
 from resources.alerts import AlertWebhookResource

@@ -12,9 +12,13 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets.definitions import defs
 from compaction_assets.defs import alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.automation.sensors import (
+    dirty_ratio_sensor,
+    log_discovery_sensor,
+    max_compaction_lag_sensor,
+)
 from compaction_assets.defs.checks import compacted_log_checks
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from resources.alerts import URL_ENV, AlertWebhookResource
 from resources.log_store import LogStoreResource
 from tests.wrong_cleaning import store_cleaning_with, writes_nothing

@@ -15,6 +15,12 @@ from compaction_assets.cleaning import engine
 from compaction_assets.definitions import build_definitions, defs
 from compaction_assets.defs import clock
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.automation.schedules import ScheduleSettings, build_schedules
+from compaction_assets.defs.automation.sensors import (
+    dirty_ratio_sensor,
+    log_discovery_sensor,
+    max_compaction_lag_sensor,
+)
 from compaction_assets.defs.batches.jobs import compaction_batch_job
 from compaction_assets.defs.jobs import (
     SPARK_POOL,
@@ -25,8 +31,6 @@ from compaction_assets.defs.jobs import (
     set_log_start_job,
 )
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.schedules import ScheduleSettings, build_schedules
-from compaction_assets.defs.sensors import dirty_ratio_sensor, log_discovery_sensor, max_compaction_lag_sensor
 from compaction_assets.log import writer
 from resources.log_store import LogStoreResource
 

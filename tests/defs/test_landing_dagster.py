@@ -12,10 +12,10 @@ from pathlib import Path
 import dagster as dg
 
 from compaction_assets.defs import clock
+from compaction_assets.defs.automation.sensors import log_discovery_sensor
 from compaction_assets.defs.batches.jobs import ingest_batch_job
 from compaction_assets.defs.batches.outcome import FAILURE_KEY
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.sensors import log_discovery_sensor
 from compaction_assets.ingest.quarantine import Quarantine, SetAside
 from tests.defs.test_batches import NOW, env, land, records, run_batch  # noqa: F401 (env: a fixture)
 

@@ -38,7 +38,7 @@ def demo_env(tmp_path, monkeypatch, spark):
 
 def test_the_demos_runs_are_the_sensors_batch_without_dagster_warnings(demo_env, monkeypatch):
     from compaction_assets.definitions import defs
-    from compaction_assets.defs.sensors import dirty_ratio_sensor
+    from compaction_assets.defs.automation.sensors import dirty_ratio_sensor
 
     monkeypatch.setenv(settings.BATCH_MIN_LOGS, demo.DEMO_BATCH_MIN_LOGS)  # as the demo sets it
     with dg.instance_for_test() as instance, warnings.catch_warnings(record=True) as caught:

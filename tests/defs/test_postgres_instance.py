@@ -31,7 +31,7 @@ OLD = 1_000_000_000  # appended long ago: every segment is past its roll deadlin
 GOOD = ["users-0", "users-1", "users-2"]
 BAD = "users-3"
 WAIT_S = 900  # how long the fleet may take on a loaded machine before the test gives up
-# the checks compaction_job runs (table_freshness is its sensor's job's: defs/freshness.py)
+# the checks compaction_job runs (table_freshness is its sensor's job's: defs/table/freshness.py)
 CHECKS = sorted(k.name for k in defs.resolve_job_def("compaction_job").asset_layer.asset_graph.asset_check_keys)
 
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from compaction_assets.cli import main
-from compaction_assets.table.read import open_table
+from compaction_assets.table.reading.read import open_table
 from tests.table.helpers import log_state, put, table_state
 
 

@@ -10,7 +10,7 @@ import pytest
 from compaction_assets.cli import main
 from compaction_assets.errors import ConfigError
 from compaction_assets.table.catalog import TableError
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit.commit import commit_log
 from compaction_assets.topics.config import build_config
 from tests.table.helpers import CFG, put
 

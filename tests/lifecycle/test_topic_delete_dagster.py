@@ -10,8 +10,8 @@ import dagster as dg
 from compaction_assets.cli import main
 from compaction_assets.definitions import defs
 from compaction_assets.defs.assets import raw_segments
+from compaction_assets.defs.automation.sensors import log_discovery_sensor
 from compaction_assets.defs.partitions import LOG_PARTITIONS
-from compaction_assets.defs.sensors import log_discovery_sensor
 from resources.log_store import LogStoreResource
 
 

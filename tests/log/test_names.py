@@ -21,8 +21,8 @@ from dagster_pyspark import LazyPySparkResource
 from compaction_assets import cli
 from compaction_assets.definitions import defs
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
+from compaction_assets.defs.automation.sensors import log_discovery_sensor
 from compaction_assets.defs.partitions import log_partitions
-from compaction_assets.defs.sensors import log_discovery_sensor
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore
@@ -307,7 +307,6 @@ def job_configs(evil_log: str, evil_topic: str, topics_file: Path) -> list[tuple
     from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
     from compaction_assets.defs.config_job import apply_topics_config_job
     from compaction_assets.defs.forget import forget_job
-    from compaction_assets.defs.freshness import table_catch_up_job
     from compaction_assets.defs.jobs import (
         clear_uncleanable_job,
         clear_uncleanable_logs_job,
@@ -316,6 +315,7 @@ def job_configs(evil_log: str, evil_topic: str, topics_file: Path) -> list[tuple
         set_checkpoint_job,
         set_log_start_job,
     )
+    from compaction_assets.defs.table.freshness import table_catch_up_job
 
     return [
         (clear_uncleanable_job, {"log": evil_log}),

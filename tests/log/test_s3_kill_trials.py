@@ -34,8 +34,8 @@ from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.expiry import REMOVABLE, reachable_files, remove_unreachable
-from compaction_assets.table.read import history, open_table, scan
+from compaction_assets.table.commit.expiry import REMOVABLE, reachable_files, remove_unreachable
+from compaction_assets.table.reading.read import history, open_table, scan
 from compaction_assets.topics.config import build_config
 from tests.fault_helpers import batch
 from tests.log.test_store_faults import SLOW_TRIALS, Helper, wait_lease_expiry

@@ -8,7 +8,7 @@ from compaction_assets.log import writer
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import locate, open_catalog
-from compaction_assets.table.read import open_table, scan
+from compaction_assets.table.reading.read import open_table, scan
 from compaction_assets.topics.config import build_config
 
 CFG = build_config({})

@@ -1,4 +1,4 @@
-"""The changes feed of a topic's table (table/feed.py, `compaction table changes`): for random histories of
+"""The changes feed of a topic's table (table/reading/feed.py, `compaction table changes`): for random histories of
 a topic's logs (upserts and tombstones appended, cleanings, log starts moved, commits of some logs between,
 buckets rewritten), for pairs of the table's snapshots, applying the changes to the older snapshot's rows
 gives the newer one's exactly, each change is one (a delete's key was there, an upsert's row was not), and
@@ -20,11 +20,11 @@ from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log.writer import set_log_start
 from compaction_assets.table import changes
 from compaction_assets.table.catalog import TableError
-from compaction_assets.table.commit import LogCommit, commit_log, commit_logs
-from compaction_assets.table.expiry import ORPHAN_GRACE_MS
-from compaction_assets.table.feed import scan_changes
-from compaction_assets.table.read import history, iso_time, open_table, scan
-from compaction_assets.table.rewrite import REWRITTEN
+from compaction_assets.table.commit.commit import LogCommit, commit_log, commit_logs
+from compaction_assets.table.commit.expiry import ORPHAN_GRACE_MS
+from compaction_assets.table.commit.rewrite import REWRITTEN
+from compaction_assets.table.reading.feed import scan_changes
+from compaction_assets.table.reading.read import history, iso_time, open_table, scan
 from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import write_lines
 from tests.table.helpers import put

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit.commit import commit_log
 from resources.log_store import LogStoreResource
 from tests.table.helpers import CFG, QUIET, put
 

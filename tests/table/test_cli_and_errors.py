@@ -16,9 +16,9 @@ from pyiceberg.types import StringType
 from compaction_assets.cli import main
 from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError, locate, table_name
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.group import TopicBatch
+from compaction_assets.table.reading.read import open_table
 from tests.table.helpers import CFG, put
 
 ROOT = Path(__file__).resolve().parents[2]

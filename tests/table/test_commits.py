@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.ingest.landing import ingest, landing_logs
-from compaction_assets.table.commit import LogCommit, commit_log, commit_logs, marks_of
-from compaction_assets.table.read import history, open_table, scan
-from compaction_assets.table.rewrite import REWRITE_MAX_DATA_FILES
+from compaction_assets.table.commit.commit import LogCommit, commit_log, commit_logs, marks_of
+from compaction_assets.table.commit.rewrite import REWRITE_MAX_DATA_FILES
+from compaction_assets.table.reading.read import history, open_table, scan
 from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import write_lines
 from tests.table.helpers import CFG, data_files, log_state, put, table_state

@@ -9,8 +9,8 @@ from pyiceberg.expressions import EqualTo
 
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.checks import table_matches_latest_state
-from compaction_assets.defs.table import compare_table, read_topics
-from compaction_assets.table.read import open_table
+from compaction_assets.defs.table.table import compare_table, read_topics
+from compaction_assets.table.reading.read import open_table
 from tests.table.helpers import QUIET, land
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.expiry import ORPHAN_GRACE_MS
-from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.expiry import ORPHAN_GRACE_MS
+from compaction_assets.table.reading.read import history, open_table, scan, snapshot_as_of
 from compaction_assets.topics.config import build_config
 from tests.table.helpers import put, table_state
 

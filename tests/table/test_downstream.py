@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 from pyiceberg.catalog import load_catalog
 
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit.commit import commit_log
 from tests.table.helpers import CFG, log_state, put
 
 

@@ -8,10 +8,10 @@ import json
 
 from compaction_assets.cli import main
 from compaction_assets.store.log_store import wall_ms
-from compaction_assets.table.commit import LogCommit
+from compaction_assets.table.commit.commit import LogCommit
 from compaction_assets.table.follow import TABLES_OFF, follow_logs
-from compaction_assets.table.lag import lags
-from compaction_assets.table.read import history, open_table
+from compaction_assets.table.reading.lag import lags
+from compaction_assets.table.reading.read import history, open_table
 from tests.table.helpers import CFG, log_state, put, table_state
 
 

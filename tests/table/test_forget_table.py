@@ -16,9 +16,9 @@ from compaction_assets.defs.forget import forget_job
 from compaction_assets.log import writer
 from compaction_assets.log.forget import forget
 from compaction_assets.log.reader import iter_records
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.reach import reachable
-from compaction_assets.table.read import history, open_table, scan
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.reading.reach import reachable
+from compaction_assets.table.reading.read import history, open_table, scan
 from compaction_assets.topics.config import build_config
 from tests.table.helpers import QUIET, table_state
 

@@ -10,13 +10,13 @@ from compaction_assets.definitions import defs
 from compaction_assets.defs import clock
 from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
-from compaction_assets.defs.freshness import (
+from compaction_assets.defs.jobs import set_log_start_job
+from compaction_assets.defs.table.freshness import (
     table_catch_up_job,
     table_freshness,
     table_freshness_job,
     table_freshness_sensor,
 )
-from compaction_assets.defs.jobs import set_log_start_job
 from compaction_assets.store.log_store import wall_ms
 from tests.table.helpers import QUIET, land, table_state
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import threading
 
-from compaction_assets.table.commit import LogCommit, commit_logs
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.table.read import history, open_table
+from compaction_assets.table.commit.commit import LogCommit, commit_logs
+from compaction_assets.table.commit.group import TopicBatch
+from compaction_assets.table.reading.read import history, open_table
 from tests.table.helpers import CFG, log_state, put, table_state
 
 

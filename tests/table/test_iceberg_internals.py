@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.table import iceberg_internals
-from compaction_assets.table.delta import row_delta
+from compaction_assets.table.commit.delta import row_delta
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTER = ROOT / "compaction_assets" / "table" / "iceberg_internals.py"

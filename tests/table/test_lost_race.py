@@ -1,6 +1,6 @@
 """The commit's correctness rests on pyiceberg's own retry being off for every topic table
-(`commit.retry.num-retries=0`, table/snapshot.py): a commit that lost the race must be redone from the
-winner's snapshot by table/commit.py, never rebased by pyiceberg, which would carry the older snapshot's
+(`commit.retry.num-retries=0`, table/commit/snapshot.py): a commit that lost the race must be redone from the
+winner's snapshot by table/commit/commit.py, never rebased by pyiceberg, which would carry the older snapshot's
 log marks (and the deletes computed against it) forward.
 
 Every table the product creates carries the property, and a table that does not (made before the product
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from compaction_assets.table.catalog import locate, table_name
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.table.read import history, open_table
-from compaction_assets.table.snapshot import RETRY_PROPERTY
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.group import TopicBatch
+from compaction_assets.table.commit.snapshot import RETRY_PROPERTY
+from compaction_assets.table.reading.read import history, open_table
 from tests.table.helpers import CFG, catalog_of, log_state, put, table_state
 
 

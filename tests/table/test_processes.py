@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.group import TopicBatch
-from compaction_assets.table.read import history, open_table, scan
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.group import TopicBatch
+from compaction_assets.table.reading.read import history, open_table, scan
 from tests.table.helpers import CFG, log_state, put, table_state
 
 ROOT = Path(__file__).resolve().parents[2]

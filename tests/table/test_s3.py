@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.expiry import ORPHAN_GRACE_MS
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.expiry import ORPHAN_GRACE_MS
+from compaction_assets.table.reading.read import open_table
 from tests.table.helpers import CFG, log_state, put, table_state
 
 

@@ -1,4 +1,4 @@
-"""A commit brought up by the records a log appended since the table's mark (table/tail.py) gives the table
+"""A commit brought up by the records a log appended since the table's mark (table/commit/tail.py) gives the table
 the log's latest state, exactly as a comparison with the whole state does, over random histories of
 appends, cleanings that drop expired tombstones, log-start moves and commits that skip versions."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from compaction_assets.cleaning import engine
 from compaction_assets.log import writer
-from compaction_assets.table.commit import commit_log
+from compaction_assets.table.commit.commit import commit_log
 from compaction_assets.topics.config import build_config
 from tests.table.helpers import log_state, put, table_state
 

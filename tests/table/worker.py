@@ -14,8 +14,8 @@ import sys
 
 from compaction_assets.cleaning import engine
 from compaction_assets.store.log_store import LogStore
-from compaction_assets.table.commit import commit_log
-from compaction_assets.table.group import TopicBatch
+from compaction_assets.table.commit.commit import commit_log
+from compaction_assets.table.commit.group import TopicBatch
 from tests.table.helpers import CFG, put
 
 

@@ -27,7 +27,7 @@ from compaction_assets.defs.batches.outcome import (
     failed_outcome,
     is_transient,
 )
-from compaction_assets.defs.history import (
+from compaction_assets.defs.history.history import (
     COMPACTED_LOG,
     Cleaning,
     checked,
@@ -36,8 +36,13 @@ from compaction_assets.defs.history import (
     latest_state_metadata,
     table_check_record,
 )
-from compaction_assets.defs.recorded import event_name, recorded_cleaning, recorded_per_partition, recovered_report
-from compaction_assets.defs.table import (
+from compaction_assets.defs.history.recorded import (
+    event_name,
+    recorded_cleaning,
+    recorded_per_partition,
+    recovered_report,
+)
+from compaction_assets.defs.table.table import (
     LATEST_STATE,
     TopicRows,
     lag_metadata,
@@ -50,7 +55,7 @@ from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.group import TopicBatch, TopicOutcome
+from compaction_assets.table.commit.group import TopicBatch, TopicOutcome
 from compaction_assets.topics.config import TopicConfig
 from resources.log_store import LogStoreResource
 
@@ -168,7 +173,7 @@ class CleaningBatch:
             return LogOutcome(log, events, failure=f"{log}: blocking check(s) failed: {', '.join(blocked)}")
         try:
             state = latest_state_metadata(self.log_store, handle, self.spark, self.tables)
-        except (CompactionError, dg.Failure) as exc:  # dg.Failure: the table's commit refused (defs/table.py)
+        except (CompactionError, dg.Failure) as exc:  # dg.Failure: the table's commit refused (defs/table/table.py)
             reason = getattr(exc, "description", None) or str(exc)
             return LogOutcome(
                 log,

@@ -3,7 +3,7 @@ history a run of its own would give it.
 
 - `compaction_batch_job` cleans the logs of its run config (`logs`) with `engine.run_many`, and records
   for each log what `compaction_job` records for its partition: materializations of `cleanable_range`,
-  `compacted_log` and `latest_state` with the same metadata (defs/history.py builds it for both paths),
+  `compacted_log` and `latest_state` with the same metadata (defs/history/history.py builds it for both paths),
   and the four check results with the same names, severity and partition. A failed blocking check
   stops that partition's `latest_state` only.
 - `ingest_batch_job` ingests the new landing files of its logs (a `raw_segments` materialization per
@@ -11,7 +11,7 @@ history a run of its own would give it.
   from landing to cleaned in one run instead of waiting for the next sensor tick.
 
 Each topic's table is committed once after the batch's cleanings, in one snapshot recording every log's
-version (table/group.py): a log's history is yielded as it finishes, but for its `latest_state` and table
+version (table/commit/group.py): a log's history is yielded as it finishes, but for its `latest_state` and table
 check, which follow its topic's commit; a run killed before it leaves cleanings recorded without them.
 `ingest_batch_job` also commits each topic once right after its ingestions (all its ingested logs, due or
 not), so that the landed records reach the table without waiting for the cleanings (docs/table.md,
@@ -38,12 +38,12 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.defs.batches.cleaning import CleaningBatch, due
+from compaction_assets.defs.batches.instance_pool import hold_instance_connections
 from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
 from compaction_assets.defs.batches.requests import BATCH_JOBS, IN_FLIGHT, LOGS_TAG, decode_logs
-from compaction_assets.defs.history import raw_segments_metadata
-from compaction_assets.defs.instance_pool import hold_instance_connections
+from compaction_assets.defs.history.history import raw_segments_metadata
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
-from compaction_assets.defs.table import follow_tables
+from compaction_assets.defs.table.table import follow_tables
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.store.names import parse_log_name

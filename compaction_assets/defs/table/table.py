@@ -18,17 +18,17 @@ from compaction_assets.defs import clock
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_log, marks_of
+from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_log, marks_of
 from compaction_assets.table.follow import follow_logs
-from compaction_assets.table.lag import TableLag, lag_of, topic_snapshot
-from compaction_assets.table.read import open_table, scan
+from compaction_assets.table.reading.lag import TableLag, lag_of, topic_snapshot
+from compaction_assets.table.reading.read import open_table, scan
 from compaction_assets.table.summary import LogMark
 from compaction_assets.topics.config import TopicConfig
 from resources.log_store import LogStoreResource
 
 LATEST_STATE = dg.AssetKey("latest_state")
 TABLE_CHECK = "table_matches_latest_state"
-# run by table_freshness_sensor's runs only (defs/freshness.py): right after a commit it would say nothing
+# run by table_freshness_sensor's runs only (defs/table/freshness.py): right after a commit it would say nothing
 TABLE_FRESHNESS = "table_freshness"
 TABLE_FRESHNESS_KEY = dg.AssetCheckKey(LATEST_STATE, TABLE_FRESHNESS)
 # A batch's table checks read their topic's table for this many rows at most at a time: the rows of a
@@ -86,7 +86,7 @@ def table_failure(log: str, exc: CompactionError) -> dg.Failure:
 
 
 def table_metadata(r: CommitResult) -> dict:
-    """latest_state's metadata of a log's table commit (a batch's, table/group.py, or its own)."""
+    """latest_state's metadata of a log's table commit (a batch's, table/commit/group.py, or its own)."""
     expiry = r.expiry
     return {
         "table": r.identifier,

@@ -1,7 +1,7 @@
 """Sensors. They read manifests only (no Spark): the planner's evaluation is metadata arithmetic.
 
 - log_discovery_sensor: adds a partition per new log or landing folder; starts ingestion of new files
-  (not of files set aside); observes each log's landing backlog when it changes (defs/landing.py).
+  (not of files set aside); observes each log's landing backlog when it changes (defs/automation/landing.py).
 - dirty_ratio_sensor: starts a cleaning per log eligible by dirty ratio; records every log's dirty
   ratio, delay and uncleanable state as observations so the UI charts them between runs (named
   `observed_*`: a partition's page keeps them apart from what a cleaning's materialization says), and the
@@ -26,12 +26,12 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.cleaning import metrics
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.defs.automation.landing import backlog_observations
 from compaction_assets.defs.batches import requests as batch_requests
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
 from compaction_assets.defs.batches.requests import Due
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
-from compaction_assets.defs.landing import backlog_observations
 from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions
 from compaction_assets.errors import CompactionError
 from compaction_assets.ingest.backlog import landing_backlog

@@ -6,7 +6,7 @@ made a snapshot per group of logs that happened to finish together, each paying 
 table's metadata read and written, manifests, the catalog's lock, the scan planning) and, for a new table, a
 batch's first round backfilled it group by group (bench/table_fleet.py). Here the states wait in memory, and
 `commit` writes each topic's logs in one snapshot whose summary records every log's version (exactly once
-per log, table/commit.py): a log whose version the table already reflects commits nothing, and a batch
+per log, table/commit/commit.py): a log whose version the table already reflects commits nothing, and a batch
 killed between its cleanings and its commits leaves the table behind, which the next run's comparison with
 the latest state repairs.
 
@@ -25,7 +25,7 @@ from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.commit import CommitResult, LogCommit, commit_logs, state_at
+from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_logs, state_at
 from compaction_assets.topics.config import TopicConfig
 
 

@@ -7,7 +7,7 @@ lands", says its concurrency validation). A change to 1% of random keys touches 
 copy-on-write rewrites the whole table. Here the changed keys' old rows (change.py) are masked by
 position-delete files (one per data file, `file_path` + `pos`, as the spec writes them), their new rows are
 appended, and one snapshot commits both through a snapshot producer whose manifests are written here, a
-`deletes` manifest included (iceberg_internals.py, the only module using pyiceberg's private parts).
+`deletes` manifest included (table/iceberg_internals.py, the only module using pyiceberg's private parts).
 Files it writes (data, deletes, manifests, manifest list) are pyiceberg's.
 """
 

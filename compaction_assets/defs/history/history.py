@@ -2,7 +2,7 @@
 single-partition assets (defs/assets.py, defs/checks.py) and the batch jobs (defs/batches/jobs.py). Each
 function here returns the metadata of one asset's materialization, or one partition's check results,
 so that a partition cleaned in a batch has exactly the history it would have had in a run of its own.
-Reading a recorded history back (for the checks, and for a batch's retry) is defs/recorded.py's.
+Reading a recorded history back (for the checks, and for a batch's retry) is defs/history/recorded.py's.
 """
 
 from dataclasses import dataclass
@@ -22,12 +22,12 @@ from compaction_assets.checks.specs import (
 from compaction_assets.checks.verify import load_versions, verify_loaded
 from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.cleaning.engine import DryRun, StepReport
-from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
+from compaction_assets.defs.table.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.state.latest_state import fits_in_process, latest_state_table, write_latest_state
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.table.group import TopicBatch
+from compaction_assets.table.commit.group import TopicBatch
 from resources.log_store import LogStoreResource
 
 SEVERITY = {ERROR: dg.AssetCheckSeverity.ERROR, WARN: dg.AssetCheckSeverity.WARN}
@@ -142,7 +142,8 @@ def latest_state_metadata(
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
             st.delete(st.join(log, old))
-    # the topic's Iceberg table too (defs/table.py); a batch's logs of a topic share a snapshot (table/group.py)
+    # the topic's Iceberg table too (defs/table/table.py); a batch's logs of a topic share a snapshot
+    # (table/commit/group.py)
     if tables is not None:
         tables.add(handle, cfg, m, state)
         table = {}

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compaction_assets.table.delta import row_delta
+from compaction_assets.table.commit.delta import row_delta
 from compaction_assets.table.schema import partitions_filter
 
 if TYPE_CHECKING:

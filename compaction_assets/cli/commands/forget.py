@@ -97,7 +97,7 @@ def cmd_forget(ctx: Context) -> int:
 @BASE64
 def cmd_reachable(ctx: Context) -> int:
     """`reachable TOPIC KEY...`: per key, where a value of it still is and the time by which none is."""
-    from compaction_assets.table.reach import reachable
+    from compaction_assets.table.reading.reach import reachable
 
     logs = [(ctx.handle(log), ctx.config(log)) for log in topic_logs(ctx)]
     found = reachable(logs, keys_of(ctx), ctx.now)

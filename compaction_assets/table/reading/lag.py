@@ -1,5 +1,5 @@
 """A log's table lag: how far its topic's table is behind the log, from the marks of the table's current
-snapshot (summary.py) and the log's manifests, no data read.
+snapshot (table/summary.py) and the log's manifests, no data read.
 
 - **records**: the log's end offset less the end offset the table reflects (or the log's start offset,
   when that is higher: records below it are gone from the log). Appends and ingestions make it grow; a

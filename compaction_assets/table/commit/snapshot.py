@@ -18,11 +18,11 @@ from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TOPIC_PROPERTY
-from compaction_assets.table.change import Change, change_of, change_of_tail, plan_by_partition
-from compaction_assets.table.delta import row_delta, write_position_deletes
+from compaction_assets.table.commit.change import Change, change_of, change_of_tail, plan_by_partition
+from compaction_assets.table.commit.delta import row_delta, write_position_deletes
+from compaction_assets.table.commit.tail import Tail
 from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, conform, new_table_layout, table_rows
 from compaction_assets.table.summary import LogMark, commit_summary
-from compaction_assets.table.tail import Tail
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog

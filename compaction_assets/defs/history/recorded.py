@@ -11,8 +11,8 @@ import dagster as dg
 from compaction_assets.checks.specs import AFTER_VERSION, BEFORE_VERSION, CHECK_SPECS, EVALUATED_AT_MS
 from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.cleaning.engine import StepReport
-from compaction_assets.defs.history import COMPACTED_LOG, Cleaning
-from compaction_assets.defs.table import LATEST_STATE, TABLE_CHECK
+from compaction_assets.defs.history.history import COMPACTED_LOG, Cleaning
+from compaction_assets.defs.table.table import LATEST_STATE, TABLE_CHECK
 from compaction_assets.planning.planner import evaluate
 
 RECORDS_PAGE = 1000  # records read at a time from Dagster's indexes

@@ -18,11 +18,11 @@ import dagster as dg
 
 from compaction_assets.cleaning.engine import retention_cut
 from compaction_assets.cleaning.metrics import evaluate_logs
+from compaction_assets.defs.automation.sensors import cleaning_requests
 from compaction_assets.defs.batches.jobs import compaction_batch_job
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import delete_policy_logs, gc_job, retention_job
 from compaction_assets.defs.partitions import LOG_PARTITIONS
-from compaction_assets.defs.sensors import cleaning_requests
 from compaction_assets.errors import CompactionError
 from compaction_assets.planning.planner import order
 from resources.log_store import LogStoreResource

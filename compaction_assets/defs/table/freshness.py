@@ -1,5 +1,5 @@
 """The tables' freshness in Dagster: the asset check `table_freshness` of `latest_state` (per partition: the
-log's table lag, table/lag.py, within its topic's `table.freshness.ms`), and the sensor that keeps the
+log's table lag, table/reading/lag.py, within its topic's `table.freshness.ms`), and the sensor that keeps the
 deadline: it catches up the tables behind and runs the check for the logs past their bound.
 
 The runs that change a log commit its table (docs/table.md, Freshness), so a table falls behind only when a
@@ -21,12 +21,12 @@ from compaction_assets import settings
 from compaction_assets.defs.alerts import PARTITION_TAG
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
-from compaction_assets.defs.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
+from compaction_assets.defs.table.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
 from compaction_assets.errors import CompactionError, LogNameError
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.commit import LogCommit
+from compaction_assets.table.commit.commit import LogCommit
 from compaction_assets.table.follow import follow_logs
-from compaction_assets.table.lag import TableLag, lags
+from compaction_assets.table.reading.lag import TableLag, lags
 from resources.log_store import LogStoreResource
 
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.

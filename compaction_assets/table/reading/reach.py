@@ -5,8 +5,8 @@ topic's table (docs/table.md, "Deletes that really delete"):
 - the current snapshot shows a live row of it: the log's winner holds the value (no bound), or the table
   is behind the log (its next commit masks the row);
 - a data file of the current snapshot still holds the masked row's bytes: its bucket is rewritten at the
-  first commit after its oldest delete file is half of `delete.retention.ms` old (rewrite.py), and the
-  snapshots before that rewrite expire `delete.retention.ms` after it (expiry.py);
+  first commit after its oldest delete file is half of `delete.retention.ms` old (commit/rewrite.py), and the
+  snapshots before that rewrite expire `delete.retention.ms` after it (commit/expiry.py);
 - a file only older snapshots reach holds it: gone when the newest of them expires, at the first commit
   after `delete.retention.ms` from its time (the files no snapshot reaches are removed by that commit).
 Bounds are times at which the runs that make the change become due: the change itself happens at the
@@ -27,8 +27,8 @@ from compaction_assets.errors import CompactionError
 from compaction_assets.log.reach import Bound, LogKeyReach, latest, log_reach
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.table.expiry import ORPHAN_GRACE_MS, reachable_files
-from compaction_assets.table.read import open_table
+from compaction_assets.table.commit.expiry import ORPHAN_GRACE_MS, reachable_files
+from compaction_assets.table.reading.read import open_table
 from compaction_assets.table.schema import partitions_filter
 from compaction_assets.topics.config import TopicConfig
 

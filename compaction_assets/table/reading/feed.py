@@ -7,8 +7,8 @@ L_from \\ L_to that have no row in L_to. A key updated many times in between sho
 inserted and deleted in between is nothing, unless it was live at `from` (a delete); one whose row is the
 same at both is nothing.
 
-The product commits merge-on-read (delta.py: new rows in new data files, old rows masked by position-delete
-files) and rewrites buckets without changing their live rows (rewrite.py), so the two snapshots' file plans
+The product commits merge-on-read (commit/delta.py: new rows in new data files, old rows masked by position-delete
+files) and rewrites buckets without changing their live rows (commit/rewrite.py), so the two snapshots' file plans
 say where the change is, and only that is read:
 - `now`: the live rows at `to` of the data files `to` has and `from` had not (a commit's new rows, or a
   rewrite's copies): every row of L_to \\ L_from is there, since a data file both have only loses rows;
@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from compaction_assets.store.fs import Storage
 from compaction_assets.table.catalog import TableError
-from compaction_assets.table.read import SnapshotPoint, open_table, snapshot_at
+from compaction_assets.table.reading.read import SnapshotPoint, open_table, snapshot_at
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile

@@ -22,8 +22,8 @@ from compaction_assets.cli.follow import lag
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TableError, locate
-from compaction_assets.table.feed import changes
-from compaction_assets.table.read import history, open_table, scan, snapshot_as_of
+from compaction_assets.table.reading.feed import changes
+from compaction_assets.table.reading.read import history, open_table, scan, snapshot_as_of
 from compaction_assets.table.summary import marks_of
 
 ROW_FIELDS = ("key", "value")
@@ -149,7 +149,7 @@ def cmd_table_commit(ctx: Context) -> int:
     """`table commit [LOG ...]`: commit each log's latest state to its topic's table (all logs by default),
     the logs of one topic in one snapshot."""
     # imported here: a commit builds latest states (state/, Spark's side), which no other command needs
-    from compaction_assets.table.commit import LogCommit, commit_logs
+    from compaction_assets.table.commit.commit import LogCommit, commit_logs
 
     by_topic: dict[str, list[LogCommit]] = {}
     for log in ctx.args.logs or ctx.store.logs():
@@ -209,7 +209,7 @@ def cmd_table_drop(ctx: Context) -> int:
 def cmd_table_rebuild(ctx: Context) -> int:
     """`table rebuild TOPIC`: drop the table (when there is one), then commit every log of the topic from
     its latest state in one snapshot."""
-    from compaction_assets.table.commit import LogCommit
+    from compaction_assets.table.commit.commit import LogCommit
     from compaction_assets.table.lifecycle import rebuild_table
 
     topic = ctx.args.topic

@@ -109,7 +109,7 @@ def _masks(live: LiveRows, stale: pa.Table) -> list[tuple[DataFile, pa.Array]]:
 
 
 def change_of_tail(table: Table | None, tasks: list[FileScanTask], rows: pa.Table, keys: pa.Array) -> Change:
-    """The change of the records a log appended since its table's mark (table/tail.py): `rows` its touched
+    """The change of the records a log appended since its table's mark (table/commit/tail.py): `rows` its touched
     keys' new rows, `keys` every touched key; each touched key's live row in the table is stale, since
     every appended record wins over it under the offset strategy."""
     appended = rows.column("key").combine_chunks()

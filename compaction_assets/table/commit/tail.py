@@ -1,7 +1,7 @@
 """A log's change to its table as the records it appended since the table's mark, when that is the whole change.
 
 Under the offset strategy a key's winner is its highest offset, so the records a log appended since the
-offsets a table reflects (its mark, summary.py) win over every row the table holds for their keys: the
+offsets a table reflects (its mark, table/summary.py) win over every row the table holds for their keys: the
 table is brought up by those records alone, and a commit reads the log's tail, not its whole history
 (change.py's comparison with the whole latest state). That holds while nothing else changed the log's
 latest state since the mark: the same log start, and the same `removals` count (store/manifest.py: a

@@ -1,7 +1,7 @@
 """One log's change to its topic's table as one Iceberg snapshot, exactly once.
 
 Every snapshot records, in its summary, the manifest version and offsets of every log of the topic it
-reflects (summary.py), and which log it committed. A run reads the current snapshot first: a log whose
+reflects (table/summary.py), and which log it committed. A run reads the current snapshot first: a log whose
 recorded version is already the manifest's commits nothing (a re-run), and one behind it (a run killed
 between its cleaning and its commit, or a table that missed a version) is brought to the manifest's latest
 state by the next run, whatever happened in between.
@@ -30,12 +30,12 @@ from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, identifier, locate, open_catalog
-from compaction_assets.table.expiry import ExpiryResult, expire
-from compaction_assets.table.rewrite import RewriteResult, rewrite
+from compaction_assets.table.commit.expiry import ExpiryResult, expire
+from compaction_assets.table.commit.rewrite import RewriteResult, rewrite
+from compaction_assets.table.commit.snapshot import LogWrite, TopicTable, with_retry_off, write_snapshot
+from compaction_assets.table.commit.tail import Tail, tail_since
 from compaction_assets.table.schema import check_owned
-from compaction_assets.table.snapshot import LogWrite, TopicTable, with_retry_off, write_snapshot
 from compaction_assets.table.summary import LogMark, carried_marks, marks_of
-from compaction_assets.table.tail import Tail, tail_since
 from compaction_assets.topics.config import TopicConfig
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class CommitResult:
     delete_files_added: int = 0  # position-delete files masking the changed keys' old rows
     bytes_written: int = 0
     # the log's records read to find the change: its records since the table's mark (`from_tail`,
-    # table/tail.py), else every visible record (its whole latest state built)
+    # table/commit/tail.py), else every visible record (its whole latest state built)
     records_read: int = 0
     from_tail: bool = False
     attempts: int = 1
@@ -203,7 +203,7 @@ def _attempt(
     attempt: int,
 ) -> dict[str, CommitResult]:
     """One attempt, from the table's current snapshot: the logs it reflects behind their manifests committed
-    (each by its records since the table's mark when those are its whole change, table/tail.py, else by
+    (each by its records since the table's mark when those are its whole change, table/commit/tail.py, else by
     its latest state, built once and kept in `states` for the next attempt); nothing when none is behind."""
     table = _load(target.catalog, target.ident, target.topic)
     marks = marks_of(table.current_snapshot()) if table is not None else {}

@@ -89,8 +89,8 @@ def cmd_latest_state(ctx: Context) -> int:
         write_latest_state,
     )
 
-    if ctx.args.as_of is not None:  # the topic's table as it was (compaction_assets/cli/table.py)
-        from compaction_assets.cli.table import latest_state_as_of
+    if ctx.args.as_of is not None:  # the topic's table as it was (compaction_assets/cli/commands/table.py)
+        from compaction_assets.cli.commands.table import latest_state_as_of
 
         return latest_state_as_of(ctx)
     handle, cfg = ctx.handle(ctx.args.log), ctx.config(ctx.args.log)  # before Spark starts
