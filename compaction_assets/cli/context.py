@@ -123,6 +123,12 @@ class Context:
         return self.store.log(log, must_exist=must_exist)
 
     @property
+    def tables_follow(self) -> bool:
+        """Whether the topics' tables follow what this command changes: tables on (COMPACTION_TABLES) and not
+        turned off by the command's --no-table."""
+        return self.env.tables.enabled and not getattr(self.args, "no_table", False)
+
+    @property
     def spark(self):
         """The Spark session, started on first use."""
         if self._spark is None:

@@ -10,6 +10,9 @@ from typing import Any
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError
 
+# what a command's output says of each log's table when the tables do not follow it
+TABLES_OFF = {"skipped": "tables are off (COMPACTION_TABLES, or the command's opt-out)"}
+
 
 def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
     """Bring the tables of `logs` to their logs' current versions after the command changed them (one
@@ -18,9 +21,8 @@ def follow(ctx: Context, logs: list[str]) -> dict[str, dict[str, Any]]:
     from compaction_assets.table.commit.commit import LogCommit
     from compaction_assets.table.follow import follow_logs
 
-    enabled = ctx.env.tables.enabled and not getattr(ctx.args, "no_table", False)
-    if not enabled or not logs:
-        return {log: {"skipped": "tables are off (COMPACTION_TABLES, or the command's opt-out)"} for log in logs}
+    if not ctx.tables_follow or not logs:
+        return {log: dict(TABLES_OFF) for log in logs}
     # (checked above: the commit need not read the settings again)
     done = follow_logs([LogCommit(ctx.handle(log), ctx.config(log)) for log in logs], now=ctx.now, enabled=True)
     out: dict[str, dict[str, Any]] = {}

@@ -54,9 +54,14 @@ def cmd_clean(ctx: Context) -> int:
             continue
         assert res.report is not None  # a fleet's result holds its report or its error
         reports[res.log] = res.report.as_dict()
-    # the cleaned logs' tables follow them (a cleaning changes the version; retention deletes records)
-    for log, followed in follow.follow(ctx, list(reports)).items():
-        reports[log]["table"] = followed
+    # the cleaned logs' tables follow them (a cleaning changes the version; retention deletes records);
+    # with the tables off there is nothing to commit, and the table's follow is not entered
+    if ctx.tables_follow:
+        for log, followed in follow.follow(ctx, list(reports)).items():
+            reports[log]["table"] = followed
+    else:
+        for report in reports.values():
+            report["table"] = dict(follow.TABLES_OFF)
     if reports or not failed:  # stdout: what ran; a command where nothing ran says why on stderr only
         _emit(list(reports.values()))
     if failed and failed == engine_faults:
