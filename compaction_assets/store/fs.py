@@ -17,7 +17,7 @@ the same store; a local folder's files through `local_files`. Every request to a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
@@ -49,7 +49,7 @@ class Storage:
     location: str = ""  # the store as the user named it (for messages)
     bucket: str = ""
     store: Any = None  # the obstore store of the bucket (object stores only)
-    counts: RequestCounts = field(default_factory=RequestCounts)
+    counts: RequestCounts | None = None  # an object store's requests (a local folder's operations make none)
 
     @classmethod
     def open(cls, location: str) -> Storage:
@@ -69,7 +69,7 @@ class Storage:
             raise StorageError(f"store {location}: no bucket in the URI (expected {parsed.scheme}://BUCKET/PREFIX)")
         root = (bucket + "/" + parsed.path.strip("/")).rstrip("/")
         store, fs = open_clients(parsed.scheme, bucket, location)
-        return cls(root, parsed.scheme, fs, location=location, bucket=bucket, store=store)
+        return cls(root, parsed.scheme, fs, location=location, bucket=bucket, store=store, counts=RequestCounts())
 
     @property
     def local(self) -> bool:
@@ -111,6 +111,8 @@ class Storage:
     @property
     def _objects(self) -> ObjectRequests:
         """The requests to this storage's bucket (object stores only), counted in `counts`."""
+        if self.counts is None:  # a Storage made without `open`: its requests counted from its first
+            self.counts = RequestCounts()
         return ObjectRequests(self.location, self.bucket, self.store, self.counts)
 
     # --- reads -------------------------------------------------------------------------------
@@ -178,7 +180,8 @@ class Storage:
             if os.path.isdir(path):
                 return read_folder(self, path, columns, schema)
             return read_parquet_file(path, columns, schema)
-        self.counts.get += 2  # footer and data (small files: one ranged GET each)
+        objects = self._objects
+        objects.counts.get += 2  # footer and data (small files: one ranged GET each)
         try:
             try:
                 source = self.fs.open_input_file(path)
@@ -189,7 +192,7 @@ class Storage:
         except StorageError:
             raise
         except Exception as exc:
-            raise self._objects.fail(exc, path) from None
+            raise objects.fail(exc, path) from None
 
     def write_parquet(self, path: str, table, **options: Any) -> None:
         """Write an Arrow table as one Parquet file (visible whole or not at all on an object store)."""
@@ -199,11 +202,12 @@ class Storage:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             pq.write_table(table, path, **options)
             return
-        self.counts.put += 1
+        objects = self._objects
+        objects.counts.put += 1
         try:
             pq.write_table(table, path, filesystem=self.fs, **options)
         except Exception as exc:
-            raise self._objects.fail(exc, path) from None
+            raise objects.fail(exc, path) from None
 
     # --- writes ------------------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
