@@ -18,6 +18,7 @@ from compaction_assets.errors import SparkSetupError
 from compaction_assets.spark.jvm_options import class_archive_path as class_archive_path
 from compaction_assets.spark.jvm_options import connect_server_java_options as connect_server_java_options
 from compaction_assets.spark.jvm_options import driver_java_options
+from compaction_assets.spark.lazy_session import LOCAL_MASTER_RE, session_target
 
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
@@ -36,14 +37,6 @@ DEFAULT_CONF = {
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.showConsoleProgress": "false",
 }
-
-
-def session_target() -> dict:
-    """Where the settings send a session: {spark.remote} or {spark.master} (no JVM options worked out)."""
-    env = settings.current()
-    if env.spark_remote:
-        return {"spark.remote": env.spark_remote}
-    return {"spark.master": env.spark_master or settings.DEFAULT_SPARK_MASTER}
 
 
 def spark_conf_from_env(extra: dict | None = None, *, dump_archive_to: str | None = None) -> dict:
@@ -87,21 +80,7 @@ def _default_worker_python(master: str) -> None:
 
 
 CONNECT_TIMEOUT_S = 5.0
-_LOCAL_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?")
-_MASTER_RE = re.compile(_LOCAL_MASTER_RE.pattern + r"|local-cluster\[.+\]|yarn|(spark|k8s|mesos)://.+")
-
-
-def local_master_cores(master: str) -> int | None:
-    """The cores a local master (local, local[N], local[*], local[N,F]) runs tasks on, capped by this
-    machine's; None for any other master."""
-    match = _LOCAL_MASTER_RE.fullmatch(master.strip())
-    if match is None:
-        return None
-    cores = os.cpu_count() or 1
-    wanted = match.group(2)
-    if wanted is None:
-        return 1
-    return cores if wanted == "*" else min(int(wanted), cores)
+_MASTER_RE = re.compile(LOCAL_MASTER_RE.pattern + r"|local-cluster\[.+\]|yarn|(spark|k8s|mesos)://.+")
 
 
 def check_spark_settings(conf: dict) -> None:

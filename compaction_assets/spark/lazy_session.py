@@ -4,23 +4,36 @@ A cleaning decided and written in this process (the offset strategy under a loca
 yet opening its session cost, per process: cold, a driver JVM's start; warm, Spark Connect's client modules
 and session, each a large share of such a cleaning. A `LazySession` stands where the session is handed down
 and opens it when an attribute of the session is first read; what the paths ask before that (the master they
-run on) the settings answer.
+run on, and a local master's cores) the settings answer, here (`session_target`, `master_named_by`,
+`local_master_cores`), so that a cleaning that needs no Spark job enters no more of spark/ than this module.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import re
 import socket
 import threading
 from collections.abc import Callable
 from urllib.parse import urlparse
 
+from compaction_assets import settings
 from compaction_assets.errors import EngineError
 
 # The master a Spark Connect server on this machine's loopback is taken to run: its tasks share this
 # machine's cores with the client (scripts/spark-connect.sh starts it so, with local[*] by default).
 LOOPBACK_CONNECT_MASTER = "local[*]"
 ANSWER_TIMEOUT_S = 1.0
+LOCAL_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?")
+
+
+def session_target() -> dict:
+    """Where the settings send a session: {spark.remote} or {spark.master} (no JVM options worked out)."""
+    env = settings.current()
+    if env.spark_remote:
+        return {"spark.remote": env.spark_remote}
+    return {"spark.master": env.spark_master or settings.DEFAULT_SPARK_MASTER}
 
 
 def master_named_by(conf: dict) -> str | None:
@@ -43,6 +56,19 @@ def master_named_by(conf: dict) -> str | None:
     except OSError:
         return None
     return LOOPBACK_CONNECT_MASTER
+
+
+def local_master_cores(master: str) -> int | None:
+    """The cores a local master (local, local[N], local[*], local[N,F]) runs tasks on, capped by this
+    machine's; None for any other master."""
+    match = LOCAL_MASTER_RE.fullmatch(master.strip())
+    if match is None:
+        return None
+    cores = os.cpu_count() or 1
+    wanted = match.group(2)
+    if wanted is None:
+        return 1
+    return cores if wanted == "*" else min(int(wanted), cores)
 
 
 class LazySession:
@@ -88,8 +114,6 @@ class LazySession:
 
 def settings_session(start: Callable[[], object]) -> LazySession:
     """A LazySession of the session the settings name, `start()` starting it; its master known from them."""
-    from compaction_assets.spark import session_target
-
     return LazySession(start, master_named_by(session_target()))
 
 

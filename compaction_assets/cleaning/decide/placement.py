@@ -35,8 +35,7 @@ from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.spark import local_master_cores
-from compaction_assets.spark.lazy_session import LazySession
+from compaction_assets.spark.lazy_session import LazySession, local_master_cores
 from compaction_assets.topics.config import TopicConfig
 
 # a collected winner of the offset strategy (its offset and WINNER_FIELDS): about 140 bytes at the peak
