@@ -123,6 +123,22 @@ def test_only_the_shell_imports_dagster():
     assert [u for u in users if not u.startswith(shell)] == []
 
 
+# a folder a newcomer takes in at a glance: past this many modules it splits into sub-packages, one concept each
+MOST_MODULES_A_FOLDER = 15
+
+
+def test_no_folder_of_the_product_holds_more_than_a_glance():
+    """Every folder of compaction_assets/ holds at most MOST_MODULES_A_FOLDER modules (its __init__.py counted)."""
+    folders = {p.parent for p in _files("compaction_assets")}
+    assert len(folders) > 1, "the scan must see the product's folders"
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in sorted(folders)
+        if (count := len(list(folder.glob("*.py")))) > MOST_MODULES_A_FOLDER
+    }
+    assert crowded == {}
+
+
 def test_environment_is_read_in_settings_only():
     readers = sorted(
         str(p.relative_to(ROOT))
