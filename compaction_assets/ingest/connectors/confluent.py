@@ -9,7 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
@@ -70,6 +70,13 @@ class Confluent(Connector):
             return confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
         headers = tables[2] if len(tables) > 2 else None
         return confluent_parquet(tables[0], tables[1], headers, label, cfg, unit.main.mtime_ms)
+
+    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The unit's JSON Lines files column by column."""
+        if unit.tombstone:
+            return json_columns.confluent_json(None, lines[0], None, label, cfg, unit.main.mtime_ms)
+        headers = lines[2] if len(lines) > 2 else None
+        return json_columns.confluent_json(lines[0], lines[1], headers, label, cfg, unit.main.mtime_ms)
 
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig

@@ -3,7 +3,7 @@ connector by a subclass of `Connector` in a module of its own (native.py, conflu
 and found through registry.py.
 
 A layout says how its files are named, grouped into units and ordered; which files a unit reads; how its
-records are shaped (a Parquet unit column by column, any unit row by row); whether `.json` holds a JSON
+records are shaped (a Parquet or JSON Lines unit column by column, any unit row by row); whether `.json` holds a JSON
 array; and whether its units' offsets interleave (then units whose ranges overlap are appended together).
 """
 
@@ -48,6 +48,11 @@ class Connector:
 
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """A Parquet unit's records column by column (None: shaped row by row); `label` names it in errors."""
+        return None
+
+    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """A JSON Lines unit's records column by column from each file's lines (json_columns.parse_lines);
+        None: shaped row by row."""
         return None
 
     def raw_records(

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest import canonical, readers
-from compaction_assets.ingest.connectors import columns, offsets, stream
+from compaction_assets.ingest.connectors import columns, json_columns, offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
@@ -54,12 +54,29 @@ def _vectorised(
     return connector.parquet_columns(tables, unit, src.uri(unit.main.path), cfg)
 
 
+def _json_vectorised(
+    unit: Unit, label: str, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
+) -> columns.Columns | None:
+    """A JSON Lines unit without change events, column by column (None: shaped row by row)."""
+    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.JSONL for _, fmt in read):
+        return None
+    lines = []
+    for data, _ in read:
+        parsed = json_columns.parse_lines(data)
+        if parsed is None:
+            return None
+        lines.append(parsed)
+    return connector.json_columns(lines, unit, label, cfg)
+
+
 def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:
     """One unit's records, CDC applied, keys and values encoded."""
     connector = connector_for(cfg.format)
     files = connector.unit_files(unit)
     read = [_data(src, f, cfg, connector) for f in files]
     fast = _vectorised(src, unit, cfg, read, connector)
+    if fast is None:
+        fast = _json_vectorised(unit, src.uri(unit.main.path), cfg, read, connector)
     if fast is not None:
         return fast
     rows = [readers.read_rows(data, fmt, src.uri(f.path)) for (data, fmt), f in zip(read, files)]

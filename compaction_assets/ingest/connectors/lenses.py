@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
@@ -26,6 +26,10 @@ class Lenses(NamedByOffset):
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' Parquet envelopes column by column."""
         return lenses_parquet(tables[0], label)
+
+    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """Lenses' JSON Lines envelopes column by column."""
+        return json_columns.lenses_json(lines[0], label)
 
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig
