@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from compaction_assets.ingest import avro_columns
 from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
@@ -31,6 +32,11 @@ class Aiven(NamedByOffset):
     def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Aiven's JSON Lines records column by column."""
         return json_columns.aiven_json(lines[0], label)
+
+    def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The records read into Arrow, shaped as the Parquet ones."""
+        table = avro_columns.records_table(records[0])
+        return None if table is None else self.parquet_columns([table], unit, label, cfg)
 
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig

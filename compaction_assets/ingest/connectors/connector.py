@@ -55,6 +55,11 @@ class Connector:
         None: shaped row by row."""
         return None
 
+    def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """An Avro unit's records column by column from each file's records (avro_columns.read_records);
+        None: shaped row by row."""
+        return None
+
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig
     ) -> RawBatch:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import canonical, readers
+from compaction_assets.ingest import avro_columns, canonical, readers
 from compaction_assets.ingest.connectors import columns, json_columns, offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
@@ -47,26 +47,20 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Co
 def _vectorised(
     src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
 ) -> columns.Columns | None:
-    """A Parquet unit without change events, column by column (None: shaped row by row)."""
-    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
+    """A Parquet, Avro or JSON Lines unit without change events, column by column (None: shaped row by row)."""
+    formats = {fmt for _, fmt in read}
+    if cfg.cdc is not CdcFormat.NONE or len(formats) != 1:
         return None
-    tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
-    return connector.parquet_columns(tables, unit, src.uri(unit.main.path), cfg)
-
-
-def _json_vectorised(
-    unit: Unit, label: str, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
-) -> columns.Columns | None:
-    """A JSON Lines unit without change events, column by column (None: shaped row by row)."""
-    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.JSONL for _, fmt in read):
+    label = src.uri(unit.main.path)
+    if formats == {FileFormat.PARQUET}:
+        tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
+        return connector.parquet_columns(tables, unit, label, cfg)
+    parse = {FileFormat.AVRO: avro_columns.read_records, FileFormat.JSONL: json_columns.parse_lines}.get(formats.pop())
+    parsed = [] if parse is None else [parse(data) for data, _ in read]
+    if not parsed or any(p is None for p in parsed):
         return None
-    lines = []
-    for data, _ in read:
-        parsed = json_columns.parse_lines(data)
-        if parsed is None:
-            return None
-        lines.append(parsed)
-    return connector.json_columns(lines, unit, label, cfg)
+    shaped = connector.avro_columns if read[0][1] is FileFormat.AVRO else connector.json_columns
+    return shaped(parsed, unit, label, cfg)
 
 
 def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:
@@ -75,8 +69,6 @@ def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Colu
     files = connector.unit_files(unit)
     read = [_data(src, f, cfg, connector) for f in files]
     fast = _vectorised(src, unit, cfg, read, connector)
-    if fast is None:
-        fast = _json_vectorised(unit, src.uri(unit.main.path), cfg, read, connector)
     if fast is not None:
         return fast
     rows = [readers.read_rows(data, fmt, src.uri(f.path)) for (data, fmt), f in zip(read, files)]
