@@ -13,6 +13,7 @@ from compaction_assets.ingest import avro_columns
 from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
+from compaction_assets.ingest.connectors.json_columns import JsonRows
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
 from compaction_assets.ingest.connectors.parquet_columns import confluent_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
@@ -72,8 +73,9 @@ class Confluent(Connector):
         headers = tables[2] if len(tables) > 2 else None
         return confluent_parquet(tables[0], tables[1], headers, label, cfg, unit.main.mtime_ms)
 
-    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
-        """The unit's JSON Lines files column by column."""
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The unit's JSON Lines files column by column (Confluent's `.json` is JSON Lines)."""
+        lines = [r.values for r in rows]
         if unit.tombstone:
             return json_columns.confluent_json(None, lines[0], None, label, cfg, unit.main.mtime_ms)
         headers = lines[2] if len(lines) > 2 else None

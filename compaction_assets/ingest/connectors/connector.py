@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.columns import Columns
+from compaction_assets.ingest.connectors.json_columns import JsonRows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Layout, PartitionSource, Unit
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows
@@ -50,9 +51,9 @@ class Connector:
         """A Parquet unit's records column by column (None: shaped row by row); `label` names it in errors."""
         return None
 
-    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
-        """A JSON Lines unit's records column by column from each file's lines (json_columns.parse_lines);
-        None: shaped row by row."""
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """A JSON unit's records column by column from each file's values (json_columns.parse_lines or
+        parse_array); None: shaped row by row."""
         return None
 
     def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:

@@ -47,7 +47,7 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Co
 def _vectorised(
     src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
 ) -> columns.Columns | None:
-    """A Parquet, Avro or JSON Lines unit without change events, column by column (None: shaped row by row)."""
+    """A Parquet, Avro or JSON unit without change events, column by column (None: shaped row by row)."""
     formats = {fmt for _, fmt in read}
     if cfg.cdc is not CdcFormat.NONE or len(formats) != 1:
         return None
@@ -55,12 +55,17 @@ def _vectorised(
     if formats == {FileFormat.PARQUET}:
         tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
         return connector.parquet_columns(tables, unit, label, cfg)
-    parse = {FileFormat.AVRO: avro_columns.read_records, FileFormat.JSONL: json_columns.parse_lines}.get(formats.pop())
-    parsed = [] if parse is None else [parse(data) for data, _ in read]
-    if not parsed or any(p is None for p in parsed):
+    fmt = formats.pop()
+    if fmt is FileFormat.AVRO:
+        records = [avro_columns.read_records(data) for data, _ in read]
+        found = [r for r in records if r is not None]
+        return connector.avro_columns(found, unit, label, cfg) if len(found) == len(read) else None
+    if fmt not in (FileFormat.JSONL, FileFormat.JSON):
         return None
-    shaped = connector.avro_columns if read[0][1] is FileFormat.AVRO else connector.json_columns
-    return shaped(parsed, unit, label, cfg)
+    parse = json_columns.parse_lines if fmt is FileFormat.JSONL else json_columns.parse_array
+    rows = [parse(data) for data, _ in read]
+    parsed = [r for r in rows if r is not None]
+    return connector.json_columns(parsed, unit, label, cfg) if len(parsed) == len(read) else None
 
 
 def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:

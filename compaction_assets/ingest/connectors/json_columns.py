@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import io
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -32,43 +33,80 @@ from compaction_assets.ingest.jsonl_columns import BLOCK_BYTES, pair_headers
 from compaction_assets.topics.landing_settings import LandingConfig
 
 WRAPPED = "k"  # the one field each line is parsed under
+MAX_DEPTH = 64  # nesting beyond it is read row by row (whose parser refuses a depth past its own limit)
 
 
-def parse_lines(data: bytes) -> pa.Array | None:
-    """Each line's JSON value (row i: line i + 1), gzip undone; None: the file is read row by row."""
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error):
-            return None  # the per-row reader words the refusal
-    if not data:
-        return None
-    body = data[:-1] if data.endswith(b"\n") else data
-    wrapped = b'{"k":' + body.replace(b"\n", b'}\n{"k":') + b"}\n"
+@dataclass(frozen=True)
+class JsonRows:
+    """A JSON file's values, one a row (row i: the i-th from 1), and what errors call a row."""
+
+    values: pa.Array
+    unit: str  # "line" (JSON Lines) or "record" (a JSON array)
+
+
+def _gunzipped(data: bytes) -> bytes | None:
+    if data[:2] != b"\x1f\x8b":
+        return data
     try:
-        table = pj.read_json(io.BytesIO(wrapped), read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None  # the per-row reader words the refusal
+
+
+def _read_wrapped(wrapped: bytes, options: pj.ReadOptions, parse: pj.ParseOptions | None = None) -> pa.Array | None:
+    try:
+        table = pj.read_json(io.BytesIO(wrapped), read_options=options, parse_options=parse)
         table.validate(full=True)  # pyarrow's parser does not check UTF-8
     except (pa.ArrowException, ValueError):
         return None
-    if table.column_names != [WRAPPED] or table.num_rows != body.count(b"\n") + 1:
+    if table.column_names != [WRAPPED]:
         return None
     column = table.column(0)
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
-def exact(arr: pa.Array) -> bool:
+def parse_lines(data: bytes) -> JsonRows | None:
+    """Each line's JSON value (row i: line i + 1), gzip undone; None: the file is read row by row."""
+    text = _gunzipped(data)
+    if not text:
+        return None
+    body = text[:-1] if text.endswith(b"\n") else text
+    wrapped = b'{"k":' + body.replace(b"\n", b'}\n{"k":') + b"}\n"
+    values = _read_wrapped(wrapped, pj.ReadOptions(block_size=BLOCK_BYTES))
+    if values is None or len(values) != body.count(b"\n") + 1:
+        return None
+    return JsonRows(values, "line")
+
+
+def parse_array(data: bytes) -> JsonRows | None:
+    """Each value of a file holding one JSON array (Aiven's `.json`), gzip undone; None: read row by row.
+    The array is one row of pyarrow's reader, so one block: its parse is not spread over threads."""
+    text = _gunzipped(data)
+    if text is None or not text.lstrip().startswith(b"["):
+        return None
+    wrapped = b'{"k":' + text + b"}"
+    options = pj.ReadOptions(block_size=len(wrapped) + 64)
+    whole = _read_wrapped(wrapped, options, pj.ParseOptions(newlines_in_values=True))
+    if whole is None or len(whole) != 1 or whole.null_count or not pa.types.is_list(whole.type):
+        return None
+    return JsonRows(whole.flatten(), "record")
+
+
+def exact(arr: pa.Array, depth: int = 0) -> bool:
     """Whether the canonical JSON of `arr` (arrowjson.py) is that of the lines' values: only JSON's own types
     (no float, no timestamp), and no field null in an object (absent or null: pyarrow cannot say)."""
     t = arr.type
     if pa.types.is_null(t) or pa.types.is_boolean(t) or pa.types.is_int64(t) or pa.types.is_string(t):
         return True
+    if depth > MAX_DEPTH:
+        return False
     if pa.types.is_list(t):
-        return exact(arr.flatten())
+        return exact(arr.flatten(), depth + 1)
     if not pa.types.is_struct(t):
         return False
     for i in range(t.num_fields):
         child = arr.field(i)
-        if not _nulls_only_under(child, arr) or not exact(child):
+        if not _nulls_only_under(child, arr) or not exact(child, depth + 1):
             return False
     return True
 
@@ -106,8 +144,9 @@ def headers(arr: pa.Array | None, n: int) -> pa.Array | None:
     return headers_column(arr, n)
 
 
-def _keyed(lines: pa.Array, offsets: pa.Array | None, timestamps: pa.Array | None, label: str) -> Columns | None:
+def _keyed(rows: JsonRows, offsets: pa.Array | None, timestamps: pa.Array | None, label: str) -> Columns | None:
     """Records with key, value and headers fields, and their offsets and timestamps."""
+    lines = rows.values
     n = len(lines)
     hdrs = headers(_field(lines, "headers"), n)
     key, value = (_field(lines, name) for name in ("key", "value"))
@@ -120,16 +159,17 @@ def _keyed(lines: pa.Array, offsets: pa.Array | None, timestamps: pa.Array | Non
         values, structured = encode_column(value)
     except NotVectorised:
         return None
-    where = Where.numbered(f"{label}: line", np.arange(1, n + 1))
+    where = Where.numbered(f"{label}: {rows.unit}", np.arange(1, n + 1))
     return Columns(keys, values, structured, offsets, timestamps, hdrs, where, schema=arrowschema.value_schema(value))
 
 
-def aiven_json(lines: pa.Array, label: str) -> Columns | None:
-    """Aiven's JSON Lines records (key, value, offset, timestamp, headers); a text timestamp goes row by row."""
+def aiven_json(rows: JsonRows, label: str) -> Columns | None:
+    """Aiven's JSON records (key, value, offset, timestamp, headers); a text timestamp goes row by row."""
+    lines = rows.values
     if not _objects(lines):
         return None
     n = len(lines)
-    return _keyed(lines, longs(_field(lines, "offset"), n), longs(_field(lines, "timestamp"), n), label)
+    return _keyed(rows, longs(_field(lines, "offset"), n), longs(_field(lines, "timestamp"), n), label)
 
 
 def _never_true(flag: pa.Array | None) -> bool:
@@ -139,16 +179,17 @@ def _never_true(flag: pa.Array | None) -> bool:
     return pa.types.is_boolean(flag.type) and not pc.any(flag).as_py()
 
 
-def lenses_json(lines: pa.Array, label: str) -> Columns | None:
+def lenses_json(rows: JsonRows, label: str) -> Columns | None:
     """Lenses' JSON envelopes (key, value, headers, metadata with offset and timestamp); base64 keys or
     values (`keyIsArray` / `valueIsArray` true) go row by row."""
+    lines = rows.values
     if not _objects(lines) or not all(_never_true(_field(lines, f)) for f in ("keyIsArray", "valueIsArray")):
         return None
     meta = _field(lines, "metadata")
     if meta is None or not _objects(meta):
         return None
     n = len(lines)
-    return _keyed(lines, longs(_field(meta, "offset"), n), longs(_field(meta, "timestamp"), n), label)
+    return _keyed(rows, longs(_field(meta, "offset"), n), longs(_field(meta, "timestamp"), n), label)
 
 
 def _confluent_headers(lines: pa.Array | None, n: int) -> pa.Array | None:

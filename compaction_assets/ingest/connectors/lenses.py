@@ -9,6 +9,7 @@ from compaction_assets.ingest import avro_columns
 from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
+from compaction_assets.ingest.connectors.json_columns import JsonRows
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
@@ -28,9 +29,9 @@ class Lenses(NamedByOffset):
         """Lenses' Parquet envelopes column by column."""
         return lenses_parquet(tables[0], label)
 
-    def json_columns(self, lines: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' JSON Lines envelopes column by column."""
-        return json_columns.lenses_json(lines[0], label)
+        return json_columns.lenses_json(rows[0], label)
 
     def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """The records read into Arrow, shaped as the Parquet ones."""

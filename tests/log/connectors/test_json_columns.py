@@ -79,16 +79,17 @@ def _unit(names: list[str], tombstone: bool = False) -> Unit:
     return Unit(names[0], tuple(LandedFile(n, n, MTIME) for n in names), 0, tombstone)
 
 
-def _both(fmt: LandingFormat, files: list[bytes], cfg, tombstone: bool = False):
+def _both(fmt: LandingFormat, files: list[bytes], cfg, tombstone: bool = False, kind: FileFormat = FileFormat.JSONL):
     """(the column-wise Columns or None, the per-row Columns or the per-row refusal's text)."""
     connector = connector_for(fmt)
     names = [f"s3://b/f{i}.json" for i in range(len(files))]
     unit = _unit(names, tombstone)
-    parsed = [json_columns.parse_lines(data) for data in files]
+    parse = json_columns.parse_lines if kind is FileFormat.JSONL else json_columns.parse_array
+    parsed = [parse(data) for data in files]
     fast = None if any(p is None for p in parsed) else connector.json_columns(parsed, unit, names[0], cfg)
     try:
-        rows = [readers.read_rows(data, FileFormat.JSONL, name) for data, name in zip(files, names)]
-        raw = connector.raw_records(rows, [FileFormat.JSONL] * len(files), names, unit, cfg)
+        rows = [readers.read_rows(data, kind, name) for data, name in zip(files, names)]
+        raw = connector.raw_records(rows, [kind] * len(files), names, unit, cfg)
         slow: columns.Columns | str = columns.from_raw(raw, names[0])
     except InvalidInputError as exc:
         slow = f"refused: {exc}"
@@ -184,6 +185,37 @@ def test_gzip_lines_are_read_column_wise():
     fast, slow = _both(LandingFormat.AIVEN, [gzip.compress(data)], AIVEN)
     assert fast is not None
     _pinned(fast, slow)
+
+
+@pytest.mark.parametrize("layout", ["one line", "a record a line", "indented"])
+def test_aiven_json_arrays_column_wise_are_the_per_row_records(layout):
+    rng = random.Random(len(layout))
+    records = [_aiven_record(rng, i, "records", "objects") for i in range(120)]
+    if layout == "one line":
+        text = json.dumps(records)
+    elif layout == "a record a line":
+        text = "[\n" + ",\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n]\n"
+    else:
+        text = json.dumps(records, indent=2)
+    fast, slow = _both(LandingFormat.AIVEN, [text.encode()], AIVEN, kind=FileFormat.JSON)
+    assert fast is not None and fast.where[0].endswith(": record 1")
+    _pinned(fast, slow)
+
+
+ODD_ARRAYS = ["[]", "{}", '[{"key":"a","value":1,"offset":0,"timestamp":1},]', "[1, 2]", "null", "[null]", "[] []", ""]
+
+
+@pytest.mark.parametrize("text", ODD_ARRAYS, ids=range(len(ODD_ARRAYS)))
+def test_json_arrays_the_columns_cannot_read_exactly_are_read_by_row(text):
+    _pinned(*_both(LandingFormat.AIVEN, [text.encode()], AIVEN, kind=FileFormat.JSON))
+
+
+def test_deep_nesting_is_read_by_row():
+    deep = '{"a":' * 3000 + "1" + "}" * 3000
+    text = '{"key":"k","value":' + deep + ',"offset":0,"timestamp":1}\n'
+    assert (
+        json_columns.parse_lines(text.encode()) is None or _both(LandingFormat.AIVEN, [text.encode()], AIVEN)[0] is None
+    )
 
 
 A = '{"key":"a","value":{"x":1},"offset":0,"timestamp":1'
