@@ -2,14 +2,15 @@
 Parquet's are (connectors/parquet_columns.py; `input_table` below for the native files) instead of checked
 and converted a Python object at a time (input_files.py, connectors/shapes.py).
 
-fastavro still decodes the records (one dict each: no reader installed here yields Arrow for every schema the
-connectors write; see docs/performance.md); pyarrow then converts them at once against the Arrow type the
-writer's schema says. That type is said only where the per-row path's Python value and the Arrow value have
-the same stored form: null, boolean, int, long, float, double, string, bytes, enum, fixed, records,
-arrays, and unions of null with one of these; a map only as a record's `headers` field (elsewhere the
-per-row path stores a map as a JSON object, Arrow's as a list of pairs). Logical types (fastavro turns them
-into datetimes, decimals, UUIDs), other unions and recursive types are read row by row, as is any file
-whose reading fails: the per-row path then names the first bad record, as it always has.
+A file of ARROW_READER_BYTES or more is read straight into Arrow by DataFusion (avro_arrow.py); a smaller
+one (or one DataFusion cannot read) is decoded by fastavro, a dict a record, and pyarrow converts the records
+at once. Either way the columns take the Arrow type the writer's schema says. That type is said only where
+the per-row path's Python value and the Arrow value have the same stored form: null, boolean, int, long,
+float, double, string, bytes, enum, fixed, records, arrays, and unions of null with one of these; a map
+only as a record's `headers` field (elsewhere the per-row path stores a map as a JSON object, Arrow's as a
+list of pairs). Logical types (fastavro turns them into datetimes, decimals, UUIDs), other unions and
+recursive types are read row by row, as is any file whose reading fails: the per-row path then names the
+first bad record, as it always has.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from compaction_assets.ingest import avro_arrow
 from compaction_assets.ingest.connectors.parquet_columns import headers_column
 from compaction_assets.segments.records import INPUT_SCHEMA
 
@@ -34,6 +36,7 @@ PRIMITIVES = {
     "bytes": pa.binary(),
 }
 NATIVE_FIELDS = {"key", "value", "timestamp", "headers", "offset"}
+ARROW_READER_BYTES = 2 << 20  # a file at least this large is read by avro_arrow.py (its import repays)
 
 
 def arrow_type(
@@ -79,10 +82,18 @@ def read_records(data: bytes) -> pa.Array | None:
         typ = arrow_type(reader.writer_schema, {})
         if typ is None:
             return None
-        records = pa.array(list(reader), type=typ)
+        records = None
+        if len(data) >= ARROW_READER_BYTES and _a_record(reader.writer_schema) and pa.types.is_struct(typ):
+            records = avro_arrow.read_records(data, typ)
+        if records is None:
+            records = pa.array(list(reader), type=typ)
     except Exception:  # fastavro raises several types for a bad header or block, pyarrow for a value that
         return None  # does not convert: the per-row path names the record and words the reason
     return records if no_repeated_names(records) else None
+
+
+def _a_record(schema: Any) -> bool:
+    return isinstance(schema, dict) and schema.get("type") == "record"
 
 
 def no_repeated_names(records: pa.Array) -> bool:
