@@ -1,16 +1,16 @@
-"""Connector JSON Lines shaped column by column: Aiven's records, Lenses' envelopes and Confluent's value, keys
-and headers files, parsed by pyarrow's JSON reader and shaped with Arrow as the Parquet files are
-(parquet_columns.py), not a Python object per record (readers.py and shapes.py).
+"""Connector JSON shaped column by column: Aiven's records (JSON Lines, or its `.json` arrays), Lenses'
+envelopes and Confluent's value, keys and headers files, parsed by pyarrow's JSON reader and shaped with Arrow
+as the Parquet files are (parquet_columns.py), not a Python object per record (readers.py and shapes.py).
 
 Each line is parsed wrapped as `{"k": <line>}`, so that a line holding any JSON value (a Confluent keys file's
 text keys) is one row of one column. A shape here gives the very Columns the per-row shapes give, or None, and
 the caller shapes the unit row by row, which names the file, line and column of any error. It steps aside
 for: anything pyarrow refuses (a malformed line, a blank line, a value whose type changes between lines, a
 field given twice), text that is not UTF-8, numbers that are not 64-bit integers (pyarrow reads 1 as 1.0 in
-a column of floats, where the per-row path keeps 1), text pyarrow reads as a timestamp, a field of a key or
-value that is null in an object (absent and null differ in canonical JSON, and pyarrow reads both as
-null), timestamps given as text, header shapes other than a list of {key|name, value} records, [name,
-value] pairs or an empty map.
+a column of floats, where the per-row path keeps 1), a field of a key or value that is null in an object
+(absent and null differ in canonical JSON, and pyarrow reads both as null), a record's timestamp given as
+ISO-8601 text, header shapes other than a list of {key|name, value} records, [name, value] pairs or an empty
+map. Text pyarrow infers as a timestamp ("2024-01-01") is read again as text.
 """
 
 from __future__ import annotations
@@ -53,16 +53,44 @@ def _gunzipped(data: bytes) -> bytes | None:
         return None  # the per-row reader words the refusal
 
 
-def _read_wrapped(wrapped: bytes, options: pj.ReadOptions, parse: pj.ParseOptions | None = None) -> pa.Array | None:
+def _read_wrapped(wrapped: bytes, options: pj.ReadOptions, newlines_in_values: bool = False) -> pa.Array | None:
+    """The wrapped values; text pyarrow inferred as timestamps is read again as the text it is."""
     try:
-        table = pj.read_json(io.BytesIO(wrapped), read_options=options, parse_options=parse)
+        table = pj.read_json(
+            io.BytesIO(wrapped),
+            read_options=options,
+            parse_options=pj.ParseOptions(newlines_in_values=newlines_in_values),
+        )
+        if table.column_names == [WRAPPED] and _has_timestamps(table.schema.field(0).type):
+            as_text = pa.schema([pa.field(WRAPPED, _timestamps_as_text(table.schema.field(0).type))])
+            parse = pj.ParseOptions(explicit_schema=as_text, newlines_in_values=newlines_in_values)
+            table = pj.read_json(io.BytesIO(wrapped), read_options=options, parse_options=parse)
         table.validate(full=True)  # pyarrow's parser does not check UTF-8
-    except (pa.ArrowException, ValueError):
+    except (pa.ArrowException, ValueError, RecursionError):  # RecursionError: a type nested past Python's limit
         return None
     if table.column_names != [WRAPPED]:
         return None
     column = table.column(0)
     return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _has_timestamps(t: pa.DataType) -> bool:
+    if pa.types.is_timestamp(t):
+        return True
+    if pa.types.is_list(t):
+        return _has_timestamps(t.value_type)
+    return pa.types.is_struct(t) and any(_has_timestamps(f.type) for f in t)
+
+
+def _timestamps_as_text(t: pa.DataType) -> pa.DataType:
+    """The type with text where pyarrow inferred a timestamp (from text such as "2024-01-01")."""
+    if pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_list(t):
+        return pa.list_(_timestamps_as_text(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_timestamps_as_text(f.type)) for f in t])
+    return t
 
 
 def parse_lines(data: bytes) -> JsonRows | None:
@@ -86,7 +114,7 @@ def parse_array(data: bytes) -> JsonRows | None:
         return None
     wrapped = b'{"k":' + text + b"}"
     options = pj.ReadOptions(block_size=len(wrapped) + 64)
-    whole = _read_wrapped(wrapped, options, pj.ParseOptions(newlines_in_values=True))
+    whole = _read_wrapped(wrapped, options, newlines_in_values=True)
     if whole is None or len(whole) != 1 or whole.null_count or not pa.types.is_list(whole.type):
         return None
     return JsonRows(whole.flatten(), "record")

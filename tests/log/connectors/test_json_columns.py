@@ -239,6 +239,8 @@ ODD_AIVEN = [
     '{"key":"a","value":{"x":null},"offset":0,"timestamp":1}\n',
     '{"key":"a","value":{"x":1},"offset":0,"timestamp":1}\n{"key":"a","value":{},"offset":0,"timestamp":1}\n',
     '{"key":"a","value":{"d":"2024-01-01"},"offset":0,"timestamp":1}\n',
+    '{"key":"2024-01-01 10:00:00","value":{"d":["2024-01-01T00:00:00Z"],"e":{"f":"2024-01-01"}},'
+    '"offset":0,"timestamp":1}\n',
     '{"key":"a","value":[1,"a"],"offset":0,"timestamp":1}\n',
     '{"key":"a","value":"x","offset":0,"timestamp":1}\n{"key":"a","value":{"x":1},"offset":0,"timestamp":1}\n',
     '{"key":"\\ud800","value":"x","offset":0,"timestamp":1}\n',
@@ -264,6 +266,17 @@ ODD_AIVEN = [
 @pytest.mark.parametrize("text", ODD_AIVEN, ids=range(len(ODD_AIVEN)))
 def test_aiven_lines_the_columns_cannot_read_exactly_are_read_by_row(text):
     _pinned(*_both(LandingFormat.AIVEN, [text.encode()], AIVEN))
+
+
+def test_text_that_looks_like_a_date_is_read_column_wise_as_text():
+    records = [
+        {"key": "2024-01-01", "value": {"at": f"2024-01-0{1 + i % 9}T00:00:0{i % 10}Z", "d": ["2024-02-02"]},
+         "offset": i, "timestamp": 1}
+        for i in range(30)
+    ]  # fmt: skip
+    fast, slow = _both(LandingFormat.AIVEN, [_lines(records)], AIVEN)
+    assert fast is not None
+    _pinned(fast, slow)
 
 
 def test_text_that_is_not_utf8_is_read_by_row():
