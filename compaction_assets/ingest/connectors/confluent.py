@@ -13,7 +13,7 @@ from compaction_assets.ingest import avro_columns
 from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
-from compaction_assets.ingest.connectors.json_columns import JsonRows
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
 from compaction_assets.ingest.connectors.parquet_columns import confluent_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.columns import Columns
-from compaction_assets.ingest.connectors.json_columns import JsonRows
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Layout, PartitionSource, Unit
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest import avro_columns, canonical, readers
-from compaction_assets.ingest.connectors import columns, json_columns, offsets, stream
+from compaction_assets.ingest.connectors import columns, json_rows, offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
@@ -62,7 +62,7 @@ def _vectorised(
         return connector.avro_columns(found, unit, label, cfg) if len(found) == len(read) else None
     if fmt not in (FileFormat.JSONL, FileFormat.JSON):
         return None
-    parse = json_columns.parse_lines if fmt is FileFormat.JSONL else json_columns.parse_array
+    parse = json_rows.parse_lines if fmt is FileFormat.JSONL else json_rows.parse_array
     rows = [parse(data) for data, _ in read]
     parsed = [r for r in rows if r is not None]
     return connector.json_columns(parsed, unit, label, cfg) if len(parsed) == len(read) else None

@@ -2,122 +2,32 @@
 envelopes and Confluent's value, keys and headers files, parsed by pyarrow's JSON reader and shaped with Arrow
 as the Parquet files are (parquet_columns.py), not a Python object per record (readers.py and shapes.py).
 
-Each line is parsed wrapped as `{"k": <line>}`, so that a line holding any JSON value (a Confluent keys file's
-text keys) is one row of one column. A shape here gives the very Columns the per-row shapes give, or None, and
-the caller shapes the unit row by row, which names the file, line and column of any error. It steps aside
-for: anything pyarrow refuses (a malformed line, a blank line, a value whose type changes between lines, a
-field given twice), text that is not UTF-8, numbers that are not 64-bit integers (pyarrow reads 1 as 1.0 in
-a column of floats, where the per-row path keeps 1), a field of a key or value that is null in an object
-(absent and null differ in canonical JSON, and pyarrow reads both as null), a record's timestamp given as
-ISO-8601 text, header shapes other than a list of {key|name, value} records, [name, value] pairs or an empty
-map. Text pyarrow infers as a timestamp ("2024-01-01") is read again as text.
+The files' values come from json_rows.py. A shape here gives the very Columns the per-row shapes give, or
+None, and the caller shapes the unit row by row, which names the file, line and column of any error. It
+steps aside for: numbers that are not 64-bit integers (pyarrow reads 1 as 1.0 in a column of floats, where
+the per-row path keeps 1), a field of a key or value that is null in an object (absent and null differ in
+canonical JSON, and pyarrow reads both as null), header shapes other than a list of {key|name, value}
+records, [name, value] pairs or an empty map. Aiven's ISO-8601 record timestamps go through the per-row
+function.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
-import zlib
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
+from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest import arrowschema
 from compaction_assets.ingest.arrowjson import NotVectorised, encode_column
 from compaction_assets.ingest.connectors.columns import Columns, Where, _empty_headers
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.parquet_columns import headers_column, longs
-from compaction_assets.ingest.jsonl_columns import BLOCK_BYTES, pair_headers
+from compaction_assets.ingest.connectors.shapes import to_ms
+from compaction_assets.ingest.jsonl_columns import pair_headers
 from compaction_assets.topics.landing_settings import LandingConfig
 
-WRAPPED = "k"  # the one field each line is parsed under
 MAX_DEPTH = 64  # nesting beyond it is read row by row (whose parser refuses a depth past its own limit)
-
-
-@dataclass(frozen=True)
-class JsonRows:
-    """A JSON file's values, one a row (row i: the i-th from 1), and what errors call a row."""
-
-    values: pa.Array
-    unit: str  # "line" (JSON Lines) or "record" (a JSON array)
-
-
-def _gunzipped(data: bytes) -> bytes | None:
-    if data[:2] != b"\x1f\x8b":
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error):
-        return None  # the per-row reader words the refusal
-
-
-def _read_wrapped(wrapped: bytes, options: pj.ReadOptions, newlines_in_values: bool = False) -> pa.Array | None:
-    """The wrapped values; text pyarrow inferred as timestamps is read again as the text it is."""
-    try:
-        table = pj.read_json(
-            io.BytesIO(wrapped),
-            read_options=options,
-            parse_options=pj.ParseOptions(newlines_in_values=newlines_in_values),
-        )
-        if table.column_names == [WRAPPED] and _has_timestamps(table.schema.field(0).type):
-            as_text = pa.schema([pa.field(WRAPPED, _timestamps_as_text(table.schema.field(0).type))])
-            parse = pj.ParseOptions(explicit_schema=as_text, newlines_in_values=newlines_in_values)
-            table = pj.read_json(io.BytesIO(wrapped), read_options=options, parse_options=parse)
-        table.validate(full=True)  # pyarrow's parser does not check UTF-8
-    except (pa.ArrowException, ValueError, RecursionError):  # RecursionError: a type nested past Python's limit
-        return None
-    if table.column_names != [WRAPPED]:
-        return None
-    column = table.column(0)
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
-def _has_timestamps(t: pa.DataType) -> bool:
-    if pa.types.is_timestamp(t):
-        return True
-    if pa.types.is_list(t):
-        return _has_timestamps(t.value_type)
-    return pa.types.is_struct(t) and any(_has_timestamps(f.type) for f in t)
-
-
-def _timestamps_as_text(t: pa.DataType) -> pa.DataType:
-    """The type with text where pyarrow inferred a timestamp (from text such as "2024-01-01")."""
-    if pa.types.is_timestamp(t):
-        return pa.string()
-    if pa.types.is_list(t):
-        return pa.list_(_timestamps_as_text(t.value_type))
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_timestamps_as_text(f.type)) for f in t])
-    return t
-
-
-def parse_lines(data: bytes) -> JsonRows | None:
-    """Each line's JSON value (row i: line i + 1), gzip undone; None: the file is read row by row."""
-    text = _gunzipped(data)
-    if not text:
-        return None
-    body = text[:-1] if text.endswith(b"\n") else text
-    wrapped = b'{"k":' + body.replace(b"\n", b'}\n{"k":') + b"}\n"
-    values = _read_wrapped(wrapped, pj.ReadOptions(block_size=BLOCK_BYTES))
-    if values is None or len(values) != body.count(b"\n") + 1:
-        return None
-    return JsonRows(values, "line")
-
-
-def parse_array(data: bytes) -> JsonRows | None:
-    """Each value of a file holding one JSON array (Aiven's `.json`), gzip undone; None: read row by row.
-    The array is one row of pyarrow's reader, so one block: its parse is not spread over threads."""
-    text = _gunzipped(data)
-    if text is None or not text.lstrip().startswith(b"["):
-        return None
-    wrapped = b'{"k":' + text + b"}"
-    options = pj.ReadOptions(block_size=len(wrapped) + 64)
-    whole = _read_wrapped(wrapped, options, newlines_in_values=True)
-    if whole is None or len(whole) != 1 or whole.null_count or not pa.types.is_list(whole.type):
-        return None
-    return JsonRows(whole.flatten(), "record")
 
 
 def exact(arr: pa.Array, depth: int = 0) -> bool:
@@ -191,13 +101,24 @@ def _keyed(rows: JsonRows, offsets: pa.Array | None, timestamps: pa.Array | None
     return Columns(keys, values, structured, offsets, timestamps, hdrs, where, schema=arrowschema.value_schema(value))
 
 
+def _timestamps(arr: pa.Array | None, n: int) -> pa.Array | None:
+    """Record timestamps: integers, or ISO-8601 text turned into ms by the per-row shapes' own function one
+    value at a time (exact by construction); None: anything else, or text it refuses (then named by row)."""
+    if arr is None or not pa.types.is_string(arr.type):
+        return longs(arr, n)
+    try:
+        return pa.array([None if v is None else to_ms(v, "") for v in arr.to_pylist()], pa.int64())
+    except (InvalidInputError, OverflowError, ValueError, pa.ArrowException):
+        return None
+
+
 def aiven_json(rows: JsonRows, label: str) -> Columns | None:
-    """Aiven's JSON records (key, value, offset, timestamp, headers); a text timestamp goes row by row."""
+    """Aiven's JSON records (key, value, offset, timestamp as an integer or ISO-8601 text, headers)."""
     lines = rows.values
     if not _objects(lines):
         return None
     n = len(lines)
-    return _keyed(rows, longs(_field(lines, "offset"), n), longs(_field(lines, "timestamp"), n), label)
+    return _keyed(rows, longs(_field(lines, "offset"), n), _timestamps(_field(lines, "timestamp"), n), label)
 
 
 def _never_true(flag: pa.Array | None) -> bool:

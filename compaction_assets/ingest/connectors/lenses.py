@@ -9,7 +9,7 @@ from compaction_assets.ingest import avro_columns
 from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
-from compaction_assets.ingest.connectors.json_columns import JsonRows
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch

@@ -14,7 +14,7 @@ import pytest
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest import readers
-from compaction_assets.ingest.connectors import columns, json_columns
+from compaction_assets.ingest.connectors import columns, json_rows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
 from compaction_assets.ingest.connectors.registry import connector_for
 from compaction_assets.topics.config import build_config
@@ -84,7 +84,7 @@ def _both(fmt: LandingFormat, files: list[bytes], cfg, tombstone: bool = False, 
     connector = connector_for(fmt)
     names = [f"s3://b/f{i}.json" for i in range(len(files))]
     unit = _unit(names, tombstone)
-    parse = json_columns.parse_lines if kind is FileFormat.JSONL else json_columns.parse_array
+    parse = json_rows.parse_lines if kind is FileFormat.JSONL else json_rows.parse_array
     parsed = [parse(data) for data in files]
     fast = None if any(p is None for p in parsed) else connector.json_columns(parsed, unit, names[0], cfg)
     try:
@@ -213,9 +213,7 @@ def test_json_arrays_the_columns_cannot_read_exactly_are_read_by_row(text):
 def test_deep_nesting_is_read_by_row():
     deep = '{"a":' * 3000 + "1" + "}" * 3000
     text = '{"key":"k","value":' + deep + ',"offset":0,"timestamp":1}\n'
-    assert (
-        json_columns.parse_lines(text.encode()) is None or _both(LandingFormat.AIVEN, [text.encode()], AIVEN)[0] is None
-    )
+    assert json_rows.parse_lines(text.encode()) is None or _both(LandingFormat.AIVEN, [text.encode()], AIVEN)[0] is None
 
 
 A = '{"key":"a","value":{"x":1},"offset":0,"timestamp":1'
@@ -228,6 +226,8 @@ ODD_AIVEN = [
     A + "} garbage\n",
     '{"key":"a","value":{"x":1},"offset":0,"timestamp":"2024-01-01T00:00:00Z"}\n',
     '{"key":"a","value":{"x":1},"offset":0,"timestamp":"2024-01-01T00:00:01.500Z"}\n',
+    '{"key":"a","value":{"x":1},"offset":0,"timestamp":"yesterday"}\n',
+    '{"key":"a","value":{"x":1},"offset":0,"timestamp":"2024-13-01T00:00:00Z"}\n',
     '{"key":"a","value":{"x":1},"offset":true,"timestamp":1}\n',
     '{"key":"a","value":{"x":1},"offset":1.0,"timestamp":1}\n',
     '{"key":"a","value":{"x":1},"offset":99999999999999999999,"timestamp":1}\n',
@@ -274,6 +274,23 @@ def test_text_that_looks_like_a_date_is_read_column_wise_as_text():
          "offset": i, "timestamp": 1}
         for i in range(30)
     ]  # fmt: skip
+    fast, slow = _both(LandingFormat.AIVEN, [_lines(records)], AIVEN)
+    assert fast is not None
+    _pinned(fast, slow)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "2024-01-01T00:00:00Z",
+        "2024-01-01T00:00:01.500Z",
+        "2024-02-29T23:59:59.999+02:00",
+        "2024-01-01",
+        "2024-01-01 10:00:00",
+    ],
+)
+def test_aiven_iso_timestamps_are_read_column_wise(stamp):
+    records = [{"key": "a", "value": {"x": i}, "offset": i, "timestamp": stamp if i % 3 else None} for i in range(9)]
     fast, slow = _both(LandingFormat.AIVEN, [_lines(records)], AIVEN)
     assert fast is not None
     _pinned(fast, slow)
