@@ -66,7 +66,7 @@ def arrow_type(
     elif kind in ("array", "map") and (kind == "array" or header_map):
         item = arrow_type(schema["items" if kind == "array" else "values"], named, False)
         found = None if item is None else pa.list_(item) if kind == "array" else pa.map_(pa.string(), item)
-    elif isinstance(kind, str) and kind in PRIMITIVES and len(schema) == 1:
+    elif isinstance(kind, str) and kind in PRIMITIVES:  # with properties of its own (Connect's connect.type)
         found = PRIMITIVES[kind]
     if found is not None and kind in ("record", "enum", "fixed"):
         named[schema["name"]] = found

@@ -250,6 +250,21 @@ def test_lenses_avro_column_wise_is_the_per_row_records(seed):
     _pinned(fast, slow)
 
 
+def test_connect_properties_on_primitive_types_are_read_column_wise():
+    """Kafka Connect's AvroData marks types with properties of its own (`connect.type`, `connect.name`)."""
+    schema = {"type": "record", "name": "ConnectDefault", "namespace": "io.confluent.connect.avro", "fields": [
+        {"name": "id", "type": {"type": "int", "connect.type": "int16"}},
+        {"name": "name", "type": ["null", {"type": "string", "connect.parameters": {"a": "b"}}], "default": None},
+        {"name": "kafka_offset", "type": "long"}, {"name": "kafka_ts", "type": "long"}],
+        "connect.name": "io.confluent.connect.avro.ConnectDefault"}  # fmt: skip
+    values = _avro(schema, [{"id": i, "name": [None, "é"][i % 2], "kafka_offset": i, "kafka_ts": 5} for i in range(9)])
+    fast, slow = _connector_both(
+        LandingFormat.CONFLUENT, [values, _avro("string", [f"k{i}" for i in range(9)])], CONFLUENT
+    )
+    assert fast is not None
+    _pinned(fast, slow)
+
+
 @pytest.mark.parametrize("with_headers", [False, True])
 @pytest.mark.parametrize("seed", range(3))
 def test_confluent_avro_column_wise_is_the_per_row_records(seed, with_headers):
