@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError, first_line
 from compaction_assets.ingest.avro import avro_records
+from compaction_assets.ingest.avro_columns import input_table
 from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
 from compaction_assets.ingest.jsonl_columns import read_columns
 from compaction_assets.segments.headers import HeaderRules, parse_headers
@@ -193,17 +194,31 @@ def _avro_record(obj: Any, where: str) -> dict:
 
 def read_avro(path: str | Path, numbers: list[int] | None = None) -> pa.Table:
     """An Avro container file as a table, read whole before anything is appended (all or nothing);
-    `numbers`, when given, receives each record's number (from 1). Errors name the file and record."""
-    records = []
+    `numbers`, when given, receives each record's number (from 1). Read column-wise (avro_columns.py)
+    unless the file needs the per-record path, which names any error's file and record."""
     try:
         with open(path, "rb") as fh:
-            for n, obj in enumerate(avro_records(fh, str(path), lambda exc: first_line(exc, 200, blank="")), 1):
-                records.append(_avro_record(obj, f"{path}: record {n}"))
-                if numbers is not None:
-                    numbers.append(n)
+            data = fh.read()
     except OSError as exc:
         raise InvalidInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return records_to_table(records, str(path))
+    table = input_table(data)
+    if table is not None:
+        if numbers is not None:
+            numbers.extend(range(1, len(table) + 1))
+        return table
+    return read_avro_records(data, str(path), numbers)
+
+
+def read_avro_records(data: bytes, path: str, numbers: list[int] | None = None) -> pa.Table:
+    """An Avro container file's bytes as a table, record by record: every refusal names the file and the
+    record; `numbers`, when given, receives each record's number (from 1)."""
+    records = []
+    with io.BytesIO(data) as fh:
+        for n, obj in enumerate(avro_records(fh, path, lambda exc: first_line(exc, 200, blank="")), 1):
+            records.append(_avro_record(obj, f"{path}: record {n}"))
+            if numbers is not None:
+                numbers.append(n)
+    return records_to_table(records, path)
 
 
 def read_input_file(path: str | Path, lines: list[int] | None = None) -> pa.Table:

@@ -55,7 +55,7 @@ def read_columns(data: bytes) -> pa.Table | None:
     lines = data.count(b"\n") + (not data.endswith(b"\n"))
     if parsed.num_rows != lines or parsed.column("key").null_count or not _utf8(parsed):
         return None
-    headers = _headers(parsed.column("headers").combine_chunks())
+    headers = pair_headers(parsed.column("headers").combine_chunks())
     if headers is None or not _tombstones_name_their_value(data, parsed.column("value")):
         return None
     return pa.table(
@@ -81,7 +81,7 @@ def _utf8(parsed: pa.Table) -> bool:
     return True
 
 
-def _headers(pairs: pa.Array) -> pa.Array | None:
+def pair_headers(pairs: pa.Array) -> pa.Array | None:
     """[[name, value], ...] per row as the input's list of {name, value} (none: an empty list); None when a
     pair is not two items or a name is not text."""
     lengths = pc.fill_null(pc.list_value_length(pairs), 0).to_numpy(zero_copy_only=False)

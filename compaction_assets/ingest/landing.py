@@ -36,10 +36,14 @@ if TYPE_CHECKING:
 def append_file(handle, config, path: str | Path, **kw):
     """Append one input file (all or nothing). A refused record is named by the file and its line
     (JSON Lines) or row (Parquet, counting from 1), besides its offset."""
+    lines: list[int] = []
+    return append_table(handle, config, path, read_input_file(path, lines), lines, **kw)
+
+
+def append_table(handle, config, path: str | Path, table: pa.Table, lines: list[int], **kw):
+    """Append one input file's table, read from `path` with each row's line (record) number in `lines`."""
     from compaction_assets.log import writer
 
-    lines: list[int] = []
-    table = read_input_file(path, lines)
     try:
         return writer.append(handle, config, table, source=str(path), **kw)
     except InvalidInputError as exc:
@@ -192,11 +196,11 @@ def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=
 
 
 def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
-    """Today's record shape, one file at a time (a file on an object store is read through a local copy)."""
-    import tempfile
-
+    """Today's record shape, one file at a time, the next file read while this one is appended
+    (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
+    from compaction_assets.ingest.native_reads import Refused, read_files
 
     done = recorded_names(handle.manifest().ingested)
     files = [
@@ -205,28 +209,31 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
         if u.name not in done and Path(u.name).suffix.lower() in NATIVE_FILES.formats
     ]
     appended, records, dropped = [], 0, 0
-    for n, f in enumerate(files, 1):
-        if progress:
-            progress(f"{handle.name}: ingesting {f.name} ({n}/{len(files)})")
-        try:
-            if src.storage.local:
-                res = append_file(handle, config, src.readable(f), drop_invalid=drop_invalid, ingest_name=f.name)
-            else:
-                with tempfile.TemporaryDirectory() as tmp:
-                    local = Path(tmp) / f.name
-                    local.write_bytes(src.storage.read_bytes(f.path))
-                    try:
-                        res = append_file(handle, config, local, drop_invalid=drop_invalid, ingest_name=f.name)
-                    except InvalidInputError as exc:
-                        msg = str(exc).replace(str(local), src.storage.uri(f.path))
-                        raise InvalidInputError(msg, row=exc.row) from None
-        except InvalidInputError as exc:
-            raise _with_layout_hint(exc, src, f, handle.topic) from None
-        if res.already_ingested:
-            continue
-        appended.append(f.name)
-        records += res.records
-        dropped += res.invalid_records
+    with ReadAhead(read_files(src, files)) as pending:
+        for n, read in enumerate(pending, 1):
+            if isinstance(read, Refused):
+                raise _with_layout_hint(read.error, src, read.landed, handle.topic) from None
+            if progress:
+                progress(f"{handle.name}: ingesting {read.landed.name} ({n}/{len(files)})")
+            try:
+                res = append_table(
+                    handle,
+                    config,
+                    read.path,
+                    read.table,
+                    read.lines,
+                    drop_invalid=drop_invalid,
+                    ingest_name=read.landed.name,
+                )
+            except InvalidInputError as exc:
+                reworded = InvalidInputError(str(exc).replace(read.path, read.uri), row=exc.row)
+                raise _with_layout_hint(reworded, src, read.landed, handle.topic) from None
+            del read  # not held while the next file is read
+            if res.already_ingested:
+                continue
+            appended.append(files[n - 1].name)
+            records += res.records
+            dropped += res.invalid_records
     return IngestReport(tuple(appended), records, dropped)
 
 

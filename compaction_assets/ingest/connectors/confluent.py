@@ -9,9 +9,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest import avro_columns
+from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
 from compaction_assets.ingest.connectors.parquet_columns import confluent_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
@@ -70,6 +72,27 @@ class Confluent(Connector):
             return confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
         headers = tables[2] if len(tables) > 2 else None
         return confluent_parquet(tables[0], tables[1], headers, label, cfg, unit.main.mtime_ms)
+
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The unit's JSON Lines files column by column (Confluent's `.json` is JSON Lines)."""
+        lines = [r.values for r in rows]
+        if unit.tombstone:
+            return json_columns.confluent_json(None, lines[0], None, label, cfg, unit.main.mtime_ms)
+        headers = lines[2] if len(lines) > 2 else None
+        return json_columns.confluent_json(lines[0], lines[1], headers, label, cfg, unit.main.mtime_ms)
+
+    def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The unit's Avro files read into Arrow, shaped as the Parquet ones: the values a table of their
+        fields, the keys (any type) and headers one column each."""
+        if unit.tombstone:
+            keys = avro_columns.column_table(records[0], "key")
+            return None if keys is None else self.parquet_columns([keys], unit, label, cfg)
+        tables = [avro_columns.records_table(records[0]), avro_columns.column_table(records[1], "key")]
+        if len(records) > 2:
+            tables.append(avro_columns.column_table(records[2], "headers"))
+        if any(t is None for t in tables):
+            return None
+        return self.parquet_columns([t for t in tables if t is not None], unit, label, cfg)
 
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig

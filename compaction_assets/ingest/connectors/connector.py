@@ -3,7 +3,7 @@ connector by a subclass of `Connector` in a module of its own (native.py, conflu
 and found through registry.py.
 
 A layout says how its files are named, grouped into units and ordered; which files a unit reads; how its
-records are shaped (a Parquet unit column by column, any unit row by row); whether `.json` holds a JSON
+records are shaped (a Parquet or JSON Lines unit column by column, any unit row by row); whether `.json` holds a JSON
 array; and whether its units' offsets interleave (then units whose ranges overlap are appended together).
 """
 
@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.columns import Columns
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Layout, PartitionSource, Unit
 from compaction_assets.ingest.connectors.shapes import RawBatch
 from compaction_assets.ingest.readers import Rows
@@ -48,6 +49,16 @@ class Connector:
 
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """A Parquet unit's records column by column (None: shaped row by row); `label` names it in errors."""
+        return None
+
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """A JSON unit's records column by column from each file's values (json_columns.parse_lines or
+        parse_array); None: shaped row by row."""
+        return None
+
+    def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """An Avro unit's records column by column from each file's records (avro_columns.read_records);
+        None: shaped row by row."""
         return None
 
     def raw_records(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import canonical, readers
-from compaction_assets.ingest.connectors import columns, offsets, stream
+from compaction_assets.ingest import avro_columns, canonical, readers
+from compaction_assets.ingest.connectors import columns, json_rows, offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
@@ -47,11 +47,25 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Co
 def _vectorised(
     src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
 ) -> columns.Columns | None:
-    """A Parquet unit without change events, column by column (None: shaped row by row)."""
-    if cfg.cdc is not CdcFormat.NONE or any(fmt is not FileFormat.PARQUET for _, fmt in read):
+    """A Parquet, Avro or JSON unit without change events, column by column (None: shaped row by row)."""
+    formats = {fmt for _, fmt in read}
+    if cfg.cdc is not CdcFormat.NONE or len(formats) != 1:
         return None
-    tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
-    return connector.parquet_columns(tables, unit, src.uri(unit.main.path), cfg)
+    label = src.uri(unit.main.path)
+    if formats == {FileFormat.PARQUET}:
+        tables = [readers.read_table(data, src.uri(f.path)) for (data, _), f in zip(read, unit.files)]
+        return connector.parquet_columns(tables, unit, label, cfg)
+    fmt = formats.pop()
+    if fmt is FileFormat.AVRO:
+        records = [avro_columns.read_records(data) for data, _ in read]
+        found = [r for r in records if r is not None]
+        return connector.avro_columns(found, unit, label, cfg) if len(found) == len(read) else None
+    if fmt not in (FileFormat.JSONL, FileFormat.JSON):
+        return None
+    parse = json_rows.parse_lines if fmt is FileFormat.JSONL else json_rows.parse_array
+    rows = [parse(data) for data, _ in read]
+    parsed = [r for r in rows if r is not None]
+    return connector.json_columns(parsed, unit, label, cfg) if len(parsed) == len(read) else None
 
 
 def _shape(src: PartitionSource, unit: Unit, cfg: LandingConfig) -> columns.Columns:

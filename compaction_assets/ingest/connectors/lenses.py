@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from compaction_assets.ingest.connectors import shapes
+from compaction_assets.ingest import avro_columns
+from compaction_assets.ingest.connectors import json_columns, shapes
 from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
+from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.parquet_columns import lenses_parquet
 from compaction_assets.ingest.connectors.shapes import RawBatch
@@ -26,6 +28,15 @@ class Lenses(NamedByOffset):
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' Parquet envelopes column by column."""
         return lenses_parquet(tables[0], label)
+
+    def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """Lenses' JSON Lines envelopes column by column."""
+        return json_columns.lenses_json(rows[0], label)
+
+    def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """The records read into Arrow, shaped as the Parquet ones."""
+        table = avro_columns.records_table(records[0])
+        return None if table is None else self.parquet_columns([table], unit, label, cfg)
 
     def raw_records(
         self, rows: list[Rows], fmts: list[FileFormat], names: list[str], unit: Unit, cfg: LandingConfig
