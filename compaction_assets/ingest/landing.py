@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
-from compaction_assets.ingest.input_files import read_input_file
+from compaction_assets.ingest.formats.file_formats import NATIVE_FILES, file_format
+from compaction_assets.ingest.formats.input_files import read_input_file
 from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.log.read_ahead import ReadAhead
@@ -200,7 +200,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
     (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
-    from compaction_assets.ingest.native_reads import Refused, read_files
+    from compaction_assets.ingest.formats.native_reads import Refused, read_files
 
     done = recorded_names(handle.manifest().ingested)
     files = [

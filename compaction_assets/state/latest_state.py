@@ -291,7 +291,7 @@ def _parse_values(lines: list[bytes], schema: pa.Schema) -> pa.Table:
 
 def has_value_schema(handle: LogHandle) -> bool:
     """Whether the log's values are structured (a value schema with fields: the state gets their columns)."""
-    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.formats.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     return vs is not None and bool(len(vs.schema))
@@ -299,8 +299,8 @@ def has_value_schema(handle: LogHandle) -> bool:
 
 def with_value_columns(handle: LogHandle, table: pa.Table) -> pa.Table:
     """The latest state with each field of its structured values as a column (when the log has a value
-    schema, see ingest/canonical.py); values that are not JSON objects leave them null."""
-    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
+    schema, see ingest/formats/canonical.py); values that are not JSON objects leave them null."""
+    from compaction_assets.ingest.formats.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):
@@ -324,7 +324,7 @@ def with_value_columns_df(handle: LogHandle, df):
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
+    from compaction_assets.ingest.formats.canonical import SCHEMA_FILE, read_schema
 
     vs = read_schema(handle.st, handle.path(SCHEMA_FILE))
     if vs is None or not len(vs.schema):

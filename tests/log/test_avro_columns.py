@@ -1,4 +1,4 @@
-"""Avro read into Arrow (ingest/avro_columns.py) gives what the per-record paths give: the native input file's
+"""Avro read into Arrow (ingest/formats/avro_columns.py) gives what the per-record paths give: the native input file's
 table (input_files.read_avro against read_avro_records) and each connector's Columns (stored keys and values,
 offsets, timestamps, headers, value schema, the record each row names), or steps aside for the per-record
 path, whose refusals name the file and record. Files written with fastavro as the connectors write them."""
@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import avro_arrow, avro_columns, readers
-from compaction_assets.ingest.connectors import columns
 from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
 from compaction_assets.ingest.connectors.registry import connector_for
-from compaction_assets.ingest.input_files import read_avro, read_avro_records
+from compaction_assets.ingest.connectors.shaping import columns
+from compaction_assets.ingest.formats import avro_arrow, avro_columns, readers
+from compaction_assets.ingest.formats.input_files import read_avro, read_avro_records
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.landing_settings import FileFormat, LandingFormat
 from tests.log.connectors.sinks import CONFLUENT_HEADERS_AVRO

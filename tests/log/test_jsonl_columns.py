@@ -1,4 +1,4 @@
-"""Native JSON Lines read column-wise (ingest/jsonl_columns.py) give the very table the per-record path
+"""Native JSON Lines read column-wise (ingest/formats/jsonl_columns.py) give the very table the per-record path
 gives, and any file the columns cannot read exactly goes to the per-record path, whose errors name the
 file and line: pinned over random files and over every shape the per-record path refuses."""
 
@@ -10,8 +10,8 @@ import random
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.input_files import read_jsonl, read_jsonl_records
-from compaction_assets.ingest.jsonl_columns import read_columns
+from compaction_assets.ingest.formats.input_files import read_jsonl, read_jsonl_records
+from compaction_assets.ingest.formats.jsonl_columns import read_columns
 
 TEXTS = ["", "a", "é", "日本語", "\U0001f600", "tab\there", 'quote"s', "back\\slash", "nul\x00", "x" * 300]
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import avro_columns
-from compaction_assets.ingest.connectors import json_columns, shapes
-from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.connector import Connector
-from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
-from compaction_assets.ingest.connectors.parquet_columns import confluent_parquet
-from compaction_assets.ingest.connectors.shapes import RawBatch
-from compaction_assets.ingest.readers import Rows
+from compaction_assets.ingest.connectors.shaping import json_columns, shapes
+from compaction_assets.ingest.connectors.shaping.columns import Columns
+from compaction_assets.ingest.connectors.shaping.json_rows import JsonRows
+from compaction_assets.ingest.connectors.shaping.parquet_columns import confluent_parquet
+from compaction_assets.ingest.connectors.shaping.shapes import RawBatch
+from compaction_assets.ingest.formats import avro_columns
+from compaction_assets.ingest.formats.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
 
 

@@ -15,11 +15,11 @@ from typing import ClassVar
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors.columns import Columns
-from compaction_assets.ingest.connectors.json_rows import JsonRows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Layout, PartitionSource, Unit
-from compaction_assets.ingest.connectors.shapes import RawBatch
-from compaction_assets.ingest.readers import Rows
+from compaction_assets.ingest.connectors.shaping.columns import Columns
+from compaction_assets.ingest.connectors.shaping.json_rows import JsonRows
+from compaction_assets.ingest.connectors.shaping.shapes import RawBatch
+from compaction_assets.ingest.formats.readers import Rows
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig, LandingFormat
 
 

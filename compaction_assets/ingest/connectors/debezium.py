@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.ingest.connectors.shaping.shapes import RawBatch
 from compaction_assets.topics.landing_settings import CdcFormat, LandingConfig, VersionField
 
 TRAILING_DIGITS = re.compile(r"(\d+)$")

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import avro_columns, canonical, readers
-from compaction_assets.ingest.connectors import columns, json_rows, offsets, stream
+from compaction_assets.ingest.connectors import offsets, stream
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
 from compaction_assets.ingest.connectors.registry import connector_for
-from compaction_assets.ingest.file_formats import CONNECTOR_FILES, file_format
+from compaction_assets.ingest.connectors.shaping import columns, json_rows
+from compaction_assets.ingest.formats import avro_columns, canonical, readers
+from compaction_assets.ingest.formats.file_formats import CONNECTOR_FILES, file_format
 from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.layouts import TOMBSTONE_DIR, PartitionSource, Unit
-from compaction_assets.ingest.file_formats import NATIVE_FILES
+from compaction_assets.ingest.formats.file_formats import NATIVE_FILES
 from compaction_assets.topics.landing_settings import LandingFormat
 
 

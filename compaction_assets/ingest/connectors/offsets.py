@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors.columns import Columns, concat, take_headers
 from compaction_assets.ingest.connectors.layouts import Unit
+from compaction_assets.ingest.connectors.shaping.columns import Columns, concat, take_headers
 
 INFINITY = 2**63
 

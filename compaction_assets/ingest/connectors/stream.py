@@ -20,11 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError, StorageError
-from compaction_assets.ingest.connectors.columns import Columns
 from compaction_assets.ingest.connectors.layouts import PartitionSource, Unit
 from compaction_assets.ingest.connectors.offsets import Extent, Part, place, plan_offsets
-from compaction_assets.ingest.connectors.parquet_columns import longs, whole
-from compaction_assets.ingest.file_formats import CONNECTOR_FILES, file_format
+from compaction_assets.ingest.connectors.shaping.columns import Columns
+from compaction_assets.ingest.connectors.shaping.parquet_columns import longs, whole
+from compaction_assets.ingest.formats.file_formats import CONNECTOR_FILES, file_format
 from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig
 
 LOWEST = -(2**63)

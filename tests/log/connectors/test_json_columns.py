@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import readers
-from compaction_assets.ingest.connectors import columns, json_rows
 from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
 from compaction_assets.ingest.connectors.registry import connector_for
+from compaction_assets.ingest.connectors.shaping import columns, json_rows
+from compaction_assets.ingest.formats import readers
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.landing_settings import FileFormat, LandingFormat
 from tests.log.connectors.test_vectorised import assert_same

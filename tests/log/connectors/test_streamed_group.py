@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from compaction_assets.ingest import canonical
 from compaction_assets.ingest.connectors.ingest import append_batch, batches
 from compaction_assets.ingest.connectors.stream import StreamedGroup
+from compaction_assets.ingest.formats import canonical
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.fs import Storage

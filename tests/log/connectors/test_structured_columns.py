@@ -7,7 +7,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from compaction_assets.ingest.canonical import SCHEMA_FILE, read_schema
+from compaction_assets.ingest.formats.canonical import SCHEMA_FILE, read_schema
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.state.latest_state import (
     latest_state_df,

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from compaction_assets.ingest import arrowschema, canonical, readers
-from compaction_assets.ingest.arrowjson import encode_column, to_json
-from compaction_assets.ingest.connectors import columns, parquet_columns, shapes
+from compaction_assets.ingest.connectors.shaping import columns, parquet_columns, shapes
+from compaction_assets.ingest.formats import arrowschema, canonical, readers
+from compaction_assets.ingest.formats.arrowjson import encode_column, to_json
 from compaction_assets.topics.config import build_config
 from compaction_assets.topics.landing_settings import FileFormat
 

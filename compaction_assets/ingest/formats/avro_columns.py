@@ -1,6 +1,6 @@
 """Avro container files read into Arrow columns, so that their records are shaped column by column as
-Parquet's are (connectors/parquet_columns.py; `input_table` below for the native files) instead of checked
-and converted a Python object at a time (input_files.py, connectors/shapes.py).
+Parquet's are (connectors/shaping/parquet_columns.py; `input_table` below for the native files) instead of checked
+and converted a Python object at a time (input_files.py, connectors/shaping/shapes.py).
 
 A file of ARROW_READER_BYTES or more is read straight into Arrow by DataFusion (avro_arrow.py); a smaller
 one (or one DataFusion cannot read) is decoded by fastavro, a dict a record, and pyarrow converts the records
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.ingest import avro_arrow
-from compaction_assets.ingest.connectors.parquet_columns import headers_column
+from compaction_assets.ingest.connectors.shaping.parquet_columns import headers_column
+from compaction_assets.ingest.formats import avro_arrow
 from compaction_assets.segments.records import INPUT_SCHEMA
 
 PRIMITIVES = {

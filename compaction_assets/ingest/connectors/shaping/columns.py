@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import arrowschema, canonical
-from compaction_assets.ingest.connectors.shapes import RawBatch
+from compaction_assets.ingest.connectors.shaping.shapes import RawBatch
+from compaction_assets.ingest.formats import arrowschema, canonical
 from compaction_assets.segments.records import INPUT_SCHEMA
 
 HEADERS_TYPE = INPUT_SCHEMA.field("headers").type

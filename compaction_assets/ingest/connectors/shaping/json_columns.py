@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest import arrowschema
-from compaction_assets.ingest.arrowjson import NotVectorised, encode_column
-from compaction_assets.ingest.connectors.columns import Columns, Where, _empty_headers
-from compaction_assets.ingest.connectors.json_rows import JsonRows
-from compaction_assets.ingest.connectors.parquet_columns import headers_column, longs
-from compaction_assets.ingest.connectors.shapes import to_ms
-from compaction_assets.ingest.jsonl_columns import pair_headers
+from compaction_assets.ingest.connectors.shaping.columns import Columns, Where, _empty_headers
+from compaction_assets.ingest.connectors.shaping.json_rows import JsonRows
+from compaction_assets.ingest.connectors.shaping.parquet_columns import headers_column, longs
+from compaction_assets.ingest.connectors.shaping.shapes import to_ms
+from compaction_assets.ingest.formats import arrowschema
+from compaction_assets.ingest.formats.arrowjson import NotVectorised, encode_column
+from compaction_assets.ingest.formats.jsonl_columns import pair_headers
 from compaction_assets.topics.landing_settings import LandingConfig
 
 MAX_DEPTH = 64  # nesting beyond it is read row by row (whose parser refuses a depth past its own limit)

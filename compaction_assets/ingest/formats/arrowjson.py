@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.ingest.canonical import canonical_json
+from compaction_assets.ingest.formats.canonical import canonical_json
 
 
 class NotVectorised(Exception):

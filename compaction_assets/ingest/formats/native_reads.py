@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.input_files import read_input_file
+from compaction_assets.ingest.formats.input_files import read_input_file
 
 
 @dataclass

@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError, first_line
-from compaction_assets.ingest.avro import avro_records
-from compaction_assets.ingest.avro_columns import input_table
-from compaction_assets.ingest.file_formats import NATIVE_FILES, file_format
-from compaction_assets.ingest.jsonl_columns import read_columns
+from compaction_assets.ingest.formats.avro import avro_records
+from compaction_assets.ingest.formats.avro_columns import input_table
+from compaction_assets.ingest.formats.file_formats import NATIVE_FILES, file_format
+from compaction_assets.ingest.formats.jsonl_columns import read_columns
 from compaction_assets.segments.headers import HeaderRules, parse_headers
 from compaction_assets.segments.records import INT64_MAX, INT64_MIN, coerce_table, decode_base64, records_to_table
 from compaction_assets.topics.landing_settings import FileFormat

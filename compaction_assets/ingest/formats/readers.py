@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import InvalidInputError, first_line
-from compaction_assets.ingest.avro import avro_records
+from compaction_assets.ingest.formats.avro import avro_records
 from compaction_assets.topics.landing_settings import FileFormat
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.json as pj
 
-from compaction_assets.ingest.jsonl_columns import BLOCK_BYTES
+from compaction_assets.ingest.formats.jsonl_columns import BLOCK_BYTES
 
 WRAPPED = "k"  # the one field each line is parsed under
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.readers import Rows
+from compaction_assets.ingest.formats.readers import Rows
 from compaction_assets.segments.headers import HeaderRules, parse_headers
 from compaction_assets.segments.records import decode_base64
 from compaction_assets.topics.landing_settings import FileFormat, LandingConfig

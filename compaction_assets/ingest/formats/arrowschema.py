@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.ingest.arrowjson import text_bytes
-from compaction_assets.ingest.canonical import ValueSchema
+from compaction_assets.ingest.formats.arrowjson import text_bytes
+from compaction_assets.ingest.formats.canonical import ValueSchema
 
 
 class Unknown(enum.Enum):

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.ingest import arrowschema
-from compaction_assets.ingest.arrowjson import NotVectorised, encode_column
-from compaction_assets.ingest.connectors.columns import HEADER_TYPE, Columns, Where, _empty_headers
+from compaction_assets.ingest.connectors.shaping.columns import HEADER_TYPE, Columns, Where, _empty_headers
+from compaction_assets.ingest.formats import arrowschema
+from compaction_assets.ingest.formats.arrowjson import NotVectorised, encode_column
 from compaction_assets.topics.landing_settings import LandingConfig
 
 
