@@ -45,11 +45,13 @@ def evaluate_logs(
     store, config_for: Callable[[str], TopicConfig], now: int, names: Iterable[str] | None = None
 ) -> list[LogState]:
     """Evaluate each log; a log that cannot be read or configured is kept with its error."""
+    ordered = sorted(store.logs() if names is None else names)
     out = []
-    for name in sorted(store.logs() if names is None else names):
+    for name, read in zip(ordered, store.read_manifests(ordered)):
         try:
-            m = store.log(name).manifest()
-            out.append(LogState(name, m, evaluate(m, config_for(name), now)))
+            if isinstance(read, CompactionError):
+                raise read
+            out.append(LogState(name, read, evaluate(read, config_for(name), now)))
         except CompactionError as exc:
             out.append(LogState(name, None, None, str(exc)))
     return out

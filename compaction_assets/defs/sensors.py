@@ -120,12 +120,13 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     held = batch_requests.in_flight(context.instance)
     quarantine = Quarantine(store.storage)
     aside = set(quarantine.logs())  # one listing: only the logs with files set aside have a record to read
-    for log, folder in sorted(landed.items()):
-        if log in held:
-            continue
+    free = [log for log in sorted(landed) if log not in held]
+    for log, manifest in zip(free, store.read_manifests(free)):
         try:
-            ingested = store.log(log).manifest().ingested
-            backlog = landing_backlog(log, folder, ingested, quarantine.of(log) if log in aside else [], now)
+            if isinstance(manifest, CompactionError):
+                raise manifest
+            aside_files = quarantine.of(log) if log in aside else []
+            backlog = landing_backlog(log, landed[log], manifest.ingested, aside_files, now)
         except CompactionError as exc:
             context.log.warning(f"{log}: {exc}")
             continue
