@@ -110,9 +110,10 @@ def table_catch_up_job():
 def table_lags(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
     """The known logs' table lags at `now` (each topic's table read once)."""
     store, config_for = log_store.store, log_store.config_per_topic()
-    names = sorted(known & set(store.logs()))
+    current = store.current_logs()
     read = []
-    for log, manifest in zip(names, store.read_manifests(names)):
+    for log in sorted(known & set(current)):
+        manifest = current[log]
         if isinstance(manifest, CompactionError):
             continue  # unreadable: counted among the uncleanable logs by the cleaning sensors, not a lag here
         read.append((store.log(log), config_for(log), manifest))

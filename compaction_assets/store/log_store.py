@@ -68,6 +68,23 @@ class LogStore:
 
     def logs(self) -> list[str]:
         """Names of the logs in the store (folders with a valid name and at least one manifest)."""
+        named = self._named_folders()
+        found = self.per_log(named, lambda name: self.log(name).exists())
+        return [name for name, exists in zip(named, found) if exists]
+
+    def current_logs(self) -> dict[str, Manifest | CompactionError]:
+        """Every log of the store with its current manifest, or the error reading it, by name: what `logs`
+        and `read_manifests` give together, with one listing of each log's `_log/` instead of two (a
+        sensor's tick over 10,000 logs on an object store, docs/scaling.md)."""
+        named = self._named_folders()
+        return {
+            name: read
+            for name, read in zip(named, self.read_manifests(named))
+            if isinstance(read, CompactionError) or read.version > 0
+        }
+
+    def _named_folders(self) -> list[str]:
+        """The store's entries named as logs are (`<topic>-<partition>`), a log or not."""
         named = []
         for entry in self.storage.list_dir(self.storage.root):
             try:
@@ -75,8 +92,7 @@ class LogStore:
             except Exception:
                 continue
             named.append(entry)
-        found = self.per_log(named, lambda name: self.log(name).exists())
-        return [name for name, exists in zip(named, found) if exists]
+        return named
 
     def read_manifests(self, names: Sequence[str]) -> list[Manifest | CompactionError]:
         """Each named log's current manifest, in order, or the error that reading it raised."""

@@ -131,6 +131,16 @@ def test_many_logs_metadata_read_in_order_with_each_error_in_its_place(any_store
     assert [type(m).__name__ for m in read].count("Manifest") == len(names) - 1
     assert isinstance(read[7], CompactionError) and names[7] in str(read[7])
     assert [m.log_end_offset for i, m in enumerate(read) if i != 7] == [i + 1 for i in range(40) if i != 7]
+    # a folder named as a log with no manifest yet (an interrupted first append) is not a log
+    orphan = store.log("t0-99")
+    orphan.st.makedirs(orphan.path("data"))
+    orphan.st.write_atomic(orphan.path("data/orphan.parquet"), b"left by a killed append")
+    current = store.current_logs()
+    assert sorted(current) == sorted(names)
+    assert isinstance(current[names[7]], CompactionError)
+    assert {n: m.version for n, m in current.items() if n != names[7]} == {
+        n: m.version for n, m in zip(names, read) if n != names[7]
+    }
 
 
 def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, monkeypatch):
