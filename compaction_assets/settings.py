@@ -74,7 +74,7 @@ LOCK_TTL_SECONDS = ENVIRONMENT.declare(
 )
 MAX_RUNS_PER_TICK = ENVIRONMENT.declare(
     "COMPACTION_MAX_RUNS_PER_TICK",
-    "the most runs a cleaning sensor or `compaction_sweep_schedule` requests in one tick",
+    "the most runs a cleaning sensor, `compaction_sweep_schedule` or the freshness checks request in one tick",
     default=100,
     parse=positive_int,
 )

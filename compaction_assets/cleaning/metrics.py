@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from compaction_assets.cleaning.decide.decision import CleaningStats
@@ -44,12 +44,26 @@ class LogState:
 def evaluate_logs(
     store, config_for: Callable[[str], TopicConfig], now: int, names: Iterable[str] | None = None
 ) -> list[LogState]:
-    """Evaluate each log; a log that cannot be read or configured is kept with its error."""
+    """Evaluate each log (every log of the store when `names` is None); a log that cannot be read or
+    configured is kept with its error."""
+    if names is None:
+        return evaluate_read(store.current_logs(), config_for, now)
+    ordered = sorted(names)
+    return evaluate_read(dict(zip(ordered, store.read_manifests(ordered))), config_for, now)
+
+
+def evaluate_read(
+    read: Mapping[str, Manifest | CompactionError], config_for: Callable[[str], TopicConfig], now: int
+) -> list[LogState]:
+    """Evaluate logs whose manifests were read (`LogStore.current_logs`, `read_manifests`), by name; a log
+    whose manifest could not be read, or that cannot be configured, is kept with its error."""
     out = []
-    for name in sorted(store.logs() if names is None else names):
+    for name in sorted(read):
+        manifest = read[name]
         try:
-            m = store.log(name).manifest()
-            out.append(LogState(name, m, evaluate(m, config_for(name), now)))
+            if isinstance(manifest, CompactionError):
+                raise manifest
+            out.append(LogState(name, manifest, evaluate(manifest, config_for(name), now)))
         except CompactionError as exc:
             out.append(LogState(name, None, None, str(exc)))
     return out

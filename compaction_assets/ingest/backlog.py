@@ -78,13 +78,14 @@ def backlogs_of(store: LogStore, found: dict[str, Any], logs: list[str], now_ms:
     """The backlog of each of `logs`, from `found` (landing_logs': each log's PartitionSource), the store's
     manifests and the files set aside in it (nothing is written)."""
     quarantine = Quarantine(store.storage) if store.exists() else None
-    out = []
-    for log in logs:
+
+    def backlog(log: str) -> LandingBacklog:
         handle = store.log(log)
         ingested = tuple(handle.manifest().ingested) if handle.exists() else ()
         aside = quarantine.of(log) if quarantine is not None else []
-        out.append(landing_backlog(log, found.get(log), ingested, aside, now_ms))
-    return out
+        return landing_backlog(log, found.get(log), ingested, aside, now_ms)
+
+    return store.per_log(logs, backlog)
 
 
 def store_backlog(store: LogStore, landing: str, now_ms: int) -> dict[str, LandingBacklog]:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_assets.errors import LeaseLostError, StorageError
+from compaction_assets.errors import CompactionError, LeaseLostError, StorageError
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.fs import Storage
@@ -114,6 +114,33 @@ def test_concurrent_writers_on_s3(s3_store_uri):
     assert m.version == len(commits) == n * rounds * 2  # no version written twice, none lost
     versions = [int(c) for c in commits if c != "append"]
     assert len(set(versions)) == len(versions)
+
+
+def test_many_logs_metadata_read_in_order_with_each_error_in_its_place(any_store_uri):
+    """A pass over many logs (the sensors' ticks) reads their manifests with requests in flight on an object
+    store: every log listed, each manifest in its name's place, a log whose manifest is corrupt its own
+    error, not the pass's."""
+    store = LogStore(any_store_uri)
+    names = [f"t{i % 3}-{i}" for i in range(40)]
+    for i, name in enumerate(names):
+        writer.append(store.log(name), CFG, [{"key": "k", "value": f"v{i}", "timestamp": 1}] * (i + 1))
+    broken = store.log(names[7])
+    broken.st.write_atomic(broken.path(f"_log/{broken.latest_version():020d}.json"), b"{not json")
+    assert sorted(store.logs()) == sorted(names)
+    read = store.read_manifests(names)
+    assert [type(m).__name__ for m in read].count("Manifest") == len(names) - 1
+    assert isinstance(read[7], CompactionError) and names[7] in str(read[7])
+    assert [m.log_end_offset for i, m in enumerate(read) if i != 7] == [i + 1 for i in range(40) if i != 7]
+    # a folder named as a log with no manifest yet (an interrupted first append) is not a log
+    orphan = store.log("t0-99")
+    orphan.st.makedirs(orphan.path("data"))
+    orphan.st.write_atomic(orphan.path("data/orphan.parquet"), b"left by a killed append")
+    current = store.current_logs()
+    assert sorted(current) == sorted(names)
+    assert isinstance(current[names[7]], CompactionError)
+    assert {n: m.version for n, m in current.items() if n != names[7]} == {
+        n: m.version for n, m in zip(names, read) if n != names[7]
+    }
 
 
 def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, monkeypatch):

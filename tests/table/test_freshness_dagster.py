@@ -12,12 +12,14 @@ from compaction_assets.defs.alerts import failed_check_alerts
 from compaction_assets.defs.assets import cleanable_range, compacted_log, latest_state, raw_segments
 from compaction_assets.defs.jobs import set_log_start_job
 from compaction_assets.defs.table.freshness import (
+    check_requests,
     table_catch_up_job,
     table_freshness,
     table_freshness_job,
     table_freshness_sensor,
 )
 from compaction_assets.store.log_store import wall_ms
+from compaction_assets.table.reading.lag import TableLag
 from tests.table.helpers import QUIET, land, table_state
 
 
@@ -134,3 +136,17 @@ def test_the_set_log_start_job_commits_the_table(env):
     )
     assert result.success
     assert {k: v for k, (v, _) in table_state(store.handle("users-0")).items()} == {b"c": b"C"}
+
+
+def test_a_tick_asks_for_the_latest_logs_checks_first_and_at_most_its_cap():
+    """10,000 late logs (a first deployment with no table yet) are not 10,000 runs in one tick: the most late
+    first, up to the cap, the rest at the next ticks (their run keys unchanged, so none twice)."""
+    lags = [TableLag(f"t-{i}", 3, None, 10, 60_000 + (i * 7919) % 10_000, 1_000) for i in range(10_000)]
+    lags.append(TableLag("t-fresh", 3, 3, 0, 0, 1_000))  # not late: never checked
+    runs = check_requests(lags, 100)
+    assert len(runs) == 100
+    chosen = [run.tags["log"] for run in runs]
+    latest = sorted((lag for lag in lags if lag.late), key=lambda lag: (-lag.milliseconds, lag.log))[:100]
+    assert chosen == [lag.log for lag in latest]
+    assert len({run.run_key for run in runs}) == 100 and "t-fresh" not in chosen
+    assert len(check_requests(lags, 20_000)) == 10_000

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from compaction_assets.cleaning.engine import retention_cut
-from compaction_assets.cleaning.metrics import evaluate_logs
+from compaction_assets.cleaning.metrics import evaluate_read
 from compaction_assets.defs.automation.sensors import cleaning_requests
 from compaction_assets.defs.batches.jobs import compaction_batch_job
 from compaction_assets.defs.clock import now_ms
@@ -122,7 +122,8 @@ def _compaction_sweep_schedule(config: ScheduleSettings) -> dg.ScheduleDefinitio
         now = now_ms()
         known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
         evaluations, config_for = [], log_store.config_per_topic()
-        for state in evaluate_logs(log_store.store, config_for, now, [n for n in log_store.store.logs() if n in known]):
+        current = log_store.store.current_logs()
+        for state in evaluate_read({n: m for n, m in current.items() if n in known}, config_for, now):
             ev = state.evaluation
             if ev is None:
                 context.log.warning(f"{state.log}: cannot evaluate: {state.error}")

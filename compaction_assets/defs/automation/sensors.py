@@ -25,7 +25,7 @@ import dagster as dg
 
 from compaction_assets import settings
 from compaction_assets.cleaning import metrics
-from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
+from compaction_assets.cleaning.metrics import LogState, evaluate_read, figures
 from compaction_assets.defs.automation.landing import backlog_observations
 from compaction_assets.defs.batches import requests as batch_requests
 from compaction_assets.defs.batches.jobs import compaction_batch_job, ingest_batch_job
@@ -39,6 +39,7 @@ from compaction_assets.ingest.landing import landing_logs
 from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.planning.planner import Evaluation, order
 from compaction_assets.store.deleted_topics import DeletedTopics
+from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
@@ -107,7 +108,8 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     landed, refused = landing_logs(log_store.landing_area(), store.storage)  # less deleted topics' files
     for reason in refused:
         context.log.warning(f"ignored: {reason}")
-    logs = set(store.logs()) | set(landed)
+    current = store.current_logs()  # each log's manifest, read once for the listing and the backlogs
+    logs = set(current) | set(landed)
     new = sorted(logs - known)
     # A partition whose log left the store and whose landing folder is gone (or set aside by the deletion
     # of its topic) names nothing any more. Nothing found at all is more likely a store or landing area not
@@ -120,12 +122,15 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     held = batch_requests.in_flight(context.instance)
     quarantine = Quarantine(store.storage)
     aside = set(quarantine.logs())  # one listing: only the logs with files set aside have a record to read
-    for log, folder in sorted(landed.items()):
+    for log in sorted(landed):
         if log in held:
             continue
+        manifest = current.get(log) or Manifest.empty(log)  # a landing folder whose log is not made yet
         try:
-            ingested = store.log(log).manifest().ingested
-            backlog = landing_backlog(log, folder, ingested, quarantine.of(log) if log in aside else [], now)
+            if isinstance(manifest, CompactionError):
+                raise manifest
+            aside_files = quarantine.of(log) if log in aside else []
+            backlog = landing_backlog(log, landed[log], manifest.ingested, aside_files, now)
         except CompactionError as exc:
             context.log.warning(f"{log}: {exc}")
             continue
@@ -176,7 +181,8 @@ def observed_metadata(ev: Evaluation, error: str | None) -> dict:
 def evaluate_known(log_store: LogStoreResource, known: set[str], now: int, log=None) -> list[LogState]:
     """Evaluate the logs that are partitions (metadata only)."""
     store = log_store.store
-    states = evaluate_logs(store, log_store.config_per_topic(), now, [n for n in store.logs() if n in known])
+    current = store.current_logs()
+    states = evaluate_read({n: m for n, m in current.items() if n in known}, log_store.config_per_topic(), now)
     for st in states:
         if st.evaluation is None and log:
             log.warning(f"{st.log}: cannot evaluate: {st.error}")

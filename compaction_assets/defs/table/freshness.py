@@ -110,10 +110,13 @@ def table_catch_up_job():
 def table_lags(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
     """The known logs' table lags at `now` (each topic's table read once)."""
     store, config_for = log_store.store, log_store.config_per_topic()
+    current = store.current_logs()
     read = []
-    for log in sorted(known & set(store.logs())):
-        handle = store.log(log)
-        read.append((handle, config_for(log), handle.manifest()))
+    for log in sorted(known & set(current)):
+        manifest = current[log]
+        if isinstance(manifest, CompactionError):
+            continue  # unreadable: counted among the uncleanable logs by the cleaning sensors, not a lag here
+        read.append((store.log(log), config_for(log), manifest))
     return list(lags(read, now).values())
 
 
@@ -135,6 +138,22 @@ def catch_up_requests(behind: list[TableLag]) -> list[dg.RunRequest]:
     ]
 
 
+def check_requests(every: list[TableLag], most: int) -> list[dg.RunRequest]:
+    """A check run for each of the `most` latest logs past their bound (the rest at the next ticks: a first
+    deployment over 10,000 logs with no table yet would otherwise ask for 10,000 runs in one tick)."""
+    late = sorted((lag for lag in every if lag.late), key=lambda lag: (-lag.milliseconds, lag.log))
+    return [
+        # the partition as a tag: a job of checks only has no partitions definition of its own (Dagster
+        # infers it from selected assets), so a run request's partition_key is refused for it
+        dg.RunRequest(
+            job_name=table_freshness_job.name,
+            run_key=f"{TABLE_FRESHNESS}:{lag.log}:{lag.log_version}:{lag.table_version}",
+            tags={PARTITION_TAG: lag.log, "log": lag.log},
+        )
+        for lag in late[:most]
+    ]
+
+
 @dg.sensor(
     jobs=[table_freshness_job, table_catch_up_job],
     minimum_interval_seconds=INTERVAL_S,
@@ -147,17 +166,7 @@ def table_freshness_sensor(context: dg.SensorEvaluationContext, log_store: LogSt
         return dg.SensorResult(skip_reason=dg.SkipReason("tables are off (COMPACTION_TABLES)"))
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
     every = table_lags(log_store, known, now_ms())
-    runs = catch_up_requests(every) + [
-        # the partition as a tag: a job of checks only has no partitions definition of its own (Dagster
-        # infers it from selected assets), so a run request's partition_key is refused for it
-        dg.RunRequest(
-            job_name=table_freshness_job.name,
-            run_key=f"{TABLE_FRESHNESS}:{lag.log}:{lag.log_version}:{lag.table_version}",
-            tags={PARTITION_TAG: lag.log, "log": lag.log},
-        )
-        for lag in every
-        if lag.late
-    ]
+    runs = catch_up_requests(every) + check_requests(every, settings.current().max_runs_per_tick)
     return dg.SensorResult(
         run_requests=runs,
         skip_reason=None if runs else dg.SkipReason(f"{len(known)} log(s): every table within its bound"),

@@ -116,10 +116,18 @@ def topic_snapshot(store: Storage, topic: str, configured: str | None = None) ->
 def lags(logs: Sequence[tuple[LogHandle, TopicConfig, Manifest]], now: int) -> dict[str, TableLag]:
     """Each log's lag at `now`, its topic's table read once for all its logs."""
     marks: dict[str, dict[str, LogMark]] = {}
-    out = {}
-    for handle, config, manifest in logs:
+    for handle, config, _ in logs:
         topic = parse_log_name(handle.name)[0]
         if topic not in marks:
             marks[topic] = topic_snapshot(handle.st, topic, config.table_name).marks
-        out[handle.name] = lag_of(handle, manifest, marks[topic].get(handle.name), config.table_freshness_ms, now)
-    return out
+    if not logs:
+        return {}
+    by_name = {handle.name: (handle, config, manifest) for handle, config, manifest in logs}
+
+    def lag(name: str) -> TableLag:  # a log behind by more than one version reads an older manifest
+        handle, config, manifest = by_name[name]
+        mark = marks[parse_log_name(name)[0]].get(name)
+        return lag_of(handle, manifest, mark, config.table_freshness_ms, now)
+
+    names = list(by_name)
+    return dict(zip(names, logs[0][0].store.per_log(names, lag)))
