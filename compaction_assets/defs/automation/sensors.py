@@ -50,7 +50,7 @@ warnings.filterwarnings(
     "ignore", category=dg.BetaWarning, message=r"Parameter `owners` of initializer `SensorDefinition.__init__`"
 )
 
-INTERVAL_S = 30
+INTERVAL_S = settings.current().sensor_interval_seconds  # COMPACTION_SENSOR_INTERVAL_SECONDS, 30 by default
 # Discovery ticks as often as the daemon's sensor loop runs (every 5 s, Dagster's fixed loop): files that
 # land wait for it, and a tick with nothing new costs little next to that interval (bench/sensors.py times
 # one over 1,000 landing folders). Its minimum interval is below the loop's: at 5 s, a tick that started a
@@ -58,7 +58,7 @@ INTERVAL_S = 30
 # made the next loop's tick too early by a fraction of a second, skipped, so files waited up to 10 s
 # (docs/performance.md, "Landing to table through the daemon"). The batch it starts cleans the ingested
 # logs that are due in the same run, so no cleaning sensor's tick is waited for either.
-DISCOVERY_INTERVAL_S = 1
+DISCOVERY_INTERVAL_S = settings.current().discovery_interval_seconds  # COMPACTION_DISCOVERY_INTERVAL_SECONDS, 1
 
 
 def log_tags(log: str) -> dict[str, str]:
