@@ -65,6 +65,7 @@ class S3Server:
     endpoint: str
     log_path: str
     env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)  # how it started, for `restart`
 
     def new_bucket(self, prefix: str = "b") -> str:
         """Create a fresh bucket and return its name."""
@@ -84,6 +85,19 @@ class S3Server:
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server's own log, for a failing test's message."""
         return _tail(self.log_path, lines)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group, as a crash would (its data folder stays, for `restart`)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+
+    def restart(self) -> None:
+        """Start the same server again (same ports, same data folder) and wait until a write succeeds."""
+        self.process = _spawn(self.command, self.log_path)
+        _wait_ready(self)
 
     def stop(self) -> None:
         """SIGTERM, a short grace, then SIGKILL; the data folder goes."""
@@ -140,11 +154,7 @@ def start_s3_server() -> S3Server:
         "-volume.max=0",
         "-master.volumeSizeLimitMB=64",
     ]
-    with open(log_path, "wb") as log:
-        # Its own process group, so that stopping it reaches every process it starts.
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+    proc = _spawn(cmd, log_path)
     endpoint = f"http://127.0.0.1:{base + 3}"
     server = S3Server(
         proc,
@@ -158,6 +168,7 @@ def start_s3_server() -> S3Server:
             "AWS_REGION": REGION,
             "AWS_ALLOW_HTTP": "true",
         },
+        cmd,
     )
     try:
         _wait_ready(server)
@@ -165,6 +176,14 @@ def start_s3_server() -> S3Server:
         server.stop()
         raise
     return server
+
+
+def _spawn(cmd: list[str], log_path: str) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        # Its own process group, so that stopping it reaches every process it starts.
+        return subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
 
 
 def _wait_ready(server: S3Server) -> None:
