@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,13 +35,12 @@ def weed_binary() -> str | None:
 
 
 def _free_base_port() -> int:
-    """A port P such that P..P+3 and their gRPC twins (P+10000..) are free; P < 50000."""
+    """A port P such that P..P+3 and their gRPC twins (P+10000..) are free, all below the kernel's range of
+    ephemeral ports (32768 up): a port in that range, once its server is killed, can be taken as the source
+    port of any outgoing connection, and the server restarted on it (tests/soak) cannot bind it again."""
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 49_000:
-            base = 20_000 + base % 29_000
+        base = rng.randrange(10_000, 22_700)
         ports = [base + i for i in range(4)] + [base + 10_000 + i for i in range(4)]
         if all(_port_free(p) for p in ports):
             return base
@@ -94,10 +94,19 @@ class S3Server:
             pass
         self.process.wait(timeout=30)
 
-    def restart(self) -> None:
-        """Start the same server again (same ports, same data folder) and wait until a write succeeds."""
-        self.process = _spawn(self.command, self.log_path)
-        _wait_ready(self)
+    def restart(self, tries: int = 5) -> None:
+        """Start the same server again (same ports, same data folder) and wait until a write succeeds; a
+        start that exits at once (a port still held by the killed process's last connections) is tried
+        again after a pause."""
+        for attempt in range(tries):
+            self.process = _spawn(self.command, self.log_path)
+            try:
+                _wait_ready(self)
+                return
+            except RuntimeError:
+                if self.process.poll() is None or attempt == tries - 1:
+                    raise
+                time.sleep(5.0)
 
     def stop(self) -> None:
         """SIGTERM, a short grace, then SIGKILL; the data folder goes."""

@@ -37,10 +37,17 @@ class Checked:
     problems: list[str] = field(default_factory=list)
 
 
-def instance_runs(home: str) -> Counter:
-    """The runs of the instance (PostgreSQL) by status."""
+def instance_runs(home: str) -> tuple[Counter, list[str]]:
+    """The runs of the instance (PostgreSQL) by status, and one line for each run in flight."""
     with dg.DagsterInstance.from_config(home) as instance:
-        return Counter(r.dagster_run.status.value for r in instance.get_run_records())
+        runs = [r.dagster_run for r in instance.get_run_records()]
+    flying = [
+        f"run {r.run_id} {r.job_name} {r.status.value} "
+        f"({r.tags.get('dagster/partition') or r.tags.get('compaction/logs')})"
+        for r in runs
+        if r.status.value in IN_FLIGHT
+    ]
+    return Counter(r.status.value for r in runs), flying
 
 
 def lagging(resource: LogStoreResource, ledger: Ledger, logs: list[str]) -> list[str]:
@@ -72,8 +79,7 @@ def settle(resource: LogStoreResource, ledger: Ledger, logs: list[str], home: st
     why: list[str] = []
     while time.monotonic() < deadline:
         try:
-            runs = instance_runs(home)
-            why = lagging(resource, ledger, logs) + [f"{n} run(s) {s}" for s, n in runs.items() if s in IN_FLIGHT]
+            why = lagging(resource, ledger, logs) + instance_runs(home)[1]
         except Exception as exc:  # a server still coming back: not settled yet
             why = [f"not readable yet: {str(exc).splitlines()[0][:200]}"]
         calm = calm + 1 if not why else 0
@@ -149,10 +155,8 @@ def check_garbage(resource: LogStoreResource, logs: list[str], out: Checked) -> 
 def check_all(ledger: Ledger, logs: list[str], home: str) -> Checked:
     """Every check, with the daemon stopped (nothing changes under them)."""
     resource, out = LogStoreResource(), Checked()
-    out.runs = instance_runs(home)
-    stuck = {s: n for s, n in out.runs.items() if s in IN_FLIGHT}
-    if stuck:
-        out.problems.append(f"runs still in flight: {stuck}")
+    out.runs, flying = instance_runs(home)
+    out.problems += flying
     for log in logs:
         state = check_log(resource, ledger, log, out)
         check_table(resource, log, state, out)

@@ -97,13 +97,17 @@ class Producer(threading.Thread):
         data = "".join(json.dumps(row) + "\n" for row in rows).encode()
         self.put(f"{self.root}/{log}-{start}", data)
 
-    def put(self, path: str, data: bytes) -> None:
-        """One PUT, tried again until it lands (the S3 server may be down for a minute)."""
+    def put(self, path: str, data: bytes, give_up_s: float = 600.0) -> None:
+        """One PUT, tried again until it lands (the S3 server may be down for a minute or two); an S3 server
+        down for `give_up_s` is the soak's failure, not a wait without end."""
+        deadline = time.monotonic() + give_up_s
         while True:
             try:
                 with self.fs.open_output_stream(path) as out:
                     out.write(data)
                 return
             except OSError:
+                if time.monotonic() > deadline:
+                    raise
                 self.retries += 1
                 time.sleep(1.0)
