@@ -17,23 +17,12 @@ from tests.s3_server import S3Server, start_s3_server
 
 LOCK_TTL_S = 20  # a killed run's leases expire within its steps' retries (10 s, then 20 s, then 40 s)
 
-# docs/deployment.md's production instance block, as a user copies it
-INSTANCE_YAML = """\
-storage:
-  postgres:
-    postgres_url:
-      env: DAGSTER_PG_URL
-concurrency:
-  pools:
-    default_limit: 2
-    granularity: run
-run_queue:
-  dequeue_interval_seconds: 1
-  dequeue_use_threads: true
-  dequeue_num_workers: 4
-telemetry:
-  enabled: false
-"""
+
+def instance_yaml() -> str:
+    """docs/deployment.md's production instance block, as a user copies it."""
+    from tests.defs.test_postgres_instance import deployment_yaml
+
+    return deployment_yaml()
 
 
 def topics_yaml(partitions: dict[str, int]) -> str:
@@ -148,7 +137,7 @@ def environment(work: Path, s3: S3Server, pg: PostgresServer, remote: str, store
 def start_deployment(work: Path, partitions: dict[str, int]) -> Deployment:
     """The servers, then the daemon over an empty landing area."""
     (work / "dagster_home").mkdir(parents=True)
-    (work / "dagster_home" / "dagster.yaml").write_text(INSTANCE_YAML)
+    (work / "dagster_home" / "dagster.yaml").write_text(instance_yaml())
     (work / "topics.yaml").write_text(topics_yaml(partitions))
     s3 = start_s3_server()
     started: list = [s3]
