@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tests.soak.services import Deployment, kill_pid, run_workers
+from tests.soak.services import Deployment, kill_pid, pid_alive, run_workers, wait_until
 
 KINDS = ("run_worker", "daemon", "connect", "s3", "postgres")
 WEIGHTS = (4, 2, 1, 2, 2)  # run workers are what dies most in a fleet; each server still goes down often
@@ -74,8 +74,9 @@ class Injector(threading.Thread):
             self.d.daemon.start()
         elif kind == "connect":
             pid = self.d.connect.server_pid()
-            if pid is not None:
-                kill_pid(pid)
+            if pid is not None and kill_pid(pid):
+                # gone before the restart: start-connect-server.sh refuses while its pid file's process lives
+                wait_until("the killed Connect server's exit", lambda: not pid_alive(pid), 60, 0.2)
             time.sleep(down)
             self.d.connect.start()
         elif kind == "s3":

@@ -173,3 +173,11 @@ def kill_pid(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
