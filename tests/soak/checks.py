@@ -33,7 +33,7 @@ class Checked:
     wrong: int = 0  # records shown that the ledger does not have at their offset
     uncleanable: int = 0
     orphans: int = 0  # objects no manifest or snapshot references, after garbage collection
-    runs: Counter = field(default_factory=Counter)  # the instance's runs by status
+    runs: dict[str, int] = field(default_factory=dict)  # the instance's runs by status
     problems: list[str] = field(default_factory=list)
 
 
@@ -155,7 +155,8 @@ def check_garbage(resource: LogStoreResource, logs: list[str], out: Checked) -> 
 def check_all(ledger: Ledger, logs: list[str], home: str) -> Checked:
     """Every check, with the daemon stopped (nothing changes under them)."""
     resource, out = LogStoreResource(), Checked()
-    out.runs, flying = instance_runs(home)
+    runs, flying = instance_runs(home)
+    out.runs = dict(runs)  # a plain dict: dataclasses.asdict rebuilds a Counter from pairs, counting them
     out.problems += flying
     for log in logs:
         state = check_log(resource, ledger, log, out)
