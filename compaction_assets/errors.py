@@ -76,6 +76,17 @@ class StorageError(CompactionError):
     The message names the store and never carries a credential."""
 
 
+class StoreUnreachableError(StorageError):
+    """The store did not answer (connection refused or reset, a timeout, its retries exhausted): a server that
+    is down or restarting, which a later try may find back. Not a fault of any log."""
+
+
+def transient(exc: BaseException) -> bool:
+    """True for a failure a retry may not meet again: another holder of the log's lease, an engine fault, a
+    store that did not answer. The others (a refusal, a corrupt log, a wrong key) fail the same way twice."""
+    return isinstance(exc, (LockedError, EngineError, StoreUnreachableError))
+
+
 class LeaseLostError(LockedError):
     """A writer's lease was taken over (it expired while the writer stalled): it must not commit."""
 

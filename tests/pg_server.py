@@ -12,9 +12,11 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
 USER = "dagster"
@@ -86,6 +88,28 @@ class PostgresServer:
         _create_database(self, name)
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash would; its backends exit when they see it gone."""
+        with open(os.path.join(self.folder, "data", "postmaster.pid")) as fh:
+            pid = int(fh.readline().strip())
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def restart(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start the server again on its folder and port (crash recovery replays its WAL). Right after a
+        kill the old backends may still hold the shared memory for a moment: tried again until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _start(self)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1.0)
+
     def stop(self) -> None:
         self.run("pg_ctl", "-D", os.path.join(self.folder, "data"), "-m", "immediate", "-w", "stop", timeout=60)
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -133,6 +157,11 @@ def _init_and_start(server: PostgresServer) -> None:
     )
     if init.returncode != 0:
         raise RuntimeError(f"initdb failed: {(init.stderr or init.stdout).strip().splitlines()[-1:]}")
+    _start(server)
+
+
+def _start(server: PostgresServer) -> None:
+    data = os.path.join(server.folder, "data")
     options = f"-p {server.port} -k {server.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
     start = server.run(
         "pg_ctl",

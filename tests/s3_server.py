@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,13 +35,12 @@ def weed_binary() -> str | None:
 
 
 def _free_base_port() -> int:
-    """A port P such that P..P+3 and their gRPC twins (P+10000..) are free; P < 50000."""
+    """A port P such that P..P+3 and their gRPC twins (P+10000..) are free, all below the kernel's range of
+    ephemeral ports (32768 up): a port in that range, once its server is killed, can be taken as the source
+    port of any outgoing connection, and the server restarted on it (tests/soak) cannot bind it again."""
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 49_000:
-            base = 20_000 + base % 29_000
+        base = rng.randrange(10_000, 22_700)
         ports = [base + i for i in range(4)] + [base + 10_000 + i for i in range(4)]
         if all(_port_free(p) for p in ports):
             return base
@@ -65,6 +65,7 @@ class S3Server:
     endpoint: str
     log_path: str
     env: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)  # how it started, for `restart`
 
     def new_bucket(self, prefix: str = "b") -> str:
         """Create a fresh bucket and return its name."""
@@ -84,6 +85,28 @@ class S3Server:
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the server's own log, for a failing test's message."""
         return _tail(self.log_path, lines)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group, as a crash would (its data folder stays, for `restart`)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+
+    def restart(self, tries: int = 5) -> None:
+        """Start the same server again (same ports, same data folder) and wait until a write succeeds; a
+        start that exits at once (a port still held by the killed process's last connections) is tried
+        again after a pause."""
+        for attempt in range(tries):
+            self.process = _spawn(self.command, self.log_path)
+            try:
+                _wait_ready(self)
+                return
+            except RuntimeError:
+                if self.process.poll() is None or attempt == tries - 1:
+                    raise
+                time.sleep(5.0)
 
     def stop(self) -> None:
         """SIGTERM, a short grace, then SIGKILL; the data folder goes."""
@@ -140,11 +163,7 @@ def start_s3_server() -> S3Server:
         "-volume.max=0",
         "-master.volumeSizeLimitMB=64",
     ]
-    with open(log_path, "wb") as log:
-        # Its own process group, so that stopping it reaches every process it starts.
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+    proc = _spawn(cmd, log_path)
     endpoint = f"http://127.0.0.1:{base + 3}"
     server = S3Server(
         proc,
@@ -158,6 +177,7 @@ def start_s3_server() -> S3Server:
             "AWS_REGION": REGION,
             "AWS_ALLOW_HTTP": "true",
         },
+        cmd,
     )
     try:
         _wait_ready(server)
@@ -165,6 +185,14 @@ def start_s3_server() -> S3Server:
         server.stop()
         raise
     return server
+
+
+def _spawn(cmd: list[str], log_path: str) -> subprocess.Popen:
+    with open(log_path, "ab") as log:
+        # Its own process group, so that stopping it reaches every process it starts.
+        return subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
 
 
 def _wait_ready(server: S3Server) -> None:

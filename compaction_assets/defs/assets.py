@@ -17,7 +17,7 @@ from compaction_assets.defs.history.history import (
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.table.table import LATEST_STATE, follow_tables
-from compaction_assets.errors import CompactionError, CorruptLogError, EngineError, LockedError, LogNameError
+from compaction_assets.errors import CompactionError, CorruptLogError, LogNameError, transient
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.store.names import parse_log_name
@@ -35,11 +35,12 @@ class CleaningConfig(dg.Config):
 
 def _config(log_store: LogStoreResource, log: str):
     """The log's stored configuration; one that does not read back fails the step in one line, and is not
-    retried (it reads the same on every try; the sensors request a run again once it changes)."""
+    retried (it reads the same on every try; the sensors request a run again once it changes), unless the
+    store did not answer (a server restarting: the next try may read it)."""
     try:
         return log_store.config_for(log)
     except CompactionError as exc:
-        raise dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=False) from None
+        raise dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=transient(exc)) from None
 
 
 def _log(context) -> str:
@@ -65,10 +66,8 @@ def _existing(log_store: LogStoreResource, log: str):
 
 def _failure(exc: CompactionError, log: str) -> dg.Failure:
     """A step failure: retried when transient (another holder of the log's lease, an engine fault such as
-    a Spark Connect server that is down), else one line, final."""
-    return dg.Failure(
-        description=str(exc), metadata={"log": log}, allow_retries=isinstance(exc, (LockedError, EngineError))
-    )
+    a Spark Connect server that is down, a store that did not answer), else one line, final."""
+    return dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=transient(exc))
 
 
 def _commits_later(context: dg.AssetExecutionContext) -> bool:
@@ -102,7 +101,7 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
             raise dg.Failure(
                 description=f"ingestion of {log} stopped: {exc}",
                 metadata={"log": log, "reason": str(exc)},
-                allow_retries=isinstance(exc, LockedError),
+                allow_retries=transient(exc),
             ) from None
     # the table follows the log now, not at the next cleaning; a run that goes on to latest_state commits
     # once, after its cleaning (as a batch does)

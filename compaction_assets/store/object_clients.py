@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from compaction_assets import settings
-from compaction_assets.errors import StorageError, first_line
+from compaction_assets.errors import StorageError, StoreUnreachableError, first_line
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig, S3Config
@@ -69,7 +69,7 @@ def open_clients(scheme: str, bucket: str, location: str) -> tuple[Any, pafs.Fil
             store = from_url(f"{scheme}://{bucket}", client_options=client_options, retry_config=retry)
             fs, _ = pafs.FileSystem.from_uri(location)
     except Exception as exc:
-        raise StorageError(describe_error(location, exc, "")) from None
+        raise store_error(location, exc, "") from None
     return store, fs
 
 
@@ -87,6 +87,16 @@ def _s3_config(so: settings.ObjectStoreSettings) -> S3Config:
     if so.region:
         config["region"] = so.region
     return config
+
+
+def store_error(location: str, exc: BaseException, key: str) -> StorageError:
+    """The error of a failed request: a StoreUnreachableError when the store did not answer (a later try may
+    succeed), else a StorageError; one line either way (`describe_error`)."""
+    message = describe_error(location, exc, key)
+    # "Error performing": the client's own retries ran out (a reset connection, 5xx answers), in the generic line
+    generic = message.startswith(f"store {location}: {type(exc).__name__}")
+    unanswered = " cannot reach " in message or (generic and "Error performing" in str(exc))
+    return (StoreUnreachableError if unanswered else StorageError)(message)
 
 
 def describe_error(location: str, exc: BaseException, key: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compaction_assets.errors import StorageError
-from compaction_assets.store.object_clients import RequestCounts, describe_error
+from compaction_assets.store.object_clients import RequestCounts, store_error
 
 if TYPE_CHECKING:
     from obstore import ObjectMeta
@@ -39,7 +39,7 @@ class ObjectRequests:
 
     def fail(self, exc: BaseException, path: str) -> StorageError:
         """The StorageError of a failed request about `path` (no path: about the store)."""
-        return StorageError(describe_error(self.location, exc, self.key(path) if path else ""))
+        return store_error(self.location, exc, self.key(path) if path else "")
 
     def head(self, path: str) -> ObjectMeta | None:
         """An object's metadata; None when there is no such object."""

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_assets.errors import CompactionError, LeaseLostError, StorageError
+from compaction_assets.errors import CompactionError, LeaseLostError, StorageError, StoreUnreachableError, transient
 from compaction_assets.log import writer
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.fs import Storage
@@ -172,6 +172,7 @@ def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, mon
         message, server_said = str(info.value), str(info.value.__context__)
         answers.append((message, server_said[:300]))
         assert missing in message and secret not in message and "\n" not in message
+        assert not transient(info.value), answers  # the same answer on every try: not retried
         if "NoSuchBucket" in server_said:
             assert "does not exist" in message, answers
             break
@@ -180,9 +181,11 @@ def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, mon
     named_missing = "does not exist" in answers[-1][0]
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
-    with pytest.raises(StorageError, match="cannot reach") as info:
+    with pytest.raises(StoreUnreachableError, match="cannot reach") as info:
         LogStore(s3_store_uri).log("err-0").manifest()
     assert s3_store_uri in str(info.value) and "\n" not in str(info.value)
+    # a server down is worth another try (the steps' RetryPolicy, a batch's retry); a missing bucket is not
+    assert transient(info.value)
     if not named_missing:  # the server's answer, not the product's: under CI=true a failure, not a skip
         message = f"the S3 server denied a missing bucket for 20 s instead of naming it: {answers[-1][1]}"
         if os.environ.get("CI") == "true":

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from compaction_assets.checks.model import LogView
-from compaction_assets.errors import EngineError, LockedError
+from compaction_assets.errors import transient
 
 FAILURE_KEY = "batch_failure"  # metadata key of the observation that records a log's failure in a batch
 
@@ -50,5 +50,6 @@ def failed_outcome(log: str, asset: str, reason: str, transient: bool = False, m
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for a failure a retry may not meet again: an engine fault, or a lease another run holds."""
-    return isinstance(exc, (LockedError, EngineError))
+    """True for a failure a retry may not meet again: an engine fault, a lease another run holds, a store
+    that did not answer (errors.transient)."""
+    return transient(exc)

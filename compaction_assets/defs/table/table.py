@@ -15,7 +15,7 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.checks.latest import compare, model_latest_state
 from compaction_assets.defs import clock
-from compaction_assets.errors import CompactionError
+from compaction_assets.errors import CompactionError, transient
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_log, marks_of
@@ -81,8 +81,9 @@ def table_refusal(log: str, exc: CompactionError) -> str:
 
 
 def table_failure(log: str, exc: CompactionError) -> dg.Failure:
-    """A refused table commit, as the latest_state step fails on it (not retried: the table's own fault)."""
-    return dg.Failure(description=table_refusal(log, exc), metadata={"log": log}, allow_retries=False)
+    """A refused table commit, as the latest_state step fails on it (not retried: the table's own fault,
+    unless its store did not answer)."""
+    return dg.Failure(description=table_refusal(log, exc), metadata={"log": log}, allow_retries=transient(exc))
 
 
 def table_metadata(r: CommitResult) -> dict:
