@@ -12,8 +12,8 @@ import dagster as dg
 from compaction_assets.log.reader import iter_records
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.names import parse_log_name
-from compaction_assets.table.expiry import remove_unreachable
-from compaction_assets.table.read import history, open_table, scan
+from compaction_assets.table.commit.expiry import remove_unreachable
+from compaction_assets.table.reading.read import history, open_table, scan
 from resources.log_store import LogStoreResource
 from tests.log.test_s3_kill_trials import unreachable_table_objects, unreferenced_objects
 from tests.soak.producer import Ledger

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from compaction_assets.cleaning import engine
 from compaction_assets.definitions import defs
 from compaction_assets.defs import clock
 from compaction_assets.defs.alerts import failed_check_alerts
@@ -18,6 +19,7 @@ from compaction_assets.defs.table.freshness import (
     table_freshness_job,
     table_freshness_sensor,
 )
+from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import wall_ms
 from compaction_assets.table.reading.lag import TableLag
 from tests.table.helpers import QUIET, land, table_state
@@ -124,6 +126,20 @@ def test_a_late_table_fails_its_freshness_check_and_pages_once(env, monkeypatch)
     assert late_runs(instance, resources, changed + 120_000) == []
     result = check_run(resources, instance, request, changed + 120_000)
     assert [e.passed for e in result.get_asset_check_evaluations()] == [True]
+
+
+def test_a_log_marked_uncleanable_is_neither_caught_up_nor_paged_again(env, monkeypatch):
+    """Its fault paged when it was marked; a catch-up or a check would fail on the same data and page twice.
+    Cleared, the log is caught up and checked again."""
+    changed = _behind(env, monkeypatch)
+    _, store, resources, instance = env
+    handle = store.handle("users-0")
+    engine.mark_uncleanable(handle, CompactionError("segment data/x.parquet is corrupt"))
+    assert sensor_runs(instance, resources, changed + 120_000, table_catch_up_job.name) == []
+    assert late_runs(instance, resources, changed + 120_000) == []
+    engine.clear_uncleanable(handle)
+    assert len(sensor_runs(instance, resources, changed + 120_000, table_catch_up_job.name)) == 1
+    assert len(late_runs(instance, resources, changed + 120_000)) == 1
 
 
 def test_the_set_log_start_job_commits_the_table(env):

@@ -108,14 +108,16 @@ def table_catch_up_job():
 
 
 def table_lags(log_store: LogStoreResource, known: set[str], now: int) -> list[TableLag]:
-    """The known logs' table lags at `now` (each topic's table read once)."""
+    """The known logs' table lags at `now` (each topic's table read once), but for the logs marked uncleanable
+    or unreadable: their fault was paged once when found (a catch-up or a freshness check would fail on it
+    and page it again); `clear-uncleanable` brings a log back here."""
     store, config_for = log_store.store, log_store.config_per_topic()
     current = store.current_logs()
     read = []
     for log in sorted(known & set(current)):
         manifest = current[log]
-        if isinstance(manifest, CompactionError):
-            continue  # unreadable: counted among the uncleanable logs by the cleaning sensors, not a lag here
+        if isinstance(manifest, CompactionError) or manifest.uncleanable:
+            continue
         read.append((store.log(log), config_for(log), manifest))
     return list(lags(read, now).values())
 

@@ -1,4 +1,4 @@
-"""The connectors' JSON Lines shaped column by column (ingest/connectors/json_columns.py) give the very Columns
+"""The connectors' JSON Lines shaped column by column (ingest/connectors/shaping/json_columns.py) give the very Columns
 the per-row shapes give (stored keys and values, offsets, timestamps, headers, value schema, the line each
 row names), and step aside for every file the per-row shapes would refuse or read otherwise: pinned over
 random files in each connector's record shape and over the awkward and refused shapes one by one."""
