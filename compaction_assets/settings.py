@@ -78,20 +78,6 @@ MAX_RUNS_PER_TICK = ENVIRONMENT.declare(
     default=100,
     parse=positive_int,
 )
-SENSOR_INTERVAL_SECONDS = ENVIRONMENT.declare(
-    "COMPACTION_SENSOR_INTERVAL_SECONDS",
-    "the least seconds between two ticks of the cleaning sensors and of `table_freshness_sensor`: each tick "
-    "reads every log's manifest, two requests a log on an object store (docs/scaling.md)",
-    default=30,
-    parse=positive_int,
-)
-DISCOVERY_INTERVAL_SECONDS = ENVIRONMENT.declare(
-    "COMPACTION_DISCOVERY_INTERVAL_SECONDS",
-    "the least seconds between two ticks of `log_discovery_sensor`, which finds landed files (it ticks as often "
-    "as the daemon's loop by default; a longer interval lowers an object store's requests, docs/scaling.md)",
-    default=1,
-    parse=positive_int,
-)
 # Batch runs: how many logs due in one tick go into batch runs, and how large one batch may be. From 10 due
 # logs a tick they go into batch runs: fewer keep a run each (at most 9 runs of a few seconds).
 BATCH_MIN_LOGS = ENVIRONMENT.declare(
@@ -359,8 +345,6 @@ class Settings:
     debug: bool = ENVIRONMENT.field(DEBUG)
     lock_ttl_seconds: float = ENVIRONMENT.field(LOCK_TTL_SECONDS)
     max_runs_per_tick: int = ENVIRONMENT.field(MAX_RUNS_PER_TICK)
-    sensor_interval_seconds: int = ENVIRONMENT.field(SENSOR_INTERVAL_SECONDS)
-    discovery_interval_seconds: int = ENVIRONMENT.field(DISCOVERY_INTERVAL_SECONDS)
     alert_webhook_url: str | None = ENVIRONMENT.field(ALERT_WEBHOOK_URL)
     alert_webhook_token: str | None = ENVIRONMENT.field(ALERT_WEBHOOK_TOKEN)
     spark_remote: str | None = ENVIRONMENT.field(SPARK_REMOTE)

@@ -3,7 +3,6 @@ refusal (a `ConfigError` naming variable, value and rule) and its line of docs/c
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import fields
@@ -119,27 +118,3 @@ def test_the_docs_command_rewrites_the_table(tmp_path):
     assert done.returncode == 0
     assert path.read_text(encoding="utf-8") == with_table(stale, settings.ENVIRONMENT.markdown_table())
     assert "`OLD`" not in path.read_text(encoding="utf-8") and path.read_text(encoding="utf-8").endswith("\n\nAfter.\n")
-
-
-def test_the_sensors_tick_at_the_configured_intervals():
-    """A deployment over many logs on an object store lengthens the sensors' intervals (docs/scaling.md): the
-    definitions the daemon loads carry them; an interval that is not a positive integer is refused."""
-    probe = (
-        "from compaction_assets.definitions import defs\n"
-        "names = ['dirty_ratio_sensor', 'max_compaction_lag_sensor', 'table_freshness_sensor',"
-        " 'log_discovery_sensor']\n"
-        "print([defs.resolve_sensor_def(n).minimum_interval_seconds for n in names])\n"
-    )
-    env = {"COMPACTION_SENSOR_INTERVAL_SECONDS": "300", "COMPACTION_DISCOVERY_INTERVAL_SECONDS": "60"}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env(env), timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "[300, 300, 300, 60]"
-    defaults = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_env({}), timeout=300)
-    assert defaults.stdout.strip().splitlines()[-1] == "[30, 30, 30, 1]", defaults.stderr[-2000:]
-    with pytest.raises(ConfigError, match="COMPACTION_SENSOR_INTERVAL_SECONDS='0': must be a positive whole number"):
-        settings.current({settings.SENSOR_INTERVAL_SECONDS: "0"})
-
-
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("COMPACTION_") or k == "COMPACTION_STORE"}
-    return {**base, **extra}

@@ -34,7 +34,7 @@ from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.jobs import compaction_job, ingest_job
 from compaction_assets.defs.partitions import LOG_PARTITIONS, log_partitions
 from compaction_assets.errors import CompactionError
-from compaction_assets.ingest.backlog import landing_backlog
+from compaction_assets.ingest.backlog import LandingBacklog, landing_backlog
 from compaction_assets.ingest.landing import landing_logs
 from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.planning.planner import Evaluation, order
@@ -50,7 +50,7 @@ warnings.filterwarnings(
     "ignore", category=dg.BetaWarning, message=r"Parameter `owners` of initializer `SensorDefinition.__init__`"
 )
 
-INTERVAL_S = settings.current().sensor_interval_seconds  # COMPACTION_SENSOR_INTERVAL_SECONDS, 30 by default
+INTERVAL_S = 30
 # Discovery ticks as often as the daemon's sensor loop runs (every 5 s, Dagster's fixed loop): files that
 # land wait for it, and a tick with nothing new costs little next to that interval (bench/sensors.py times
 # one over 1,000 landing folders). Its minimum interval is below the loop's: at 5 s, a tick that started a
@@ -58,7 +58,7 @@ INTERVAL_S = settings.current().sensor_interval_seconds  # COMPACTION_SENSOR_INT
 # made the next loop's tick too early by a fraction of a second, skipped, so files waited up to 10 s
 # (docs/performance.md, "Landing to table through the daemon"). The batch it starts cleans the ingested
 # logs that are due in the same run, so no cleaning sensor's tick is waited for either.
-DISCOVERY_INTERVAL_S = settings.current().discovery_interval_seconds  # COMPACTION_DISCOVERY_INTERVAL_SECONDS, 1
+DISCOVERY_INTERVAL_S = 1
 
 
 def log_tags(log: str) -> dict[str, str]:
@@ -95,6 +95,15 @@ def _ingest_requests(pending: dict[str, list], now: int, config_version: Callabl
     return batch_requests.batch_requests(ingest_batch_job.name, "ingest_batch_op", due, now, "ingest")
 
 
+def _backlog(log: str, manifest: Manifest | CompactionError | None, source, aside: list, now: int) -> LandingBacklog:
+    """A landed log's backlog from its manifest as the tick read it (None: a landing folder whose log is
+    not made yet; an error: raised)."""
+    if isinstance(manifest, CompactionError):
+        raise manifest
+    ingested = manifest.ingested if manifest is not None else ()
+    return landing_backlog(log, source, ingested, aside, now)
+
+
 @dg.sensor(
     jobs=[ingest_job, ingest_batch_job],
     minimum_interval_seconds=DISCOVERY_INTERVAL_S,
@@ -125,12 +134,8 @@ def log_discovery_sensor(context: dg.SensorEvaluationContext, log_store: LogStor
     for log in sorted(landed):
         if log in held:
             continue
-        manifest = current.get(log) or Manifest.empty(log)  # a landing folder whose log is not made yet
         try:
-            if isinstance(manifest, CompactionError):
-                raise manifest
-            aside_files = quarantine.of(log) if log in aside else []
-            backlog = landing_backlog(log, landed[log], manifest.ingested, aside_files, now)
+            backlog = _backlog(log, current.get(log), landed[log], quarantine.of(log) if log in aside else [], now)
         except CompactionError as exc:
             context.log.warning(f"{log}: {exc}")
             continue

@@ -32,7 +32,7 @@ from resources.log_store import LogStoreResource
 # Per-partition check history needs partitioned check specs, a preview feature in Dagster 1.13.
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
-INTERVAL_S = settings.current().sensor_interval_seconds  # COMPACTION_SENSOR_INTERVAL_SECONDS, 30 by default
+INTERVAL_S = 30
 
 
 def freshness_result(lag: TableLag) -> dg.AssetCheckResult:
