@@ -142,6 +142,20 @@ def test_a_log_marked_uncleanable_is_neither_caught_up_nor_paged_again(env, monk
     assert len(late_runs(instance, resources, changed + 120_000)) == 1
 
 
+def test_a_log_a_queued_run_will_commit_is_left_to_that_run(env, monkeypatch):
+    """A cleaning queued for the log commits its table (or, its data bad, marks and pages it once): no
+    catch-up races it, no check pages it again; once the run is done, the sensor takes the log again."""
+    changed = _behind(env, monkeypatch)
+    _, _, resources, instance = env
+    queued = instance.create_run_for_job(  # made, not yet launched: in flight as a queued one is
+        defs.resolve_job_def("compaction_job"), tags={"log": "users-0"}, status=dg.DagsterRunStatus.NOT_STARTED
+    )
+    assert sensor_runs(instance, resources, changed + 120_000, table_catch_up_job.name) == []
+    assert late_runs(instance, resources, changed + 120_000) == []
+    instance.report_run_canceled(queued)
+    assert len(sensor_runs(instance, resources, changed + 120_000, table_catch_up_job.name)) == 1
+
+
 def test_the_set_log_start_job_commits_the_table(env):
     tmp, store, resources, instance = env
     land(tmp / "landing", "a.jsonl", [{"key": k, "value": k.upper(), "timestamp": 1} for k in ("a", "b", "c")])

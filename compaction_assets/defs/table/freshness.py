@@ -19,6 +19,7 @@ import dagster as dg
 
 from compaction_assets import settings
 from compaction_assets.defs.alerts import PARTITION_TAG
+from compaction_assets.defs.batches.requests import IN_FLIGHT, in_flight
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
 from compaction_assets.defs.table.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
@@ -140,6 +141,15 @@ def catch_up_requests(behind: list[TableLag]) -> list[dg.RunRequest]:
     ]
 
 
+def committing(instance: dg.DagsterInstance) -> set[str]:
+    """The logs a queued or running cleaning or ingestion (alone or in a batch) will commit the table of:
+    a catch-up beside it races it, and fails on the same fault when the log's data is bad (which that run
+    marks and pages once)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500)
+    alone = {run.tags["log"] for run in runs if run.job_name in ("compaction_job", "ingest_job") and "log" in run.tags}
+    return alone | in_flight(instance)
+
+
 def check_requests(every: list[TableLag], most: int) -> list[dg.RunRequest]:
     """A check run for each of the `most` latest logs past their bound (the rest at the next ticks: a first
     deployment over 10,000 logs with no table yet would otherwise ask for 10,000 runs in one tick)."""
@@ -167,7 +177,8 @@ def table_freshness_sensor(context: dg.SensorEvaluationContext, log_store: LogSt
     if not settings.current().tables.enabled:
         return dg.SensorResult(skip_reason=dg.SkipReason("tables are off (COMPACTION_TABLES)"))
     known = set(context.instance.get_dynamic_partitions(LOG_PARTITIONS))
-    every = table_lags(log_store, known, now_ms())
+    busy = committing(context.instance)
+    every = [lag for lag in table_lags(log_store, known, now_ms()) if lag.log not in busy]
     runs = catch_up_requests(every) + check_requests(every, settings.current().max_runs_per_tick)
     return dg.SensorResult(
         run_requests=runs,
