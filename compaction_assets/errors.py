@@ -51,6 +51,11 @@ class CorruptLogError(CompactionError):
     """A log's files or metadata cannot be read."""
 
 
+class AlreadyReportedError(CompactionError):
+    """A fault of a log's own data that another run found first: that run marked the log uncleanable and
+    reported the fault, so this one fails without reporting it again (one alert per fault)."""
+
+
 class UnknownLogError(CompactionError):
     """No such log in the store."""
 

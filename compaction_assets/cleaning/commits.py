@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from compaction_assets.cleaning.cleaner import CleanOutput
@@ -145,15 +146,30 @@ def apply_retention(handle: LogHandle, config: TopicConfig, now: int) -> Retenti
     return removed[0] if removed else None
 
 
-def mark_uncleanable(handle: LogHandle, exc: BaseException) -> bool:
-    """Record on the log that a cleaning failed (one line, with time); planners then skip the log. Whether
-    the mark was written (the caller's message says so)."""
+class Mark(Enum):
+    """What marking a log uncleanable did. The run that marks a fault is the one that reports it: a run
+    that finds the log marked already (another found the fault first) reports nothing new."""
+
+    MARKED = "marked"  # this call marked the log
+    ALREADY = "already marked"  # the log was marked already; its first mark is kept
+    NOT_WRITTEN = "not written"  # the mark could not be written (the log may be unreadable)
+
+
+def mark_uncleanable(handle: LogHandle, exc: BaseException) -> Mark:
+    """Record on the log that a cleaning failed (one line, with time) unless it is marked already; planners
+    then skip the log. What the call did (the caller's message and its alert depend on it)."""
     err = one_line(exc)
+    marked_before: list[bool] = []
+
+    def change(m: Manifest) -> Manifest | None:
+        marked_before[:] = [m.uncleanable is not None]
+        return None if marked_before[0] else m.with_(uncleanable=Uncleanable(err, wall_ms()), engine_faults=None)
+
     try:
-        _commit(handle, lambda m: m.with_(uncleanable=Uncleanable(err, wall_ms()), engine_faults=None))
+        _commit(handle, change)
     except Exception:  # the log may be unreadable; the error is raised to the caller anyway
-        return False
-    return True
+        return Mark.NOT_WRITTEN
+    return Mark.ALREADY if marked_before[0] else Mark.MARKED
 
 
 def clear_uncleanable(handle: LogHandle) -> Manifest:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from compaction_assets.cleaning import faults
 from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
+from compaction_assets.cleaning.commits import Mark as Mark
 
 # The evaluation's commits, named here too: the shells and tests call them as `engine.<name>`.
 from compaction_assets.cleaning.commits import Retention, commit_cleaning, retention_cut

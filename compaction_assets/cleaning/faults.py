@@ -21,8 +21,8 @@ import errno
 import threading
 from collections.abc import Iterator
 
-from compaction_assets.cleaning.commits import mark_uncleanable, one_line, record_engine_fault
-from compaction_assets.errors import CompactionError, EngineError, SuspectEngineFault
+from compaction_assets.cleaning.commits import Mark, mark_uncleanable, one_line, record_engine_fault
+from compaction_assets.errors import AlreadyReportedError, CompactionError, EngineError, SuspectEngineFault
 from compaction_assets.log.reader import find_unreadable
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import rewritten_segments
@@ -187,13 +187,24 @@ def failed_cleaning(
             exc = found
         elif session is not None and not engine_answers(session):
             return engine_error(handle, exc)
-    if not mark_uncleanable(handle, exc):  # said as it is: a mark that could not be written is not there
+    return marked_error(handle, mark_uncleanable(handle, exc), one_line(exc))
+
+
+def marked_error(handle: LogHandle, mark: Mark, reason: str) -> CompactionError:
+    """The error of a cleaning that failed on the log's own data, as its mark went: said as it is (a mark
+    that could not be written is not there), and not reported again when another run marked it first."""
+    if mark is Mark.NOT_WRITTEN:
         return CompactionError(
             f"cleaning of log {handle.name!r} failed, the log is unchanged (and could not be marked "
-            f"uncleanable): {one_line(exc)}"
+            f"uncleanable): {reason}"
+        )
+    if mark is Mark.ALREADY:
+        return AlreadyReportedError(
+            f"cleaning of log {handle.name!r} failed, the log is unchanged; another run marked it uncleanable "
+            f"first and reported the fault: {reason}"
         )
     return CompactionError(
-        f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {one_line(exc)}"
+        f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {reason}"
     )
 
 
@@ -253,10 +264,7 @@ def engine_fault(handle: LogHandle, exc: BaseException, session) -> CompactionEr
         f"{counted.faults} cleanings in a row stopped by an engine fault while other logs of the store "
         f"cleaned in between: the fault is the log's own data's (a huge record?): {marker}: {one_line(exc)}"
     )
-    mark_uncleanable(handle, repeated)
-    return CompactionError(
-        f"cleaning of log {handle.name!r} failed, the log is unchanged and marked uncleanable: {repeated}"
-    )
+    return marked_error(handle, mark_uncleanable(handle, repeated), str(repeated))
 
 
 def _previous_fault_ms(handle: LogHandle) -> int | None:

@@ -23,6 +23,8 @@ from resources.alerts import Alert, AlertWebhookResource
 
 MAX_EXAMPLES = 5
 PARTITION_TAG = "dagster/partition"
+# metadata of a step's failure that another run reported already (errors.AlreadyReportedError): no alert
+REPORTED_KEY = "reported_by_another_run"
 
 
 def _value(entry):
@@ -99,6 +101,9 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
         return checks + logs
     log = run.tags.get(PARTITION_TAG)
     steps = context.get_step_failure_events()
+    if steps and all(_reported(step) for step in steps):
+        return []  # the fault's first finder paged it (one alert per fault)
+    steps = [step for step in steps if not _reported(step)]
     if steps:
         step = steps[0]
         error = step.step_failure_data.error
@@ -112,6 +117,12 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
             reason=(context.failure_event.message or "run failed").strip().splitlines()[0],
         )
     ]
+
+
+def _reported(step: dg.DagsterEvent) -> bool:
+    """True for a step failure another run reported first (its dg.Failure carries REPORTED_KEY)."""
+    user = step.step_failure_data.user_failure_data
+    return user is not None and REPORTED_KEY in (user.metadata or {})
 
 
 @dg.run_failure_sensor(

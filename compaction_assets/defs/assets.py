@@ -7,6 +7,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.cleaning import engine
+from compaction_assets.defs.alerts import REPORTED_KEY
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.history.history import (
     cleanable_range_metadata,
@@ -17,7 +18,7 @@ from compaction_assets.defs.history.history import (
 from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY, refuse
 from compaction_assets.defs.partitions import log_partitions
 from compaction_assets.defs.table.table import LATEST_STATE, follow_tables
-from compaction_assets.errors import CompactionError, CorruptLogError, LogNameError, transient
+from compaction_assets.errors import AlreadyReportedError, CompactionError, CorruptLogError, LogNameError, transient
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.ingest.report import IngestReport
 from compaction_assets.store.names import parse_log_name
@@ -66,8 +67,10 @@ def _existing(log_store: LogStoreResource, log: str):
 
 def _failure(exc: CompactionError, log: str) -> dg.Failure:
     """A step failure: retried when transient (another holder of the log's lease, an engine fault such as
-    a Spark Connect server that is down, a store that did not answer), else one line, final."""
-    return dg.Failure(description=str(exc), metadata={"log": log}, allow_retries=transient(exc))
+    a Spark Connect server that is down, a store that did not answer), else one line, final; a fault another
+    run marked and reported first is not paged again (defs/alerts.py)."""
+    reported = {REPORTED_KEY: True} if isinstance(exc, AlreadyReportedError) else {}
+    return dg.Failure(description=str(exc), metadata={"log": log, **reported}, allow_retries=transient(exc))
 
 
 def _commits_later(context: dg.AssetExecutionContext) -> bool:
@@ -137,9 +140,11 @@ def cleanable_range(
             tuning=log_store.cleaner_tuning(),
         )
     except CorruptLogError as exc:  # this job is a cleaning attempt: a log it cannot read is uncleanable
-        engine.mark_uncleanable(handle, exc)
+        reported = engine.mark_uncleanable(handle, exc) is engine.Mark.ALREADY  # another run marked it first
         raise dg.Failure(
-            description=f"log {log} is marked uncleanable: {exc}", metadata={"log": log}, allow_retries=False
+            description=f"log {log} is marked uncleanable: {exc}",
+            metadata={"log": log, **({REPORTED_KEY: True} if reported else {})},
+            allow_retries=False,
         ) from None
     except CompactionError as exc:
         raise _failure(exc, log) from None

@@ -7,7 +7,9 @@ view); the cleaner only shrinks the log.
 (`commit_logs`), and nothing built when the table already reflects every log's version: the current
 snapshot's marks (summary.py) are read before any latest state is, so a call after a change that
 committed nothing costs a catalog read. A topic whose commit fails leaves its table behind (the next
-commit of its logs catches up, from the latest state) and does not stop the other topics'.
+commit of its logs catches up, from the latest state) and does not stop the other topics'; when what
+stopped it is one log's own data (a file that cannot be read), its logs are committed one at a time, so
+the others' table follows and the error names the log at fault.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from compaction_assets import settings
-from compaction_assets.errors import CompactionError, first_line
+from compaction_assets.errors import CompactionError, CorruptLogError, first_line
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TableError
 from compaction_assets.table.commit.commit import CommitResult, LogCommit, commit_logs
@@ -38,7 +40,8 @@ class TopicFollow:
 
 @dataclass(frozen=True)
 class FollowResult:
-    """What following did for a set of logs, per topic; `skipped` says why nothing was tried."""
+    """What following did for a set of logs, per topic (per log of a topic that one log's data stopped);
+    `skipped` says why nothing was tried."""
 
     topics: tuple[TopicFollow, ...] = ()
     skipped: str | None = None
@@ -70,7 +73,16 @@ def follow_logs(logs: Sequence[LogCommit], *, now: int | None = None, enabled: b
         manifest = item.manifest or item.handle.manifest()
         if manifest.version > 0:
             by_topic.setdefault(parse_log_name(item.handle.name)[0], []).append(replace(item, manifest=manifest))
-    return FollowResult(tuple(_follow_topic(topic, items, now) for topic, items in by_topic.items()))
+    return FollowResult(tuple(done for topic, items in by_topic.items() for done in _follow_apart(topic, items, now)))
+
+
+def _follow_apart(topic: str, items: list[LogCommit], now: int | None) -> list[TopicFollow]:
+    """The topic's logs in one snapshot; when a log's own data stopped it, each log on its own (the good
+    ones' table committed, the bad one's error its own)."""
+    together = _follow_topic(topic, items, now)
+    if isinstance(together.error, CorruptLogError) and len(items) > 1:
+        return [_follow_topic(topic, [item], now) for item in items]
+    return [together]
 
 
 def _follow_topic(topic: str, items: list[LogCommit], now: int | None) -> TopicFollow:

@@ -2,7 +2,8 @@
 `dagster.yaml` block of docs/deployment.md written as it is (the database's URL from the environment),
 and `dagster-daemon run -w workspace.yaml` with the product's sensors over a small fleet of logs and the
 pool limit. Every log is cleaned by a run the sensors started, every check of those runs is recorded,
-and the alert sensor, through the daemon, calls the webhook exactly once for a corrupt segment."""
+and the alert sensor, through the daemon, calls the webhook exactly once for a corrupt segment: from the
+cleaning or from the table's catch-up, whichever run meets it first (the other pages nothing more)."""
 
 import http.server
 import json
@@ -125,6 +126,10 @@ def runs_by_log(instance) -> dict[str, list]:
     return out
 
 
+def catch_up_runs(instance) -> list:
+    return list(instance.get_run_records(dg.RunsFilter(job_name="table_catch_up_job")))
+
+
 def last_tick(instance, sensor: str) -> float:
     """When the daemon last finished a tick of `sensor` (0 when it has not)."""
     for state in instance.all_instigator_state():
@@ -138,16 +143,18 @@ def last_tick(instance, sensor: str) -> float:
     return 0.0
 
 
-def settled(instance, received) -> bool:
-    """Every log has a finished cleaning run, the alert came, and both alert sensors ticked after the
-    last run ended (so a second alert for any run would have been sent by then)."""
+def settled(instance, received, store: LogStore) -> bool:
+    """Every good log has a finished cleaning run, the bad one is marked, the alert came, no run is in
+    flight, and both alert sensors ticked after the last run ended (so a second alert for any run would
+    have been sent by then)."""
     runs = runs_by_log(instance)
-    finished = [r for log in GOOD + [BAD] for r in runs.get(log, []) if r.dagster_run.is_finished]
-    if {r.dagster_run.tags.get("dagster/partition") for r in finished} != set(GOOD + [BAD]):
+    finished = [r for log in GOOD for r in runs.get(log, []) if r.dagster_run.is_finished]
+    if {r.dagster_run.tags.get("dagster/partition") for r in finished} != set(GOOD):
         return False
-    if any(not r.dagster_run.is_finished for rs in runs.values() for r in rs) or not received:
+    every = [r for rs in runs.values() for r in rs] + catch_up_runs(instance)
+    if any(not r.dagster_run.is_finished for r in every) or not received or not store.log(BAD).manifest().uncleanable:
         return False
-    ended = max(r.end_time or 0 for rs in runs.values() for r in rs)
+    ended = max(r.end_time or 0 for r in every)
     return all(last_tick(instance, s) > ended + 1 for s in ("run_failure_alert", "check_failure_alert"))
 
 
@@ -163,9 +170,7 @@ def step_spans(instance, run_id: str) -> list[tuple[float, float]]:
     return [(starts[k], ends[k]) for k in starts if k in ends]
 
 
-# Out of CI's real-system suite until a known fault is fixed (docs/testing.md): a `table_catch_up_job` the
-# freshness sensor starts for the corrupt log before its cleaning marks it fails on the same segment and
-# pages it again, in 3 of 5 runs on a quiet machine (twice, from two catch-up runs, in the last).
+@pytest.mark.ci_real
 @pytest.mark.slow  # 4-5 minutes: sensor ticks are 30 s apart, and each run starts its own Spark
 def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
     tmp_path, postgres_server, webhook, monkeypatch
@@ -184,7 +189,7 @@ def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
         with dg.DagsterInstance.from_config(str(home)) as instance:
             assert type(instance.run_storage).__name__ == "PostgresRunStorage"
             deadline = time.monotonic() + WAIT_S
-            while not settled(instance, received):
+            while not settled(instance, received, LogStore(str(tmp_path / "store"))):
                 assert proc.poll() is None, f"dagster-daemon exited: {log.read_text()[-3000:]}"
                 assert time.monotonic() < deadline, (
                     f"the fleet did not settle in {WAIT_S}s: {runs_by_log(instance)} {log.read_text()[-3000:]}"
@@ -214,10 +219,11 @@ def test_daemon_on_postgres_cleans_the_fleet_records_checks_and_alerts_once(
         records = list(reader.iter_records(store.log(name)))
         assert {r.key: r.value for r in records} == expected[name] and len(records) == len(expected[name]), name
         assert checks[name] == CHECKS, name
-    assert {r.dagster_run.status for r in runs[BAD]} == {dg.DagsterRunStatus.FAILURE}
+    # the bad log's cleaning failed on the segment, or found the log marked by the catch-up that met it first
+    assert dg.DagsterRunStatus.STARTED not in {r.dagster_run.status for r in runs.get(BAD, [])}
     assert len(received) == 1, [(b["job"], b.get("step"), b.get("check"), b["reason"][:300]) for _, b in received]
     body = received[0][1]
-    assert body["log"] == BAD and body["job"] == "compaction_job"
-    assert "is not a readable Parquet file" in body["reason"], body["reason"]
+    assert body["log"] == BAD and body["job"] in ("compaction_job", "table_catch_up_job"), body
+    assert f"log '{BAD}': segment" in body["reason"] and "Parquet" in body["reason"], body["reason"]
     assert store.log(BAD).manifest().uncleanable
     assert 1 <= max_overlap(spans) <= 2  # the pool's limit in the documented block

@@ -50,7 +50,7 @@ from compaction_assets.defs.table.table import (
     table_metadata,
     table_refusal,
 )
-from compaction_assets.errors import CompactionError, CorruptLogError
+from compaction_assets.errors import AlreadyReportedError, CompactionError, CorruptLogError
 from compaction_assets.planning.planner import evaluate
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
@@ -112,7 +112,8 @@ class CleaningBatch:
                 return None
             m = handle.manifest()
             if m.uncleanable and not self.force:
-                return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.error}")
+                # reported when it was marked: the run fails on it, the alert is not sent again
+                return LogOutcome(log, failure=f"log {log} is marked uncleanable: {m.uncleanable.error}", reported=True)
             recovered = recovered_report(handle, cfg, self.now)
             if recovered is not None:
                 return self.recorded(
@@ -124,8 +125,9 @@ class CleaningBatch:
                 return None
             return _Pending(handle, cfg, self._range(handle, cfg))
         except CorruptLogError as exc:  # a cleaning attempt: a log it cannot read is uncleanable
-            engine.mark_uncleanable(self.log_store.handle(log), exc)
-            return failed_outcome(log, "cleanable_range", f"log {log} is marked uncleanable: {exc}", marked=True)
+            mark = engine.mark_uncleanable(self.log_store.handle(log), exc)
+            reason = f"log {log} is marked uncleanable: {exc}"
+            return failed_outcome(log, "cleanable_range", reason, marked=True, reported=mark is engine.Mark.ALREADY)
         except CompactionError as exc:
             return failed_outcome(log, "cleanable_range", str(exc), is_transient(exc))
 
@@ -225,7 +227,10 @@ class CleaningBatch:
                 asset_key="cleanable_range", partition=result.log, metadata=item.range_metadata
             )
             transient = is_transient(result.error)
-            out = failed_outcome(result.log, "compacted_log", str(result.error), transient, marked=not transient)
+            reported = isinstance(result.error, AlreadyReportedError)  # another run marked the log first
+            out = failed_outcome(
+                result.log, "compacted_log", str(result.error), transient, marked=not transient, reported=reported
+            )
             out.events.insert(0, range_event)
             return out
         assert result.report is not None  # a fleet's result holds its report or its error

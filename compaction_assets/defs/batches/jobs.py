@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
+from compaction_assets.defs.alerts import REPORTED_KEY
 from compaction_assets.defs.batches.cleaning import CleaningBatch, due
 from compaction_assets.defs.batches.instance_pool import hold_instance_connections
 from compaction_assets.defs.batches.outcome import BatchEvent, LogOutcome, failed_outcome, is_transient
@@ -87,6 +88,8 @@ def summarize(context: dg.OpExecutionContext, what: str, logs: list[str], outcom
             description=f"{len(failed)} of {len(logs)} log(s) failed to {what}: "
             + "; ".join(o.failure for o in failed[:5] if o.failure)[:1000],
             allow_retries=any(o.transient for o in failed),
+            # every failure a fault reported already (a log marked before): the run pages nothing new
+            metadata={REPORTED_KEY: True} if all(o.reported for o in failed) else None,
         )
 
 

@@ -33,20 +33,24 @@ class LogOutcome:
     failure: str | None = None
     transient: bool = False  # an engine fault or a held lease: a retry may succeed
     awaiting: AwaitingTable | None = None  # its latest_state waits for its topic's table commit
+    reported: bool = False  # its failure is a fault another run reported (it marked the log): no alert
 
 
-def failed_outcome(log: str, asset: str, reason: str, transient: bool = False, marked: bool = False) -> LogOutcome:
-    """A failure, recorded on the partition (the alert sensor pages once per such observation)."""
+def failed_outcome(
+    log: str, asset: str, reason: str, transient: bool = False, marked: bool = False, reported: bool = False
+) -> LogOutcome:
+    """A failure, recorded on the partition (the alert sensor pages once per such observation); none for a
+    transient one (retried) or one another run reported first (`reported`: it marked the log)."""
     events: list[BatchEvent] = (
         []
-        if transient
+        if transient or reported
         else [
             dg.AssetObservation(
                 asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "observed_uncleanable": marked}
             )
         ]
     )
-    return LogOutcome(log, events, failure=reason, transient=transient)
+    return LogOutcome(log, events, failure=reason, transient=transient, reported=reported)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -15,6 +15,7 @@ and a partition's own page links the batch run of each of its materializations.
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -138,9 +139,10 @@ def record_pool_limit(instance: dg.DagsterInstance, runs: list[dg.RunRequest]) -
         storage.initialize_concurrency_limit_to_default(SPARK_POOL)
 
 
-def in_flight(instance: dg.DagsterInstance) -> set[str]:
-    """The logs of the batch runs queued or running (one storage query)."""
-    runs = instance.get_runs(filters=dg.RunsFilter(job_name=None, statuses=IN_FLIGHT), limit=500)
+def in_flight(instance: dg.DagsterInstance, runs: Sequence[dg.DagsterRun] | None = None) -> set[str]:
+    """The logs of the batch runs queued or running (one storage query, none when given the runs in flight)."""
+    if runs is None:
+        runs = instance.get_runs(filters=dg.RunsFilter(job_name=None, statuses=IN_FLIGHT), limit=500)
     return {
         log
         for run in runs

@@ -11,22 +11,30 @@ committed in one snapshot, once per state of the logs and the table: the run key
 caught up before the bound; a log past the bound gets `table_freshness_job`, whose check fails there, and
 `check_failure_alert` pages once (defs/alerts.py). The failure says how to catch up by hand: any commit of
 the log (`compaction table commit LOG`, the `rebuild_latest_state` job).
+
+A catch-up is the one run that reads a log with no cleaning attempt: when a log's own data stops its commit
+(a file that cannot be read), it marks the log uncleanable as a cleaning would, and the run that marks a
+fault is the one that reports it (a cleaning that finds it marked pages nothing more, and the other way
+round); the topic's other logs are committed.
 """
 
 import warnings
+from dataclasses import replace
 
 import dagster as dg
 
 from compaction_assets import settings
+from compaction_assets.cleaning import engine
 from compaction_assets.defs.alerts import PARTITION_TAG
+from compaction_assets.defs.batches.outcome import FAILURE_KEY
 from compaction_assets.defs.batches.requests import IN_FLIGHT, in_flight
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
 from compaction_assets.defs.table.table import LATEST_STATE, TABLE_FRESHNESS, TABLE_FRESHNESS_KEY, table_lag
-from compaction_assets.errors import CompactionError, LogNameError
+from compaction_assets.errors import CompactionError, CorruptLogError, LogNameError
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.commit.commit import LogCommit
-from compaction_assets.table.follow import follow_logs
+from compaction_assets.table.follow import FollowResult, TopicFollow, follow_logs
 from compaction_assets.table.reading.lag import TableLag, lags
 from resources.log_store import LogStoreResource
 
@@ -87,18 +95,58 @@ class CatchUpConfig(dg.Config):
 
 @dg.op(description="Commit the named logs' topic table(s), one snapshot per topic (the catch-up of a table behind).")
 def table_catch_up_op(context: dg.OpExecutionContext, config: CatchUpConfig, log_store: LogStoreResource) -> None:
-    """Bring the tables of `config.logs` to the logs' versions; a refused commit fails the run (retried)."""
+    """Bring the tables of `config.logs` to the logs' versions; a refused commit fails the run (retried).
+    A log marked uncleanable is left out (its fault was reported when it was marked); a log whose own data
+    stops its commit is marked, as a cleaning would mark it, and reported once (`report_marked`)."""
     try:
         items = [LogCommit(log_store.handle(log, must_exist=True), log_store.config_for(log)) for log in config.logs]
+        items = [replace(item, manifest=item.handle.manifest()) for item in items]
     except CompactionError as exc:  # a name that is no log's, or a log gone: one line, not a trace
         raise dg.Failure(description=str(exc)) from None
-    done = follow_logs(items, now=now_ms(), enabled=settings.current().tables.enabled)
+    marked = [item.handle.name for item in items if item.manifest is not None and item.manifest.uncleanable]
+    done = follow_logs(
+        [item for item in items if item.handle.name not in marked],
+        now=now_ms(),
+        enabled=settings.current().tables.enabled,
+    )
     if done.skipped:
         raise dg.Failure(description=f"tables not caught up: {done.skipped}")
     rows = {log: r.rows_added + r.rows_deleted for log in config.logs if (r := done.result_of(log)) is not None}
-    context.add_output_metadata({"logs": ", ".join(config.logs), "rows_changed": sum(rows.values())})
-    if done.errors:
-        raise dg.Failure(description="; ".join(str(e) for e in done.errors)[:1000])
+    reported = report_marked(context, log_store, done)
+    context.add_output_metadata(
+        {"logs": ", ".join(config.logs), "rows_changed": sum(rows.values()), "left_out_marked": ", ".join(marked)}
+    )
+    others = [t.error for t in done.topics if t.error is not None and not _one_bad_log(t)]
+    if others or reported:
+        raise dg.Failure(description="; ".join(str(e) for e in others + list(reported.values()))[:1000])
+
+
+def _one_bad_log(topic: TopicFollow) -> bool:
+    """True when what stopped the commit is one log's own data (follow_logs commits a topic's logs one at a
+    time to tell which)."""
+    return isinstance(topic.error, CorruptLogError) and len(topic.logs) == 1
+
+
+def report_marked(context: dg.OpExecutionContext, log_store: LogStoreResource, done: FollowResult) -> dict[str, str]:
+    """Mark the logs whose own data stopped their table's commit (a file that cannot be read), and record
+    each failure for the alert sensor (defs/alerts.py pages once per such record); a log another run
+    marked first is left to its report. The reasons of the logs this run reports."""
+    reported = {}
+    for topic in done.topics:
+        if topic.error is None or not _one_bad_log(topic):
+            continue
+        log = topic.logs[0]
+        if engine.mark_uncleanable(log_store.handle(log), topic.error) is engine.Mark.ALREADY:
+            continue
+        reported[log] = f"log {log} is marked uncleanable: {topic.error}"
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=LATEST_STATE,
+                partition=log,
+                metadata={FAILURE_KEY: reported[log], "observed_uncleanable": True},
+            )
+        )
+    return reported
 
 
 @dg.job(
@@ -147,7 +195,7 @@ def committing(instance: dg.DagsterInstance) -> set[str]:
     marks and pages once)."""
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_FLIGHT), limit=500)
     alone = {run.tags["log"] for run in runs if run.job_name in ("compaction_job", "ingest_job") and "log" in run.tags}
-    return alone | in_flight(instance)
+    return alone | in_flight(instance, runs)
 
 
 def check_requests(every: list[TableLag], most: int) -> list[dg.RunRequest]:

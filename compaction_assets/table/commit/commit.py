@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from compaction_assets import settings
-from compaction_assets.errors import first_line
+from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
@@ -179,7 +179,7 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
             break
         except (CommitFailedException, TableAlreadyExistsError, ValidationException) as exc:
             last = exc
-        except TableError:
+        except CompactionError:  # the product's own error (the table's, a log's unreadable file) as it is
             raise
         except Exception as exc:
             if "locked" not in str(exc).lower():  # SQLite's writer lock: another process commits now
