@@ -31,7 +31,8 @@ class JsonRows:
     unit: str  # "line" (JSON Lines) or "record" (a JSON array)
 
 
-def _gunzipped(data: bytes) -> bytes | None:
+def gunzipped(data: bytes) -> bytes | None:
+    """The bytes, gzip undone; None: corrupt gzip (the per-row reader words the refusal)."""
     if data[:2] != b"\x1f\x8b":
         return data
     try:
@@ -82,7 +83,7 @@ def _timestamps_as_text(t: pa.DataType) -> pa.DataType:
 
 def parse_lines(data: bytes) -> JsonRows | None:
     """Each line's JSON value (row i: line i + 1), gzip undone; None: the file is read row by row."""
-    text = _gunzipped(data)
+    text = gunzipped(data)
     if not text:
         return None
     body = text[:-1] if text.endswith(b"\n") else text
@@ -96,7 +97,7 @@ def parse_lines(data: bytes) -> JsonRows | None:
 def parse_array(data: bytes) -> JsonRows | None:
     """Each value of a file holding one JSON array (Aiven's `.json`), gzip undone; None: read row by row.
     The array is one row of pyarrow's reader, so one block: its parse is not spread over threads."""
-    text = _gunzipped(data)
+    text = gunzipped(data)
     if text is None or not text.lstrip().startswith(b"["):
         return None
     wrapped = b'{"k":' + text + b"}"
