@@ -23,8 +23,8 @@ from compaction_assets.ingest.connectors.debezium import SQLSERVER_LSN, version_
 from compaction_assets.ingest.connectors.shaping.columns import HEADER_TYPE, ValueRule
 from compaction_assets.topics.landing_settings import CdcFormat, LandingConfig, VersionField
 
-STORED_OPS = pa.array(["c", "u", "r"])
-KNOWN_OPS = pa.array(["c", "u", "r", "d"])
+STORED_OPS = ("c", "u", "r")
+KNOWN_OPS = (*STORED_OPS, "d")
 
 
 def rule(cfg: LandingConfig) -> ValueRule | None:
@@ -64,9 +64,9 @@ def _envelopes(events: pa.Array) -> pa.Array | None:
     if not pa.types.is_struct(events.type) or op is None or not pa.types.is_string(op.type):
         return None  # an event that is no object, or one without `op`: the rows refuse it
     present = events.is_valid()
-    if not _all(pc.or_(pc.invert(present), pc.is_in(op, KNOWN_OPS))):
+    if not _all(pc.or_(pc.invert(present), pc.is_in(op, pa.array(KNOWN_OPS)))):
         return None  # a null, unknown or truncate op
-    stored = pc.fill_null(pc.is_in(op, STORED_OPS), False)
+    stored = pc.fill_null(pc.is_in(op, pa.array(STORED_OPS)), False)
     after = _field(events, "after")
     if after is None:
         return None if pc.any(stored).as_py() else pa.nulls(len(events))
@@ -156,7 +156,7 @@ def _with_version(headers: pa.Array, name: str, packed: np.ndarray, has: np.ndar
         pa.binary(), count, [None, pa.py_buffer(np.arange(0, 8 * count + 1, 8, dtype=np.int32)), pa.py_buffer(versions)]
     )
     added = pa.StructArray.from_arrays(
-        [pa.array([name] * count, pa.string()), version_values], fields=list(HEADER_TYPE)
+        [pa.repeat(pa.scalar(name, pa.string()), count), version_values], fields=list(HEADER_TYPE)
     )
     offsets = headers.offsets.to_numpy().astype(np.int64)
     own = offsets[1:] - offsets[:-1]

@@ -153,7 +153,21 @@ def test_base64_columns_are_the_per_row_decoders():
     expected = [None if t is None else base64.b64decode(t, validate=True) for t in texts]
     assert base64_columns.decode(arr).to_pylist() == expected
     assert base64_columns.decode(arr.slice(11, 700)).to_pylist() == expected[11:711]
-    for bad in ["YQ", "YQ=", "Y", "a b=", "YQ==YQ==", "====", "YQ==\n", "é"]:
+    for bad in [
+        "YQ",
+        "YQ=",
+        "Y",
+        "a b=",
+        "YQ==YQ==",
+        "====",
+        "YQ==\n",
+        "é",
+        "A=A=",
+        "=AAA",
+        "AA=A",
+        "A===",
+        "YQ==\x00",
+    ]:
         with pytest.raises((binascii.Error, ValueError)):
             base64.b64decode(bad, validate=True)
         assert base64_columns.decode(pa.array(["YQ==", bad])) is None
