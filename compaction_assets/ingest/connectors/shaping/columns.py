@@ -1,8 +1,8 @@
 """A unit's records as Arrow columns (keys and values already stored bytes), and how units' columns are put
 together.
 
-Every unit becomes Columns: a Parquet unit directly (parquet_columns.py), any other through the per-row shapes
-(from_raw).
+Every unit becomes Columns: column by column through `keyed`, the one constructor of the column-wise shapes
+(parquet_columns.py, json_columns.py, csv_columns.py), or through the per-row shapes (from_raw).
 """
 
 from __future__ import annotations

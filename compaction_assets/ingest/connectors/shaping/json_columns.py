@@ -8,7 +8,9 @@ steps aside for: numbers that are not 64-bit integers (pyarrow reads 1 as 1.0 in
 the per-row path keeps 1), a field of a key or value that is null in an object (absent and null differ in
 canonical JSON, and pyarrow reads both as null), header shapes other than a list of {key|name, value}
 records, [name, value] pairs or an empty map. Aiven's ISO-8601 record timestamps go through the per-row
-function.
+function. Lenses' keys and values flagged `keyIsArray` / `valueIsArray` are decoded from base64, and change
+events turned into values and version headers by the connector's rule (debezium_columns.py), in the one
+constructor every column-wise shape ends with (columns.keyed).
 """
 
 from __future__ import annotations

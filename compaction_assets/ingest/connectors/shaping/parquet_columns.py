@@ -1,5 +1,6 @@
 """Parquet files shaped to a unit's Columns without a Python object per record: Aiven's records, Lenses'
-envelopes and Confluent's value, keys and headers files, column by column.
+envelopes (keys and values flagged `keyIsArray` / `valueIsArray` decoded from base64) and Confluent's value,
+keys and headers files, column by column, change events turned by the connector's rule (debezium_columns.py).
 
 A shape here returns None for anything it does not take exactly as the per-row shapes (shapes.py) do (a
 non-integer offset, a header shape of another kind, a count mismatch ...): the caller then shapes the file row
