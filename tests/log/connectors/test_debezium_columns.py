@@ -248,3 +248,53 @@ def test_a_truncate_is_named_by_the_ingestion(tmp_path, store):
     message = str(info.value)
     assert "users-0-0.jsonl: line 4: op='t' (truncate)" in message and "\n" not in message
     assert not handle.exists()
+
+
+ROW_AVRO = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "app.public.users",
+    "fields": [{"name": "id", "type": "long"}, {"name": "email", "type": ["null", "string"]}],
+}
+ENVELOPE_AVRO = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "app.public.users",
+    "fields": [
+        {"name": "before", "type": ["null", ROW_AVRO]},
+        {"name": "after", "type": ["null", "app.public.users.Value"]},  # the named type given again by name
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"]},
+        {
+            "name": "source",
+            "type": {"type": "record", "name": "Source", "fields": [{"name": "lsn", "type": ["null", "long"]}]},
+        },
+    ],
+}
+
+
+def test_avro_envelopes_column_wise_are_the_per_row_records(tmp_path):
+    """Debezium's Avro envelopes as Confluent's sink writes them (value file and keys file)."""
+    from compaction_assets.ingest.formats import avro_columns
+    from tests.log.connectors.sinks import write_avro
+
+    rng = random.Random(9)
+    events = []
+    for i in range(200):
+        op = rng.choice("cudr")
+        row = {"id": i % 11, "email": rng.choice([None, "a@x", "é"])}
+        events.append({"before": row if op in "ud" else None, "after": None if op == "d" else row, "op": op,
+                       "ts_ms": i, "source": {"lsn": 1000 + i}})  # fmt: skip
+    values = write_avro(tmp_path / "users+0+0000000000.avro", ENVELOPE_AVRO, events).read_bytes()
+    keys = write_avro(tmp_path / "users+0+0000000000.keys.avro", "long", [e["source"]["lsn"] for e in events])
+    files = [values, keys.read_bytes()]
+    cfg = _cfg("confluent", "debezium", "source.lsn")
+    connector = connector_for(LandingFormat.CONFLUENT)
+    names = [f"s3://b/f{i}.avro" for i in range(2)]
+    records = [avro_columns.read_records(data) for data in files]
+    assert all(r is not None for r in records)
+    fast = connector.avro_columns(records, _unit(names), names[0], cfg)
+    rows = [readers.read_rows(data, FileFormat.AVRO, name) for data, name in zip(files, names)]
+    raw = connector.raw_records(rows, [FileFormat.AVRO] * 2, names, _unit(names), cfg)
+    assert fast is not None
+    assert_same(fast, columns.from_raw(apply_cdc(raw, cfg), names[0]))
