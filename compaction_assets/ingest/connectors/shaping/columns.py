@@ -173,10 +173,11 @@ def _stored(arr: pa.Array, base64_rows: pa.Array | None) -> tuple[pa.Array, pa.A
     if not (pa.types.is_string(arr.type) or pa.types.is_null(arr.type)):
         raise NotVectorised("base64 of bytes in a column that is not text")  # the rows refuse it
     rows = pc.fill_null(base64_rows, False)
-    decoded = base64_columns.decode(arr if pc.all(rows).as_py() else pc.filter(arr, rows))
+    every = bool(pc.all(rows).as_py())
+    decoded = base64_columns.decode(arr if every else pc.filter(arr, rows))
     if decoded is None:
         raise NotVectorised("not base64")
-    stored = decoded if len(decoded) == len(arr) else pc.replace_with_mask(arr.cast(pa.binary()), rows, decoded)
+    stored = decoded if every else pc.replace_with_mask(arr.cast(pa.binary()), rows, decoded)
     return stored, pa.array(np.zeros(len(arr), dtype=bool))
 
 
