@@ -15,11 +15,15 @@ connector layout stores for a structured value), so both sides append the same b
                         timestamps from InsertField, each file's tombstones in `tombstone/`
     lenses-<fmt>        envelopes under `<topic>/<p>/<last>_<min>_<max>.<ext>` (offset, timestamp in metadata)
 
+and `aiven-csv`, `lenses64-jsonl` (base64 keys and values), `debezium-jsonl` (change events), and the
+library contender `pyarrow:<layout>` (bench/landing_extra.py).
+
 Each layout's files are written once; then every round ingests every layout once into a fresh store, in
 the order given (rounds interleaved, so that the machine's load drifts alike over the contenders). Prints
 one line per ingestion (seconds, records a second, the 1-minute load average before and after, CPU seconds of
 all its threads, ratio to the same round's native layout of the file format in seconds and in CPU time), then
-per layout the median seconds and the medians of its rounds' ratios; --json writes both. CPU time is less
+per layout the median seconds, median CPU seconds, records per CPU second and the medians of its rounds'
+ratios; --json writes both. CPU time is less
 swayed than seconds by other processes' load (though not immune: they share the caches).
 """
 
@@ -37,16 +41,23 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from bench import landing_extra
+
 TOPIC = "users"
 TS0 = 1_700_000_000_000
 TOMBSTONE_EVERY = 20  # 5% of records delete their key
 FORMATS = ("jsonl", "avro", "parquet")
-LAYOUTS = tuple(f"{connector}-{fmt}" for connector in ("native", "aiven", "confluent", "lenses") for fmt in FORMATS)
+LAYOUTS = tuple(f"{connector}-{fmt}" for connector in ("native", "aiven", "confluent", "lenses") for fmt in FORMATS) + (
+    "aiven-csv",
+    "lenses64-jsonl",
+    "debezium-jsonl",
+)
 INSERT_FIELDS = {"landing.offset.field": "kafka_offset", "landing.timestamp.field": "kafka_ts"}
 CONFIGS = {
     **{f"aiven-{fmt}": {"landing.format": "aiven"} for fmt in FORMATS},
     **{f"confluent-{fmt}": {"landing.format": "confluent", **INSERT_FIELDS} for fmt in FORMATS},
     **{f"lenses-{fmt}": {"landing.format": "lenses"} for fmt in FORMATS},
+    **landing_extra.CONFIGS,
 }
 
 
@@ -75,6 +86,8 @@ class Summary:
     rounds: int
     median_seconds: float
     fastest_seconds: float
+    median_cpu_seconds: float
+    records_per_cpu_second: int
     median_ratio: float | None
     median_cpu_ratio: float | None
     load_low: float
@@ -149,6 +162,12 @@ def _write_native(fmt: str, folder: Path, first: int, count: int, keys: int) -> 
 
 def _write_aiven(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
     import pyarrow as pa
+
+    if fmt == "csv":
+        landing_extra.write_aiven_csv(
+            fmt, folder, first, [(o, k, canonical(v), t) for o, k, v, t in rows(first, count, keys)]
+        )
+        return
 
     records = [{"key": k, "value": v, "offset": o, "timestamp": t} for o, k, v, t in rows(first, count, keys)]
     if fmt != "jsonl":
@@ -271,7 +290,25 @@ def write_layout(layout: str, folder: Path, records: int, files: int) -> None:
         WRITERS[connector](fmt, folder, first, per, keys)
 
 
-WRITERS = {"native": _write_native, "aiven": _write_aiven, "confluent": _write_confluent, "lenses": _write_lenses}
+def _write_lenses64(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
+    landing_extra.write_lenses64(
+        fmt, folder, first, [(o, k, canonical(v), t) for o, k, v, t in rows(first, count, keys)]
+    )
+
+
+def _write_debezium(fmt: str, folder: Path, first: int, count: int, keys: int) -> None:
+    records = [(o, int(k.split("-")[1]), v, t) for o, k, v, t in rows(first, count, keys)]
+    landing_extra.write_debezium(fmt, folder, first, records)
+
+
+WRITERS = {
+    "native": _write_native,
+    "aiven": _write_aiven,
+    "confluent": _write_confluent,
+    "lenses": _write_lenses,
+    "lenses64": _write_lenses64,
+    "debezium": _write_debezium,
+}
 
 
 def ingest_once(landing: str, store: str, layout: str) -> None:
@@ -300,14 +337,15 @@ def ingest_once(landing: str, store: str, layout: str) -> None:
 
 def measure(layout: str, work: Path, round_number: int) -> Result:
     """Time the layout's ingestion of its written files into a fresh store, in a process of its own."""
-    landing, store = work / layout / "landing", work / layout / "store"
+    library = layout.startswith("pyarrow:")
+    files = work / layout.removeprefix("pyarrow:")
+    landing, store = files / "landing", files / "store"
     shutil.rmtree(store, ignore_errors=True)
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
+    ingest = ["--library", str(landing)] if library else ["--ingest", str(landing), "--store", str(store)]
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.landing", "--ingest", str(landing), "--store", str(store), "--layouts", layout],
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "bench.landing", *ingest, "--layouts", layout], capture_output=True, text=True
     )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
@@ -348,6 +386,8 @@ def summarise(layout: str, results: list[Result]) -> Summary:
         len(mine),
         round(statistics.median(r.ingest_seconds for r in mine), 2),
         min(r.ingest_seconds for r in mine),
+        round(statistics.median(r.cpu_seconds for r in mine), 2),
+        round(statistics.median(r.records for r in mine) / statistics.median(r.cpu_seconds for r in mine)),
         round(statistics.median(ratios), 2) if ratios else None,
         round(statistics.median(cpu_ratios), 2) if cpu_ratios else None,
         min(loads),
@@ -366,7 +406,7 @@ def run_rounds(layouts: list[str], work: Path, repeats: int) -> list[Result]:
             done[layout] = result
             results.append(result)
             print(
-                f"round {round_number} {layout:18s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
+                f"round {round_number} {layout:24s} {result.records:>9,} records  {result.ingest_seconds:7.2f} s in "
                 f"process ({result.process_seconds:.2f} s process)  {result.records_per_second:>9,}/s  load "
                 f"{result.load_before:.1f}-{result.load_after:.1f}  cpu {result.cpu_seconds:.2f} s"
                 + (
@@ -398,22 +438,27 @@ def main() -> None:
         "--work (same --records and --files) instead of writing them again",
     )
     ap.add_argument("--ingest", help=argparse.SUPPRESS)
+    ap.add_argument("--library", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ingest:
         ingest_once(args.ingest, args.store, args.layouts)
         return
+    if args.library:
+        landing_extra.library_once(args.library)
+        return
     work = Path(args.work or tempfile.mkdtemp(prefix="landing-bench-"))
     layouts = args.layouts.split(",")
-    for layout in layouts:
+    for layout in {name.removeprefix("pyarrow:") for name in layouts}:
         if not (args.reuse_files and (work / layout / "landing").is_dir()):
             write_layout(layout, work / layout / "landing", args.records, args.files)
     results = run_rounds(layouts, work, args.repeats)
     summaries = [summarise(layout, results) for layout in layouts]
-    print("layout              rounds  median s  fastest s  median ratio  cpu ratio  load")
+    print("layout                    rounds  median s  fastest s  cpu s  records/cpu s  median ratio  cpu ratio  load")
     for s in summaries:
         print(
-            f"{s.layout:18s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
+            f"{s.layout:24s}  {s.rounds:6d}  {s.median_seconds:8.2f}  {s.fastest_seconds:9.2f}  "
+            f"{s.median_cpu_seconds:5.2f}  {s.records_per_cpu_second:13,}  "
             + (f"{s.median_ratio:10.2f} x  {s.median_cpu_ratio:7.2f} x" if s.median_ratio is not None else " " * 23)
             + f"  {s.load_low:.1f}-{s.load_high:.1f}"
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from compaction_assets.errors import InvalidInputError
+from compaction_assets.ingest.connectors import debezium_columns
 from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.layouts import CONFLUENT_NAME, TOMBSTONE_DIR, LandedFile, PartitionSource, Unit
 from compaction_assets.ingest.connectors.shaping import json_columns, shapes
@@ -71,7 +72,8 @@ class Confluent(Connector):
         if unit.tombstone:
             return confluent_parquet(None, tables[0], None, label, cfg, unit.main.mtime_ms)
         headers = tables[2] if len(tables) > 2 else None
-        return confluent_parquet(tables[0], tables[1], headers, label, cfg, unit.main.mtime_ms)
+        rule = debezium_columns.rule(cfg)
+        return confluent_parquet(tables[0], tables[1], headers, label, cfg, unit.main.mtime_ms, rule)
 
     def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """The unit's JSON Lines files column by column (Confluent's `.json` is JSON Lines)."""
@@ -79,7 +81,8 @@ class Confluent(Connector):
         if unit.tombstone:
             return json_columns.confluent_json(None, lines[0], None, label, cfg, unit.main.mtime_ms)
         headers = lines[2] if len(lines) > 2 else None
-        return json_columns.confluent_json(lines[0], lines[1], headers, label, cfg, unit.main.mtime_ms)
+        rule = debezium_columns.rule(cfg)
+        return json_columns.confluent_json(lines[0], lines[1], headers, label, cfg, unit.main.mtime_ms, rule)
 
     def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """The unit's Avro files read into Arrow, shaped as the Parquet ones: the values a table of their

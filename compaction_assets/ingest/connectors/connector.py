@@ -3,8 +3,9 @@ connector by a subclass of `Connector` in a module of its own (native.py, conflu
 and found through registry.py.
 
 A layout says how its files are named, grouped into units and ordered; which files a unit reads; how its
-records are shaped (a Parquet or JSON Lines unit column by column, any unit row by row); whether `.json` holds a JSON
-array; and whether its units' offsets interleave (then units whose ranges overlap are appended together).
+records are shaped (a Parquet, Avro, JSON or CSV unit column by column, any unit row by row); whether `.json`
+holds a JSON array; and whether its units' offsets interleave (then units whose ranges overlap are appended
+together).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class Connector:
     def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """An Avro unit's records column by column from each file's records (avro_columns.read_records);
         None: shaped row by row."""
+        return None
+
+    def csv_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
+        """A CSV unit's records column by column from each file's cells (csv_columns.parse_csv); None: shaped
+        row by row."""
         return None
 
     def raw_records(

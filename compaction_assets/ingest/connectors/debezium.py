@@ -126,7 +126,7 @@ def _flat(value: Any, where: str) -> Any:
     return None if deleted is True or (isinstance(deleted, str) and deleted.lower() == "true") else value
 
 
-def _version_header(cfg: LandingConfig) -> str | None:
+def version_header(cfg: LandingConfig) -> str | None:
     """The header a packed version goes into, or None when the topic packs none."""
     if not cfg.version_fields:
         return None
@@ -139,7 +139,7 @@ def apply_cdc(batch: RawBatch, cfg: LandingConfig) -> RawBatch:
     if cfg.cdc is CdcFormat.NONE:
         return batch
     unwrap = _envelope if cfg.cdc is CdcFormat.DEBEZIUM else _flat
-    header = _version_header(cfg)
+    header = version_header(cfg)
     for i, event in enumerate(batch.values):
         where = batch.where[i]
         if header is not None:

@@ -18,10 +18,10 @@ from compaction_assets.ingest.connectors.connector import Connector
 from compaction_assets.ingest.connectors.debezium import apply_cdc
 from compaction_assets.ingest.connectors.layouts import LandedFile, PartitionSource, Unit, recorded_names
 from compaction_assets.ingest.connectors.registry import connector_for
-from compaction_assets.ingest.connectors.shaping import columns, json_rows
+from compaction_assets.ingest.connectors.shaping import columns, csv_columns, json_rows
 from compaction_assets.ingest.formats import avro_columns, canonical, readers
 from compaction_assets.ingest.formats.file_formats import CONNECTOR_FILES, file_format
-from compaction_assets.topics.landing_settings import CdcFormat, FileFormat, LandingConfig
+from compaction_assets.topics.landing_settings import FileFormat, LandingConfig
 
 
 @dataclass
@@ -48,9 +48,9 @@ def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Co
 def _vectorised(
     src: PartitionSource, unit: Unit, cfg: LandingConfig, read: list[tuple[bytes, FileFormat]], connector: Connector
 ) -> columns.Columns | None:
-    """A Parquet, Avro or JSON unit without change events, column by column (None: shaped row by row)."""
+    """A Parquet, Avro, JSON or CSV unit column by column, change events too (None: shaped row by row)."""
     formats = {fmt for _, fmt in read}
-    if cfg.cdc is not CdcFormat.NONE or len(formats) != 1:
+    if len(formats) != 1:
         return None
     label = src.uri(unit.main.path)
     if formats == {FileFormat.PARQUET}:
@@ -61,6 +61,10 @@ def _vectorised(
         records = [avro_columns.read_records(data) for data, _ in read]
         found = [r for r in records if r is not None]
         return connector.avro_columns(found, unit, label, cfg) if len(found) == len(read) else None
+    if fmt is FileFormat.CSV:
+        cells = [csv_columns.parse_csv(data) for data, _ in read]
+        found_cells = [c for c in cells if c is not None]
+        return connector.csv_columns(found_cells, unit, label, cfg) if len(found_cells) == len(read) else None
     if fmt not in (FileFormat.JSONL, FileFormat.JSON):
         return None
     parse = json_rows.parse_lines if fmt is FileFormat.JSONL else json_rows.parse_array

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from compaction_assets.ingest.connectors import debezium_columns
 from compaction_assets.ingest.connectors.connector import NamedByOffset
 from compaction_assets.ingest.connectors.layouts import LENSES_NAME, Layout, Unit
 from compaction_assets.ingest.connectors.shaping import json_columns, shapes
@@ -27,11 +28,11 @@ class Lenses(NamedByOffset):
 
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' Parquet envelopes column by column."""
-        return lenses_parquet(tables[0], label)
+        return lenses_parquet(tables[0], label, debezium_columns.rule(cfg))
 
     def json_columns(self, rows: list[JsonRows], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' JSON Lines envelopes column by column."""
-        return json_columns.lenses_json(rows[0], label)
+        return json_columns.lenses_json(rows[0], label, debezium_columns.rule(cfg))
 
     def avro_columns(self, records: list[pa.Array], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """The records read into Arrow, shaped as the Parquet ones."""

@@ -278,7 +278,10 @@ def test_what_the_columns_cannot_take_exactly_is_left_to_the_rows(tmp_path):
     assert parquet_columns.confluent_parquet(pa.table({"a": [1]}), pa.table({"key": ["k"]}), None, "f", cfg, 0) is None
     envelope = {"key": ["k"], "value": ["dg=="], "metadata": pa.array([{"offset": 0, "timestamp": 1}])}
     assert parquet_columns.lenses_parquet(pa.table(envelope), "f") is not None
-    assert parquet_columns.lenses_parquet(pa.table({**envelope, "valueIsArray": [True]}), "f") is None  # base64 bytes
+    flagged = parquet_columns.lenses_parquet(pa.table({**envelope, "valueIsArray": [True]}), "f")
+    assert flagged is not None and flagged.values.to_pylist() == [b"v"]  # base64 of bytes, decoded
+    byte_key = pa.table({**envelope, "key": pa.array([b"k"]), "keyIsArray": [True]})
+    assert parquet_columns.lenses_parquet(byte_key, "f") is None  # bytes where base64 text is due: the rows refuse
     null_metadata = pa.array([None], pa.struct([("offset", pa.int64())]))
     # refused row by row
     assert parquet_columns.lenses_parquet(pa.table({**envelope, "metadata": null_metadata}), "f") is None

@@ -1,24 +1,29 @@
 """A unit's records as Arrow columns (keys and values already stored bytes), and how units' columns are put
 together.
 
-Every unit becomes Columns: a Parquet unit directly (parquet_columns.py), any other through the per-row shapes
-(from_raw).
+Every unit becomes Columns: column by column through `keyed`, the one constructor of the column-wise shapes
+(parquet_columns.py, json_columns.py, csv_columns.py), or through the per-row shapes (from_raw).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
 from compaction_assets.ingest.connectors.shaping.shapes import RawBatch
-from compaction_assets.ingest.formats import arrowschema, canonical
+from compaction_assets.ingest.formats import arrowschema, base64_columns, canonical
+from compaction_assets.ingest.formats.arrowjson import NotVectorised, encode_column
 from compaction_assets.segments.records import INPUT_SCHEMA
 
 HEADERS_TYPE = INPUT_SCHEMA.field("headers").type
 HEADER_TYPE = HEADERS_TYPE.value_type
+# a unit's values and headers as a change-event format turns them (debezium_columns.py); None: the rows decide
+ValueRule = Callable[[pa.Array, pa.Array], "tuple[pa.Array, pa.Array] | None"]
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,64 @@ class Columns:
             },
             schema=INPUT_SCHEMA,
         )
+
+
+def keyed(
+    key: pa.Array,
+    value: pa.Array,
+    offsets: pa.Array,
+    timestamps: pa.Array,
+    headers: pa.Array,
+    row_label: str,
+    *,
+    mtime_timestamps: int = 0,
+    rule: ValueRule | None = None,
+    exact: Callable[[pa.Array], bool] | None = None,
+    byte_keys: pa.Array | None = None,
+    byte_values: pa.Array | None = None,
+) -> Columns | None:
+    """A unit's records from its key and value columns as the file typed them (the one constructor of every
+    column-wise shape); rows `<row_label> 1..n`. `rule` turns change events into values and version headers;
+    `exact` says whether a column's canonical JSON is the rows' (JSON: no floats, nulls only absent);
+    `byte_keys` / `byte_values` mark the rows whose text is base64 of bytes (Lenses' `keyIsArray`). None:
+    the unit is shaped row by row, which takes it as it is or names the record it refuses."""
+    if rule is not None:
+        if _any(byte_values):
+            return None  # bytes are no change event: the rows refuse them
+        turned = rule(value, headers)
+        if turned is None:
+            return None
+        value, headers = turned
+    if exact is not None and not (exact(key) and exact(value)):
+        return None
+    try:
+        keys, _ = _stored(key, byte_keys)
+        values, structured = _stored(value, byte_values)
+    except NotVectorised:
+        return None
+    n = len(keys)
+    where = Where.numbered(row_label, np.arange(1, n + 1))
+    schema = arrowschema.UNKNOWN if _any(byte_values) else arrowschema.value_schema(value)
+    return Columns(keys, values, structured, offsets, timestamps, headers, where, mtime_timestamps, schema)
+
+
+def _any(rows: pa.Array | None) -> bool:
+    return rows is not None and bool(pc.any(rows).as_py())
+
+
+def _stored(arr: pa.Array, base64_rows: pa.Array | None) -> tuple[pa.Array, pa.Array]:
+    """A key or value column as stored and whether each row is structured; rows of `base64_rows` decoded."""
+    if not _any(base64_rows):
+        return encode_column(arr)
+    if not (pa.types.is_string(arr.type) or pa.types.is_null(arr.type)):
+        raise NotVectorised("base64 of bytes in a column that is not text")  # the rows refuse it
+    rows = pc.fill_null(base64_rows, False)
+    every = bool(pc.all(rows).as_py())
+    decoded = base64_columns.decode(arr if every else pc.filter(arr, rows))
+    if decoded is None:
+        raise NotVectorised("not base64")
+    stored = decoded if every else pc.replace_with_mask(arr.cast(pa.binary()), rows, decoded)
+    return stored, pa.array(np.zeros(len(arr), dtype=bool))
 
 
 def _no_headers(headers: pa.Array) -> bool:

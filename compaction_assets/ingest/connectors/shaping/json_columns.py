@@ -8,22 +8,21 @@ steps aside for: numbers that are not 64-bit integers (pyarrow reads 1 as 1.0 in
 the per-row path keeps 1), a field of a key or value that is null in an object (absent and null differ in
 canonical JSON, and pyarrow reads both as null), header shapes other than a list of {key|name, value}
 records, [name, value] pairs or an empty map. Aiven's ISO-8601 record timestamps go through the per-row
-function.
+function. Lenses' keys and values flagged `keyIsArray` / `valueIsArray` are decoded from base64, and change
+events turned into values and version headers by the connector's rule (debezium_columns.py), in the one
+constructor every column-wise shape ends with (columns.keyed).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import InvalidInputError
-from compaction_assets.ingest.connectors.shaping.columns import Columns, Where, _empty_headers
+from compaction_assets.ingest.connectors.shaping.columns import Columns, ValueRule, _empty_headers, keyed
 from compaction_assets.ingest.connectors.shaping.json_rows import JsonRows
-from compaction_assets.ingest.connectors.shaping.parquet_columns import headers_column, longs
+from compaction_assets.ingest.connectors.shaping.parquet_columns import byte_flags, headers_column, longs
 from compaction_assets.ingest.connectors.shaping.shapes import to_ms
-from compaction_assets.ingest.formats import arrowschema
-from compaction_assets.ingest.formats.arrowjson import NotVectorised, encode_column
 from compaction_assets.ingest.formats.jsonl_columns import pair_headers
 from compaction_assets.topics.landing_settings import LandingConfig
 
@@ -82,23 +81,33 @@ def headers(arr: pa.Array | None, n: int) -> pa.Array | None:
     return headers_column(arr, n)
 
 
-def _keyed(rows: JsonRows, offsets: pa.Array | None, timestamps: pa.Array | None, label: str) -> Columns | None:
+def _keyed(
+    rows: JsonRows,
+    offsets: pa.Array | None,
+    timestamps: pa.Array | None,
+    label: str,
+    rule: ValueRule | None,
+    byte_flags: tuple[pa.Array | None, pa.Array | None] = (None, None),
+) -> Columns | None:
     """Records with key, value and headers fields, and their offsets and timestamps."""
     lines = rows.values
     n = len(lines)
     hdrs = headers(_field(lines, "headers"), n)
     key, value = (_field(lines, name) for name in ("key", "value"))
-    key = key if key is not None else pa.nulls(n)
-    value = value if value is not None else pa.nulls(n)
-    if offsets is None or timestamps is None or hdrs is None or not exact(key) or not exact(value):
+    if offsets is None or timestamps is None or hdrs is None:
         return None
-    try:
-        keys, _ = encode_column(key)
-        values, structured = encode_column(value)
-    except NotVectorised:
-        return None
-    where = Where.numbered(f"{label}: {rows.unit}", np.arange(1, n + 1))
-    return Columns(keys, values, structured, offsets, timestamps, hdrs, where, schema=arrowschema.value_schema(value))
+    return keyed(
+        key if key is not None else pa.nulls(n),
+        value if value is not None else pa.nulls(n),
+        offsets,
+        timestamps,
+        hdrs,
+        f"{label}: {rows.unit}",
+        rule=rule,
+        exact=exact,
+        byte_keys=byte_flags[0],
+        byte_values=byte_flags[1],
+    )
 
 
 def _timestamps(arr: pa.Array | None, n: int) -> pa.Array | None:
@@ -112,33 +121,29 @@ def _timestamps(arr: pa.Array | None, n: int) -> pa.Array | None:
         return None
 
 
-def aiven_json(rows: JsonRows, label: str) -> Columns | None:
+def aiven_json(rows: JsonRows, label: str, rule: ValueRule | None = None) -> Columns | None:
     """Aiven's JSON records (key, value, offset, timestamp as an integer or ISO-8601 text, headers)."""
     lines = rows.values
     if not _objects(lines):
         return None
     n = len(lines)
-    return _keyed(rows, longs(_field(lines, "offset"), n), _timestamps(_field(lines, "timestamp"), n), label)
+    offsets, stamps = longs(_field(lines, "offset"), n), _timestamps(_field(lines, "timestamp"), n)
+    return _keyed(rows, offsets, stamps, label, rule)
 
 
-def _never_true(flag: pa.Array | None) -> bool:
-    """Whether a Lenses `keyIsArray` / `valueIsArray` field is false or null in every line."""
-    if flag is None or pa.types.is_null(flag.type):
-        return True
-    return pa.types.is_boolean(flag.type) and not pc.any(flag).as_py()
-
-
-def lenses_json(rows: JsonRows, label: str) -> Columns | None:
-    """Lenses' JSON envelopes (key, value, headers, metadata with offset and timestamp); base64 keys or
-    values (`keyIsArray` / `valueIsArray` true) go row by row."""
+def lenses_json(rows: JsonRows, label: str, rule: ValueRule | None = None) -> Columns | None:
+    """Lenses' JSON envelopes (key, value, headers, metadata with offset and timestamp), keys and values
+    flagged by `keyIsArray` / `valueIsArray` base64 of bytes."""
     lines = rows.values
-    if not _objects(lines) or not all(_never_true(_field(lines, f)) for f in ("keyIsArray", "valueIsArray")):
-        return None
-    meta = _field(lines, "metadata")
-    if meta is None or not _objects(meta):
+    if not _objects(lines):
         return None
     n = len(lines)
-    return _keyed(rows, longs(_field(meta, "offset"), n), longs(_field(meta, "timestamp"), n), label)
+    key_flags, value_flags = (byte_flags(_field(lines, f), n) for f in ("keyIsArray", "valueIsArray"))
+    meta = _field(lines, "metadata")
+    if meta is None or not _objects(meta) or key_flags is None or value_flags is None:
+        return None
+    offsets, stamps = longs(_field(meta, "offset"), n), longs(_field(meta, "timestamp"), n)
+    return _keyed(rows, offsets, stamps, label, rule, (key_flags, value_flags))
 
 
 def _confluent_headers(lines: pa.Array | None, n: int) -> pa.Array | None:
@@ -181,29 +186,25 @@ def confluent_json(
     label: str,
     cfg: LandingConfig,
     mtime_ms: int,
+    rule: ValueRule | None = None,
 ) -> Columns | None:
     """Confluent's value, `.keys` and `.headers` JSON Lines files (values None: a tombstone file)."""
     n = len(keys)
-    if any(arr is not None and len(arr) != n for arr in (values, headers_lines)) or not exact(keys):
+    if any(arr is not None and len(arr) != n for arr in (values, headers_lines)):
         return None
     hdrs = _confluent_headers(headers_lines, n)
     taken = _taken(values, cfg) if values is not None else (pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), None)
-    if hdrs is None or taken is None or (taken[2] is not None and not exact(taken[2])):
+    if hdrs is None or taken is None:
         return None
     offsets, stamps, value = taken
-    try:
-        stored_keys, _ = encode_column(keys)
-        stored, structured = encode_column(value if value is not None else pa.nulls(n))
-    except NotVectorised:
-        return None
-    return Columns(
-        stored_keys,
-        stored,
-        structured,
+    return keyed(
+        keys,
+        value if value is not None else pa.nulls(n),
         offsets,
         pc.fill_null(stamps, mtime_ms),
         hdrs,
-        Where.numbered(f"{label}: line", np.arange(1, n + 1)),
-        stamps.null_count,
-        arrowschema.value_schema(value) if value is not None else None,
+        f"{label}: line",
+        mtime_timestamps=stamps.null_count,
+        rule=rule if value is not None else None,
+        exact=exact,
     )

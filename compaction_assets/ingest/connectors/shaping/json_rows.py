@@ -1,10 +1,12 @@
 """Connector JSON files parsed by pyarrow's JSON reader into one Arrow array of their values, one a row: a
 JSON Lines file a line a row, an Aiven `.json` array a record a row (json_columns.py shapes them).
 
-Each line is parsed wrapped as `{"k": <line>}`, so that a line holding any JSON value (a Confluent keys file's
-text keys) is one row of one column. Anything pyarrow refuses (a malformed line, a blank line, a value whose
-type changes between lines, a field given twice) or text that is not UTF-8 is None, and the caller reads the
-file row by row, which names the line and column. Text pyarrow infers as a timestamp ("2024-01-01") is read
+Lines that are all objects (records, envelopes, values) are read as they are, each a row whose fields are the
+columns, taken as one struct (wrapping them first costs a copy and a slower parse); any other file's lines are parsed
+wrapped as `{"k": <line>}`, so that a line holding any JSON value (a Confluent keys file's text keys) is one
+row of one column. Anything pyarrow refuses (a malformed line, a blank line, a value whose type changes
+between lines, a field given twice) or text that is not UTF-8 is None, and the caller reads the file row by
+row, which names the line and column. Text pyarrow infers as a timestamp ("2024-01-01") is read
 again as the text it is.
 """
 
@@ -31,7 +33,8 @@ class JsonRows:
     unit: str  # "line" (JSON Lines) or "record" (a JSON array)
 
 
-def _gunzipped(data: bytes) -> bytes | None:
+def gunzipped(data: bytes) -> bytes | None:
+    """The bytes, gzip undone; None: corrupt gzip (the per-row reader words the refusal)."""
     if data[:2] != b"\x1f\x8b":
         return data
     try:
@@ -82,21 +85,44 @@ def _timestamps_as_text(t: pa.DataType) -> pa.DataType:
 
 def parse_lines(data: bytes) -> JsonRows | None:
     """Each line's JSON value (row i: line i + 1), gzip undone; None: the file is read row by row."""
-    text = _gunzipped(data)
+    text = gunzipped(data)
     if not text:
         return None
     body = text[:-1] if text.endswith(b"\n") else text
-    wrapped = b'{"k":' + body.replace(b"\n", b'}\n{"k":') + b"}\n"
-    values = _read_wrapped(wrapped, pj.ReadOptions(block_size=BLOCK_BYTES))
-    if values is None or len(values) != body.count(b"\n") + 1:
+    lines = body.count(b"\n") + 1
+    values = _read_objects(text) if text[:1] == b"{" else None
+    if values is None:
+        wrapped = b'{"k":' + body.replace(b"\n", b'}\n{"k":') + b"}\n"
+        values = _read_wrapped(wrapped, pj.ReadOptions(block_size=BLOCK_BYTES))
+    if values is None or len(values) != lines:
         return None
     return JsonRows(values, "line")
+
+
+def _read_objects(text: bytes) -> pa.Array | None:
+    """Lines that are all JSON objects (the connectors' records and envelopes) read as they are, each a row of
+    one struct, as the wrapped read gives them without wrapping them first; None: read them wrapped."""
+    try:
+        table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=BLOCK_BYTES))
+        if _has_timestamps(pa.struct(list(table.schema))):
+            as_text = pa.schema([f.with_type(_timestamps_as_text(f.type)) for f in table.schema])
+            parse = pj.ParseOptions(explicit_schema=as_text)
+            table = pj.read_json(
+                io.BytesIO(text), read_options=pj.ReadOptions(block_size=BLOCK_BYTES), parse_options=parse
+            )
+        table.validate(full=True)  # pyarrow's parser does not check UTF-8
+    except (pa.ArrowException, ValueError, RecursionError):
+        return None
+    if not table.num_columns:
+        return None
+    columns = [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns]
+    return pa.StructArray.from_arrays(columns, fields=list(table.schema))
 
 
 def parse_array(data: bytes) -> JsonRows | None:
     """Each value of a file holding one JSON array (Aiven's `.json`), gzip undone; None: read row by row.
     The array is one row of pyarrow's reader, so one block: its parse is not spread over threads."""
-    text = _gunzipped(data)
+    text = gunzipped(data)
     if text is None or not text.lstrip().startswith(b"["):
         return None
     wrapped = b'{"k":' + text + b"}"

@@ -1,5 +1,6 @@
 """Parquet files shaped to a unit's Columns without a Python object per record: Aiven's records, Lenses'
-envelopes and Confluent's value, keys and headers files, column by column.
+envelopes (keys and values flagged `keyIsArray` / `valueIsArray` decoded from base64) and Confluent's value,
+keys and headers files, column by column, change events turned by the connector's rule (debezium_columns.py).
 
 A shape here returns None for anything it does not take exactly as the per-row shapes (shapes.py) do (a
 non-integer offset, a header shape of another kind, a count mismatch ...): the caller then shapes the file row
@@ -12,9 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.ingest.connectors.shaping.columns import HEADER_TYPE, Columns, Where, _empty_headers
-from compaction_assets.ingest.formats import arrowschema
-from compaction_assets.ingest.formats.arrowjson import NotVectorised, encode_column
+from compaction_assets.ingest.connectors.shaping.columns import HEADER_TYPE, Columns, ValueRule, _empty_headers, keyed
 from compaction_assets.topics.landing_settings import LandingConfig
 
 
@@ -88,107 +87,100 @@ def headers_column(arr: pa.Array | None, n: int) -> pa.Array | None:
     return pa.ListArray.from_arrays(pa.array(offs - first, pa.int32()), pairs)
 
 
-def aiven_parquet(table: pa.Table, label: str) -> Columns | None:
+def byte_flags(arr: pa.Array | None, n: int) -> pa.Array | None:
+    """A Lenses `keyIsArray` / `valueIsArray` field as a flag per row (absent or null: false); None when it is
+    not a boolean (the rows then take any value they deem true)."""
+    if arr is None or pa.types.is_null(arr.type):
+        return pa.array(np.zeros(n, dtype=bool))
+    return pc.fill_null(arr, False) if pa.types.is_boolean(arr.type) else None
+
+
+def aiven_parquet(table: pa.Table, label: str, rule: ValueRule | None = None) -> Columns | None:
     """Aiven's Parquet records (key, value, offset, timestamp, headers), column by column."""
     n = table.num_rows
-    return _keyed_records(table, longs(_column(table, "offset"), n), longs(_column(table, "timestamp"), n), label)
+    offsets, stamps = longs(_column(table, "offset"), n), longs(_column(table, "timestamp"), n)
+    return _keyed_records(table, offsets, stamps, label, rule)
 
 
-def lenses_parquet(table: pa.Table, label: str) -> Columns | None:
+def lenses_parquet(table: pa.Table, label: str, rule: ValueRule | None = None) -> Columns | None:
     """Lenses' Parquet envelopes (key, value, headers, metadata with offset and timestamp), column by column;
-    byte keys or values flagged by `keyIsArray` / `valueIsArray` are left to the rows."""
+    keys or values flagged by `keyIsArray` / `valueIsArray` base64 of bytes."""
     n = table.num_rows
     meta = _column(table, "metadata")
-    if (
-        meta is None
-        or not pa.types.is_struct(meta.type)
-        or meta.null_count
-        or {"keyIsArray", "valueIsArray"} & set(table.column_names)
-    ):
+    flags = tuple(byte_flags(_column(table, name), n) for name in ("keyIsArray", "valueIsArray"))
+    if meta is None or not pa.types.is_struct(meta.type) or meta.null_count or None in flags:
         return None
     fields = {meta.type.field(i).name for i in range(meta.type.num_fields)}
     offsets, timestamps = (longs(meta.field(name) if name in fields else None, n) for name in ("offset", "timestamp"))
-    return _keyed_records(table, offsets, timestamps, label)
+    return _keyed_records(table, offsets, timestamps, label, rule, flags)
 
 
 def _keyed_records(
-    table: pa.Table, offsets: pa.Array | None, timestamps: pa.Array | None, label: str
+    table: pa.Table,
+    offsets: pa.Array | None,
+    timestamps: pa.Array | None,
+    label: str,
+    rule: ValueRule | None,
+    flags: tuple[pa.Array | None, ...] = (None, None),
 ) -> Columns | None:
     """Records of one Parquet table with key, value and headers columns, and their offsets and timestamps."""
     n = table.num_rows
-    try:
-        headers = headers_column(_column(table, "headers"), n)
-        if offsets is None or timestamps is None or headers is None:
-            return None
-        key = _column(table, "key")
-        value = _column(table, "value")
-        keys, _ = encode_column(key if key is not None else pa.nulls(n))
-        value = value if value is not None else pa.nulls(n)
-        values, structured = encode_column(value)
-    except NotVectorised:
+    headers = headers_column(_column(table, "headers"), n)
+    if offsets is None or timestamps is None or headers is None:
         return None
-    return Columns(
-        keys,
-        values,
-        structured,
+    key, value = _column(table, "key"), _column(table, "value")
+    return keyed(
+        key if key is not None else pa.nulls(n),
+        value if value is not None else pa.nulls(n),
         offsets,
         timestamps,
         headers,
-        Where.numbered(f"{label}: record", np.arange(1, n + 1)),
-        schema=arrowschema.value_schema(value),
+        f"{label}: record",
+        rule=rule,
+        byte_keys=flags[0],
+        byte_values=flags[1],
     )
 
 
 def confluent_parquet(
-    values: pa.Table | None, keys: pa.Table, headers: pa.Table | None, label: str, cfg: LandingConfig, mtime_ms: int
+    values: pa.Table | None,
+    keys: pa.Table,
+    headers: pa.Table | None,
+    label: str,
+    cfg: LandingConfig,
+    mtime_ms: int,
+    rule: ValueRule | None = None,
 ) -> Columns | None:
-    """Confluent's value, `.keys` and `.headers` Parquet files row by row (values None: tombstones)."""
+    """Confluent's value, `.keys` and `.headers` Parquet files column by column (values None: tombstones)."""
     n = keys.num_rows
     if any(t is not None and t.num_rows != n for t in (values, headers)):
         return None
     key = whole(keys.column(0)) if keys.column_names == ["key"] else _struct_of(keys, set())
-    try:
-        hdrs = _empty_headers(n)
-        if headers is not None:
-            if headers.column_names != ["headers"]:
-                return None
-            hdrs = headers_column(whole(headers.column(0)), n)
-            if hdrs is None:
-                return None
-        stored_keys, _ = encode_column(key)
-        if values is None:
-            return Columns(
-                stored_keys,
-                pa.nulls(n, pa.binary()),
-                pa.array(np.zeros(n, dtype=bool)),
-                pa.nulls(n, pa.int64()),
-                pa.array(np.full(n, mtime_ms, dtype=np.int64)),
-                hdrs,
-                Where.numbered(f"{label}: record", np.arange(1, n + 1)),
-                n,
-                None,
-            )
-        fields = [f for f in (cfg.offset_field, cfg.timestamp_field) if f is not None]
-        names = values.column_names
-        if any(f not in names for f in fields) or len(set(fields)) < len(fields) or len(set(names)) < len(names):
+    hdrs = _empty_headers(n)
+    if headers is not None:
+        hdrs = headers_column(whole(headers.column(0)), n) if headers.column_names == ["headers"] else None
+        if hdrs is None:
             return None
-        offsets = longs(_column(values, cfg.offset_field) if cfg.offset_field else None, n)
-        stamps = longs(_column(values, cfg.timestamp_field) if cfg.timestamp_field else None, n)
-        if offsets is None or stamps is None:
-            return None
-        value = _struct_of(values, set(fields))
-        stored, structured = encode_column(value)
-    except NotVectorised:
+    if values is None:
+        stamps = pa.nulls(n, pa.int64())
+        return keyed(
+            key, pa.nulls(n), stamps, pc.fill_null(stamps, mtime_ms), hdrs, f"{label}: record", mtime_timestamps=n
+        )
+    fields = [f for f in (cfg.offset_field, cfg.timestamp_field) if f is not None]
+    names = values.column_names
+    if any(f not in names for f in fields) or len(set(fields)) < len(fields) or len(set(names)) < len(names):
         return None
-    from_mtime = stamps.null_count
-    return Columns(
-        stored_keys,
-        stored,
-        structured,
+    offsets = longs(_column(values, cfg.offset_field) if cfg.offset_field else None, n)
+    stamps = longs(_column(values, cfg.timestamp_field) if cfg.timestamp_field else None, n)
+    if offsets is None or stamps is None:
+        return None
+    return keyed(
+        key,
+        _struct_of(values, set(fields)),
         offsets,
         pc.fill_null(stamps, mtime_ms),
         hdrs,
-        Where.numbered(f"{label}: record", np.arange(1, n + 1)),
-        from_mtime,
-        arrowschema.value_schema(value),
+        f"{label}: record",
+        mtime_timestamps=stamps.null_count,
+        rule=rule,
     )

@@ -1,0 +1,190 @@
+"""Aiven's CSV read by pyarrow's CSV reader and shaped column by column (ingest/connectors/shaping/csv_columns.py,
+ingest/formats/base64_columns.py) gives the very Columns the per-row shape gives (stored keys and values,
+offsets, timestamps, headers, value schema, the line each row names), and steps aside for every file the
+per-row shape would refuse or read otherwise: pinned over random files as the sink writes them (base64 of any
+bytes, empty cells, 64-bit edges, CRLF, gzip, fewer or more fields) and over odd and refused files one by one."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+import gzip
+import random
+
+import pyarrow as pa
+import pytest
+
+from compaction_assets.errors import InvalidInputError
+from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
+from compaction_assets.ingest.connectors.registry import connector_for
+from compaction_assets.ingest.connectors.shaping import columns, csv_columns
+from compaction_assets.ingest.formats import base64_columns, readers
+from compaction_assets.topics.config import build_config
+from compaction_assets.topics.landing_settings import FileFormat, LandingFormat
+from tests.log.connectors.sinks import b64
+from tests.log.connectors.test_vectorised import assert_same
+
+AIVEN = build_config({"landing.format": "aiven"}).landing
+NAME = "s3://b/users-0-0.csv"
+EDGES = [0, 1, -1, 2**63 - 1, -(2**63), 1_700_000_000_000]
+
+
+def _both(data: bytes, cfg=AIVEN):
+    """(the column-wise Columns or None, the per-row Columns or the per-row refusal's text)."""
+    connector = connector_for(LandingFormat.AIVEN)
+    unit = Unit(NAME, (LandedFile(NAME, NAME, 0),), 0)
+    cells = csv_columns.parse_csv(data)
+    fast = None if cells is None else connector.csv_columns([cells], unit, NAME, cfg)
+    try:
+        rows = readers.read_rows(data, FileFormat.CSV, NAME)
+        slow: columns.Columns | str = columns.from_raw(
+            connector.raw_records([rows], [FileFormat.CSV], [NAME], unit, cfg), NAME
+        )
+    except InvalidInputError as exc:
+        slow = f"refused: {exc}"
+    return fast, slow
+
+
+def _pinned(fast, slow) -> None:
+    if isinstance(slow, str):
+        assert fast is None, slow
+    elif fast is not None:
+        assert_same(fast, slow)
+
+
+def _cell(rng: random.Random) -> str:
+    """A key or value as the sink writes it: base64 of any bytes, or nothing (null)."""
+    if rng.random() < 0.1:
+        return ""
+    raw = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+    return b64(rng.choice([raw, "é日本\U0001f600".encode()[: rng.randrange(12)], b'{"a":1}', b"\x00\xff"]))
+
+
+def _file(rng: random.Random, fields: int, newline: str) -> bytes:
+    lines = []
+    for i in range(rng.randrange(1, 400)):
+        cells = [_cell(rng), _cell(rng), str(rng.choice([*EDGES, i])), str(rng.choice([*EDGES, i]))]
+        if fields == 1 and not cells[0]:
+            cells[0] = b64(b"k")  # a line of one empty cell is a blank line: the per-row reader skips it
+        cells += ["x"] * (fields - 4) if fields > 4 else []
+        lines.append(",".join(cells[:fields]))
+    return (newline.join(lines) + (newline if rng.random() < 0.8 else "")).encode()
+
+
+@pytest.mark.parametrize("fields", [4, 2, 1, 5])
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("seed", range(3))
+def test_aiven_csv_column_wise_is_the_per_row_records(seed, newline, fields):
+    data = _file(random.Random(seed), fields, newline)
+    fast, slow = _both(data)
+    assert fast is not None
+    _pinned(fast, slow)
+    fast, slow = _both(gzip.compress(data))
+    assert fast is not None
+    _pinned(fast, slow)
+
+
+K, V = b64(b"k"), b64(b"value")
+ODD_CSV = [
+    f"YQ,{V},0,1\n",  # not base64: refused
+    f"a b=,{V},0,1\n",
+    f"YQ==YQ==,{V},0,1\n",
+    f"Y===,{V},0,1\n",
+    f"YR==,{V},0,1\n",  # non-zero bits past the last byte: read as the decoder reads them
+    f"{K},YWJj\n,{V},0,1\n",
+    f"{K},{V},1.0,1\n",
+    f"{K},{V}, 1,1\n",
+    f"{K},{V},+1,1\n",
+    f"{K},{V},1_0,1\n",
+    f"{K},{V},007,-0\n",
+    f"{K},{V},99999999999999999999,1\n",
+    f"{K},{V},\u0663,1\n",
+    f'"{K}",{V},0,1\n',
+    f'{K},"{V}",0,"1"\n',
+    f"{K},{V},0,1\n\n{K},{V},1,2\n",
+    f"\n{K},{V},0,1\n",
+    f"{K},{V},0,1\n\n\n",
+    f"{K},{V},0,1\n{K},{V}\n",
+    f"\ufeff{K},{V},0,1\n",
+    f"{K},{V},0,1,\xff\n",
+    f"{K},{V},0,1\x00\n",
+    f"{K},{V},0,1\r{K},{V},1,2\r",
+    f"{K},{V},0,1,{'x' * 131072}\n",
+    f"{K},{'QUFB' * 40000},0,1\n",
+    "",
+    "\n",
+    "key,value,offset,timestamp\n",
+    f"{K}\n",
+    ",,,\n",
+    f"{K},{V},0,1,,,\n",
+]
+
+
+@pytest.mark.parametrize("text", ODD_CSV, ids=range(len(ODD_CSV)))
+def test_aiven_csv_the_columns_cannot_read_exactly_are_read_by_row(text):
+    data = text.encode("utf-8") if "\xff" not in text else text.encode("latin-1")
+    fast, slow = _both(data)
+    _pinned(fast, slow)
+    assert (fast is not None) == (text in TAKEN), "the columns take these odd files, and only these"
+
+
+TAKEN = {f"YR==,{V},0,1\n", f"{K},{V},007,-0\n", f"{K}\n", ",,,\n", f"{K},{V},0,1,,,\n"}
+
+
+def test_corrupt_gzip_is_read_by_row():
+    fast, slow = _both(gzip.compress(f"{K},{V},0,1\n".encode())[:-6])
+    assert fast is None and isinstance(slow, str)
+
+
+def test_csv_with_change_events_is_read_by_row():
+    cfg = build_config({"landing.format": "aiven", "cdc.format": "debezium"}).landing
+    assert _both(f"{K},,0,1\n".encode(), cfg)[0] is None
+
+
+def test_base64_columns_are_the_per_row_decoders():
+    rng = random.Random(7)
+    texts = [
+        None if rng.random() < 0.1 else b64(bytes(rng.randrange(256) for _ in range(rng.randrange(30))))
+        for _ in range(3000)
+    ]
+    texts += ["YR==", "YWI=", "", "+/+/", "////"]
+    arr = pa.array(texts, pa.string())
+    expected = [None if t is None else base64.b64decode(t, validate=True) for t in texts]
+    assert base64_columns.decode(arr).to_pylist() == expected
+    assert base64_columns.decode(arr.slice(11, 700)).to_pylist() == expected[11:711]
+    for bad in [
+        "YQ",
+        "YQ=",
+        "Y",
+        "a b=",
+        "YQ==YQ==",
+        "====",
+        "YQ==\n",
+        "é",
+        "A=A=",
+        "=AAA",
+        "AA=A",
+        "A===",
+        "YQ==\x00",
+    ]:
+        with pytest.raises((binascii.Error, ValueError)):
+            base64.b64decode(bad, validate=True)
+        assert base64_columns.decode(pa.array(["YQ==", bad])) is None
+
+
+def test_a_bad_cell_is_named_by_the_ingestion(tmp_path, store):
+    """Through the ingestion: the column-wise path declines and the refusal names the file and line."""
+    from compaction_assets.ingest.landing import ingest, landing_logs
+
+    root = tmp_path / "landing"
+    root.mkdir()
+    good = "".join(f"{b64(f'k{i}'.encode())},{V},{i},{i}\n" for i in range(3))
+    (root / "users-0-0.csv").write_text(good + f"{K},{V},3,yesterday\n")
+    handle = store.log("users-0")
+    with pytest.raises(InvalidInputError) as info:
+        ingest(handle, build_config({"landing.format": "aiven"}), landing_logs(str(root))[0]["users-0"])
+    message = str(info.value)
+    assert "users-0-0.csv: line 4: offset and timestamp must be integers" in message and "\n" not in message
+    assert not handle.exists()
+    assert csv.field_size_limit() == 131072  # the limit the odd files above are written against
