@@ -1,6 +1,6 @@
 """What every command of the operator command line shares: its context (store, topics, time, Spark), its
 output (results as JSON on stdout, progress on stderr) and its exit codes. How the commands are declared
-and parsed is cli/command_line.py."""
+and parsed is cli/__init__.py."""
 
 from __future__ import annotations
 
