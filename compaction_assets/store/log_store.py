@@ -276,8 +276,11 @@ class LogHandle:
     # --- leases --------------------------------------------------------------------------------
     @contextmanager
     def lock(self, kind: str, *, ttl_s: float | None = None, purpose: str = "") -> Iterator[None]:
-        lease = Lease(self, kind, ttl_s or self.store.lock_ttl_s, purpose)
-        lease.acquire()
+        lease = Lease(self.st, self.name, self.path("_locks"), kind, ttl_s or self.store.lock_ttl_s, purpose)
+        with lease.taking():
+            # each try reads the epoch committed last: a holder that released meanwhile may have committed
+            if not any(lease.take(self._fence(kind)) for _ in range(3)):
+                raise lease.contended()
         with self._held_guard:
             self._held[kind] = lease
         try:
@@ -286,6 +289,14 @@ class LogHandle:
             with self._held_guard:
                 self._held.pop(kind, None)
             lease.release()
+
+    def _fence(self, kind: str) -> int:
+        """The highest epoch that committed under leases of `kind` (0 for a log whose manifest is corrupt:
+        its holder is about to report or repair it, and no committed epoch is known)."""
+        try:
+            return int(self.manifest().fence.get(kind, 0))
+        except CorruptLogError:
+            return 0
 
     def lock_holder(self, kind: str) -> LockHolder | None:
         """Who holds the log's lease of this kind; None when there is none, or it is torn."""
