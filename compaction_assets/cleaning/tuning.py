@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compaction_assets.log.reader import DEFAULT_READS, ReadPaths
+from compaction_assets.log.spark_reads import DEFAULT_READS, ReadPaths
 
 if TYPE_CHECKING:
     from compaction_assets.cleaning.decide.decision import Decision

@@ -12,22 +12,22 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.cleaner import decide
 from compaction_assets.cleaning.decide.here import KEY_HASH, newer_keys, newer_winners, split_by_key
-from compaction_assets.cleaning.decide.memory import available_memory
 from compaction_assets.cleaning.decide.placement import (
     DECIDED_HERE_ROW_BYTES,
     DECIDING_HERE_ROW_BYTES,
     MAX_HERE_BUCKETS,
     HerePlan,
+    available_memory,
     decide_here_plan,
-    local_cores,
 )
-from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import dead_offsets, iter_records
 from compaction_assets.planning.planner import cleaning_range
 from compaction_assets.segments.offset_map import key_hash
+from compaction_assets.spark.lazy_session import local_cores
 from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build, _clean_more
 

@@ -35,8 +35,8 @@ from compaction_assets.cleaning.decide.spark_tasks import (
 )
 from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.log.reader import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.spark_reads import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.store.log_store import LogHandle

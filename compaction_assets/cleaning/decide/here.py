@@ -21,11 +21,11 @@ import pyarrow.compute as pc
 
 from compaction_assets.cleaning.decide.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
 from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
+from compaction_assets.log.reader import read_file
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import from_numpy, to_numpy
 from compaction_assets.segments.offset_map import highest_offsets, key_hash
 from compaction_assets.segments.records import SEGMENT_SCHEMA
-from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest, Segment
 

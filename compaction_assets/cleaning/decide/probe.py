@@ -33,13 +33,13 @@ from compaction_assets.cleaning.decide.decision import (
     segment_starts,
     totals,
 )
-from compaction_assets.cleaning.decide.placement import spread
 from compaction_assets.cleaning.decide.spark_tasks import parallelism
 from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.cleaning.write import spread
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
+from compaction_assets.log.spark_reads import ship_by_value
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments import offset_map, segment_task
 from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy
