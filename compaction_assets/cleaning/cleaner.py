@@ -19,9 +19,9 @@ be kept), its routes:
              left with one record per key: the newer rows grouped (here, or by Spark) and the prefix
              probed for the records their keys supersede (decide/probe.py);
   here       the offset strategy's range under a local master, when it fits: Arrow in this process, no
-             group-by in Spark (decide/here.py);
+             group-by in Spark (decide/arrow_decision.py);
   collected  the offset strategy's small range: its winners grouped by Spark, decided here;
-  in tasks   the offset strategy's large range: decided in the tasks of the group-by (decide/task.py);
+  in tasks   the offset strategy's large range: decided in the tasks of the group-by (decide/arrow_decision.py);
   grouped    the other strategies' (and what the offset strategy's routes above leave): the decision's
              columns worked out by Spark, collected here (a small range) or cached there.
 The last three group by Spark (decide/grouped.py). Under the strategies other than the offset's, in a large
@@ -40,6 +40,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from compaction_assets.cleaning.decide.arrow_decision import decide_here, newer_keys, newer_winners
 from compaction_assets.cleaning.decide.decision import CleaningStats, Decision, ProbedDecision
 from compaction_assets.cleaning.decide.grouped import (
     cached,
@@ -50,7 +51,6 @@ from compaction_assets.cleaning.decide.grouped import (
     keyed_winners,
     range_winners,
 )
-from compaction_assets.cleaning.decide.here import decide_here, newer_keys, newer_winners
 from compaction_assets.cleaning.decide.placement import DecideAt, Placement, place
 from compaction_assets.cleaning.decide.probe import decide_by_probe
 from compaction_assets.cleaning.guard import guard_outputs

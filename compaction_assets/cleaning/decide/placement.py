@@ -110,11 +110,11 @@ def _container_headroom(root: str) -> int | None:
 COLLECTED_WINNER = RowCost(held=140, shipped=40)
 # a kept offset that a write here receives: (unit, offset), 12 bytes each
 KEPT_OFFSET = RowCost(held=12, shipped=12)
-# a kept offset of a decision made in tasks (decide/task.py): packed by segment, 8 bytes in the job's
+# a kept offset of a decision made in tasks (decide/arrow_decision.py): packed by segment, 8 bytes in the job's
 # results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
-# a range decided here (decide/here.py) holds its narrow rows (and the hash of their key) and kept offsets
+# a range decided here (decide/arrow_decision.py) holds its narrow rows (and the hash of their key) and kept offsets
 # whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
 # of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (both rounded up from the
 # peaks measured: docs/performance.md)
@@ -196,12 +196,12 @@ def newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | No
 
 
 class DecideAt(Enum):
-    """Where a range is decided: decide.py's routes, the first four the offset strategy's only."""
+    """Where a range is decided: the routes of cleaner.py's `decide`, the first four the offset strategy's only."""
 
     PROBED = "probed"  # the newer rows grouped (here, or by Spark) and the deduplicated prefix probed
-    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide/here.py)
+    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide/arrow_decision.py)
     COLLECTED_WINNERS = "collected winners"  # grouped by Spark, its winners decided here
-    TASKS = "task"  # decided in the tasks of Spark's group-by (decide/task.py)
+    TASKS = "task"  # decided in the tasks of Spark's group-by (decide/arrow_decision.py)
     COLLECTED = "collected"  # the decision's columns worked out by Spark and collected here
     CACHED = "cached"  # ... or cached in Spark
 
