@@ -70,8 +70,7 @@ class Context:
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
         self.landing = getattr(args, "landing", None) or env.landing
-        storage = self.store.storage
-        if storage.local and os.path.exists(storage.root) and not os.path.isdir(storage.root):
+        if self.store.is_a_file():
             raise CompactionError(
                 f"no store at {self.store.location}: it is a file, not a folder (--store or COMPACTION_STORE "
                 "names the store's folder)"

@@ -57,6 +57,11 @@ class LogStore:
         st = self.storage
         return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
 
+    def is_a_file(self) -> bool:
+        """Whether the store's location is a file, not a folder (a local store: a command refuses it)."""
+        st = self.storage
+        return st.local and os.path.exists(st.root) and not os.path.isdir(st.root)
+
     def log(self, name: str, *, must_exist: bool = False) -> LogHandle:
         """The log `name` (refused unless `<topic>-<partition>`: names become paths, so every handle's
         name is checked here, the one place that turns a name into a handle)."""
