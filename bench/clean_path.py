@@ -7,9 +7,9 @@ Builds a small log (a few segments, updates and tombstones), then runs the CLI's
 --no-table` (with `--table`: its table commit too) in this process under a profiler (sys.setprofile,
 every thread) that notes each call from one module of the
 product into another: a stop is such a crossing (caller module -> callee module), counted once per
-pair. Prints the modules, the stops in the order first taken, and the pairs of
-packages crossed in both directions (a layer calling back into the one above it). Run it at two commits
-to compare their paths.
+pair. Prints the modules, the stops in the order first taken, the pairs of packages crossed in both
+directions (a layer calling back into the one above it) and the pairs of modules crossed in both
+directions (a module asked back by one it called). Run it at two commits to compare their paths.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def _package(module: str) -> str:
     return module.split(".")[0]
 
 
-def _back_and_forth(stops: list[tuple[str, str]]) -> list[str]:
-    """The pairs of packages that a cleaning's calls cross in both directions (a layer calling back up)."""
-    crossed = {(_package(a), _package(b)) for a, b in stops if _package(a) != _package(b)}
+def _back_and_forth(stops: list[tuple[str, str]], unit=_package) -> list[str]:
+    """The pairs of packages (or with `unit` another grouping, such as the modules themselves) that a
+    cleaning's calls cross in both directions (a layer calling back up, a module asked back by its callee)."""
+    crossed = {(unit(a), unit(b)) for a, b in stops if unit(a) != unit(b)}
     return sorted(f"{a} <-> {b}" for a, b in crossed if (b, a) in crossed and a < b)
 
 
@@ -108,6 +109,7 @@ def main() -> None:
     stops = list(crossings.stops)
     modules = sorted({m for pair in stops for m in pair})
     back_and_forth = _back_and_forth(stops)
+    modules_both_ways = _back_and_forth(stops, unit=str)
     out = {
         "rc": rc,
         "stops": len(stops),
@@ -117,9 +119,11 @@ def main() -> None:
         "calls": sum(crossings.stops.values()),
         "calls_by_stop": {f"{a} -> {b}": count for (a, b), count in crossings.stops.items()},
         "back_and_forth": back_and_forth,
+        "modules_both_ways": modules_both_ways,
     }
     print(
-        f"{len(stops)} stops in {len(modules)} modules ({out['calls']} crossing calls); {back_and_forth}",
+        f"{len(stops)} stops in {len(modules)} modules ({out['calls']} crossing calls); packages crossed both "
+        f"ways: {back_and_forth}; modules crossed both ways: {modules_both_ways}",
         file=sys.stderr,
     )
     for a, b in stops:

@@ -15,7 +15,7 @@ libraries' ways to the same result, and every result is checked equal to the pro
   (and once over every batch held whole), DuckDB's and DataFusion's semi-join a batch and polars' `is_in` a batch;
 - numbering: `keys.key_numbers` against `pc.dictionary_encode`, `pc.unique` + `pc.index_in` and polars'
   dense rank;
-- split: `decide/here.py`'s `split_by_key` a file at a time against the product's hash with pyarrow's
+- split: `segments/offset_map.py`'s `split_by_key` a file at a time against the product's hash with pyarrow's
   `sort_indices` and `take`, and polars' `hash` and `partition_by`;
 - imports: what `segments/arrays.py` and `store/fs.py` avoid, in CPU seconds of a fresh interpreter each:
   `pa.array` against `arrays.from_numpy`, `pq.read_table` against `pq.ParquetFile(...).read()`.
@@ -53,10 +53,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.gen import TS0, key_array
-from compaction_assets.cleaning.decide.here import split_by_key
 from compaction_assets.cleaning.tuning import CleanerTuning
 from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.offset_map import KeySet, highest_offsets, key_hash, key_numbers, one_chunk
+from compaction_assets.segments.offset_map import (
+    KeySet,
+    highest_offsets,
+    key_hash,
+    key_numbers,
+    one_chunk,
+    split_by_key,
+)
 
 RECORDS_PER_KEY = 10
 FILE_ROWS = 500_000  # rows of a segment file at most (bench/sweep.py: one file per 500,000 records)
@@ -155,7 +161,7 @@ def winners_piece(columns: Columns) -> Piece:
     table = columns.table.select(["key", "offset"])
     offsets = to_numpy(table.column("offset"))
 
-    # decide/here.py hands the hashes its split worked out (it needs them for the buckets in any case)
+    # decide/arrow_decision.py hands the hashes its split worked out (it needs them for the buckets in any case)
     hashes = key_hash(table.column("key"))
 
     def masked(mask: Any) -> np.ndarray:

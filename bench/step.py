@@ -165,7 +165,7 @@ def tuning_of(fields: str):
     from dataclasses import replace
 
     from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-    from compaction_assets.log.reader import ReadPaths
+    from compaction_assets.log.spark_reads import ReadPaths
 
     changes = json.loads(fields)
     if "reads" in changes:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.reader import dead_offsets, read_segment
 from compaction_assets.segments.records import RECORD_COLUMNS, SEGMENT_SCHEMA, with_derived_columns
-from compaction_assets.segments.segment_stats import chunk_stats, read_segment
+from compaction_assets.segments.segment_stats import chunk_stats
 from compaction_assets.store.manifest import FileRef, Segment, new_id
 
 

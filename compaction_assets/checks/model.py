@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 
-from compaction_assets.log.reader import dead_offsets
-from compaction_assets.segments.segment_stats import read_segment
+from compaction_assets.log.reader import dead_offsets, read_segment
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.topics.config import Strategy, TopicConfig

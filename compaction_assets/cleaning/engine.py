@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 
 from compaction_assets.cleaning import faults
-from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean
+from compaction_assets.cleaning.cleaner import CleanOutput, Route, clean, decide
 from compaction_assets.cleaning.commits import Mark as Mark
 
 # The evaluation's commits, named here too: the shells and tests call them as `engine.<name>`.
@@ -29,7 +29,6 @@ from compaction_assets.cleaning.commits import mark_uncleanable as mark_uncleana
 from compaction_assets.cleaning.commits import prepare as prepare
 from compaction_assets.cleaning.decide.decision import CleaningStats, Decision
 from compaction_assets.cleaning.decide.placement import Placement, place
-from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.layout import chosen_plan, foreseen_segments
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import (

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compaction_assets.log.reader import DEFAULT_READS, ReadPaths
+from compaction_assets.log.spark_reads import DEFAULT_READS, ReadPaths
 
 if TYPE_CHECKING:
     from compaction_assets.cleaning.decide.decision import Decision
@@ -68,13 +68,13 @@ class CleanerTuning:
     # not a memory bound: above it, bringing every winner through the driver costs more than caching the
     # decision in Spark or deciding it in the group-by's tasks
     collect_offset_decision_max_rows: int = 5_000_000
-    # a larger range of the offset strategy is decided in the tasks of its group-by (decide/task.py), only
+    # a larger range of the offset strategy is decided in the tasks of its group-by (decide/arrow_decision.py), only
     # the figures and the kept offsets (8 bytes each) coming here, when at most this many rows, 0: as many
     # as fit (placement.py), -1: none (the decision is cached in Spark). No cache of every winner and no
     # second job for the kept offsets
     task_decision_max_rows: int = 0
     # under a local master, the offset strategy's range is decided in this process with Arrow
-    # (decide/here.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
+    # (decide/arrow_decision.py), a thread a core, when at most this many rows, 0: as many as fit (placement.py),
     # -1: none. Spark's tasks would run on the same cores, behind a shuffle of every narrow row
     local_decision_max_rows: int = 0
     # ... its keys in buckets of at most this many rows, each bucket's winners found apart (hash tables of

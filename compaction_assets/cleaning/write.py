@@ -25,17 +25,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.cleaning.decide.decision import CachedDecision, CleaningStats, Decision
-from compaction_assets.cleaning.decide.placement import Placement, thread_shares
+from compaction_assets.cleaning.decide.placement import Placement
 from compaction_assets.cleaning.decide.spark_tasks import parallelism
 from compaction_assets.cleaning.layout import RewritePlan
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.log.reader import offset_bucket, ship_by_value
-from compaction_assets.log.side_tables import side_table_name, vector_entries, write_vector_part
+from compaction_assets.log.side_tables import vector_entries, write_vector_part
+from compaction_assets.log.spark_reads import offset_bucket, ship_by_value
 from compaction_assets.segments import segment_task
 from compaction_assets.segments.arrays import bucket_labels, from_numpy, to_numpy
 from compaction_assets.segments.records import SEGMENT_SCHEMA
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files
+from compaction_assets.store.manifest import FileRef, Manifest, Segment, side_files, side_table_name
 
 
 @dataclass
@@ -229,8 +229,36 @@ def _run_job(
     return kept.repartition(tasks, "unit").mapInArrow(runner, segment_task.RESULT_SCHEMA).collect()
 
 
+def thread_shares(table: pa.Table, unit_rows: dict[int, int], threads: int) -> list[pa.Table]:
+    """`table` (unit, offset) cut into the shares of at most `threads` threads, its units spread by the rows
+    they read; each share is one task's (so one part of the deletion vector each). The placement chose
+    the threads; the write cuts the shares (and the probe spreads its Spark tasks by `spread` too)."""
+    groups = spread(list(unit_rows), list(unit_rows.values()), max(1, min(threads, len(unit_rows))))
+    if len(groups) == 1:
+        return [table]
+    units = to_numpy(table.column("unit"))
+    # as in Spark, a task sees only the units that have kept offsets (a share without any is empty)
+    parts = [
+        part
+        for part in (table.filter(from_numpy(np.isin(units, np.array(g, dtype=units.dtype)))) for g in groups)
+        if len(part)
+    ]
+    return parts or [table]
+
+
+def spread(items: list, weights: list[int], n: int) -> list[list]:
+    """`items` in `n` groups of about equal weight: the heaviest first, each onto the lightest group."""
+    groups: list[list] = [[] for _ in range(n)]
+    loads = [0] * n
+    for item, weight in sorted(zip(items, weights), key=lambda pair: -pair[1]):
+        at = loads.index(min(loads))
+        groups[at].append(item)
+        loads[at] += max(weight, 1)
+    return groups
+
+
 def _run_here(runner: Callable, shares: list[pa.Table]) -> list[dict]:
-    """`runner` (the write job's task function) in this process, a thread a share (`placement.thread_shares`)."""
+    """`runner` (the write job's task function) in this process, a thread a share (`thread_shares`)."""
 
     def run(share: pa.Table) -> list[dict]:
         return [r for batch in runner(iter(share.to_batches())) for r in batch.to_pylist()]

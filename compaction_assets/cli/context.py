@@ -1,6 +1,6 @@
 """What every command of the operator command line shares: its context (store, topics, time, Spark), its
 output (results as JSON on stdout, progress on stderr) and its exit codes. How the commands are declared
-and parsed is cli/command_line.py."""
+and parsed is cli/__init__.py."""
 
 from __future__ import annotations
 
@@ -70,8 +70,7 @@ class Context:
         if getattr(args, "topic", None) is not None:
             check_topic(args.topic, "topic")
         self.landing = getattr(args, "landing", None) or env.landing
-        storage = self.store.storage
-        if storage.local and os.path.exists(storage.root) and not os.path.isdir(storage.root):
+        if self.store.is_a_file():
             raise CompactionError(
                 f"no store at {self.store.location}: it is a file, not a folder (--store or COMPACTION_STORE "
                 "names the store's folder)"

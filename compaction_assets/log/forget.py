@@ -27,12 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from compaction_assets.errors import ConflictError, InvalidInputError
-from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.reader import dead_offsets, read_file, restat
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.log.writer import _delete, write_file
 from compaction_assets.segments.arrays import from_numpy, in_sorted, to_numpy, visible_mask
 from compaction_assets.segments.records import SEGMENT_SCHEMA, with_derived_columns
-from compaction_assets.segments.segment_stats import read_file, restat
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Manifest, Segment, new_id
 from compaction_assets.topics.config import TopicConfig

@@ -1,4 +1,6 @@
-"""Reading a log (SPEC §7): from any offset, as a Spark DataFrame or a Python iterator; its latest state.
+"""Reading a log (SPEC §7) in this process: a segment file's visible records (log start, deletion vector and
+file stamps applied: `read_file`), the deletion vector (`dead_offsets`), the records from any offset as a
+Python iterator; as a Spark DataFrame, log/spark_reads.py.
 
 Are a log's files there and readable? `check_files` checks them before a cleaning or a dry run reads them
 with Spark, so that a missing or corrupt segment file is reported by its name (Spark's own error may not
@@ -9,10 +11,7 @@ name it, or name it only deep inside a Java stack trace): cheap, one Parquet foo
 
 from __future__ import annotations
 
-import re
-import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -20,12 +19,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_assets.errors import CorruptLogError, first_line
-from compaction_assets.segments import arrays, segment_task, worker_files
-from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records, spark_schema
-from compaction_assets.segments.segment_stats import read_segment
+from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy, visible_mask
+from compaction_assets.segments.records import SEGMENT_SCHEMA, Record, rows_to_records
+from compaction_assets.segments.segment_stats import chunk_stats
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.store.manifest import Manifest, Segment, side_files
+from compaction_assets.store.manifest import FileRef, Manifest, Segment, new_id, side_files
 
 
 def dead_offsets(handle, manifest) -> pa.Array | None:
@@ -39,48 +37,6 @@ def dead_offsets(handle, manifest) -> pa.Array | None:
     ]
     offsets = pa.chunked_array([c for p in parts for c in p.chunks], pa.int64()).combine_chunks()
     return from_numpy(np.sort(to_numpy(offsets)).astype(np.int64, copy=False))
-
-
-@dataclass(frozen=True)
-class ReadPaths:
-    """How a Spark read of segments goes (the defaults are the product's; tests and the benchmark pass
-    their own to send a read down the other path)."""
-
-    # stamped files a bucket of the stamp lookup holds (a checksum picks one): a map is searched
-    # linearly, so each row's work stays constant however many files are stamped (literal maps, not a
-    # broadcast join: no job of its own, whose first is slow in a fresh JVM)
-    stamp_bucket_files: int = 8
-    # local files read by the Python workers that object stores use, not by Spark's reader: a switch so
-    # the two can be measured against each other on the same data (docs/deployment.md, "Object storage")
-    python_workers_read_local: bool = False
-    # deletion vectors up to this many offsets are broadcast to the readers' tasks; a larger one is joined
-    # by a sort-merge join, which spills: left to itself, Spark judges a vector by its compressed size (under
-    # its 10 MB broadcast threshold) and broadcasts millions of offsets through the driver's heap
-    broadcast_dead_max: int = 4_000_000
-
-
-DEFAULT_READS = ReadPaths()
-COLUMNS = ("offset", "key", "value", "timestamp", "headers", "delete_horizon")
-
-
-def read_df(
-    spark,
-    handle: LogHandle,
-    from_offset: int = 0,
-    *,
-    ordered: bool = True,
-    manifest: Manifest | None = None,
-    reads: ReadPaths = DEFAULT_READS,
-):
-    """Visible records at or above `from_offset` (the next surviving one onwards), in offset order."""
-    from pyspark.sql import functions as F
-
-    manifest = manifest or handle.manifest()
-    start = max(from_offset, manifest.log_start_offset)
-    segs = [(i, s) for i, s in enumerate(manifest.segments) if s.next_offset > start and s.files]
-    df = read_segments(spark, handle, manifest, segs, reads=reads).where(F.col("offset") >= F.lit(start))
-    df = df.select(*COLUMNS)
-    return df.orderBy("offset") if ordered else df
 
 
 def iter_records(handle: LogHandle, from_offset: int = 0, manifest: Manifest | None = None) -> Iterator[Record]:
@@ -103,168 +59,6 @@ def segment_records(handle: LogHandle, manifest: Manifest) -> list[tuple[object,
         (seg, rows_to_records(read_segment(handle, seg, manifest.log_start_offset, dead)) if seg.files else [])
         for seg in manifest.segments
     ]
-
-
-def read_segments(
-    spark,
-    handle: LogHandle,
-    manifest: Manifest,
-    segments: list[tuple[int, Segment]],
-    *,
-    with_dead: bool = False,
-    reads: ReadPaths = DEFAULT_READS,
-):
-    """Records of the given (index, segment) pairs of `m` with the effective delete horizon (a file's
-    stamp applied to its tombstones); `segment_index` finds a row's segment from its offset.
-
-    Records in the log's deletion vector are left out, unless `with_dead` (the cleaner rebuilding it);
-    the vector is read only when one of the segments has entries in it (`Segment.dead`).
-    Local files are read by Spark's Parquet reader (column pruning, vectorized); files on an object
-    store by pyarrow in Python workers, so no Hadoop connector (`s3a`) is needed.
-    """
-    from pyspark.sql import functions as F
-
-    entries = [(ref, idx) for idx, seg in segments for ref in seg.files]
-    if not entries:
-        return spark.createDataFrame([], spark_schema())
-    if handle.st.local and not reads.python_workers_read_local:
-        df = _spark_read(spark, handle, manifest, entries, reads.stamp_bucket_files)
-    else:
-        df = _worker_read(spark, handle, manifest, entries)
-    if manifest.deleted and not with_dead and any(seg.dead for _, seg in segments):
-        # (segments without entries in the vector skip its read: a broadcast is a Spark job of its own)
-        dv = side_table_df(spark, handle, side_files(manifest.deleted), schema="offset long", reads=reads)
-        dv = dv.select("offset")
-        small = manifest.deleted["count"] <= reads.broadcast_dead_max
-        df = df.join(F.broadcast(dv) if small else dv.hint("merge"), "offset", "left_anti")
-    return df
-
-
-def _spark_read(spark, handle: LogHandle, manifest: Manifest, entries, bucket_files: int):
-    from pyspark.sql import functions as F
-
-    uris = [handle.spark_uri(ref.name) for ref, _ in entries]
-    df = spark.read.schema(spark_schema()).parquet(*uris)
-    df = df.where(F.col("offset") >= F.lit(manifest.log_start_offset))
-    stamped = [(ref.name, ref.stamp) for ref, _ in entries if ref.stamp is not None]
-    if not stamped:
-        return df
-    # Only a tombstone without its own horizon needs its file's stamp: the file's name is worked out for
-    # those rows alone (a regular expression per row of the log was a second of a 2M-record scan).
-    pattern = "/" + re.escape(handle.name) + "/(data/.+)$"
-    needs = F.col("is_tombstone") & F.col("delete_horizon").isNull()
-    df = df.withColumn("file_ref", F.when(needs, F.regexp_extract(F.col("_metadata.file_path"), pattern, 1)))
-    # a literal lookup, so no Spark job: broadcasting even a small table is a job of its own (a fresh
-    # JVM spent a second on one built from a Python list)
-    df = df.withColumn("stamp", stamp_lookup(stamped, "file_ref", bucket_files))
-    horizon = F.when(F.col("is_tombstone"), F.coalesce(F.col("delete_horizon"), F.col("stamp")))
-    return df.withColumn("delete_horizon", horizon).drop("stamp", "file_ref")
-
-
-def stamp_lookup(stamped: list[tuple[str, int]], name: str, bucket_files: int = DEFAULT_READS.stamp_bucket_files):
-    """Spark column: the stamp of the file named in column `name` (null if unstamped), from literals.
-
-    A map is searched linearly, so the files are spread over maps of about `bucket_files` by the
-    CRC-32 of their names and a row looks in one: constant work per row however many files are stamped.
-    One SQL expression (one call into the JVM, not one per literal); the values stay out of the
-    generated code, so a cleaning with other files reuses the compiled plan."""
-    from pyspark.sql import functions as F
-
-    _column_name(name)
-    buckets = max(1, -(-len(stamped) // bucket_files))
-    groups: list[list[tuple[str, int]]] = [[] for _ in range(buckets)]
-    for file_name, stamp in stamped:
-        groups[zlib.crc32(file_name.encode("utf-8")) % buckets].append((file_name, int(stamp)))
-
-    def literal(group):
-        if not group:
-            return "CAST(NULL AS MAP<STRING, BIGINT>)"
-        return "map(" + ", ".join(f"{_sql_string(n)}, {s}L" for n, s in group) + ")"
-
-    if buckets == 1:
-        return F.expr(f"{literal(groups[0])}[{name}]")
-    maps = ", ".join(literal(g) for g in groups)
-    return F.expr(f"element_at(array({maps}), CAST(pmod(crc32({name}), {buckets}) AS INT) + 1)[{name}]")
-
-
-def _column_name(name: str) -> str:
-    """`name`, checked to be a plain column name before it is spliced into a SQL expression."""
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"not a column name: {name!r}")
-    return name
-
-
-def _sql_string(text: str) -> str:
-    """A Spark SQL string literal of `text`."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def ship_by_value(*modules) -> None:
-    """Send the segments' worker modules (segment_task, worker_files, and arrays, which
-    they use) and `modules` to Spark's Python workers with the functions that use them (by value: a worker
-    needs nothing of the project installed, only pyarrow and numpy)."""
-    from pyspark import cloudpickle
-
-    for module in (arrays, segment_task, worker_files, *modules):
-        cloudpickle.register_pickle_by_value(module)
-
-
-def _worker_read(spark, handle: LogHandle, manifest: Manifest, entries):
-    from pyspark.sql import functions as F
-
-    # Files spread over tasks by their record counts (largest first onto the least loaded task).
-    n_tasks = max(1, min(len(entries), spark.sparkContext.defaultParallelism * 2))
-    tasks: list[list[tuple[str, int | None]]] = [[] for _ in range(n_tasks)]
-    loads = [0] * n_tasks
-    for ref, _ in sorted(entries, key=lambda e: -e[0].records):
-        t = loads.index(min(loads))
-        tasks[t].append((handle.path(ref.name), ref.stamp))
-        loads[t] += max(ref.records, 1)
-    ship_by_value()
-    runner = worker_files.file_reader(tasks, handle.st.filesystem_spec(), SEGMENT_SCHEMA, manifest.log_start_offset)
-    df = spark.range(0, n_tasks, 1, n_tasks).mapInArrow(runner, spark_schema())
-    horizon = F.when(F.col("is_tombstone"), F.col("delete_horizon"))
-    return df.withColumn("delete_horizon", horizon)
-
-
-def segment_index(segments: list[tuple[int, Segment]], offset: str = "offset"):
-    """Spark column: the index (of the given pairs) of the segment holding the row's offset."""
-    return offset_bucket([(idx, seg.base_offset) for idx, seg in segments], offset)
-
-
-def offset_bucket(starts: list[tuple[int, int]], offset: str = "offset"):
-    """Spark column: the label of the last (label, first offset) pair at or below the row's offset.
-
-    Segments (and runs of them) are contiguous offset ranges, so a balanced comparison tree on the
-    offset finds a row's range (depth log2 of the ranges); meant for rows already reduced (a cleaning's
-    winners), not for every record. One SQL expression: built column by column, a tree of 240 segments
-    was a second of calls into the JVM."""
-    from pyspark.sql import functions as F
-
-    pairs = sorted(starts, key=lambda pair: pair[1])
-    if not pairs:
-        return F.lit(None).cast("int")
-    _column_name(offset)
-
-    def tree(lo: int, hi: int) -> str:
-        if hi - lo == 1:
-            return str(int(pairs[lo][0]))
-        mid = (lo + hi) // 2
-        return f"IF({offset} < {int(pairs[mid][1])}L, {tree(lo, mid)}, {tree(mid, hi)})"
-
-    return F.expr(f"CAST({tree(0, len(pairs))} AS INT)")
-
-
-def side_table_df(
-    spark, handle: LogHandle, relative: str | list[str], *, schema: str | None = None, reads: ReadPaths = DEFAULT_READS
-):
-    """A side table (deletion vector, remembered deletes; one file or folder, or several) as a DataFrame,
-    from any store; with `schema` given, Spark starts no job to infer it."""
-    names = [relative] if isinstance(relative, str) else list(relative)
-    if handle.st.local and not reads.python_workers_read_local:
-        reader = spark.read if schema is None else spark.read.schema(schema)
-        return reader.parquet(*[handle.spark_uri(name) for name in names])
-    return spark.createDataFrame(pa.concat_tables([handle.st.read_parquet(handle.path(name)) for name in names]))
 
 
 REQUIRED_COLUMNS = ("offset", "key", "value", "timestamp", "record_size", "is_tombstone")
@@ -349,3 +143,56 @@ def find_unreadable(handle, manifest: Manifest, segments=None) -> CorruptLogErro
         except (OSError, pa.ArrowException) as exc:
             return _unreadable(handle, name, what, f"cannot be read ({first_line(exc)})")
     return None
+
+
+def read_file(
+    handle,
+    ref: FileRef,
+    min_offset: int | None = None,
+    dead: pa.Array | None = None,
+    columns: tuple[str, ...] | None = None,
+) -> pa.Table:
+    """One segment file as SEGMENT_SCHEMA (or its `columns`, with offset and is_tombstone among them) with
+    the file's stamp applied to tombstones without a horizon, without the records of the deletion vector
+    `dead` (ascending, as `dead_offsets` gives it)."""
+    schema = SEGMENT_SCHEMA if columns is None else pa.schema([SEGMENT_SCHEMA.field(c) for c in columns])
+    try:
+        table = handle.st.read_parquet(handle.path(ref.name), columns=list(schema.names), schema=schema)
+    except (OSError, pa.ArrowException) as exc:  # named, not "unexpected ArrowInvalid"
+        lines = str(exc).strip().splitlines()
+        raise CorruptLogError(
+            f"log {handle.name!r}: segment file {handle.path(ref.name)} cannot be read "
+            f"({(lines[0] if lines else type(exc).__name__)[:300]})"
+        ) from None
+    table = _visible(table, min_offset, dead)
+    if ref.stamp is not None and len(table) and "delete_horizon" in schema.names:
+        hz = table.column("delete_horizon")
+        fill = pc.if_else(table.column("is_tombstone"), scalar(ref.stamp), scalar(None))
+        table = table.set_column(
+            table.schema.get_field_index("delete_horizon"), "delete_horizon", pc.coalesce(hz, fill)
+        )
+    return table
+
+
+def _visible(table: pa.Table, min_offset: int | None, dead: pa.Array | None) -> pa.Table:
+    """`table` without its records below `min_offset` or in `dead`: one filter, and none when every record
+    is visible (a filter copies each column, even when it keeps every row: the values of a latest state
+    were copied twice more than they needed to be, and first-touched memory is slow on small machines)."""
+    if not len(table) or (min_offset is None and (dead is None or not len(dead))):
+        return table
+    visible = visible_mask(to_numpy(table.column("offset")), min_offset, None if dead is None else to_numpy(dead))
+    return table if visible.all() else table.filter(from_numpy(visible))
+
+
+def read_segment(handle, seg: Segment, min_offset: int | None = None, dead: pa.Array | None = None) -> pa.Table:
+    """One segment's visible records as an Arrow table (log start and deletion vector applied)."""
+    tables = [read_file(handle, f, min_offset, dead) for f in seg.files]
+    return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.empty_table()
+
+
+def restat(handle, seg: Segment, min_offset: int, dead: pa.Array | None = None) -> Segment:
+    """Recompute a segment's stats over its records at or above `min_offset` (log-start moves)."""
+    stats = chunk_stats(read_segment(handle, seg, min_offset, dead))
+    return Segment(
+        id=new_id(), base_offset=seg.base_offset, next_offset=seg.next_offset, files=seg.files, dead=seg.dead, **stats
+    )

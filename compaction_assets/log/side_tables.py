@@ -3,8 +3,9 @@
   side/remembered-<id>/   remembered deletes: the keys of removed tombstones with their rank and expiry
   side/tombstones-<id>/   the tombstone index: kept tombstones with their horizon (appends read it)
   side/deleted-<id>/      a part of the deletion vector: offsets removed from files a cleaning kept
-The manifest names the current ones (`remembered`, `tombstone_index`, `deleted`); the cleaner and the
-engine write new ones through here, so a table has one writer whatever layer asks.
+The manifest names the current ones (`remembered`, `tombstone_index`, `deleted`) and a new one's folder
+(`store/manifest.side_table_name`); the cleaner and the engine write new ones through here, so a table has
+one writer whatever layer asks.
 """
 
 from __future__ import annotations
@@ -16,16 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.reader import side_table_df
+from compaction_assets.log.spark_reads import side_table_df
 from compaction_assets.log.writer import write_df
 from compaction_assets.segments.segment_task import DEAD_PART_OPTIONS
 from compaction_assets.store.log_store import LogHandle
-from compaction_assets.store.manifest import Manifest, Segment
-
-
-def side_table_name(kind: str) -> str:
-    """A new side table's folder, relative to the log: `side/<kind>-<random id>`."""
-    return f"side/{kind}-{uuid.uuid4().hex}"
+from compaction_assets.store.manifest import Manifest, Segment, side_table_name
 
 
 def remembered_df(spark, handle: LogHandle, manifest: Manifest):

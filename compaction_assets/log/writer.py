@@ -22,11 +22,12 @@ import pyarrow.compute as pc
 from compaction_assets.errors import ConflictError, InvalidInputError, OffsetError, StorageError
 from compaction_assets.log.batch_rules import find_rolls, validate
 from compaction_assets.log.read_ahead import ReadAhead
-from compaction_assets.log.reader import dead_offsets, ship_by_value
+from compaction_assets.log.reader import dead_offsets, restat
+from compaction_assets.log.spark_reads import ship_by_value
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments import segment_task, worker_files
 from compaction_assets.segments.records import coerce_table, sizes_array
-from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats, restat
+from compaction_assets.segments.segment_stats import add_chunk, chunk_stats, combine_stats
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Hold, Manifest, Segment, new_id
 from compaction_assets.topics.config import TopicConfig

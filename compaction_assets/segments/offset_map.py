@@ -4,6 +4,8 @@ highest offset (Kafka's `SkimpyOffsetMap` is this one concept in one class).
 - `KeyBytes` reads an array's keys as 8-byte words (one numpy gather a word for every key, not a pass a
   byte) and `key_hash` mixes them into a 64-bit hash of each key: the split of a range into buckets and
   the key set use it, and pyarrow has no hash kernel to give it.
+- `split_by_key` splits rows into buckets of keys by that hash (Arrow's stable sort of the bucket numbers
+  and a take), carrying the hash with the rows.
 - `key_numbers` and `highest_offsets` find each key's winner under the offset strategy. Where the split
   into buckets has hashed the keys, their hashes are numbered and checked byte for byte; elsewhere Arrow's
   dictionary encoding numbers the keys (docs/architecture.md, "Hand-written pieces against the libraries",
@@ -271,3 +273,22 @@ def _no_nulls(keys: pa.Array | pa.ChunkedArray) -> None:
     """A null key has no bytes to tell it from an empty one (a segment's keys are never null)."""
     if keys.null_count:
         raise ValueError(f"a key set takes keys without nulls, not {keys.null_count} null key(s)")
+
+
+# the column `split_by_key` adds: each row's key hash, which numbering a bucket's keys reads (not the keys' bytes again)
+KEY_HASH = "_key_hash"
+
+
+def split_by_key(table: pa.Table, buckets: int) -> list[pa.Table]:
+    """`table` in `buckets` parts by a hash of its binary `key` column, the hash as column KEY_HASH: every
+    row of a key in one part, in the table's order (Arrow's sort of the bucket numbers is stable)."""
+    # the hash goes with the rows: numbering a bucket's keys reads it, not the keys' bytes again
+    hashes = key_hash(table.column("key"))
+    table = table.append_column(KEY_HASH, from_numpy(hashes))
+    if buckets == 1:
+        return [table]
+    bucket = (hashes % np.uint64(buckets)).astype(np.int64)
+    ordered = table.take(pc.sort_indices(from_numpy(bucket)))
+    counts = np.bincount(bucket, minlength=buckets)
+    starts = np.cumsum(counts) - counts
+    return [ordered.slice(int(starts[part]), int(counts[part])) for part in range(buckets)]

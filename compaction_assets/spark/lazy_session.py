@@ -25,6 +25,8 @@ from compaction_assets.errors import EngineError
 # machine's cores with the client (scripts/spark-connect.sh starts it so, with local[*] by default).
 LOOPBACK_CONNECT_MASTER = "local[*]"
 ANSWER_TIMEOUT_S = 1.0
+# spark.driver.maxResultSize as Spark writes sizes (512m, 2g, 1024k, a bare number of bytes)
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
 LOCAL_MASTER_RE = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[0-9]+)?\])?")
 
 
@@ -110,6 +112,31 @@ class LazySession:
         if name.startswith("_"):  # this object's own state, asked before __init__ set it (a copy, a pickle)
             raise AttributeError(name)
         return getattr(self.session(), name)
+
+
+def local_cores(spark) -> int | None:
+    """The cores a local master runs tasks on (capped by this machine's), None for a cluster's master.
+
+    Through Spark Connect the server's master is asked; a local server's tasks share a machine with its
+    clients (scripts/spark-connect.sh starts one on 127.0.0.1)."""
+    try:
+        master = (spark.known_master if isinstance(spark, LazySession) else spark.conf.get("spark.master")) or ""
+    except Exception:  # a session that does not show its master: treat it as a cluster
+        return None
+    return local_master_cores(master)
+
+
+def result_limit(spark) -> float:
+    """spark.driver.maxResultSize in bytes (1 GiB when the session does not say; 0 is unlimited)."""
+    try:
+        text = spark.conf.get("spark.driver.maxResultSize", "1g") or "1g"
+    except Exception:  # a session that does not show its conf: Spark's default
+        text = "1g"
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        return float(1 << 30)
+    size = int(match.group(1)) * 1024 ** "bkmgtp".index((match.group(2) or "b").lower())
+    return float("inf") if size == 0 else float(size)
 
 
 def settings_session(start: Callable[[], object]) -> LazySession:

@@ -20,15 +20,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decide.memory import available_memory
+from compaction_assets.cleaning.decide.placement import available_memory
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-from compaction_assets.log.reader import dead_offsets, read_segments
+from compaction_assets.log.reader import dead_offsets, read_segment
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.spark_reads import read_segments
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import unique_keys_below
 from compaction_assets.segments.offset_map import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
-from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.state.state_parts import write_state_parts, written_by_parts
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest

@@ -17,12 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.reader import dead_offsets, read_file
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import unique_keys_below
 from compaction_assets.segments.offset_map import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
-from compaction_assets.segments.segment_stats import read_file
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import FileRef, Manifest
 from compaction_assets.topics.config import TopicConfig

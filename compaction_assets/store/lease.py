@@ -17,12 +17,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Protocol
 
-from compaction_assets.errors import CorruptLogError, LeaseLostError, LockedError, StorageError, os_error_meaning
+from compaction_assets.errors import LeaseLostError, LockedError, StorageError, os_error_meaning
 from compaction_assets.store.fs import Storage, Version
-from compaction_assets.store.manifest import Manifest
 
 
 def wall_ms() -> int:
@@ -78,26 +78,20 @@ def read_holder(storage: Storage, path: str) -> LockHolder | None:
         return None
 
 
-class LeasedLog(Protocol):
-    """What a lease needs of its log: its name, its storage and paths, and its current manifest (whose
-    fence holds the highest epoch that committed)."""
-
-    name: str
-    st: Storage
-
-    def path(self, relative: str) -> str: ...
-
-    def manifest(self) -> Manifest: ...
-
-
 class Lease:
-    """A lock object with an expiry and an epoch, renewed by a heartbeat thread while held."""
+    """A lock object with an expiry and an epoch, renewed by a heartbeat thread while held.
 
-    def __init__(self, handle: LeasedLog, kind: str, ttl_s: float, purpose: str):
-        self.h = handle
+    It knows its log by name and folder only: the log handle takes it (`LogHandle.lock`: `taking`, then
+    `take` until it holds), reading between tries the epoch that last committed, so a lease never calls
+    back into its log."""
+
+    def __init__(self, storage: Storage, log: str, folder: str, kind: str, ttl_s: float, purpose: str):
+        self.st = storage
+        self.log = log
+        self.folder = folder  # the log's `_locks` folder
         self.kind = kind
         self.ttl_ms = int(ttl_s * 1000)
-        self.path = handle.path(f"_locks/{kind}.lock")
+        self.path = f"{folder}/{kind}.lock"
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.purpose = purpose
         self.epoch = 0
@@ -119,42 +113,43 @@ class Lease:
             expires_ms=wall_ms() + self.ttl_ms,
         ).to_json()
 
-    def acquire(self) -> None:
-        """Take the lease: create it, or take over an expired one; LockedError while another holds it."""
+    @contextmanager
+    def taking(self) -> Iterator[None]:
+        """Around the tries that take the lease (`take`): its folder made and the time it is taken at; a
+        store that cannot be written named (the lock is the first thing a writing command writes)."""
         try:
-            self._acquire()
-        except OSError as exc:  # the lock is the first thing a writing command writes: name the store
+            self.st.makedirs(self.folder)
+            self.acquired_ms = wall_ms()  # kept by renewals: what was written since is the holder's
+            yield
+        except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise
             raise StorageError(
-                f"log {self.h.name!r} cannot be locked for {self.kind}: the store at {self.h.st.root} "
+                f"log {self.log!r} cannot be locked for {self.kind}: the store at {self.st.root} "
                 f"cannot be written ({os_error_meaning(exc)})"
             ) from exc
 
-    def _acquire(self) -> None:
-        st = self.h.st
-        st.makedirs(self.h.path("_locks"))
-        self.acquired_ms = wall_ms()  # kept by renewals: what was written since is the holder's
-        for _ in range(3):
-            # A fresh lease's epoch is above every epoch that ever committed, so it fences them all.
+    def take(self, fence: int) -> bool:
+        """One try at taking the lease, its epoch above `fence` (the highest that committed under its kind,
+        so that it fences them all): created, or an expired one taken over (True); False when it is to be
+        tried again (released or moved by another writer meanwhile); LockedError while another holds it."""
+        self.epoch = fence + 1
+        created = self.st.create_versioned(self.path, self._body())
+        if created is None:
             try:
-                fence = int(self.h.manifest().fence.get(self.kind, 0))
-            except CorruptLogError:  # the holder is about to report or repair it; no epoch committed is known
-                fence = 0
-            self.epoch = fence + 1
-            created = st.create_versioned(self.path, self._body())
-            if created is not None:
-                self._hold(created)
-                return
-            try:
-                data, seen = st.read_versioned(self.path)
+                data, seen = self.st.read_versioned(self.path)
             except FileNotFoundError:  # released between our two calls
-                continue
-            taken = self._take_over(data, seen)
-            if taken is not None:
-                self._hold(taken)
-                return
-        raise LockedError(f"log {self.h.name!r}: could not take the {self.kind} lock (contended)")
+                return False
+            created = self._take_over(data, seen)
+            if created is None:
+                return False
+        self.version = created
+        self._start_heartbeat()
+        return True
+
+    def contended(self) -> LockedError:
+        """The error of a lease that every try lost to other writers."""
+        return LockedError(f"log {self.log!r}: could not take the {self.kind} lock (contended)")
 
     def _take_over(self, data: bytes, seen: Version) -> Version | None:
         """Take over the lease file read as `data` at version `seen` if it has expired: its new version, or
@@ -162,30 +157,26 @@ class Lease:
         holder = LockHolder.from_json(data)
         if holder is None:  # a torn or foreign lock object: expired, and deleted rather than replaced
             self.epoch = max(self.epoch, 1)
-            self.h.st.delete(self.path)
+            self.st.delete(self.path)
             return None
         if holder.expires_ms > wall_ms():
             left = (holder.expires_ms - wall_ms()) / 1000
             raise LockedError(
-                f"log {self.h.name!r} is locked for {self.kind} (lock {self.path}) by {holder.owner} "
+                f"log {self.log!r} is locked for {self.kind} (lock {self.path}) by {holder.owner} "
                 f"(pid {holder.pid} on {holder.host}, {holder.purpose or 'no purpose given'}); "
                 f"the lease expires in {left:.0f}s unless its holder renews it"
             )
         # An expired lease: its holder died or stalled. Take it over only if nobody renewed or took
         # it meanwhile (a replace of exactly the version read), with a higher epoch.
         self.epoch = max(self.epoch, holder.epoch + 1)
-        return self.h.st.replace_if_unchanged(self.path, self._body(), seen)
-
-    def _hold(self, version: Version) -> None:
-        self.version = version
-        self._start_heartbeat()
+        return self.st.replace_if_unchanged(self.path, self._body(), seen)
 
     def renew(self) -> bool:
         """Extend the lease if it is still ours (a conditional replace); False once it was taken over."""
         with self._mutex:
             if self.lost or self.version is None:
                 return False
-            new = self.h.st.replace_if_unchanged(self.path, self._body(), self.version)
+            new = self.st.replace_if_unchanged(self.path, self._body(), self.version)
             if new is None:
                 self.lost = True
                 return False
@@ -195,12 +186,12 @@ class Lease:
     def check(self, committed_epoch: int) -> None:
         """Raise LeaseLostError unless this lease still names us and no later epoch has committed."""
         if not self.lost and committed_epoch <= self.epoch:
-            holder = read_holder(self.h.st, self.path)
+            holder = read_holder(self.st, self.path)
             if holder is not None and holder.owner == self.owner:
                 return
         self.lost = True
         raise LeaseLostError(
-            f"log {self.h.name!r}: the {self.kind} lease of {self.owner} was taken over by another writer "
+            f"log {self.log!r}: the {self.kind} lease of {self.owner} was taken over by another writer "
             f"(it expired while this one stalled); nothing more of this change is committed"
         )
 
@@ -213,7 +204,7 @@ class Lease:
                 except Exception:  # a store hiccup: try again at the next beat, the lease lasts 3 beats
                     continue
 
-        self._thread = threading.Thread(target=beat, name=f"lease-{self.h.name}-{self.kind}", daemon=True)
+        self._thread = threading.Thread(target=beat, name=f"lease-{self.log}-{self.kind}", daemon=True)
         self._thread.start()
 
     def release(self) -> None:
@@ -222,9 +213,9 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            data, seen = self.h.st.read_versioned(self.path)
+            data, seen = self.st.read_versioned(self.path)
         except FileNotFoundError:
             return
         holder = LockHolder.from_json(data)
         if holder is not None and holder.owner == self.owner:
-            self.h.st.delete_if_unchanged(self.path, seen)
+            self.st.delete_if_unchanged(self.path, seen)

@@ -57,6 +57,11 @@ class LogStore:
         st = self.storage
         return st.is_dir(st.root) if st.local else bool(st.list_dir(st.root))
 
+    def is_a_file(self) -> bool:
+        """Whether the store's location is a file, not a folder (a local store: a command refuses it)."""
+        st = self.storage
+        return st.local and os.path.exists(st.root) and not os.path.isdir(st.root)
+
     def log(self, name: str, *, must_exist: bool = False) -> LogHandle:
         """The log `name` (refused unless `<topic>-<partition>`: names become paths, so every handle's
         name is checked here, the one place that turns a name into a handle)."""
@@ -276,8 +281,11 @@ class LogHandle:
     # --- leases --------------------------------------------------------------------------------
     @contextmanager
     def lock(self, kind: str, *, ttl_s: float | None = None, purpose: str = "") -> Iterator[None]:
-        lease = Lease(self, kind, ttl_s or self.store.lock_ttl_s, purpose)
-        lease.acquire()
+        lease = Lease(self.st, self.name, self.path("_locks"), kind, ttl_s or self.store.lock_ttl_s, purpose)
+        with lease.taking():
+            # each try reads the epoch committed last: a holder that released meanwhile may have committed
+            if not any(lease.take(self._fence(kind)) for _ in range(3)):
+                raise lease.contended()
         with self._held_guard:
             self._held[kind] = lease
         try:
@@ -286,6 +294,14 @@ class LogHandle:
             with self._held_guard:
                 self._held.pop(kind, None)
             lease.release()
+
+    def _fence(self, kind: str) -> int:
+        """The highest epoch that committed under leases of `kind` (0 for a log whose manifest is corrupt:
+        its holder is about to report or repair it, and no committed epoch is known)."""
+        try:
+            return int(self.manifest().fence.get(kind, 0))
+        except CorruptLogError:
+            return 0
 
     def lock_holder(self, kind: str) -> LockHolder | None:
         """Who holds the log's lease of this kind; None when there is none, or it is torn."""

@@ -124,6 +124,12 @@ def combine(segments: list[Segment]) -> Segment:
     )
 
 
+def side_table_name(kind: str) -> str:
+    """A new side table's folder, relative to the log: `side/<kind>-<random id>` (log/side_tables.py lists
+    the kinds); a manifest names the current ones (`side_files`)."""
+    return f"side/{kind}-{uuid.uuid4().hex}"
+
+
 def side_files(side: dict[str, Any] | None) -> list[str]:
     """The files (or folders) of a side table of the manifest: the deletion vector may have several
     (`files`, one per cleaning that added entries; older manifests name one `file`), the others one."""

@@ -37,7 +37,7 @@ def common_paths(spark, root: str) -> None:
     once (`compaction_assets.warm_start.warm_up`) so that the first real run does not compile them."""
     from compaction_assets.cleaning import engine
     from compaction_assets.log import writer
-    from compaction_assets.log.reader import read_df
+    from compaction_assets.log.spark_reads import read_df
     from compaction_assets.state.latest_state import latest_state_df
     from compaction_assets.store.log_store import LogStore
     from compaction_assets.topics.config import build_config

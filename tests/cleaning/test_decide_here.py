@@ -1,4 +1,4 @@
-"""The offset strategy's decision made in this process with Arrow (cleaning/decide/here.py): its keys split
+"""The offset strategy's decision made in this process with Arrow (cleaning/decide/arrow_decision.py): its keys split
 into buckets by a hash, the buckets' winners and figures equal to Spark's decision, and the choice of
 that path and its buckets by the memory the range needs (cleaning/decide/placement.py)."""
 
@@ -12,22 +12,22 @@ import pyarrow as pa
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide.here import KEY_HASH, newer_keys, newer_winners, split_by_key
-from compaction_assets.cleaning.decide.memory import available_memory
+from compaction_assets.cleaning.cleaner import decide
+from compaction_assets.cleaning.decide.arrow_decision import newer_keys, newer_winners
 from compaction_assets.cleaning.decide.placement import (
     DECIDED_HERE_ROW_BYTES,
     DECIDING_HERE_ROW_BYTES,
     MAX_HERE_BUCKETS,
     HerePlan,
+    available_memory,
     decide_here_plan,
-    local_cores,
 )
-from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
 from compaction_assets.log.reader import dead_offsets, iter_records
 from compaction_assets.planning.planner import cleaning_range
-from compaction_assets.segments.offset_map import key_hash
+from compaction_assets.segments.offset_map import KEY_HASH, key_hash, split_by_key
+from compaction_assets.spark.lazy_session import local_cores
 from compaction_assets.store.log_store import LogStore
 from tests.cleaning.test_small_and_large_paths import _build, _clean_more
 
@@ -180,7 +180,7 @@ def test_the_probes_newer_winners_found_here_or_in_spark_clean_alike(spark, tmp_
 
 def test_the_keys_a_probe_tests_are_its_newer_records_keys(spark, store, make_config):
     """The newer records' keys that the probe's threads test while the winners are found, read apart from
-    them (decide.here.newer_keys): every visible record's key (the log start and the deletion vector
+    them (decide.arrow_decision.newer_keys): every visible record's key (the log start and the deletion vector
     applied), the keys of newer_winners."""
     log, cfg = _log(store, make_config)
     _clean_more(spark, log, cfg)  # a second cleaning marks records in the deletion vector

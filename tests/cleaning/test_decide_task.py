@@ -1,18 +1,25 @@
-"""The decision made in the group-by's tasks (cleaning/decide/task.py) comes back whole: every kept offset
-with its segment and every task's figures, however the job's results are cut into chunks."""
+"""The decision made in the group-by's tasks (cleaning/decide/arrow_decision.py) comes back whole: every kept
+offset with its segment and every task's figures, however the job's results are cut into chunks; and the
+task function runs where the product is not installed (a cluster's Python workers)."""
 
 from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.decide.task import (
+from compaction_assets.cleaning.decide import arrow_decision
+from compaction_assets.cleaning.decide.arrow_decision import (
     arrow_figures,
     decision_runner,
     kept_offsets,
     offset_decision,
     task_results,
 )
+from compaction_assets.log.spark_reads import ship_by_value
 
 NOW = 10**12
 STARTS = [(0, 0), (1, 100), (2, 250)]  # three segments: [0, 100), [100, 250), [250, ...)
@@ -68,3 +75,42 @@ def test_a_task_without_winners_yields_nothing():
     )
     assert rows == [] and len(kept) == 0 and kept.column("offset").type == pa.int64()
     assert np.asarray(kept.column("seg_idx")).dtype == np.int32
+
+
+# a Python worker of a cluster: pyarrow and numpy, and no import of the product at all
+_WORKER = """
+import pickle, sys
+
+class NoProduct:
+    def find_spec(self, name, path=None, target=None):
+        if name == "compaction_assets" or name.startswith("compaction_assets."):
+            raise ImportError("the product is not installed on a worker: " + name)
+
+sys.meta_path.insert(0, NoProduct())
+shipped, winners = pickle.loads(sys.stdin.buffer.read())
+runner = pickle.loads(shipped)
+rows = [batch for batch in runner(iter(winners.to_batches()))]
+sys.stdout.buffer.write(pickle.dumps(rows))
+"""
+
+
+def test_the_task_function_runs_where_the_product_is_not_installed():
+    """The module also reads a range in this process (log/reader.py, the store): shipped by value, its task
+    function takes only the globals it names, all of them pyarrow, numpy and segments/arrays.py."""
+    from pyspark import cloudpickle
+
+    ship_by_value(arrow_decision)
+    runner = decision_runner(STARTS, NOW, NOW + 5)
+    winners = _winners(list(range(0, 300, 3)))
+    shipped = pickle.dumps((cloudpickle.dumps(runner), winners))
+    worker = subprocess.run(
+        [sys.executable, "-c", _WORKER],
+        input=shipped,
+        capture_output=True,
+        cwd="/",
+        check=False,
+    )
+    assert worker.returncode == 0, worker.stderr.decode()[-2000:]
+    there = pa.Table.from_batches(pickle.loads(worker.stdout))
+    here = pa.Table.from_batches(list(runner(iter(winners.to_batches()))))
+    assert there.equals(here) and there.num_rows > 1

@@ -10,7 +10,8 @@ import pytest
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log import writer
-from compaction_assets.log.reader import ReadPaths, dead_offsets, iter_records, read_df, read_segments
+from compaction_assets.log.reader import dead_offsets, iter_records
+from compaction_assets.log.spark_reads import ReadPaths, read_df, read_segments
 from compaction_assets.state.latest_state import latest_state_df
 from tests.tunings import mark_only
 

@@ -271,7 +271,7 @@ def test_offset_state_of_deleted_keys_only_is_an_empty_part(spark, store, make_c
 def test_offset_state_too_big_to_build_whole_is_written_by_parts(spark, store, make_config, tmp_path):
     """A log whose whole state would not fit this process, but whose tail and a file a thread do, is
     written file by file here, not sent to Spark (the memory share between the two needs)."""
-    from compaction_assets.cleaning.decide.memory import available_memory
+    from compaction_assets.cleaning.decide.placement import available_memory
     from compaction_assets.state import latest_state
 
     cfg = make_config(segment_bytes=1500, delete_retention_ms=10**9)

@@ -1,9 +1,9 @@
 """What this process may take: the machine's available memory within its container's limit, and the
-latest state built here while it fits (cleaning/decide/memory.py, state/latest_state.py)."""
+latest state built here while it fits (cleaning/decide/placement.py, state/latest_state.py)."""
 
 from __future__ import annotations
 
-from compaction_assets.cleaning.decide.memory import _container_headroom, _machine_available, available_memory
+from compaction_assets.cleaning.decide.placement import _container_headroom, _machine_available, available_memory
 from compaction_assets.log import writer
 from compaction_assets.state.latest_state import HELD_PER_VISIBLE_BYTE, fits_in_process
 

@@ -18,16 +18,16 @@ from dataclasses import replace
 import pytest
 
 from compaction_assets.cleaning import engine
-from compaction_assets.cleaning.decide.memory import RowCost, fits_here, result_limit
+from compaction_assets.cleaning.cleaner import decide
 from compaction_assets.cleaning.decide.placement import (
     COLLECTED_WINNER,
     KEPT_OFFSET,
     DecideAt,
-    local_cores,
+    RowCost,
+    fits_here,
     place,
     write_threads,
 )
-from compaction_assets.cleaning.decide.route import decide
 from compaction_assets.cleaning.decide.spark_tasks import (
     group_partitions,
     keys_mostly_distinct,
@@ -36,8 +36,10 @@ from compaction_assets.cleaning.decide.spark_tasks import (
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.errors import CompactionError
 from compaction_assets.log import writer
-from compaction_assets.log.reader import ReadPaths, iter_records, read_segments, segment_index
+from compaction_assets.log.reader import iter_records
+from compaction_assets.log.spark_reads import ReadPaths, read_segments, segment_index
 from compaction_assets.planning.planner import CleaningRange, cleaning_range
+from compaction_assets.spark.lazy_session import local_cores, result_limit
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.store.manifest import Segment
 
@@ -459,7 +461,7 @@ def test_a_probed_segment_that_disagrees_with_its_metadata_stops_the_cleaning(sp
 
 
 # The probe, the collected decisions and the writes here are bounded by the memory they need
-# (cleaning/decide/placement.py, cleaning/decide/memory.py): with no memory to spare (`driver_memory_share` 0) a log
+# (cleaning/decide/placement.py): with no memory to spare (`driver_memory_share` 0) a log
 # takes their general twins and must come out the same.
 
 

@@ -14,7 +14,7 @@ import click
 import pytest
 
 from compaction_assets import cli
-from compaction_assets.cli.command_line import command, command_group
+from compaction_assets.cli import command, command_group
 from compaction_assets.cli.context import Context
 from compaction_assets.log.reader import iter_records
 from compaction_assets.store.log_store import LogStore

@@ -10,7 +10,8 @@ import pytest
 
 from compaction_assets.errors import InvalidInputError, LogNameError, OffsetError
 from compaction_assets.log import writer
-from compaction_assets.log.reader import iter_records, read_df
+from compaction_assets.log.reader import iter_records
+from compaction_assets.log.spark_reads import read_df
 from compaction_assets.segments.records import INPUT_SCHEMA
 from compaction_assets.store.names import check_partition, log_name, parse_log_name
 from compaction_assets.topics.config import build_config

@@ -12,9 +12,9 @@ from compaction_assets.cleaning.commits import commit_cleaning, prepare
 from compaction_assets.errors import ConflictError, InvalidInputError
 from compaction_assets.log import writer
 from compaction_assets.log.forget import forget
-from compaction_assets.log.reader import iter_records
+from compaction_assets.log.reader import iter_records, read_segment
 from compaction_assets.planning.planner import cleaning_range
-from compaction_assets.segments.segment_stats import chunk_stats, read_segment
+from compaction_assets.segments.segment_stats import chunk_stats
 from compaction_assets.topics.config import build_config
 from tests.tunings import mark_only
 

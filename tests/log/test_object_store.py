@@ -197,7 +197,7 @@ def test_errors_name_the_store_and_never_the_secret(s3_server, s3_store_uri, mon
 def test_spark_reads_segments_through_python_workers(spark, any_store_uri, python_workers_locally):
     """read_df on a bucket needs no s3a: the files are read by pyarrow in Python workers; locally the
     same reader (forced) and Spark's own give the same rows."""
-    from compaction_assets.log import reader
+    from compaction_assets.log import spark_reads as reader
 
     reads = reader.ReadPaths(python_workers_read_local=python_workers_locally)
     h = LogStore(any_store_uri).log("spark-0")

@@ -1,5 +1,5 @@
 """What a cleaning decides, before anything is written (Kafka's `LogToClean` and `CleanerStats`): the
-outcome's variants and its figures (the winners themselves are found by decide.py's routes).
+outcome's variants and its figures (the winners themselves are found by the routes of cleaner.py's `decide`).
 
 The outcome, in four variants by where the decision lives:
   CachedDecision     every winner with its decision columns, cached in Spark (a large range);
@@ -12,7 +12,7 @@ All carry the figures per segment and the totals; the write reads `write_offsets
 
 The figures (`SegmentFigures` per segment, `CleaningStats` the totals it reports) are aggregated by
 segment and kept-tombstone horizon, either by Spark (a decision cached there: `spark_figures`) or with
-Arrow (the offset strategy's decision, here or in tasks: `arrow_figures` in decide/task.py). The two are
+Arrow (the offset strategy's decision, here or in tasks: `arrow_figures` in decide/arrow_decision.py). The two are
 twins on purpose: Arrow saves a Spark job on small ranges and a cache on large ones; both give the same
 rows (tests/cleaning/test_small_and_large_paths.py, test_collected_and_cached_decisions_have_the_same_figures),
 which `segment_figures` merges.
@@ -82,7 +82,7 @@ class CleaningStats:
         return cls(**known)
 
 
-# the figures one row of `spark_figures` / `arrow_figures` (decide/task.py) sums, by (seg_idx, hkey)
+# the figures one row of `spark_figures` / `arrow_figures` (decide/arrow_decision.py) sums, by (seg_idx, hkey)
 SUMMED = ("kept", "kept_bytes", "tombstones", "stamped", "removed_tomb", "removed_bytes")
 
 
@@ -119,7 +119,7 @@ def segment_figures(
     rows: list, range_segs: list[tuple[int, Segment]]
 ) -> tuple[dict[int, SegmentFigures], dict[int, list[Horizon]]]:
     """Per segment (and its kept tombstones' horizons) from the figures by (seg_idx, hkey); rows of one
-    (seg_idx, hkey) from several tasks (decide/task.py) add up."""
+    (seg_idx, hkey) from several tasks (decide/arrow_decision.py) add up."""
     figures = {i: SegmentFigures(s.physical_rows, s.records, s.size) for i, s in range_segs if s.records}
     by_horizon: dict[int, dict[int, Horizon]] = {}
     first: dict[int, tuple[int, int]] = {}  # per segment, (offset, timestamp) of its first kept record
@@ -251,13 +251,13 @@ class CollectedDecision(Decision):
 
 @dataclass(kw_only=True)
 class TaskDecision(CollectedDecision):
-    """Decided in the tasks of the group-by that found the winners (decide/task.py): their kept offsets
+    """Decided in the tasks of the group-by that found the winners (decide/arrow_decision.py): their kept offsets
     by segment and their figures came here, the winners stayed in Spark's tasks."""
 
 
 @dataclass(kw_only=True)
 class LocalDecision(CollectedDecision):
-    """Decided in this process with Arrow from the range's narrow columns (decide/here.py): no Spark job."""
+    """Decided in this process with Arrow from the range's narrow columns (decide/arrow_decision.py): no Spark job."""
 
 
 @dataclass(kw_only=True)

@@ -8,16 +8,17 @@ partial aggregation otherwise. In a large range whose newer rows are few, only t
 grouped (`range_winners`: the newer rows and the older rows of their keys), so a cleaning after 1% of new
 records shuffles about 2% of the rows, not all of them.
 
-From the winners, three routes to a `Decision`, as decide.py chooses: the offset strategy's decision
+From the winners, three routes to a `Decision`, as the placement chooses (placement.py): the offset strategy's decision
 worked out here from the collected winners (`collected_offset_decision`) or in the group-by's own tasks
-(`decided_in_tasks`, decide/task.py); the other strategies' decision columns (`decision_columns`: the
+(`decided_in_tasks`, decide/arrow_decision.py); the other strategies' decision columns (`decision_columns`: the
 remembered deletes and the resurrection guard's holds applied) collected (`collected`) or cached in Spark
 (`cached`). A winner's segment is found from its offset after the group-by, not for every record.
 """
 
 from __future__ import annotations
 
-from compaction_assets.cleaning.decide import task as decide_task
+from compaction_assets.cleaning.decide import arrow_decision
+from compaction_assets.cleaning.decide.arrow_decision import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decide.decision import (
     DECISION_COLUMNS,
     CachedDecision,
@@ -33,10 +34,9 @@ from compaction_assets.cleaning.decide.spark_tasks import (
     keys_mostly_distinct,
     shuffle_partitions,
 )
-from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
-from compaction_assets.log.reader import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.side_tables import remembered_df
+from compaction_assets.log.spark_reads import ReadPaths, read_segments, segment_index, ship_by_value
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.store.log_store import LogHandle
@@ -178,12 +178,12 @@ def collected_offset_decision(
 
 
 def decided_in_tasks(found, span: CleaningRange, now: int, new_horizon: int, only_touched: bool) -> TaskDecision:
-    """The offset strategy's decision worked out in the tasks that group the winners (decide/task.py):
+    """The offset strategy's decision worked out in the tasks that group the winners (decide/arrow_decision.py):
     one job, and only the figures and the kept offsets come here."""
-    ship_by_value(decide_task)
-    runner = decide_task.decision_runner(segment_starts(span.segments), now, new_horizon)
-    result = found.select("offset", *WINNER_FIELDS).mapInArrow(runner, decide_task.RESULT_SCHEMA).toArrow()
-    rows, kept = decide_task.task_results(result)
+    ship_by_value(arrow_decision)
+    runner = arrow_decision.decision_runner(segment_starts(span.segments), now, new_horizon)
+    result = found.select("offset", *WINNER_FIELDS).mapInArrow(runner, arrow_decision.RESULT_SCHEMA).toArrow()
+    rows, kept = arrow_decision.task_results(result)
     figures, horizons = segment_figures(rows, span.segments)
     return TaskDecision(
         figures=figures,

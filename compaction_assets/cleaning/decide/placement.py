@@ -1,10 +1,10 @@
-"""Where a cleaning's work runs: Spark's Python workers, or threads of this process, chosen once.
+"""Where a cleaning's work runs, within what this process may take: chosen once, before any work.
 
-A cleaning's `Placement` is made once, before any work (`place`, called by the cleaner): the route of its
-decision (probed, here, or Spark's group-by with its result collected, decided in its tasks or cached),
-the threads of a decision made here and of the probe, and whether the kept offsets come here. The phases
-take it instead of asking again; the one choice left for later is the write's (`write_threads`), which
-depends on how many offsets the decision keeps.
+A cleaning's `Placement` is made once (`place`, called by the cleaner): the route of its decision (probed,
+here, or Spark's group-by with its result collected, decided in its tasks or cached), the threads of a
+decision made here and of the probe, and whether the kept offsets come here. The phases take it instead
+of asking again; the one choice left for later is the write's (`write_threads`), which depends on how many
+offsets the decision keeps.
 
 The probe and the write are each one function that runs either as a Spark job of Python workers or in
 this process's threads (pyarrow and numpy release the GIL). This process wins when there is little to
@@ -14,40 +14,107 @@ kept offsets through the JVM). A cluster's master runs large work in its workers
 
 What a cleaning may bring to this process is bounded by the memory it needs, not a row count: the probe's
 newer winners (with their keys), a collected decision's winners and a local write's kept offsets each come
-here through one Spark collect, within a share of the memory this machine has available
-(`CleanerTuning.driver_memory_share`) and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB
-unless set; memory.py), each row at its `RowCost`. A fixed row count would send a large change to a log
-that fits here down the general path, grouping every key; a tuning that gives a row limit still has it
-(tests: -1 sends every log down the general path).
+here through one Spark collect, within a share of the memory available to this process, its container's
+limit included (`available_memory`, `CleanerTuning.driver_memory_share`; the latest state is built here
+within it too), and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB unless set), each row
+at its `RowCost` (`fits_here`). A fixed row count would send a large change to a log that fits here down
+the general path, grouping every key; a tuning that gives a row limit still has it (tests: -1 sends every
+log down the general path).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 
-import numpy as np
-import pyarrow as pa
-
-from compaction_assets.cleaning.decide.memory import RowCost, available_memory, fits_here
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
-from compaction_assets.segments.arrays import from_numpy, to_numpy
-from compaction_assets.spark.lazy_session import LazySession, local_master_cores
+from compaction_assets.spark.lazy_session import local_cores, result_limit
 from compaction_assets.topics.config import TopicConfig
+
+# results up to this size skip asking the session for its limit (a request to a Connect server for
+# every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
+MIN_RESULT_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class RowCost:
+    """What one row brought here costs: in this process at the peak, and in the job's results."""
+
+    held: int
+    shipped: int
+
+
+def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float, shipped: bool = True) -> bool:
+    """Whether `rows` rows of `cost` may come here: at most `limit` when the tuning gives one (-1: none),
+    else (0) within `share` of the available memory and, when Spark ships them (`shipped`), within the
+    driver's result limit."""
+    if limit:
+        return rows <= limit
+    if rows * cost.held > share * available_memory():
+        return False
+    return not shipped or rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
+
+
+def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """Bytes this process may still take: the machine's available memory, within its container's limit
+    when it has one (a container's /proc/meminfo shows the host's memory, and past the limit the kernel
+    kills the process instead of reclaiming)."""
+    machine, headroom = _machine_available(), _container_headroom(cgroup_root)
+    return machine if headroom is None else min(machine, headroom)
+
+
+def _machine_available() -> int:
+    """/proc/meminfo's MemAvailable, or the free pages where there is none."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # not Linux: the free pages, which leave out the page cache
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+# the container's limit, usage and memory statistics: cgroup v2's files, then v1's
+_CGROUP_FILES = (
+    ("memory.max", "memory.current", "memory.stat", "inactive_file"),
+    ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes", "memory/memory.stat", "total_inactive_file"),
+)
+
+
+def _container_headroom(root: str) -> int | None:
+    """The memory cgroup's limit less what it holds beyond reclaimable file pages (as the kubelet counts
+    a container's working set); None without a limit."""
+    for limit_file, usage_file, stat_file, inactive in _CGROUP_FILES:
+        try:
+            with open(os.path.join(root, limit_file)) as f:
+                limit = f.read().strip()
+            with open(os.path.join(root, usage_file)) as f:
+                usage = int(f.read())
+            with open(os.path.join(root, stat_file)) as f:
+                cache = next((int(line.split()[1]) for line in f if line.split()[0] == inactive), 0)
+        except (OSError, ValueError, IndexError):
+            continue
+        if limit == "max" or int(limit) >= 1 << 60:  # v1 writes "no limit" as a page-rounded 2^63
+            return None
+        return max(0, int(limit) - max(0, usage - cache))
+    return None
+
 
 # a collected winner of the offset strategy (its offset and WINNER_FIELDS): about 140 bytes at the peak
 # (the Arrow table, then its decision columns)
 COLLECTED_WINNER = RowCost(held=140, shipped=40)
 # a kept offset that a write here receives: (unit, offset), 12 bytes each
 KEPT_OFFSET = RowCost(held=12, shipped=12)
-# a kept offset of a decision made in tasks (decide/task.py): packed by segment, 8 bytes in the job's
+# a kept offset of a decision made in tasks (decide/arrow_decision.py): packed by segment, 8 bytes in the job's
 # results; here, the results and the (offset, seg_idx) table made of them, 20 bytes at the peak
 TASK_KEPT_OFFSET = RowCost(held=20, shipped=8)
 
-# a range decided here (decide/here.py) holds its narrow rows (and the hash of their key) and kept offsets
+# a range decided here (decide/arrow_decision.py) holds its narrow rows (and the hash of their key) and kept offsets
 # whole, about this many bytes a row (nothing comes through Spark's results), and for each thread's bucket
 # of keys its group-by, winners and figures, about DECIDING_HERE_ROW_BYTES a row (both rounded up from the
 # peaks measured: docs/performance.md)
@@ -112,45 +179,6 @@ def write_threads(
     return cores or 0
 
 
-def local_cores(spark) -> int | None:
-    """The cores a local master runs tasks on (capped by this machine's), None for a cluster's master.
-
-    Through Spark Connect the server's master is asked; a local server's tasks share a machine with its
-    clients (scripts/spark-connect.sh starts one on 127.0.0.1)."""
-    try:
-        master = (spark.known_master if isinstance(spark, LazySession) else spark.conf.get("spark.master")) or ""
-    except Exception:  # a session that does not show its master: treat it as a cluster
-        return None
-    return local_master_cores(master)
-
-
-def thread_shares(table: pa.Table, unit_rows: dict[int, int], threads: int) -> list[pa.Table]:
-    """`table` (unit, offset) cut into the shares of at most `threads` threads, its units spread by the rows
-    they read; each share is one task's (so one part of the deletion vector each)."""
-    groups = spread(list(unit_rows), list(unit_rows.values()), max(1, min(threads, len(unit_rows))))
-    if len(groups) == 1:
-        return [table]
-    units = to_numpy(table.column("unit"))
-    # as in Spark, a task sees only the units that have kept offsets (a share without any is empty)
-    parts = [
-        part
-        for part in (table.filter(from_numpy(np.isin(units, np.array(g, dtype=units.dtype)))) for g in groups)
-        if len(part)
-    ]
-    return parts or [table]
-
-
-def spread(items: list, weights: list[int], n: int) -> list[list]:
-    """`items` in `n` groups of about equal weight: the heaviest first, each onto the lightest group."""
-    groups: list[list] = [[] for _ in range(n)]
-    loads = [0] * n
-    for item, weight in sorted(zip(items, weights), key=lambda pair: -pair[1]):
-        at = loads.index(min(loads))
-        groups[at].append(item)
-        loads[at] += max(weight, 1)
-    return groups
-
-
 def newer_winner(record_bytes: int) -> RowCost:
     """A newer winner the probe collects: a collected winner with its key (at most `record_bytes`, the
     newer records' logical bytes a record: key, value and 16 bytes)."""
@@ -168,12 +196,12 @@ def newer_are_few(span: CleaningRange, tuning: CleanerTuning, max_rows: int | No
 
 
 class DecideAt(Enum):
-    """Where a range is decided: decide.py's routes, the first four the offset strategy's only."""
+    """Where a range is decided: the routes of cleaner.py's `decide`, the first four the offset strategy's only."""
 
     PROBED = "probed"  # the newer rows grouped (here, or by Spark) and the deduplicated prefix probed
-    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide/here.py)
+    LOCAL = "local"  # the whole range here with Arrow, under a local master (decide/arrow_decision.py)
     COLLECTED_WINNERS = "collected winners"  # grouped by Spark, its winners decided here
-    TASKS = "task"  # decided in the tasks of Spark's group-by (decide/task.py)
+    TASKS = "task"  # decided in the tasks of Spark's group-by (decide/arrow_decision.py)
     COLLECTED = "collected"  # the decision's columns worked out by Spark and collected here
     CACHED = "cached"  # ... or cached in Spark
 

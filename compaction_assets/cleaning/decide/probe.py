@@ -6,8 +6,8 @@ segment by segment for the records those keys supersede (probe_task.py), without
 (`probe_max_newer_rows`). Pinned to
 the grouped decision by test_grouping_only_the_touched_keys_cleans_like_grouping_all.
 
-`decide_by_probe` is that route to a `Decision` (decide.py chooses it): the newer rows' winners, found by
-Spark or in this process, decided with Arrow as a collected decision (decide/task.py), and the prefix's
+`decide_by_probe` is that route to a `Decision` (the placement chooses it): the newer rows' winners, found by
+Spark or in this process, decided with Arrow as a collected decision (decide/arrow_decision.py), and the prefix's
 probed segments adding the offsets they lose.
 """
 
@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from compaction_assets.cleaning.decide import probe_task
+from compaction_assets.cleaning.decide.arrow_decision import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.decide.decision import (
     OFFSETS_SCHEMA,
     ProbedDecision,
@@ -33,13 +34,12 @@ from compaction_assets.cleaning.decide.decision import (
     segment_starts,
     totals,
 )
-from compaction_assets.cleaning.decide.placement import spread
 from compaction_assets.cleaning.decide.spark_tasks import parallelism
-from compaction_assets.cleaning.decide.task import arrow_figures, kept_offsets, offset_decision
 from compaction_assets.cleaning.tuning import CleanerTuning
+from compaction_assets.cleaning.write import spread
 from compaction_assets.errors import CorruptLogError
-from compaction_assets.log.reader import ship_by_value
 from compaction_assets.log.side_tables import vector_entries
+from compaction_assets.log.spark_reads import ship_by_value
 from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments import offset_map, segment_task
 from compaction_assets.segments.arrays import from_numpy, scalar, to_numpy

@@ -10,8 +10,7 @@ import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import evaluate_logs
-from compaction_assets.cli import follow
-from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
+from compaction_assets.cli import COMPACTION, NO_TABLE, command, follow
 from compaction_assets.cli.commands.reading import _uncleanable_error
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import EXIT_TRANSIENT, Context, _emit, _progress

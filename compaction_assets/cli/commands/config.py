@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import click
 
-from compaction_assets.cli.command_line import COMPACTION, command, command_group
+from compaction_assets.cli import COMPACTION, command, command_group
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError
 from compaction_assets.store.log_store import wall_ms

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import click
 
-from compaction_assets.cli import follow
-from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
+from compaction_assets.cli import COMPACTION, NO_TABLE, command, follow
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError, InvalidInputError
 from compaction_assets.segments.records import decode_base64

@@ -9,8 +9,7 @@ import click
 
 from compaction_assets.cleaning import engine
 from compaction_assets.cleaning.metrics import LogState, evaluate_logs, figures
-from compaction_assets.cli import follow
-from compaction_assets.cli.command_line import COMPACTION, command, runnable_group
+from compaction_assets.cli import COMPACTION, command, follow, runnable_group
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError

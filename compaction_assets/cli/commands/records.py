@@ -8,8 +8,7 @@ import os
 
 import click
 
-from compaction_assets.cli import encoding
-from compaction_assets.cli.command_line import COMPACTION, command
+from compaction_assets.cli import COMPACTION, command, encoding
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.errors import CompactionError

@@ -14,8 +14,7 @@ from typing import Any
 
 import click
 
-from compaction_assets.cli import encoding
-from compaction_assets.cli.command_line import COMPACTION, command, command_group
+from compaction_assets.cli import COMPACTION, command, command_group, encoding
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _progress
 from compaction_assets.cli.follow import lag

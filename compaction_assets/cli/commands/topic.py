@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from compaction_assets.cli.command_line import COMPACTION, command, command_group
+from compaction_assets.cli import COMPACTION, command, command_group
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.errors import CompactionError
 

@@ -10,8 +10,7 @@ from typing import Any
 import click
 
 from compaction_assets import settings
-from compaction_assets.cli import follow
-from compaction_assets.cli.command_line import COMPACTION, NO_TABLE, command
+from compaction_assets.cli import COMPACTION, NO_TABLE, command, follow
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
 from compaction_assets.cli.landing_area import LANDING, backlogs, check_landed, landing_sources

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.log.reader import dead_offsets
+from compaction_assets.log.reader import dead_offsets, read_segment
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.segments.offset_map import highest_offsets
 from compaction_assets.segments.records import SEGMENT_SCHEMA
-from compaction_assets.segments.segment_stats import read_segment
 from compaction_assets.state.latest_state import OUTPUT_COLUMNS
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest

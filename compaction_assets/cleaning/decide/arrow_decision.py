@@ -1,29 +1,166 @@
-"""The offset strategy's decision with Arrow, from its winners: here (a collected decision) or in the
-group-by's own tasks (a large range).
+"""The offset strategy's decision with Arrow, from each key's winner: made whole in this process, or in the
+tasks of Spark's group-by.
 
 Under the offset strategy a winner's fate depends on its own row, `now` and its segment only (no guard,
-nothing remembered), so the decision's columns, the figures per segment and the kept offsets are worked
-out from the winners with Arrow: `offset_decision`, `arrow_figures` and `kept_offsets`, as Spark's
-projection (decide/grouped.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a
-cached decision.
-
-A range too large to collect its winners (about 40 bytes each) runs the same functions in the tasks of the
-group-by that found them (`decision_runner`, Spark's Python workers): only the figures and the kept
-offsets (8 bytes each) come back, in the one job that groups, instead of a cache of every winner and a
-second job for the offsets.
-This module imports only pyarrow, numpy, segments/arrays.py: it is shipped to
-executors by value.
+nothing remembered), so the decision's columns, the figures per segment and the kept offsets are worked out
+from the winners with Arrow: `offset_decision`, `arrow_figures` and `kept_offsets`, as Spark's projection
+(grouped.py's `decision_columns`) and `spark_figures` (decision.py) work them out for a cached decision.
+They run:
+- here, for a local master's range that fits (`decide_here`): Spark's tasks would run on this machine's
+  cores, so a group-by there buys no parallelism this process lacks, and pays for a shuffle of every narrow
+  row and a hash aggregation in the JVM's heap. The range's narrow columns (about 50 bytes a row) are read a
+  thread a core and split into buckets of keys by the offset map's hash (segments/offset_map.py's
+  `split_by_key`); each bucket's winners are its keys' highest offsets (a newer record always wins),
+  numbered by that hash, a bucket a thread. The probe's newer rows find their winners the same way
+  (`newer_winners`, `newer_keys`);
+- on the driver, for winners that Spark's group-by collected (grouped.py, probe.py);
+- in the group-by's own tasks, for a range too large to collect its winners (about 40 bytes each):
+  `decision_runner` in Spark's Python workers, so that only the figures and the kept offsets (8 bytes
+  each) come back, in the one job that groups, instead of a cache of every winner and a second job for
+  the offsets. What the tasks run uses only pyarrow, numpy and segments/arrays.py: this module is shipped
+  to executors by value, and cloudpickle ships a function with the globals it names, not the reads above.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.cleaning.decide.decision import OFFSETS_SCHEMA, LocalDecision, segment_figures, totals
+from compaction_assets.log.reader import read_file
+from compaction_assets.planning.planner import CleaningRange
 from compaction_assets.segments.arrays import bucket_labels, from_numpy, from_strings, scalar, to_numpy
+from compaction_assets.segments.offset_map import KEY_HASH, highest_offsets, split_by_key
+from compaction_assets.segments.records import SEGMENT_SCHEMA
+from compaction_assets.store.log_store import LogHandle
+from compaction_assets.store.manifest import Manifest, Segment
+
+# what a row of the range is read as: the key and offset that find the winners, and the winners' fields
+NARROW_COLUMNS = ("offset", "key", "timestamp", "is_tombstone", "delete_horizon", "record_size")
+# ... named as the decision's columns (decide/grouped.py's WINNER_FIELDS)
+WINNER_NAMES = {"is_tombstone": "tomb", "record_size": "size"}
+KEYED_WINNER_SCHEMA = pa.schema(
+    [(WINNER_NAMES.get(name, name), SEGMENT_SCHEMA.field(name).type) for name in NARROW_COLUMNS]
+)
+
+
+def decide_here(
+    handle: LogHandle,
+    manifest: Manifest,
+    span: CleaningRange,
+    now: int,
+    new_horizon: int,
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+) -> LocalDecision:
+    """The decision of `span` (the offset strategy's), its files read in `threads` threads here and its
+    keys decided in `buckets` buckets."""
+    starts = [(i, seg.base_offset) for i, seg in span.segments]
+    rows, kept = [], []
+    for found in bucket_winners(handle, manifest, span.segments, vector, threads, buckets):
+        table = offset_decision(found, starts, now, new_horizon)
+        rows += arrow_figures(table)
+        kept.append(kept_offsets(table))
+    figures, horizons = segment_figures(rows, span.segments)
+    return LocalDecision(
+        figures=figures,
+        horizons=horizons,
+        stats=totals(figures),
+        new_horizon=new_horizon,
+        kept=pa.concat_tables(kept) if kept else OFFSETS_SCHEMA.empty_table(),
+    )
+
+
+def newer_winners(
+    handle: LogHandle,
+    manifest: Manifest,
+    segments: list[tuple[int, Segment]],
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+) -> pa.Table:
+    """Each key's winner over the segments with its key (the probe's newer rows, probe.py): key, offset
+    and WINNER_FIELDS, one table."""
+    found = list(bucket_winners(handle, manifest, segments, vector, threads, buckets, with_key=True))
+    return pa.concat_tables(found) if found else KEYED_WINNER_SCHEMA.empty_table()
+
+
+def newer_keys(
+    handle: LogHandle, manifest: Manifest, segments: list[tuple[int, Segment]], vector: Callable[[], pa.Array | None]
+) -> pa.ChunkedArray:
+    """The keys of the segments' visible records (a key as often as it has records): the keys whose
+    older records a probe removes, the same as their winners' (newer_winners), had without grouping."""
+    dead = vector() if any(seg.dead for _, seg in segments) else None
+    tables = [
+        read_file(handle, ref, manifest.log_start_offset, dead, ("offset", "key"))
+        for _, seg in segments
+        for ref in seg.files
+    ]
+    return pa.chunked_array(
+        [chunk for table in tables for chunk in table.column("key").chunks], SEGMENT_SCHEMA.field("key").type
+    )
+
+
+def bucket_winners(
+    handle: LogHandle,
+    manifest: Manifest,
+    segments: list[tuple[int, Segment]],
+    vector: Callable[[], pa.Array | None],
+    threads: int,
+    buckets: int,
+    with_key: bool = False,
+) -> Iterator[pa.Table]:
+    """Each key's winner over the segments' visible records (log start and deletion vector applied, file
+    stamps on tombstones), its offset and decide/grouped.py's WINNER_FIELDS (and its key `with_key`): a
+    table per bucket of keys.
+
+    The rows are split by a hash of their key as they are read, and each bucket's keys are found apart,
+    a bucket a thread: what deciding holds beyond the narrow rows is one bucket's a thread, not the whole
+    range's."""
+    dead = vector() if any(seg.dead for _, seg in segments) else None
+    refs = [ref for _, seg in segments for ref in seg.files]
+
+    def read(ref) -> list[pa.Table]:
+        return split_by_key(read_file(handle, ref, manifest.log_start_offset, dead, NARROW_COLUMNS), buckets)
+
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="decide") as pool:
+        parts = [pool.submit(read, ref) for ref in refs]
+        by_bucket: list[list[pa.Table]] = [[] for _ in range(buckets)]
+        for part in parts:
+            for bucket, piece in enumerate(part.result()):
+                by_bucket[bucket].append(piece)
+        del parts
+        # (a bucket's pieces share their file's buffers with the other buckets: the narrow rows are held
+        # whole until the last bucket is decided, as placement.py counts them)
+        # a bucket a thread; `map` hands the winners over in bucket order (and cancels the buckets not
+        # started when the caller stops early)
+        decided = pool.map(functools.partial(_bucket_winners, by_bucket, with_key=with_key), range(buckets))
+        yield from (table for table in decided if table is not None)
+
+
+def _bucket_winners(by_bucket: list[list[pa.Table]], bucket: int, with_key: bool) -> pa.Table | None:
+    """The winners of one bucket's pieces (None: no row), its pieces let go."""
+    pieces, by_bucket[bucket] = by_bucket[bucket], []
+    if not pieces:
+        return None
+    table = pa.concat_tables(pieces)
+    return _winners(table, with_key) if len(table) else None
+
+
+def _winners(table: pa.Table, with_key: bool) -> pa.Table:
+    """The rows of `table` (NARROW_COLUMNS and KEY_HASH) that are their key's winner, named as the
+    decision reads them."""
+    won = highest_offsets(table, to_numpy(table.column(KEY_HASH)))
+    winners = table.drop_columns([KEY_HASH] if with_key else [KEY_HASH, "key"]).filter(won)
+    return winners.rename_columns([WINNER_NAMES.get(c, c) for c in winners.column_names])
+
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
