@@ -80,6 +80,11 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
     return best.select("key", "value", "offset", "timestamp", "headers")
 
 
+def empty_state() -> pa.Table:
+    """A latest state of no rows, in its columns."""
+    return SEGMENT_SCHEMA.empty_table().select(list(OUTPUT_COLUMNS))
+
+
 def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
     """True when building the latest state here (HELD_PER_VISIBLE_BYTE times the log's visible bytes)
     takes at most `share` of the memory available, as a cleaning's collected results do (placement.py)."""
