@@ -1,9 +1,12 @@
-"""What this process may take: the memory available to it (within its container's limit) and the
-driver's result limit, and whether rows of a given cost fit both (`fits_here`).
+"""What this process may take: its memory budget, the memory available to it (within its container's
+limit) and the driver's result limit, and whether rows of a given cost fit them (`fits_here`).
 
 A cleaning brings the probe's newer winners, a collected decision and a local write's kept offsets here,
 and the latest state is built here, each only within a share of the memory available
-(`CleanerTuning.driver_memory_share`); what Spark ships here also stays within `spark.driver.maxResultSize`.
+(`CleanerTuning.driver_memory_share`) and within the process's budget (COMPACTION_MEMORY_BUDGET,
+`in_process_memory`); what Spark ships here also stays within `spark.driver.maxResultSize`. The budget's
+default is today's share of the machine's memory or of its container's limit (BUDGET_SHARE), so that by
+default the share of what is available now is the bound, and a budget set lower caps every in-process path.
 """
 
 from __future__ import annotations
@@ -12,9 +15,14 @@ import os
 import re
 from dataclasses import dataclass
 
+from compaction_assets import settings
+
 # results up to this size skip asking the session for its limit (a request to a Connect server for
 # every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
 MIN_RESULT_LIMIT = 1 << 20
+# the budget's default share of the machine's (or container's) memory: the in-process paths' share
+# (CleanerTuning.driver_memory_share), as before there was a budget
+BUDGET_SHARE = 0.25
 _SIZE = re.compile(r"\s*(\d+)\s*([kmgtp]?)i?b?\s*", re.IGNORECASE)
 
 
@@ -32,9 +40,34 @@ def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float, shipped
     driver's result limit."""
     if limit:
         return rows <= limit
-    if rows * cost.held > share * available_memory():
+    if rows * cost.held > in_process_memory(share):
         return False
     return not shipped or rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
+
+
+def memory_budget(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """COMPACTION_MEMORY_BUDGET, or its default: BUDGET_SHARE of the machine's memory, or of its container's
+    limit when lower."""
+    budget = settings.current().memory_budget
+    return budget if budget is not None else int(BUDGET_SHARE * total_memory(cgroup_root))
+
+
+def in_process_memory(share: float) -> float:
+    """What an in-process path may take: `share` of the memory available now, within the budget."""
+    return min(share * available_memory(), memory_budget())
+
+
+def total_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The machine's memory, or its container's limit when it has a lower one."""
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file, *_ in _CGROUP_FILES:
+        try:
+            with open(os.path.join(cgroup_root, limit_file)) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        return machine if limit == "max" or not limit.isdigit() else min(machine, int(limit))
+    return machine
 
 
 def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:

@@ -30,7 +30,7 @@ from enum import Enum
 import numpy as np
 import pyarrow as pa
 
-from compaction_assets.cleaning.decide.memory import RowCost, available_memory, fits_here
+from compaction_assets.cleaning.decide.memory import RowCost, fits_here, in_process_memory
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
@@ -81,7 +81,7 @@ def decide_here_plan(cores: int | None, rows: int, tuning: CleanerTuning) -> Her
     if limit < 0 or (limit and rows > limit) or not cores:
         return HerePlan(0, 0)
     buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
-    spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW_BYTES
+    spare = in_process_memory(tuning.driver_memory_share) - rows * DECIDED_HERE_ROW_BYTES
     if not limit:  # a limit the tuning gives stands for the memory, as in fits_here
         if spare <= 0:
             return HerePlan(0, 0)

@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compaction_assets import settings
+from compaction_assets.cleaning.decide.memory import memory_budget
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.topics.config import TopicConfig
 
+# a state built here holds about four times its log's visible bytes: a quarter of the process's memory budget
+# keeps it within the budget (the bound's default, when COMPACTION_TABLE_MAX_STATE_BYTES is unset)
+BUDGET_PER_STATE_BYTE = 4
 TAIL = "tail"  # the records appended since the table's mark (table/commit/tail.py)
 IN_PROCESS = "in-process"  # the latest state built with Arrow in this process (or given by the caller)
 SPARK = "spark"  # the change found and written by Spark tasks (table/commit/spark_change.py)
@@ -45,11 +49,16 @@ def _mib(size: int) -> str:
     return f"{size / 2**20:.0f} MiB"
 
 
+def state_bound() -> int:
+    """The visible bytes up to which a commit builds a log's state here: COMPACTION_TABLE_MAX_STATE_BYTES, or a
+    quarter of the memory budget (COMPACTION_MEMORY_BUDGET)."""
+    return settings.current().tables.max_state_bytes or memory_budget() // BUDGET_PER_STATE_BYTE
+
+
 def state_route(manifest: Manifest) -> Route:
     """The way a commit that compares the log's whole latest state with the table takes: in this process
     within COMPACTION_TABLE_MAX_STATE_BYTES of visible records, by Spark tasks past it."""
-    bound = settings.current().tables.max_state_bytes
-    size = manifest.total_size
+    size, bound = manifest.total_size, state_bound()
     if size > bound:
         return Route(
             SPARK,
