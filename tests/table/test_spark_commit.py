@@ -8,12 +8,14 @@ from __future__ import annotations
 import pytest
 
 from compaction_assets.cleaning import engine
+from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.log import writer
 from compaction_assets.store.log_store import LogStore
 from compaction_assets.table.commit.commit import CommitResult, commit_log
 from compaction_assets.table.commit.group import TopicBatch
 from compaction_assets.table.reading.read import open_table, scan
 from compaction_assets.topics.config import build_config
+from tests.log.connectors.sinks import write_lines
 
 TOMBSTONES_EXPIRE = {"delete.retention.ms": 50, "segment.bytes": 4000, "min.cleanable.dirty.ratio": 0.0}
 STRATEGIES = {
@@ -101,3 +103,39 @@ def test_a_batch_queues_a_log_past_the_bound_without_its_state(store, monkeypatc
         "users-0": 1,
         "users-1": 1,
     }
+
+
+def _structured(root, landing, monkeypatch, bound: str) -> list[tuple[str, list[dict]]]:
+    """Records with structured values (their fields become columns) committed twice, a new field the second
+    time (the table's schema evolves): each commit's path and the table's rows after it."""
+    monkeypatch.setenv("COMPACTION_TABLE_MAX_STATE_BYTES", bound)
+    config = build_config({"landing.format": "aiven", "compaction.strategy": "timestamp"})
+    handle = LogStore(str(root), gc_grace_s=0).log("users-0")
+    out = []
+    for name, records in (
+        (
+            "users-0-0.jsonl",
+            [
+                {"key": {"id": 1}, "value": {"email": "a@x", "age": 3, "partition": "p"}, "offset": 0, "timestamp": 1},
+                {"key": {"id": 2}, "value": {"email": "b@x", "age": 4}, "offset": 1, "timestamp": 1},
+                {"key": {"id": 3}, "value": "not an object", "offset": 2, "timestamp": 1},
+            ],
+        ),
+        (
+            "users-0-3.jsonl",
+            [{"key": {"id": 2}, "value": {"email": "b2@x", "plan": "pro"}, "offset": 3, "timestamp": 2}],
+        ),
+    ):
+        write_lines(landing / name, records)
+        ingest(handle, config, landing_logs(landing)[0]["users-0"])
+        result = commit_log(handle, config)
+        out.append((result.path, _table(handle)[0]))
+    return out
+
+
+def test_structured_values_become_the_same_columns_through_spark_tasks(tmp_path, monkeypatch, spark):
+    here = _structured(tmp_path / "here", tmp_path / "landing-here", monkeypatch, str(1 << 30))
+    there = _structured(tmp_path / "there", tmp_path / "landing-there", monkeypatch, "1")
+    assert [path for path, _ in here] == ["in-process"] * 2 and [path for path, _ in there] == ["spark"] * 2
+    assert [rows for _, rows in here] == [rows for _, rows in there]
+    assert {"email", "age", "value_partition", "plan"} <= set(there[-1][1][0])
