@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from compaction_assets.log.reader import ship_by_value
 from compaction_assets.state.latest_state import empty_state, latest_state_df, with_value_columns_df
 from compaction_assets.store.names import parse_log_name
+from compaction_assets.table.commit.rewrite import REWRITE_MAX_DATA_FILES
 from compaction_assets.table.commit.route import SparkSource
 from compaction_assets.table.schema import conform, table_rows
 
@@ -102,12 +103,16 @@ def _buckets(tx: Transaction) -> int:
 
 def _by_bucket(rows, buckets: int, visible_bytes: int):
     """`rows` hashed to the writers by their key bucket: a bucket's rows reach one task, and make one file, unless
-    the log is so large that a bucket's share of it is split over several tasks (TASK_BYTES each)."""
+    the log is so large that a bucket's share of it is split over several tasks (TASK_BYTES each, by a hash of
+    the key: two shares may meet in one task). At most half REWRITE_MAX_DATA_FILES shares: more files would make
+    the bucket due for a rewrite (rewrite.py) at once; past that a task takes more (more buckets split less)."""
     from pyspark.sql import functions as F
 
     from compaction_assets.table.commit import spark_tasks
 
-    split = max(1, -(-visible_bytes // (buckets * TASK_BYTES)))
+    split = min(max(1, -(-visible_bytes // (buckets * TASK_BYTES))), REWRITE_MAX_DATA_FILES // 2)
+    if buckets == 1:  # every row is in the one bucket: the tasks merged, no shuffle and no bucket to work out
+        return rows.coalesce(split)
     # typed by its hints (pa.Array to pa.Array), which pyspark's stubs have no overload for without a functionType
     bucket = F.arrow_udf(spark_tasks.key_bucket(buckets), "int")(F.col("key"))  # type: ignore[call-overload]
     if split == 1:
