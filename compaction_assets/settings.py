@@ -102,8 +102,7 @@ BATCH_MAX_BYTES = ENVIRONMENT.declare(
     parse=positive_int,
     shown_as="`2147483648` (2 GiB)",
 )
-# PRAGMA synchronous of a batch run's writes to a SQLite instance; docs/dagster.md, "Batch runs": why a power
-# loss costs nothing kept
+# PRAGMA synchronous of a batch run's SQLite writes; docs/dagster.md, "Batch runs": why a power loss costs nothing
 BATCH_SQLITE_SYNC = ENVIRONMENT.declare(
     "COMPACTION_BATCH_SQLITE_SYNC",
     "`normal` or `full`: how a batch run commits its events to a SQLite instance (`PRAGMA synchronous`; "
@@ -201,16 +200,20 @@ TABLE_PENDING_BYTES = ENVIRONMENT.declare(
     parse=positive_int,
     shown_as="`536870912` (512 MiB)",
 )
-# a commit builds its log's state in the process at about 4x the visible bytes: a sixteenth of the memory
-# keeps that to a quarter of it
 TABLE_MAX_STATE_BYTES = ENVIRONMENT.declare(
     "COMPACTION_TABLE_MAX_STATE_BYTES",
     "the visible bytes of a log up to which a table commit builds its state in the process (about four times that in "
-    "memory); a larger log's commit is refused in one line and its topic's other logs commit "
+    "memory); a larger log's change is found and written by Spark tasks, committed in the same snapshot "
     "([table.md](table.md#costs-and-limits))",
-    default=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 16,
     parse=positive_int,
-    shown_as="a sixteenth of the machine's memory (1.5 GiB on 24 GiB)",
+    shown_as="a quarter of `COMPACTION_MEMORY_BUDGET` (1.5 GiB on 24 GiB)",
+)
+MEMORY_BUDGET = ENVIRONMENT.declare(
+    "COMPACTION_MEMORY_BUDGET",
+    "the memory the product's process may take for the work it does itself (a cleaning's decision and write, a latest "
+    "state, a table commit): its in-process bounds derive from it; past them, work goes to Spark tasks (`describe`)",
+    parse=positive_int,
+    shown_as="a quarter of the machine's memory, or of its container's limit (6 GiB on 24 GiB)",
 )
 # Spark (PySpark's own variables).
 SPARK_REMOTE = ENVIRONMENT.declare(
@@ -306,7 +309,7 @@ class TableSettings:
     namespace: str = ENVIRONMENT.field(TABLE_NAMESPACE)
     buckets: int = ENVIRONMENT.field(TABLE_BUCKETS)
     pending_bytes: int = ENVIRONMENT.field(TABLE_PENDING_BYTES)  # beyond it, a batch commits its heaviest topic
-    max_state_bytes: int = ENVIRONMENT.field(TABLE_MAX_STATE_BYTES)  # a log past it is refused, in one line
+    max_state_bytes: int | None = ENVIRONMENT.field(TABLE_MAX_STATE_BYTES)  # None: a quarter of the budget
     __repr__ = masked_repr  # no secret, not even inside a URI
 
 
@@ -355,6 +358,7 @@ class Settings:
     dagster_home: str | None = ENVIRONMENT.field(DAGSTER_HOME)
     object_store: ObjectStoreSettings = field(default_factory=ObjectStoreSettings)
     clean_concurrency: int = ENVIRONMENT.field(CLEAN_CONCURRENCY)  # cleanings of a fleet in flight at once
+    memory_budget: int | None = ENVIRONMENT.field(MEMORY_BUDGET)  # None: cleaning/decide/placement.py's default
     java_home: str | None = ENVIRONMENT.field(JAVA_HOME)
     jvm_quick_start: bool = ENVIRONMENT.field(JVM_QUICK_START)
     jvm_archive_dir: str = ENVIRONMENT.field(JVM_ARCHIVE_DIR)

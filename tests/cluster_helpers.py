@@ -451,6 +451,42 @@ def later_rounds(root: str, spark) -> list[dict]:
     return reports
 
 
+def table_rounds(root: str, spark) -> list[dict]:
+    """The cleaning scenario with every log's table committed after each round's cleaning (as the CLI commits
+    it, on the Spark `spark` names when the log is past COMPACTION_TABLE_MAX_STATE_BYTES): each commit's
+    figures and the way it took."""
+    from compaction_assets.store.log_store import LogStore
+    from compaction_assets.table.commit.commit import commit_log
+
+    store = LogStore(root, gc_grace_s=0)
+    commits = []
+    for rnd in range(ROUNDS):
+        if rnd:
+            append_round(root, rnd)
+        clean_round(root, rnd, spark)
+        for topic in TOPICS:
+            r = commit_log(store.log(f"{topic}-0"), topic_config(topic), now=round_now(rnd))
+            figures = (r.log_version, r.rows_added, r.rows_deleted, r.rows_masked, r.records_read)
+            commits.append({"log": r.log, "figures": figures, "path": r.path})
+    return commits
+
+
+def table_contents(root: str) -> dict:
+    """Every topic's table: its rows (sorted by key) and its current snapshot's marks and figures."""
+    from compaction_assets.store.log_store import LogStore
+    from compaction_assets.table.reading.read import open_table, scan
+
+    store = LogStore(root, gc_grace_s=0)
+    out = {}
+    for topic in TOPICS:
+        table, _ = open_table(store.log(f"{topic}-0").st, topic)
+        summary = table.current_snapshot().summary
+        marks = {k: v for k, v in summary.additional_properties.items() if k.startswith("compaction.")}
+        figures = {k: summary[k] for k in ("total-records", "total-position-deletes")}
+        out[topic] = {"rows": sorted(scan(table, None, 0).to_pylist(), key=lambda r: r["key"]), **marks, **figures}
+    return out
+
+
 def log_contents(root: str, logs: list[str] = LOGS) -> dict:
     """Every log as data: bounds, checkpoint, segment ranges, guard state and all visible records."""
     from compaction_assets.log.reader import iter_records
@@ -608,9 +644,10 @@ CHECKED_CONF = ("spark.sql.session.timeZone", "spark.sql.sources.partitionColumn
 
 def _main(argv: list[str]) -> int:
     """`python -m tests.cluster_helpers scenario ROOT`: the scenario on the Spark that SPARK_MASTER or
-    SPARK_REMOTE names (compaction_assets.spark.get_spark, as the CLI and Dagster use it)."""
-    if len(argv) != 2 or argv[0] != "scenario":
-        print("usage: python -m tests.cluster_helpers scenario ROOT", file=sys.stderr)
+    SPARK_REMOTE names (compaction_assets.spark.get_spark, as the CLI and Dagster use it); `tables ROOT`: the
+    scenario with the tables committed after each round (`table_rounds`)."""
+    if len(argv) != 2 or argv[0] not in ("scenario", "tables"):
+        print("usage: python -m tests.cluster_helpers scenario|tables ROOT", file=sys.stderr)
         return 2
     from compaction_assets.spark import get_spark
 
@@ -623,6 +660,9 @@ def _main(argv: list[str]) -> int:
         info["master"] = spark.sparkContext.master
     except Exception:  # Spark Connect: no SparkContext on this side
         info["master"] = None
+    if argv[0] == "tables":
+        print(json.dumps({"info": info, "commits": table_rounds(argv[1], spark)}))
+        return 0
     reports = later_rounds(argv[1], spark)
     print(json.dumps({"info": info, "reports": reports}))
     return 0

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from compaction_assets.cleaning.decide.placement import available_memory
+from compaction_assets.cleaning.decide.placement import in_process_memory
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING
 from compaction_assets.log.reader import dead_offsets, read_segment
 from compaction_assets.log.side_tables import remembered_df
@@ -80,10 +80,16 @@ def latest_state_df(spark, handle: LogHandle, config: TopicConfig, manifest: Man
     return best.select("key", "value", "offset", "timestamp", "headers")
 
 
+def empty_state() -> pa.Table:
+    """A latest state of no rows, in its columns."""
+    return SEGMENT_SCHEMA.empty_table().select(list(OUTPUT_COLUMNS))
+
+
 def fits_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
     """True when building the latest state here (HELD_PER_VISIBLE_BYTE times the log's visible bytes)
-    takes at most `share` of the memory available, as a cleaning's collected results do (placement.py)."""
-    return HELD_PER_VISIBLE_BYTE * manifest.total_size <= share * available_memory()
+    takes at most `share` of the memory available, within the budget, as a cleaning's collected results do
+    (placement.py's `in_process_memory`)."""
+    return HELD_PER_VISIBLE_BYTE * manifest.total_size <= in_process_memory(share)
 
 
 def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share) -> bool:
@@ -93,7 +99,7 @@ def parts_fit_in_process(manifest: Manifest, share: float = DEFAULT_TUNING.drive
     below = unique_keys_below(manifest)
     tail = sum(seg.size for seg in manifest.segments if below is None or seg.next_offset > below)
     largest = max((seg.size for seg in manifest.segments), default=0)
-    return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= share * available_memory()
+    return HELD_PER_VISIBLE_BYTE * (tail + READ_THREADS * largest) <= in_process_memory(share)
 
 
 def written_here(
@@ -101,6 +107,24 @@ def written_here(
 ) -> bool:
     """Whether `write_latest_state` writes this log's state with Arrow in this process (no Spark)."""
     return _by_parts(handle, config, manifest, share) or fits_in_process(manifest, share)
+
+
+def state_path(
+    handle: LogHandle, config: TopicConfig, manifest: Manifest, share: float = DEFAULT_TUNING.driver_memory_share
+) -> tuple[str, str]:
+    """Which way `write_latest_state` writes this log's state ("in-process" or "spark"), and why, in words."""
+    need = (
+        f"its state (about {HELD_PER_VISIBLE_BYTE} times its {manifest.total_size / 2**20:.0f} MiB of visible records)"
+    )
+    room = (
+        f"the {in_process_memory(share) / 2**20:.0f} MiB this process may take (a share of the memory "
+        "available now, within COMPACTION_MEMORY_BUDGET)"
+    )
+    if fits_in_process(manifest, share):
+        return "in-process", f"{need} fits {room}"
+    if _by_parts(handle, config, manifest, share):
+        return "in-process", f"{need} is past {room}, but it is written a segment file at a time"
+    return "spark", f"{need} is past {room}"
 
 
 def _by_parts(handle: LogHandle, config: TopicConfig, manifest: Manifest, share: float) -> bool:

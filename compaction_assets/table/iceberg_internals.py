@@ -36,6 +36,7 @@ from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, Manifes
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
@@ -69,7 +70,13 @@ def transaction_io(tx: Transaction) -> FileIO:
 def write_data_files(tx: Transaction, rows: pa.Table, io: FileIO) -> list[DataFile]:
     """`rows` written as data files of the table of `tx` (its schema, partition spec and file sizes), not
     committed; none for no rows."""
-    return list(_dataframe_to_data_files(table_metadata=tx.table_metadata, df=rows, io=io)) if len(rows) else []
+    return write_data_files_of(tx.table_metadata, rows, io)
+
+
+def write_data_files_of(metadata: TableMetadata, rows: pa.Table, io: FileIO) -> list[DataFile]:
+    """`rows` written as data files of the table of `metadata`, not committed (in Spark's workers too:
+    table/commit/spark_tasks.py); none for no rows."""
+    return list(_dataframe_to_data_files(table_metadata=metadata, df=rows, io=io)) if len(rows) else []
 
 
 def read_position_deletes(io: FileIO, delete_file: DataFile) -> dict[str, pa.ChunkedArray]:

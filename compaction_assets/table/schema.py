@@ -40,6 +40,7 @@ TRAILING_FIELDS = [
     pa.field("headers", pa.list_(HEADER_TYPE)),
 ]
 FIXED = {f.name for f in RECORD_FIELDS + TRAILING_FIELDS}
+STATE_COLUMNS = 5  # a latest state's own columns (key, value, offset, timestamp, headers) before its value's fields
 
 
 def _iceberg_type(t: pa.DataType) -> pa.DataType:
@@ -58,8 +59,12 @@ def _iceberg_type(t: pa.DataType) -> pa.DataType:
 def table_rows(handle: LogHandle, state: pa.Table, partition: int) -> pa.Table:
     """Rows of the log's latest state (`latest_state_table`'s, or some of them) as table rows, in the
     table's column order: the value's fields added where the log's values are structured."""
-    base = len(state.column_names)
-    state = with_value_columns(handle, state)
+    return shaped_rows(with_value_columns(handle, state), len(state.column_names), partition)
+
+
+def shaped_rows(state: pa.Table, base: int, partition: int) -> pa.Table:
+    """Rows of a latest state whose columns past the first `base` are its value's fields as table rows of log
+    partition `partition` (Spark's workers shape theirs with it too: table/commit/spark_tasks.py)."""
     columns = {f.name: state.column(f.name).cast(f.type) for f in RECORD_FIELDS}
     for i in range(base, len(state.column_names)):  # a value field `partition` is `value_partition`, as
         name, column = state.column_names[i], state.column(i)  # fields named like the others are prefixed

@@ -40,7 +40,10 @@ def _store_with_every_field(tmp_path) -> str:
     return store
 
 
-def test_describe_prints_the_same_document_as_before(tmp_path, capsys):
+def test_describe_prints_the_same_document_as_before(tmp_path, capsys, monkeypatch):
+    # the memory budget set, so that the paths' bounds are the same on every machine
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(64 << 20))
+    monkeypatch.delenv("COMPACTION_TABLE_MAX_STATE_BYTES", raising=False)
     store = _store_with_every_field(tmp_path)
     capsys.readouterr()
     assert cli.main(["--store", store, "describe", "d-0", "--now", "6000"]) == 0

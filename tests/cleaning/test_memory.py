@@ -1,11 +1,20 @@
-"""What this process may take: the machine's available memory within its container's limit, and the
-latest state built here while it fits (cleaning/decide/placement.py, state/latest_state.py)."""
+"""What this process may take: the machine's available memory within its container's limit and the process's
+memory budget, and the latest state built here, and a table commit's state, while they fit
+(cleaning/decide/placement.py, state/latest_state.py, table/commit/route.py)."""
 
 from __future__ import annotations
 
-from compaction_assets.cleaning.decide.placement import _container_headroom, _machine_available, available_memory
+from compaction_assets.cleaning.decide.placement import (
+    _container_headroom,
+    _machine_available,
+    available_memory,
+    in_process_memory,
+    memory_budget,
+    total_memory,
+)
 from compaction_assets.log import writer
 from compaction_assets.state.latest_state import HELD_PER_VISIBLE_BYTE, fits_in_process
+from compaction_assets.table.commit.route import state_route
 
 GIB = 1 << 30
 
@@ -71,3 +80,33 @@ def test_the_latest_state_is_built_here_while_it_fits_the_memory(store, make_con
     needed = HELD_PER_VISIBLE_BYTE * visible / available_memory()
     assert fits_in_process(manifest, share=needed * 2)
     assert not fits_in_process(manifest, share=needed / 2)
+
+
+def test_the_budget_defaults_to_a_quarter_of_the_machine_or_its_container(tmp_path, monkeypatch):
+    monkeypatch.delenv("COMPACTION_MEMORY_BUDGET", raising=False)
+    machine = total_memory(str(tmp_path / "none"))  # no cgroup files: the machine's memory
+    assert machine > GIB and memory_budget(str(tmp_path / "none")) == machine // 4
+    limited = _cgroup(tmp_path / "v2", {"memory.max": f"{2 * GIB}\n"})
+    assert total_memory(limited) == min(machine, 2 * GIB) and memory_budget(limited) == min(machine, 2 * GIB) // 4
+    unlimited = _cgroup(tmp_path / "v2-max", {"memory.max": "max\n"})
+    assert total_memory(unlimited) == machine
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(3 * GIB))
+    assert memory_budget(limited) == 3 * GIB  # the setting wins over the default
+
+
+def test_a_budget_set_low_caps_every_in_process_path(store, make_config, monkeypatch):
+    cfg = make_config(segment_bytes=4000)
+    log = store.log("state-0")
+    writer.append(log, cfg, [{"key": f"k{i}", "value": "v" * 100, "timestamp": i} for i in range(200)])
+    manifest = log.manifest()
+    monkeypatch.delenv("COMPACTION_TABLE_MAX_STATE_BYTES", raising=False)
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(HELD_PER_VISIBLE_BYTE * manifest.total_size))
+    assert fits_in_process(manifest) and in_process_memory(1.0) == HELD_PER_VISIBLE_BYTE * manifest.total_size
+    assert state_route(manifest).path == "in-process"  # the state's bound: a quarter of the budget
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(HELD_PER_VISIBLE_BYTE * manifest.total_size - 1))
+    assert not fits_in_process(manifest)  # however much memory is available: the latest state goes to Spark
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(4 * manifest.total_size - 4))
+    route = state_route(manifest)
+    assert route.path == "spark" and "past COMPACTION_TABLE_MAX_STATE_BYTES" in route.why
+    monkeypatch.setenv("COMPACTION_TABLE_MAX_STATE_BYTES", str(manifest.total_size))  # the table's own bound wins
+    assert state_route(manifest).path == "in-process"

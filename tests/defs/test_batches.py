@@ -37,12 +37,27 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 NOW = 2_000_000_000_000  # past every segment's deadline: a fresh log is due
 ROOT = Path(__file__).resolve().parents[2]
 # differ between any two runs, whichever path: the run's id, the time a cleaning took, where a table went,
-# the topic table's snapshot id (random) and the snapshots a commit expired (the topic's, by commit order)
-VOLATILE = {"cleaning_run", "clean_time_secs", "path", "table_snapshot_id", "table_snapshots_expired"}
+# the topic table's snapshot id (random), the snapshots a commit expired (the topic's, by commit order) and the
+# memory the latest state's path was weighed against (what is available at that moment)
+VOLATILE = {
+    "cleaning_run",
+    "clean_time_secs",
+    "path",
+    "table_snapshot_id",
+    "table_snapshots_expired",
+    "latest_state_why",
+}
 # what latest_state's own table commit wrote: a batch's ingestion commits the landed records first (the
 # cleaning's commit then writes its marks), a run of the whole chain commits them at latest_state; the table's
-# rows are compared by table_matches_latest_state on both paths
-COMMIT_WRITES = {"table_rows_added", "table_rows_deleted", "table_files_added", "table_delete_files_added"}
+# rows are compared by table_matches_latest_state on both paths (and the way each commit found its change)
+COMMIT_WRITES = {
+    "table_rows_added",
+    "table_rows_deleted",
+    "table_files_added",
+    "table_delete_files_added",
+    "table_commit_path",
+    "table_commit_why",
+}
 
 
 def land(landing: Path, log: str, records: list[dict], name: str = "a.jsonl") -> None:

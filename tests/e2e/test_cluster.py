@@ -167,6 +167,36 @@ def test_engine_cleaning_matches_local_mode(request, mode, workdir, base_store, 
         assert contents[log] == local_contents[log], log
 
 
+@pytest.fixture(scope="module")
+def local_table_run(workdir, base_store, spark):
+    """The scenario with each round's tables committed in the test process (every log within the in-process
+    bound: its state built here)."""
+    root = workdir / "tables-local"
+    shutil.copytree(base_store, root)
+    return ch.table_rounds(str(root), spark), ch.table_contents(str(root))
+
+
+def test_table_commits_through_spark_tasks_on_the_cluster_match_the_process(
+    request, workdir, base_store, local_table_run
+):
+    """Every log past COMPACTION_TABLE_MAX_STATE_BYTES (1 byte): each table commit of the scenario has its change
+    found and written by Spark tasks on the standalone cluster, and gives the same rows, marks and figures as
+    the commits that build the state in the test process (issue 55)."""
+    target = _target(request, "standalone")
+    root = workdir / "tables-standalone"
+    shutil.copytree(base_store, root)
+    env = ch.driver_env(workdir, **target, COMPACTION_TABLE_MAX_STATE_BYTES="1")
+    proc = _drive("standalone", ["-m", "tests.cluster_helpers", "tables", str(root)], env)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["info"]["master"] == target["master"]
+    local_commits, local_tables = local_table_run
+    assert {c["path"] for c in local_commits} <= {"in-process", "tail"}  # a tail: the offset strategy's, after a mark
+    assert [c["path"] for c in out["commits"]] == [c["path"].replace("in-process", "spark") for c in local_commits]
+    assert [(c["log"], c["figures"]) for c in out["commits"]] == [(c["log"], list(c["figures"])) for c in local_commits]
+    assert any(c["figures"][3] for c in out["commits"] if c["path"] == "spark")  # old rows masked by the workers
+    assert ch.table_contents(str(root)) == local_tables
+
+
 # ---------------------------------------------------------------------------------------------------
 # the code location: one partition materialized with the Spark resource pointed at the cluster
 # ---------------------------------------------------------------------------------------------------

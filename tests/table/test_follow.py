@@ -125,8 +125,9 @@ def test_following_an_unchanged_log_builds_nothing_and_commits_nothing(store):
 
 
 def test_a_refused_commit_leaves_the_append_committed_and_says_so(store, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COMPACTION_TABLE_MAX_STATE_BYTES", "1")  # every log is past the in-process bound
+    monkeypatch.setenv("COMPACTION_TABLE_CATALOG_TYPE", "rest")  # a catalog that cannot be reached
+    monkeypatch.setenv("COMPACTION_TABLE_CATALOG_URI", "http://127.0.0.1:9")
     path = write(tmp_path / "1.jsonl", [{"key": "a", "value": "1"}])
     code, out, err = cli(capsys, "--store", store.location, "append", "users-0", path)
-    assert code == 0 and out["appended"] == 1 and "COMPACTION_TABLE_MAX_STATE_BYTES" in out["table"]["error"]
+    assert code == 0 and out["appended"] == 1 and "cannot reach the table rest catalog" in out["table"]["error"]
     assert "users-0: table not committed (" in err and "the next commit catches up" in err

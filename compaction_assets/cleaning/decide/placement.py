@@ -15,11 +15,12 @@ kept offsets through the JVM). A cluster's master runs large work in its workers
 What a cleaning may bring to this process is bounded by the memory it needs, not a row count: the probe's
 newer winners (with their keys), a collected decision's winners and a local write's kept offsets each come
 here through one Spark collect, within a share of the memory available to this process, its container's
-limit included (`available_memory`, `CleanerTuning.driver_memory_share`; the latest state is built here
-within it too), and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB unless set), each row
-at its `RowCost` (`fits_here`). A fixed row count would send a large change to a log that fits here down
-the general path, grouping every key; a tuning that gives a row limit still has it (tests: -1 sends every
-log down the general path).
+limit included, and within the process's budget (`in_process_memory`: COMPACTION_MEMORY_BUDGET, by default
+today's share of the machine's or container's memory; `CleanerTuning.driver_memory_share`; the latest state
+is built here within it too), and the driver's result limit (`spark.driver.maxResultSize`, 1 GiB unless
+set), each row at its `RowCost` (`fits_here`). A fixed row count would send a large change to a log that
+fits here down the general path, grouping every key; a tuning that gives a row limit still has it (tests: -1
+sends every log down the general path).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 from dataclasses import dataclass, field
 from enum import Enum
 
+from compaction_assets import settings
 from compaction_assets.cleaning.tuning import DEFAULT_TUNING, CleanerTuning
 from compaction_assets.log.strategies import strategy_of
 from compaction_assets.planning.planner import CleaningRange
@@ -38,6 +40,9 @@ from compaction_assets.topics.config import TopicConfig
 # results up to this size skip asking the session for its limit (a request to a Connect server for
 # every small log's cleaning): taken to be below any limit a driver runs with (Spark's default: 1 GiB)
 MIN_RESULT_LIMIT = 1 << 20
+# the budget's default share of the machine's (or container's) memory: the in-process paths' share
+# (CleanerTuning.driver_memory_share), as before there was a budget (COMPACTION_MEMORY_BUDGET)
+BUDGET_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,34 @@ def fits_here(spark, rows: int, limit: int, cost: RowCost, share: float, shipped
     driver's result limit."""
     if limit:
         return rows <= limit
-    if rows * cost.held > share * available_memory():
+    if rows * cost.held > in_process_memory(share):
         return False
     return not shipped or rows * cost.shipped <= MIN_RESULT_LIMIT or rows * cost.shipped <= result_limit(spark)
+
+
+def memory_budget(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """COMPACTION_MEMORY_BUDGET, or its default: BUDGET_SHARE of the machine's memory, or of its container's
+    limit when lower."""
+    budget = settings.current().memory_budget
+    return budget if budget is not None else int(BUDGET_SHARE * total_memory(cgroup_root))
+
+
+def in_process_memory(share: float) -> float:
+    """What an in-process path may take: `share` of the memory available now, within the budget."""
+    return min(share * available_memory(), memory_budget())
+
+
+def total_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
+    """The machine's memory, or its container's limit when it has a lower one."""
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file, *_ in _CGROUP_FILES:
+        try:
+            with open(os.path.join(cgroup_root, limit_file)) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        return machine if limit == "max" or not limit.isdigit() else min(machine, int(limit))
+    return machine
 
 
 def available_memory(cgroup_root: str = "/sys/fs/cgroup") -> int:
@@ -148,7 +178,7 @@ def decide_here_plan(cores: int | None, rows: int, tuning: CleanerTuning) -> Her
     if limit < 0 or (limit and rows > limit) or not cores:
         return HerePlan(0, 0)
     buckets = max(1, -(-rows // tuning.local_decision_bucket_rows))
-    spare = tuning.driver_memory_share * available_memory() - rows * DECIDED_HERE_ROW_BYTES
+    spare = in_process_memory(tuning.driver_memory_share) - rows * DECIDED_HERE_ROW_BYTES
     if not limit:  # a limit the tuning gives stands for the memory, as in fits_here
         if spare <= 0:
             return HerePlan(0, 0)

@@ -156,9 +156,28 @@ def cmd_describe(ctx: Context) -> int:
             **describe(handle, cfg, ctx.now).as_document(),
             **ctx.configs.describe(parse_log_name(ctx.args.log)[0]).as_document(),
             "table": follow.lag(ctx, [ctx.args.log]).get(ctx.args.log, {"skipped": "tables are off"}),
+            "paths": _paths(handle, cfg),
         }
     )
     return 0
+
+
+def _paths(handle, cfg) -> dict:
+    """Which way the log's latest state and its table commit go, in this process or through Spark tasks, and
+    why: the process's memory budget (COMPACTION_MEMORY_BUDGET) and the bounds derived from it."""
+    from compaction_assets.cleaning.decide.placement import memory_budget
+    from compaction_assets.state.latest_state import state_path
+    from compaction_assets.table.commit.route import state_route
+
+    manifest = handle.manifest()
+    state, why = state_path(handle, cfg, manifest)
+    table = state_route(manifest)
+    return {
+        "memory_budget_bytes": memory_budget(),
+        "latest_state": {"path": state, "why": why},
+        # a commit from the log's tail (offset strategy, nothing removed since the table's mark) builds no state
+        "table_commit": {"path": table.path, "why": table.why},
+    }
 
 
 @command(

@@ -24,7 +24,7 @@ from compaction_assets.cleaning.decide.decision import CleaningStats
 from compaction_assets.cleaning.engine import DryRun, StepReport
 from compaction_assets.defs.table.table import LATEST_STATE, TABLE_CHECK, TopicRows, commit_table, compare_table
 from compaction_assets.ingest.report import IngestReport
-from compaction_assets.state.latest_state import fits_in_process, latest_state_table, write_latest_state
+from compaction_assets.state.latest_state import fits_in_process, latest_state_table, state_path, write_latest_state
 from compaction_assets.store.fs import Storage
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.table.commit.group import TopicBatch
@@ -138,6 +138,7 @@ def latest_state_metadata(
     cfg = log_store.config_for(log)
     # built once, for the Parquet files and the table's commit both (a log too big for it goes through Spark)
     state = latest_state_table(handle, cfg, m) if fits_in_process(m) else None
+    path, why = state_path(handle, cfg, m)  # asked before the state holds memory, as write_latest_state asks
     keys = write_latest_state(handle, cfg, st, target, spark, m, state)
     for old in st.list_dir(folder):  # keep this version and the one before (readers in flight)
         if old.startswith("version=") and old != f"version={m.version}" and int(old.split("=")[1]) < m.version - 1:
@@ -153,6 +154,8 @@ def latest_state_metadata(
         "keys": keys,
         "path": dg.MetadataValue.path(target if st.local else f"{st.scheme}://{target}"),
         "log_version": m.version,
+        "latest_state_path": path,  # in-process or spark, and why (the process's memory budget)
+        "latest_state_why": why,
         **table,
     }
 

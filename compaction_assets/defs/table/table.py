@@ -101,6 +101,9 @@ def table_metadata(r: CommitResult) -> dict:
         "table_files_removed": r.files_removed,
         "table_log_versions": dg.MetadataValue.json(r.log_versions),
         "table_snapshots_expired": expiry.snapshots_expired if expiry else 0,
+        # which way the commit found the log's change (tail, in-process or spark: table/commit/route.py) and why
+        "table_commit_path": r.path,
+        "table_commit_why": r.why,
     }
 
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
-from compaction_assets import settings
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.state.latest_state import latest_state_table
 from compaction_assets.store.log_store import LogHandle
@@ -32,6 +31,14 @@ from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TOPIC_PROPERTY, TableError, identifier, locate, open_catalog
 from compaction_assets.table.commit.expiry import ExpiryResult, expire
 from compaction_assets.table.commit.rewrite import RewriteResult, rewrite
+from compaction_assets.table.commit.route import (
+    GIVEN_ROUTE,
+    SPARK,
+    TAIL_ROUTE,
+    Route,
+    SparkSource,
+    state_route,
+)
 from compaction_assets.table.commit.snapshot import LogWrite, TopicTable, with_retry_off, write_snapshot
 from compaction_assets.table.commit.tail import Tail, tail_since
 from compaction_assets.table.schema import check_owned
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 MAX_ATTEMPTS = 30
+Source: TypeAlias = pa.Table | Tail | SparkSource  # what brings a log's rows up (`_source`)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,9 @@ class CommitResult:
     # table/commit/tail.py), else every visible record (its whole latest state built)
     records_read: int = 0
     from_tail: bool = False
+    # how the change was found (route.py: "tail", "in-process" or "spark") and why, in words
+    path: str = ""
+    why: str = ""
     attempts: int = 1
     log_versions: dict[str, int] = field(default_factory=dict)
     expiry: ExpiryResult | None = None
@@ -84,6 +95,8 @@ class CommitResult:
             "rows_masked": self.rows_masked,
             "records_read": self.records_read,
             "bytes_written": self.bytes_written,
+            "path": self.path,
+            "why": self.why,
         }
 
 
@@ -122,20 +135,15 @@ def _other_name(ident: str) -> str:
     return ident.rsplit(".", 1)[-1] + "_2"
 
 
-def state_at(handle: LogHandle, config: TopicConfig, manifest: Manifest, state: pa.Table | None = None) -> pa.Table:
-    """The log's latest state at `manifest`: `state` when built already, else built here with Arrow, or one
-    line when the log is past COMPACTION_TABLE_MAX_STATE_BYTES (it needs about four times its visible bytes
-    here; no Spark path commits a table yet)."""
+def state_at(
+    handle: LogHandle, config: TopicConfig, manifest: Manifest, state: pa.Table | None = None
+) -> pa.Table | None:
+    """The log's latest state at `manifest`: `state` when built already, else built here with Arrow, or None
+    when the log is past COMPACTION_TABLE_MAX_STATE_BYTES (Spark tasks find its change: route.py)."""
     if state is not None:
         return state
-    bound = settings.current().tables.max_state_bytes
-    if manifest.total_size > bound:
-        raise TableError(
-            f"log {handle.name}: its visible records ({manifest.total_size / 2**20:.0f} MiB) are "
-            f"past the {bound / 2**20:.0f} MiB a table commit builds in one process "
-            "(COMPACTION_TABLE_MAX_STATE_BYTES); its topic's table is not committed "
-            "(docs/table.md, Costs and limits)"
-        )
+    if state_route(manifest).path == SPARK:
+        return None
     return latest_state_table(handle, config, manifest)
 
 
@@ -171,7 +179,7 @@ def commit_logs(logs: list[LogCommit], *, now: int | None = None, maintain: bool
     ident = identifier(location, topic, logs[0].config.table_name)
     target = TopicTable(open_catalog(location), ident, topic, location.buckets)
     manifests = {item.handle.name: item.manifest or item.handle.manifest() for item in logs}
-    states: dict[str, pa.Table | Tail] = {}
+    states: dict[str, Source] = {}
     last: Exception | None = None
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
@@ -199,7 +207,7 @@ def _attempt(
     target: TopicTable,
     logs: list[LogCommit],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table | Tail],
+    states: dict[str, Source],
     attempt: int,
 ) -> dict[str, CommitResult]:
     """One attempt, from the table's current snapshot: the logs it reflects behind their manifests committed
@@ -220,15 +228,26 @@ def _attempt(
     return _commit_once(target, table, behind, manifests, states, marks, attempt) if behind else {}
 
 
-def _source(item: LogCommit, manifest: Manifest, mark: LogMark | None) -> pa.Table | Tail:
+def _source(item: LogCommit, manifest: Manifest, mark: LogMark | None) -> Source:
     """What brings the log's rows up: the caller's latest state (at its own manifest), its records since the
-    table's mark when they are the whole change, else its latest state built here."""
+    table's mark when they are the whole change, else its latest state built here, or Spark tasks' work past
+    the in-process bound (route.py)."""
     given = item.state if item.manifest is not None else None
     if given is None:
         tail = tail_since(item.handle, item.config, manifest, mark)
         if tail is not None:
             return tail
-    return state_at(item.handle, item.config, manifest, given)
+    state = state_at(item.handle, item.config, manifest, given)
+    return state if state is not None else SparkSource(item.handle, item.config, manifest)
+
+
+def _route(item: LogCommit, source: Source, manifest: Manifest) -> Route:
+    """Which way `source` found the log's change, and why."""
+    if isinstance(source, Tail):
+        return TAIL_ROUTE
+    if isinstance(source, pa.Table) and item.state is not None and item.manifest is not None:
+        return GIVEN_ROUTE
+    return state_route(manifest)
 
 
 def _maintained(
@@ -278,24 +297,27 @@ def _commit_once(
     table: Table | None,
     logs: list[LogCommit],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table | Tail],
+    states: dict[str, Source],
     marks: dict[str, LogMark],
     attempt: int,
 ) -> dict[str, CommitResult]:
     """One attempt's commit: each log's changed rows appended and their old rows masked, in one snapshot."""
     snapshot = write_snapshot(target, table, [item.handle for item in logs], manifests, states, marks)
     versions = {k: v.version for k, v in snapshot.marks.items()}
+    routes = {item.handle.name: _route(item, states[item.handle.name], manifests[item.handle.name]) for item in logs}
     return {
         name: replace(
             _result(target.ident, name, manifests[name].version, w, snapshot.snapshot_id, attempt, versions),
             records_read=_records_read(states[name], manifests[name]),
             from_tail=isinstance(states[name], Tail),
+            path=routes[name].path,
+            why=routes[name].why,
         )
         for name, w in snapshot.logs.items()
     }
 
 
-def _records_read(source: pa.Table | Tail, manifest: Manifest) -> int:
+def _records_read(source: Source, manifest: Manifest) -> int:
     """What finding a log's change read: its tail's records, or (a latest state) its visible records."""
     return source.records if isinstance(source, Tail) else sum(seg.records for seg in manifest.segments)
 
@@ -317,9 +339,9 @@ def _result(
         version,
         True,
         snapshot_id,
-        rows_added=written.change.added,
-        rows_deleted=written.change.deleted,
-        rows_masked=written.change.masked,
+        rows_added=written.added,
+        rows_deleted=written.deleted,
+        rows_masked=written.masked,
         files_added=len(written.data),
         delete_files_added=len(written.deletes),
         bytes_written=sum(f.file_size_in_bytes for f in files),

@@ -54,7 +54,8 @@ class TopicBatch:
         self, handle: LogHandle, config: TopicConfig, manifest: Manifest | None = None, state: pa.Table | None = None
     ) -> None:
         """Queue the log's latest state at `manifest` (built here, in the caller's thread, when not built
-        already) for its topic's commit; one line, for this log alone, when it is past the in-process bound."""
+        already) for its topic's commit; none past the in-process bound (Spark tasks find its change when the
+        topic commits: table/commit/route.py)."""
         manifest = manifest or handle.manifest()
         state = state_at(handle, config, manifest, state)
         item = LogCommit(handle, config, manifest, state)
@@ -62,7 +63,7 @@ class TopicBatch:
         with self._guard:
             self._pending.setdefault(topic, []).append(item)
             self._logs.setdefault(topic, []).append(replace(item, state=None))
-            self._bytes[topic] = self._bytes.get(topic, 0) + state.nbytes
+            self._bytes[topic] = self._bytes.get(topic, 0) + (state.nbytes if state is not None else 0)
             over = sum(self._bytes.values()) > self.max_bytes
             heaviest = max(self._bytes, key=lambda name: self._bytes[name]) if over else None
             group = self._take(heaviest) if heaviest else []

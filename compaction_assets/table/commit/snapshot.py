@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from compaction_assets.state.latest_state import empty_state
 from compaction_assets.store.log_store import LogHandle
 from compaction_assets.store.manifest import Manifest
 from compaction_assets.store.names import parse_log_name
 from compaction_assets.table.catalog import TOPIC_PROPERTY
-from compaction_assets.table.commit.change import Change, change_of, change_of_tail, plan_by_partition
+from compaction_assets.table.commit.change import change_of, change_of_tail, plan_by_partition
 from compaction_assets.table.commit.delta import row_delta, write_position_deletes
+from compaction_assets.table.commit.route import SparkSource
 from compaction_assets.table.commit.tail import Tail
 from compaction_assets.table.schema import SCHEMA_ID_PROPERTY, conform, new_table_layout, table_rows
 from compaction_assets.table.summary import LogMark, commit_summary
@@ -61,11 +63,14 @@ class TopicTable:
 
 @dataclass(frozen=True)
 class LogWrite:
-    """One log's share of a snapshot: its change, and the data and position-delete files written for it."""
+    """One log's share of a snapshot: the data and position-delete files written for it, and its change's
+    counts (change.py's `Change`: keys added, keys gone, old rows masked)."""
 
-    change: Change
     data: list[DataFile]
     deletes: list[DataFile]
+    added: int
+    deleted: int
+    masked: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def write_snapshot(
     table: Table | None,
     handles: list[LogHandle],
     manifests: dict[str, Manifest],
-    states: dict[str, pa.Table | Tail],
+    states: dict[str, pa.Table | Tail | SparkSource],
     marks: dict[str, LogMark],
 ) -> SnapshotWrite:
     """Commit the logs of `handles` at `manifests` (their latest states, or their records since the table's
@@ -102,8 +107,8 @@ def write_snapshot(
     summary = commit_summary(
         marks,
         {name: manifests[name].version for name in written},
-        sum(w.change.added for w in written.values()),
-        sum(w.change.deleted for w in written.values()),
+        sum(w.added for w in written.values()),
+        sum(w.deleted for w in written.values()),
     )
     row_delta(tx, summary, [f for w in written.values() for f in w.data + w.deletes], set()).commit()
     committed = tx.commit_transaction().current_snapshot()
@@ -111,13 +116,16 @@ def write_snapshot(
     return SnapshotWrite(committed.snapshot_id, marks, written)
 
 
-def _transaction(target: TopicTable, table: Table | None, first: LogHandle, state: pa.Table | Tail) -> Transaction:
+def _transaction(
+    target: TopicTable, table: Table | None, first: LogHandle, state: pa.Table | Tail | SparkSource
+) -> Transaction:
     """A transaction on the topic's table, or creating it when there is none (its columns those of the
     first log's rows, partitioned by log and key bucket)."""
     if table is not None:
         return table.transaction()
-    assert isinstance(state, pa.Table)  # a log has a tail only against a table that reflects it
-    schema = table_rows(first, state.slice(0, 0), parse_log_name(first.name)[1]).schema
+    assert not isinstance(state, Tail)  # a log has a tail only against a table that reflects it
+    empty = state.slice(0, 0) if isinstance(state, pa.Table) else empty_state()
+    schema = table_rows(first, empty, parse_log_name(first.name)[1]).schema
     iceberg, spec = new_table_layout(schema, target.buckets)
     return target.catalog.create_table_transaction(
         target.ident,
@@ -133,13 +141,18 @@ def _write_log(
     table: Table | None,
     ident: str,
     handle: LogHandle,
-    state: pa.Table | Tail,
+    state: pa.Table | Tail | SparkSource,
     tasks: list[FileScanTask],
 ) -> LogWrite:
     """One log's change written, not committed: the rows of its new or updated keys as data files (in the
     table's schema, evolved for new value fields), the old rows of its changed keys masked by delete files."""
     from compaction_assets.table.iceberg_internals import write_data_files
 
+    if isinstance(state, SparkSource):  # past the in-process bound: Spark tasks find and write the change
+        from compaction_assets.table.commit.spark_change import write_with_spark
+
+        done = write_with_spark(tx, table, ident, state, tasks)
+        return LogWrite(done.data, done.deletes, done.added, done.deleted, done.masked)
     if isinstance(state, Tail):
         change, touched = change_of_tail(table, tasks, state.rows, state.keys), state.rows
     else:
@@ -148,4 +161,4 @@ def _write_log(
     rows = conform(tx, table_rows(handle, touched, parse_log_name(handle.name)[1]), ident)
     data = write_data_files(tx, rows, io)
     deletes = [write_position_deletes(io, f, positions) for f, positions in change.masks]
-    return LogWrite(change, data, deletes)
+    return LogWrite(data, deletes, change.added, change.deleted, change.masked)
