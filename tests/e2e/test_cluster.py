@@ -299,7 +299,8 @@ def test_materialize_a_partition_matches_local_mode(request, mode, workdir, loca
         (asset, key): (value, summary["metadata"].get(asset, {}).get(key))
         for asset, meta in local_summary["metadata"].items()
         for key, value in meta.items()
-        if summary["metadata"].get(asset, {}).get(key) != value
+        # the why of the state's path names the memory this process may take now, which moves between runs
+        if summary["metadata"].get(asset, {}).get(key) != value and key != "latest_state_why"
     }
     assert not differing, f"metadata that differs (local, {mode}): {differing}"
     # `dagster asset materialize --select` runs every check of the selected assets, table_freshness too (right
