@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import resource
@@ -47,14 +48,15 @@ def main() -> None:
     from compaction_assets import settings
     from compaction_assets.cleaning import engine
     from compaction_assets.cleaning.tuning import DEFAULT_TUNING
-    from compaction_assets.cli.context import settle_imports
     from compaction_assets.store.log_store import LogStore
 
     from .gen import NOW, topic_config
     from .jobs import JobCounter
     from .modes import LOG_NAME
 
-    settle_imports()  # as the product's command's process does (cli.run)
+    # as the product's command's process does (cli.context.settle_imports), without importing the CLI's
+    # package: that would add the import of every command (click's group) to the cleaning measured here
+    gc.freeze()
 
     store = LogStore(args.store, gc_grace_s=0)
     cfg = topic_config(args.segment_bytes)
