@@ -134,8 +134,9 @@ def _csv(data: bytes, where: str) -> Rows:
     items, numbers = [], []
     try:
         for row in csv.reader(io.StringIO(text, newline="")):
-            if row:
-                items.append(row)
+            # a blank line is a record of one empty field (a sink writing only a null value, a tombstone):
+            # the csv module yields no cells for it, and skipping it would lose the record
+            items.append(row or [""])
     except csv.Error as exc:
         raise InvalidInputError(f"{where}: malformed CSV ({exc})") from None
     numbers = list(range(1, len(items) + 1))

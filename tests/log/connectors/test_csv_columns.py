@@ -66,7 +66,7 @@ def _file(rng: random.Random, fields: int, newline: str) -> bytes:
     for i in range(rng.randrange(1, 400)):
         cells = [_cell(rng), _cell(rng), str(rng.choice([*EDGES, i])), str(rng.choice([*EDGES, i]))]
         if fields == 1 and not cells[0]:
-            cells[0] = b64(b"k")  # a line of one empty cell is a blank line: the per-row reader skips it
+            cells[0] = b64(b"k")  # a line of one empty cell is a blank line (the columns leave it to the rows)
         cells += ["x"] * (fields - 4) if fields > 4 else []
         lines.append(",".join(cells[:fields]))
     return (newline.join(lines) + (newline if rng.random() < 0.8 else "")).encode()
@@ -188,3 +188,19 @@ def test_a_bad_cell_is_named_by_the_ingestion(tmp_path, store):
     assert "users-0-0.csv: line 4: offset and timestamp must be integers" in message and "\n" not in message
     assert not handle.exists()
     assert csv.field_size_limit() == 131072  # the limit the odd files above are written against
+
+
+def test_a_blank_line_is_a_record_not_skipped(tmp_path, store):
+    """A blank line is a record of one empty field (the csv module yields no cells for it); skipped, the
+    records after it would take its place and a sink's null-only record (a tombstone) would be lost. Here
+    it takes offset 1, so the next line's offset 1 is refused, naming that line, and nothing is written."""
+    from compaction_assets.ingest.landing import ingest, landing_logs
+
+    root = tmp_path / "landing"
+    root.mkdir()
+    (root / "users-0-0.csv").write_text(f"{K},{V},0,1\n\n{K},{V},1,2\n")
+    handle = store.log("users-0")
+    with pytest.raises(InvalidInputError) as info:
+        ingest(handle, build_config({"landing.format": "aiven"}), landing_logs(str(root))[0]["users-0"])
+    assert "users-0-0.csv: line 3: offset 1 is below the next offset 2" in str(info.value), str(info.value)
+    assert not handle.exists()

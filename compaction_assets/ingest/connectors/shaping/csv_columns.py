@@ -63,8 +63,8 @@ def parse_csv(data: bytes) -> pa.Table | None:
 
 def _one_row_a_line(text: bytes) -> bool:
     """Whether each line is one row of Python's csv module as it is of pyarrow's (above), blank lines aside
-    (pyarrow skips them, as the csv module does: `parse_csv` counts the rows against the lines); a few scans of
-    the bytes in C, no pass of our own."""
+    (pyarrow skips them, and the rows read one as a record of one empty field: `parse_csv` counts the rows
+    against the lines and leaves such a file to the rows); a few scans of the bytes in C, no pass of our own."""
     if text.startswith(BOM) or b'"' in text or b"\x00" in text:
         return False
     return b"\r" not in text or text.count(b"\r") == text.count(b"\r\n")
