@@ -100,10 +100,10 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> list[Alert]:
     if checks or logs:
         return checks + logs
     log = run.tags.get(PARTITION_TAG)
-    steps = context.get_step_failure_events()
-    if steps and all(_reported(step) for step in steps):
+    failed = context.get_step_failure_events()
+    steps = [step for step in failed if not _reported(step)]
+    if failed and not steps:
         return []  # the fault's first finder paged it (one alert per fault)
-    steps = [step for step in steps if not _reported(step)]
     if steps:
         step = steps[0]
         error = step.step_failure_data.error

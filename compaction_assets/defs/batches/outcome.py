@@ -41,16 +41,16 @@ def failed_outcome(
 ) -> LogOutcome:
     """A failure, recorded on the partition (the alert sensor pages once per such observation); none for a
     transient one (retried) or one another run reported first (`reported`: it marked the log)."""
-    events: list[BatchEvent] = (
-        []
-        if transient or reported
-        else [
-            dg.AssetObservation(
-                asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "observed_uncleanable": marked}
-            )
-        ]
-    )
+    events: list[BatchEvent] = [] if transient or reported else [failure_observation(log, asset, reason, marked)]
     return LogOutcome(log, events, failure=reason, transient=transient, reported=reported)
+
+
+def failure_observation(log: str, asset: str, reason: str, marked: bool) -> dg.AssetObservation:
+    """The record of a log's failure that the alert sensor pages once for (`marked`: the log was marked
+    uncleanable for it)."""
+    return dg.AssetObservation(
+        asset_key=asset, partition=log, metadata={FAILURE_KEY: reason, "observed_uncleanable": marked}
+    )
 
 
 def is_transient(exc: BaseException) -> bool:

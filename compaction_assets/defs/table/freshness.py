@@ -26,7 +26,7 @@ import dagster as dg
 from compaction_assets import settings
 from compaction_assets.cleaning import engine
 from compaction_assets.defs.alerts import PARTITION_TAG
-from compaction_assets.defs.batches.outcome import FAILURE_KEY
+from compaction_assets.defs.batches.outcome import failure_observation
 from compaction_assets.defs.batches.requests import IN_FLIGHT, in_flight
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.partitions import LOG_PARTITIONS
@@ -133,19 +133,13 @@ def report_marked(context: dg.OpExecutionContext, log_store: LogStoreResource, d
     marked first is left to its report. The reasons of the logs this run reports."""
     reported = {}
     for topic in done.topics:
-        if topic.error is None or not _one_bad_log(topic):
+        if not isinstance(topic.error, CorruptLogError) or not _one_bad_log(topic):
             continue
         log = topic.logs[0]
         if engine.mark_uncleanable(log_store.handle(log), topic.error) is engine.Mark.ALREADY:
             continue
         reported[log] = f"log {log} is marked uncleanable: {topic.error}"
-        context.log_event(
-            dg.AssetObservation(
-                asset_key=LATEST_STATE,
-                partition=log,
-                metadata={FAILURE_KEY: reported[log], "observed_uncleanable": True},
-            )
-        )
+        context.log_event(failure_observation(log, LATEST_STATE.to_user_string(), reported[log], marked=True))
     return reported
 
 
