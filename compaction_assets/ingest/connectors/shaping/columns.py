@@ -124,8 +124,8 @@ class Columns:
 
 
 def keyed(
-    key: pa.Array,
-    value: pa.Array,
+    key: pa.Array | None,
+    value: pa.Array | None,
     offsets: pa.Array,
     timestamps: pa.Array,
     headers: pa.Array,
@@ -141,7 +141,10 @@ def keyed(
     column-wise shape); rows `<row_label> 1..n`. `rule` turns change events into values and version headers;
     `exact` says whether a column's canonical JSON is the rows' (JSON: no floats, nulls only absent);
     `byte_keys` / `byte_values` mark the rows whose text is base64 of bytes (Lenses' `keyIsArray`). None:
-    the unit is shaped row by row, which takes it as it is or names the record it refuses."""
+    the unit is shaped row by row, which takes it as it is or names the record it refuses. A key or value
+    the file does not have (None) is null in every row."""
+    key = key if key is not None else pa.nulls(len(offsets))
+    value = value if value is not None else pa.nulls(len(offsets))
     if rule is not None:
         if _any(byte_values):
             return None  # bytes are no change event: the rows refuse them

@@ -97,8 +97,8 @@ def _keyed(
     if offsets is None or timestamps is None or hdrs is None:
         return None
     return keyed(
-        key if key is not None else pa.nulls(n),
-        value if value is not None else pa.nulls(n),
+        key,
+        value,
         offsets,
         timestamps,
         hdrs,
@@ -199,7 +199,7 @@ def confluent_json(
     offsets, stamps, value = taken
     return keyed(
         keys,
-        value if value is not None else pa.nulls(n),
+        value,
         offsets,
         pc.fill_null(stamps, mtime_ms),
         hdrs,

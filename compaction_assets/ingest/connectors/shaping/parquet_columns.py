@@ -130,8 +130,8 @@ def _keyed_records(
         return None
     key, value = _column(table, "key"), _column(table, "value")
     return keyed(
-        key if key is not None else pa.nulls(n),
-        value if value is not None else pa.nulls(n),
+        key,
+        value,
         offsets,
         timestamps,
         headers,
@@ -163,9 +163,7 @@ def confluent_parquet(
             return None
     if values is None:
         stamps = pa.nulls(n, pa.int64())
-        return keyed(
-            key, pa.nulls(n), stamps, pc.fill_null(stamps, mtime_ms), hdrs, f"{label}: record", mtime_timestamps=n
-        )
+        return keyed(key, None, stamps, pc.fill_null(stamps, mtime_ms), hdrs, f"{label}: record", mtime_timestamps=n)
     fields = [f for f in (cfg.offset_field, cfg.timestamp_field) if f is not None]
     names = values.column_names
     if any(f not in names for f in fields) or len(set(fields)) < len(fields) or len(set(names)) < len(names):
