@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from compaction_assets.ingest.formats.file_formats import NATIVE_FILES, file_for
 from compaction_assets.ingest.formats.input_files import read_input_file
 from compaction_assets.ingest.quarantine import Quarantine
 from compaction_assets.ingest.report import IngestReport
+from compaction_assets.ingest.route import IN_PROCESS, IngestRoute, SparkOffer, ingest_route
 from compaction_assets.log.read_ahead import ReadAhead
 from compaction_assets.store.deleted_topics import DeletedTopics
 from compaction_assets.store.fs import Storage
@@ -177,30 +179,46 @@ def _without(src: Any, set_aside: frozenset[str]) -> tuple[Any, tuple[str, ...]]
     return dataclasses.replace(src, files=[f for f in src.files if f.name not in set_aside]), held
 
 
-def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=None) -> IngestReport:
+def ingest(
+    handle, config, folder: Any, *, drop_invalid: bool = False, progress=None, spark: SparkOffer | None = None
+) -> IngestReport:
     """Append every pending file of a landing folder (a path, or a PartitionSource from `landing_logs`), in
     order, each all-or-nothing and at most once, read as the topic's `landing.format` says.
 
     Stops at the first file that fails validation (later files would otherwise land before it) and
     raises InvalidInputError naming the file and the reason; files before it stay ingested. The files set
-    aside for the log (quarantine.py) are passed over, and the report names them.
+    aside for the log (quarantine.py) are passed over, and the report names them. With `spark` offered, a
+    backlog past its budget (or any, when asked) is read and shaped by Spark tasks (route.py).
     """
     from compaction_assets.ingest.connectors.registry import connector_for
 
     src, set_aside = _without(_source(folder, handle.name), Quarantine(handle.st).names(handle.name))
+    backlog = pending_files(src, handle.manifest().ingested) if spark is not None else []
+    route = ingest_route(sum(f.size_bytes for f in backlog), spark)
     if connector_for(config.landing.format).native_records:
-        report = _ingest_native(handle, config, src, drop_invalid, progress)
+        report = _ingest_native(handle, config, src, drop_invalid, progress, route, spark)
     else:
-        report = _ingest_connector(handle, config, src, drop_invalid, progress)
-    return dataclasses.replace(report, set_aside=set_aside)
+        report = _ingest_connector(handle, config, src, drop_invalid, progress, route, spark)
+    return dataclasses.replace(report, set_aside=set_aside, path=route.path, why=route.why)
 
 
-def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
+def _reads(handle, src, here: Iterator[Any], route: IngestRoute, spark: SparkOffer | None, *args, **kw):
+    """What an ingestion appends, in order: `here` produced in a thread while each is appended
+    (log/read_ahead.py), or on the Spark route `SparkBuilt(session, handle, src, *args, **kw)` (spark_units.py),
+    which builds the same items with the same function in Spark tasks. Both are context managers."""
+    if route.path == IN_PROCESS or spark is None:
+        return ReadAhead(here)
+    from compaction_assets.ingest.spark_units import SparkBuilt
+
+    return SparkBuilt(spark.session(), handle, src, *args, **kw)
+
+
+def _ingest_native(handle, config, src, drop_invalid: bool, progress, route: IngestRoute, spark) -> IngestReport:
     """Today's record shape, one file at a time, the next file read while this one is appended
     (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
-    from compaction_assets.ingest.formats.native_reads import Refused, read_files
+    from compaction_assets.ingest.formats.native_reads import Refused, read_file, read_files
 
     done = recorded_names(handle.manifest().ingested)
     files = [
@@ -209,7 +227,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
         if u.name not in done and Path(u.name).suffix.lower() in NATIVE_FILES.formats
     ]
     appended, records, dropped = [], 0, 0
-    with ReadAhead(read_files(src, files)) as pending:
+    with _reads(handle, src, read_files(src, files), route, spark, files, read_file) as pending:
         for n, read in enumerate(pending, 1):
             if isinstance(read, Refused):
                 raise _with_layout_hint(read.error, src, read.landed, handle.topic) from None
@@ -253,13 +271,20 @@ def _with_layout_hint(exc: InvalidInputError, src: Any, f: Any, topic: str) -> I
     )
 
 
-def _ingest_connector(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
+def _ingest_connector(handle, config, src, drop_invalid: bool, progress, route: IngestRoute, spark) -> IngestReport:
     """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
-    from compaction_assets.ingest.connectors.ingest import append_batch, batches
+    from compaction_assets.ingest.connectors.ingest import append_batch, batches, builder, plan_work
+    from compaction_assets.ingest.connectors.stream import StreamedGroup
 
     appended, records, dropped, from_mtime, inferred = [], 0, 0, 0, []
+    ingested = handle.manifest().ingested
+    # the Spark route plans every batch first (a streamed group's footers read here; it is read here too)
+    work = list(plan_work(src, config.landing, ingested)) if route.path != IN_PROCESS else []
+    here = batches(src, config.landing, ingested)  # read lazily, only on the route in this process
     # the next batch is read and shaped while this one is appended (its error is raised after this one)
-    with ReadAhead(batches(src, config.landing, handle.manifest().ingested)) as pending:
+    with _reads(
+        handle, src, here, route, spark, work, builder(config.landing), here=lambda w: isinstance(w, StreamedGroup)
+    ) as pending:
         for n, batch in enumerate(pending, 1):
             if progress:
                 progress(f"{handle.name}: ingesting {batch.name.split('|')[0]} (batch {n})")

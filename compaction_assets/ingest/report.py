@@ -22,6 +22,8 @@ class IngestReport:
     timestamps_from_mtime: int = 0  # records without a timestamp field, stamped with their object's mtime
     offsets_inferred: tuple[str, ...] = ()  # first file of each unit whose offsets were inferred, not read
     set_aside: tuple[str, ...] = ()  # files passed over: set aside (quarantined) by an operator
+    path: str = "in-process"  # where the files were read and shaped: route.IN_PROCESS or route.SPARK
+    why: str = ""  # the route's reason, in words (route.py)
 
     @property
     def files_ingested(self) -> int:
@@ -34,13 +36,15 @@ class IngestReport:
         return MTIME_TIMESTAMP_SOURCE if self.timestamps_from_mtime else None
 
     def as_document(self) -> dict[str, Any]:
-        """The JSON `ingest` prints: the connector-only keys for a connector's layout, `timestamp_source` if used,
-        `files_set_aside` if any."""
+        """The JSON `ingest` prints: where its files were read and shaped (`path`, `why`), the connector-only
+        keys for a connector's layout, `timestamp_source` if used, `files_set_aside` if any."""
         document: dict[str, Any] = {
             "files_ingested": self.files_ingested,
             "records_appended": self.records_appended,
             "invalid_records_dropped": self.invalid_records_dropped,
             "files": list(self.files),
+            "path": self.path,
+            "why": self.why,
         }
         if self.connector_layout:
             document["timestamps_from_mtime"] = self.timestamps_from_mtime

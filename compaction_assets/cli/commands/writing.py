@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from compaction_assets import settings
+from compaction_assets.cleaning.decide.placement import memory_budget
 from compaction_assets.cli import COMPACTION, NO_TABLE, command, follow
 from compaction_assets.cli.completion import store_logs
 from compaction_assets.cli.context import Context, _emit, _progress
@@ -17,6 +18,7 @@ from compaction_assets.cli.landing_area import LANDING, backlogs, check_landed, 
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.ingest.connectors.layouts import recorded_names
 from compaction_assets.ingest.landing import append_files, ingest
+from compaction_assets.ingest.route import SparkOffer
 
 
 @command(
@@ -79,6 +81,12 @@ def cmd_append(ctx: Context) -> int:
 @LANDING
 @click.option("--drop-invalid", is_flag=True, help="drop records with a null key and count them")
 @click.option(
+    "--spark",
+    is_flag=True,
+    help="read and shape the files in Spark tasks, whatever the backlog (a backlog past COMPACTION_MEMORY_BUDGET "
+    "goes to Spark anyway); each file is still committed here, in order, at most once",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="ingest nothing: print each log's landing backlog (the files an ingestion would take, their bytes, the "
@@ -114,7 +122,12 @@ def _ingest_log(ctx: Context, name: str, source) -> dict[str, Any]:
     try:
         try:
             return ingest(
-                handle, ctx.config(name), source, drop_invalid=ctx.args.drop_invalid, progress=_progress
+                handle,
+                ctx.config(name),
+                source,
+                drop_invalid=ctx.args.drop_invalid,
+                progress=_progress,
+                spark=SparkOffer(lambda: ctx.spark, memory_budget(), requested=ctx.args.spark),
             ).as_document()
         finally:
             if new_log and not handle.exists():  # a refused first ingestion leaves no empty log folder

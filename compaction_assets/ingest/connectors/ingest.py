@@ -7,7 +7,8 @@ under its recorded name (the files' names joined by `|`), so that a file is inge
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -92,18 +93,29 @@ def encode(cols: columns.Columns, name: str, files: list[str]) -> Batch:
     return Batch(name, files, cols.table(), cols.where, columns.value_schema(cols), cols.mtime_timestamps)
 
 
-def batches(
+@dataclass(frozen=True)
+class Work:
+    """One batch to build: a unit, or a group of units whose offsets interleave, merged by offset (with the
+    units' next starts, which place their records)."""
+
+    units: tuple[Unit, ...]
+    merged: bool = False
+    next_starts: tuple[tuple[str, int | None], ...] = ()
+
+
+def plan_work(
     src: PartitionSource, cfg: LandingConfig, ingested, whole: bool = False
-) -> Iterator[Batch | stream.StreamedGroup]:
-    """The partition's pending batches, in the order they must be appended; Confluent Parquet groups streamed
-    unless `whole` (each group read into one table, as other formats are)."""
+) -> Iterator[Work | stream.StreamedGroup]:
+    """The partition's pending batches, in the order they must be appended, not yet read: each a Work for
+    `build`, or a Confluent Parquet group streamed unless `whole` (each group read into one table, as other
+    formats are)."""
     connector = connector_for(cfg.format)
     units = connector.units(src)
     done = recorded_names(ingested)
     pending = [u for u in units if u.name not in done]
     if not connector.offsets_interleave:
         for u in pending:
-            yield encode(_shape(src, u, cfg), u.name, [src.uri(u.main.path)])
+            yield Work((u,))
         return
     nexts = offsets.next_starts(units)
     for group in offsets.groups(pending, nexts):
@@ -111,13 +123,39 @@ def batches(
         if streamed is not None:
             yield streamed
             continue
-        parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path)) for u in group]
-        merged, exact = offsets.merge(parts, cfg.offset_field is not None)
-        names = [f.name for u in group for f in u.files]
-        batch = encode(merged, "|".join(names), [p.uri for p in parts])
-        batch.inferred_offsets = not exact
-        del parts, merged  # the units' own columns, not held while the batch is appended
-        yield batch
+        yield Work(tuple(group), merged=True, next_starts=tuple((u.name, nexts.get(u.name)) for u in group))
+
+
+def build(src: PartitionSource, cfg: LandingConfig, work: Work) -> Batch:
+    """A Work's records read, shaped and encoded: what an ingestion does with each batch, in this process or
+    in a Spark task (ingest/spark_units.py)."""
+    if not work.merged:
+        unit = work.units[0]
+        return encode(_shape(src, unit, cfg), unit.name, [src.uri(unit.main.path)])
+    nexts = dict(work.next_starts)
+    parts = [offsets.Part(u, _shape(src, u, cfg), nexts.get(u.name), src.uri(u.main.path)) for u in work.units]
+    merged, exact = offsets.merge(parts, cfg.offset_field is not None)
+    names = [f.name for u in work.units for f in u.files]
+    batch = encode(merged, "|".join(names), [p.uri for p in parts])
+    batch.inferred_offsets = not exact
+    return batch
+
+
+def builder(cfg: LandingConfig) -> Callable[[PartitionSource, Work], Batch]:
+    """`build` with the topic's landing settings: what a Spark task calls for each Work (picklable)."""
+    return functools.partial(_build_with, cfg)
+
+
+def _build_with(cfg: LandingConfig, src: PartitionSource, work: Work) -> Batch:
+    return build(src, cfg, work)
+
+
+def batches(
+    src: PartitionSource, cfg: LandingConfig, ingested, whole: bool = False
+) -> Iterator[Batch | stream.StreamedGroup]:
+    """The partition's pending batches read, in the order they must be appended (`plan_work`, each built)."""
+    for work in plan_work(src, cfg, ingested, whole):
+        yield work if isinstance(work, stream.StreamedGroup) else build(src, cfg, work)
 
 
 def append_batch(handle, config, batch: Batch | stream.StreamedGroup, drop_invalid: bool):

@@ -48,23 +48,30 @@ def _reworded(exc: InvalidInputError, local: str, uri: str) -> InvalidInputError
 def read_files(src: Any, files: list[Any]) -> Iterator[ReadFile | Refused]:
     """Each of `files` (LandedFile of the PartitionSource `src`) read whole, in order; stops after a refusal."""
     for landed in files:
-        try:
-            if src.storage.local:
-                path = src.readable(landed)
-                lines: list[int] = []
-                yield ReadFile(landed, str(path), str(path), read_input_file(path, lines), lines)
-                continue
-            uri = src.storage.uri(landed.path)
-            with tempfile.TemporaryDirectory() as tmp:
-                local = Path(tmp) / landed.name
-                local.parent.mkdir(parents=True, exist_ok=True)
-                local.write_bytes(src.storage.read_bytes(landed.path))
-                lines = []
-                try:
-                    table = read_input_file(local, lines)
-                except InvalidInputError as exc:
-                    raise _reworded(exc, str(local), uri) from None
-            yield ReadFile(landed, str(local), uri, table, lines)
-        except InvalidInputError as exc:
-            yield Refused(landed, exc)
+        read = read_file(src, landed)
+        yield read
+        if isinstance(read, Refused):
             return
+
+
+def read_file(src: Any, landed: Any) -> ReadFile | Refused:
+    """One landed file read whole, or its refusal: what an ingestion does with each file, in this process or
+    in a Spark task (ingest/spark_units.py)."""
+    try:
+        if src.storage.local:
+            path = src.readable(landed)
+            lines: list[int] = []
+            return ReadFile(landed, str(path), str(path), read_input_file(path, lines), lines)
+        uri = src.storage.uri(landed.path)
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / landed.name
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(src.storage.read_bytes(landed.path))
+            lines = []
+            try:
+                table = read_input_file(local, lines)
+            except InvalidInputError as exc:
+                raise _reworded(exc, str(local), uri) from None
+        return ReadFile(landed, str(local), uri, table, lines)
+    except InvalidInputError as exc:
+        return Refused(landed, exc)
