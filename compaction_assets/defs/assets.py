@@ -7,6 +7,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.cleaning import engine
+from compaction_assets.cleaning.decide.placement import memory_budget
 from compaction_assets.defs.alerts import REPORTED_KEY
 from compaction_assets.defs.clock import now_ms
 from compaction_assets.defs.history.history import (
@@ -21,6 +22,7 @@ from compaction_assets.defs.table.table import LATEST_STATE, follow_tables
 from compaction_assets.errors import AlreadyReportedError, CompactionError, CorruptLogError, LogNameError, transient
 from compaction_assets.ingest.landing import ingest, landing_logs
 from compaction_assets.ingest.report import IngestReport
+from compaction_assets.ingest.route import SparkOffer
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
@@ -86,8 +88,11 @@ def _commits_later(context: dg.AssetExecutionContext) -> bool:
     retry_policy=TRANSIENT_RETRY,
     description="Ingests new files from <landing>/<topic>/partition=<p>/ into the log, each file at most once.",
 )
-def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource) -> dg.MaterializeResult:
-    """Ingest the partition's new landing files into its log."""
+def raw_segments(
+    context: dg.AssetExecutionContext, log_store: LogStoreResource, pyspark: LazyPySparkResource
+) -> dg.MaterializeResult:
+    """Ingest the partition's new landing files into its log (a backlog past the memory budget read and shaped
+    by Spark tasks, its session opened only then)."""
     log = _log(context)
     handle, cfg = log_store.handle(log), _config(log_store, log)
     folder = landing_logs(log_store.landing_area(), log_store.store.storage)[0].get(log)
@@ -99,7 +104,8 @@ def raw_segments(context: dg.AssetExecutionContext, log_store: LogStoreResource)
     report = IngestReport()  # no landing folder: nothing to ingest, the log's size is still reported
     if folder is not None:
         try:
-            report = ingest(handle, cfg, folder, progress=context.log.info)
+            offer = SparkOffer(lambda: pyspark.spark_session, memory_budget())
+            report = ingest(handle, cfg, folder, progress=context.log.info, spark=offer)
         except CompactionError as exc:
             raise dg.Failure(
                 description=f"ingestion of {log} stopped: {exc}",

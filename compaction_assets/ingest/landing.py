@@ -202,12 +202,12 @@ def ingest(
     return dataclasses.replace(report, set_aside=set_aside, path=route.path, why=route.why)
 
 
-def _reads(handle, src, here: Iterator[Any], route: IngestRoute, spark: SparkOffer | None, *args, **kw):
-    """What an ingestion appends, in order: `here` produced in a thread while each is appended
+def _reads(handle, src, in_process: Iterator[Any], route: IngestRoute, spark: SparkOffer | None, *args, **kw):
+    """What an ingestion appends, in order: `in_process` produced in a thread while each is appended
     (log/read_ahead.py), or on the Spark route `SparkBuilt(session, handle, src, *args, **kw)` (spark_units.py),
     which builds the same items with the same function in Spark tasks. Both are context managers."""
     if route.path == IN_PROCESS or spark is None:
-        return ReadAhead(here)
+        return ReadAhead(in_process)
     from compaction_assets.ingest.spark_units import SparkBuilt
 
     return SparkBuilt(spark.session(), handle, src, *args, **kw)
@@ -280,10 +280,10 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress, route: 
     ingested = handle.manifest().ingested
     # the Spark route plans every batch first (a streamed group's footers read here; it is read here too)
     work = list(plan_work(src, config.landing, ingested)) if route.path != IN_PROCESS else []
-    here = batches(src, config.landing, ingested)  # read lazily, only on the route in this process
+    lazily = batches(src, config.landing, ingested)  # read only on the route in this process
     # the next batch is read and shaped while this one is appended (its error is raised after this one)
     with _reads(
-        handle, src, here, route, spark, work, builder(config.landing), here=lambda w: isinstance(w, StreamedGroup)
+        handle, src, lazily, route, spark, work, builder(config.landing), here=lambda w: isinstance(w, StreamedGroup)
     ) as pending:
         for n, batch in enumerate(pending, 1):
             if progress:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 
+from compaction_assets.cleaning.decide.placement import memory_budget
 from compaction_assets.defs.alerts import REPORTED_KEY
 from compaction_assets.defs.batches.cleaning import CleaningBatch, due
 from compaction_assets.defs.batches.instance_pool import hold_instance_connections
@@ -47,6 +48,7 @@ from compaction_assets.defs.jobs import SPARK_POOL, TRANSIENT_RETRY
 from compaction_assets.defs.table.table import follow_tables
 from compaction_assets.errors import CompactionError, first_line
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.ingest.route import SparkOffer
 from compaction_assets.store.names import parse_log_name
 from resources.log_store import LogStoreResource
 
@@ -127,7 +129,7 @@ def compaction_batch_op(
     yield from clean_batch(context, config, log_store, pyspark, list(config.logs), only_due=False)
 
 
-def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) -> LogOutcome:
+def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress, spark: SparkOffer) -> LogOutcome:
     """Ingest one log's new files; its raw_segments materialization, or its failure."""
     try:
         parse_log_name(log, "partition key")
@@ -139,7 +141,7 @@ def _ingest_one(log_store: LogStoreResource, log: str, folders: dict, progress) 
                 f"log {log!r} does not exist in the store at {log_store.store_location()} and "
                 f"has no landing folder under {log_store.landing_area()}"
             )
-        report = ingest(handle, cfg, folders[log], progress=progress)
+        report = ingest(handle, cfg, folders[log], progress=progress, spark=spark)
     except CompactionError as exc:
         return failed_outcome(log, "raw_segments", f"ingestion of {log} stopped: {exc}", is_transient(exc))
     except Exception as exc:  # a surprise in one log's files is that log's failure: the others go on
@@ -195,12 +197,16 @@ class Ingested:
     out=dg.Out(Ingested),
     description="Ingests the new landing files of many logs, each log's raw_segments as its own run records it.",
 )
-def ingest_batch_op(context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource):
-    """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run."""
+def ingest_batch_op(
+    context: dg.OpExecutionContext, config: BatchConfig, log_store: LogStoreResource, pyspark: LazyPySparkResource
+):
+    """Ingest the batch's logs; the ones that failed are reported by the cleaning step, which fails the run. A
+    log's backlog past the memory budget is read and shaped by Spark tasks (the session opened only then)."""
     hold_instance_connections(context.instance, context.run_id)
     folders, outcomes = landing_logs(log_store.landing_area(), log_store.store.storage)[0], []
     for log in config.logs:
-        outcome = _ingest_one(log_store, log, folders, None)  # its events show progress (see above)
+        offer = SparkOffer(lambda: pyspark.spark_session, memory_budget())
+        outcome = _ingest_one(log_store, log, folders, None, offer)  # its events show progress (see above)
         outcomes.append(outcome)
         yield from outcome.events
     failed = [o for o in outcomes if o.failure]

@@ -48,6 +48,8 @@ def raw_segments_metadata(report: IngestReport, handle: LogHandle) -> dict:
         "size_bytes": m.total_size,
         "segments": len(m.segments),
         "files": dg.MetadataValue.json(list(report.files[-50:])),
+        "path": report.path,  # where the files were read and shaped (ingest/route.py), and why
+        "why": report.why,
     }
 
 
