@@ -356,12 +356,14 @@ def test_topic_missing_from_the_topics_file_takes_the_defaults(tmp_path, capsys)
     assert rc == 0, err
     ingested = json.loads(out)
     assert ingested["unknown-0"].pop("table")["committed"] is True  # the topic's table follows the log
+    assert "within COMPACTION_MEMORY_BUDGET" in ingested["unknown-0"].pop("why")  # its route (ingest/route.py)
     assert ingested == {
         "unknown-0": {
             "files_ingested": 1,
             "records_appended": 7,
             "invalid_records_dropped": 0,
             "files": ["good-binary.jsonl"],
+            "path": "in-process",
         }
     }
     rc, out, _ = cli_run(capsys, "--store", store, "--topics", str(topics), "describe", "unknown-0")

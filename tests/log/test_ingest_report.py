@@ -10,6 +10,7 @@ import pytest
 
 from compaction_assets import cli
 from compaction_assets.ingest.landing import ingest, landing_logs
+from compaction_assets.ingest.route import NOT_OFFERED
 from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import confluent_name, write_lines
 
@@ -38,6 +39,8 @@ NATIVE_DOCUMENT = {
     "records_appended": 2,
     "invalid_records_dropped": 1,
     "files": ["a.jsonl", "b.jsonl"],
+    "path": "in-process",
+    "why": NOT_OFFERED.why,
 }
 CONNECTOR_DOCUMENT = {
     "files_ingested": 4,
@@ -49,6 +52,8 @@ CONNECTOR_DOCUMENT = {
         confluent_name("users", 0, 3, ext="json"),
         confluent_name("users", 0, 3, ".keys", "json"),
     ],
+    "path": "in-process",
+    "why": NOT_OFFERED.why,
     "timestamps_from_mtime": 5,
     "offsets_inferred": [confluent_name("users", 0, 3, ext="json")],
     "timestamp_source": MTIME_SOURCE,
@@ -79,12 +84,15 @@ def test_a_connector_ingestion_adds_its_keys_and_names_the_mtime_source(landing,
         "records_appended": 0,
         "invalid_records_dropped": 0,
         "files": [],
+        "path": "in-process",
+        "why": NOT_OFFERED.why,
         "timestamps_from_mtime": 0,
         "offsets_inferred": [],
     }
 
 
-def test_the_cli_prints_each_logs_document_byte_for_byte(landing, tmp_path, capsys):
+def test_the_cli_prints_each_logs_document_byte_for_byte(landing, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPACTION_MEMORY_BUDGET", str(64 << 20))
     topics = tmp_path / "topics.yaml"
     topics.write_text("topics: {users: {landing.format: confluent}}\n")
     capsys.readouterr()
@@ -106,6 +114,11 @@ def test_the_cli_prints_each_logs_document_byte_for_byte(landing, tmp_path, caps
     # ingestion's own part, before it, is the same byte for byte
     printed = json.loads(out)
     assert [printed[log].pop("table")["committed"] for log in printed] == [True, True]
-    assert json.dumps(printed, indent=2) == json.dumps(
-        {"orders-0": NATIVE_DOCUMENT, "users-0": CONNECTOR_DOCUMENT}, indent=2
-    )
+    # the CLI offers Spark: each backlog is within the budget, so read in this process, as the route says
+    within = "is within COMPACTION_MEMORY_BUDGET (64 MiB): read and shaped in this process"
+    assert all(within in printed[log].pop("why") for log in printed)
+    expected = {
+        log: {k: v for k, v in document.items() if k != "why"}
+        for log, document in (("orders-0", NATIVE_DOCUMENT), ("users-0", CONNECTOR_DOCUMENT))
+    }
+    assert json.dumps(printed, indent=2) == json.dumps(expected, indent=2)
