@@ -16,7 +16,9 @@ connector layout stores for a structured value), so both sides append the same b
     lenses-<fmt>        envelopes under `<topic>/<p>/<last>_<min>_<max>.<ext>` (offset, timestamp in metadata)
 
 and `aiven-csv`, `lenses64-jsonl` (base64 keys and values), `debezium-jsonl` (change events), and the
-library contender `pyarrow:<layout>` (bench/landing_extra.py).
+library contender `pyarrow:<layout>` (bench/landing_extra.py). `spark:<layout>` ingests the layout's files on
+the Spark route (`ingest --spark`: read and shaped by Spark tasks of a local session, committed in order here);
+its CPU seconds are the process tree's (the JVM and its Python workers).
 
 Each layout's files are written once; then every round ingests every layout once into a fresh store, in
 the order given (rounds interleaved, so that the machine's load drifts alike over the contenders). Prints
@@ -312,7 +314,9 @@ WRITERS = {
 
 
 def ingest_once(landing: str, store: str, layout: str) -> None:
-    """In this process: configure the topic and ingest its landing folder; print the seconds as JSON."""
+    """In this process: configure the topic and ingest its landing folder; print the seconds as JSON. A
+    `spark:` layout is ingested on the Spark route (a local session, started before the timing): its CPU
+    seconds are those of the whole process tree (the JVM and its Python workers too)."""
     import pandas  # noqa: F401  pyarrow imports it at its first pa.array of a sequence: the native path's
 
     from compaction_assets.ingest.landing import ingest, landing_logs
@@ -320,25 +324,57 @@ def ingest_once(landing: str, store: str, layout: str) -> None:
     from compaction_assets.topics.config import build_config
 
     # imports bring it in before the timing, the connectors' shaping within it (0.3-1.5 s); import it first
-    config = build_config(CONFIGS.get(layout, {}))
+    on_spark = layout.startswith("spark:")
+    config = build_config(CONFIGS.get(layout.removeprefix("spark:"), {}))
     handle = LogStore(store, gc_grace_s=0).log(f"{TOPIC}-0")
-    started, cpu = time.perf_counter(), time.process_time()
-    report = ingest(handle, config, landing_logs(landing)[0][f"{TOPIC}-0"])
+    offer, session_seconds = _spark_offer() if on_spark else (None, 0.0)
+    started, cpu = time.perf_counter(), _tree_cpu() if on_spark else time.process_time()
+    report = ingest(handle, config, landing_logs(landing)[0][f"{TOPIC}-0"], spark=offer)
     print(
         json.dumps(
             {
                 "seconds": time.perf_counter() - started,
-                "cpu_seconds": time.process_time() - cpu,
+                "cpu_seconds": (_tree_cpu() if on_spark else time.process_time()) - cpu,
                 "records": report.records_appended,
+                "path": report.path,
+                "session_seconds": session_seconds,
             }
         )
     )
 
 
+def _spark_offer():
+    """A local Spark session (SPARK_MASTER, or local[*]) offered to the ingestion, asked to go to Spark; the
+    seconds its start took (not in the ingestion's figures: a backfill's run pays it once)."""
+    from compaction_assets.ingest.route import SparkOffer
+    from compaction_assets.spark import get_spark
+
+    started = time.perf_counter()
+    session = get_spark()
+    return SparkOffer(lambda: session, 0, requested=True), time.perf_counter() - started
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process and every live descendant, with the children each has reaped (Spark's
+    Python workers exit into their daemon's account): the Spark route's work is mostly in the JVM's
+    children."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
 def measure(layout: str, work: Path, round_number: int) -> Result:
     """Time the layout's ingestion of its written files into a fresh store, in a process of its own."""
     library = layout.startswith("pyarrow:")
-    files = work / layout.removeprefix("pyarrow:")
+    files = work / layout.removeprefix("pyarrow:").removeprefix("spark:")
     landing, store = files / "landing", files / "store"
     shutil.rmtree(store, ignore_errors=True)
     load_before = os.getloadavg()[0]
@@ -449,7 +485,7 @@ def main() -> None:
         return
     work = Path(args.work or tempfile.mkdtemp(prefix="landing-bench-"))
     layouts = args.layouts.split(",")
-    for layout in {name.removeprefix("pyarrow:") for name in layouts}:
+    for layout in {name.removeprefix("pyarrow:").removeprefix("spark:") for name in layouts}:
         if not (args.reuse_files and (work / layout / "landing").is_dir()):
             write_layout(layout, work / layout / "landing", args.records, args.files)
     results = run_rounds(layouts, work, args.repeats)

@@ -211,7 +211,7 @@ TABLE_MAX_STATE_BYTES = ENVIRONMENT.declare(
 MEMORY_BUDGET = ENVIRONMENT.declare(
     "COMPACTION_MEMORY_BUDGET",
     "the memory the product's process may take for the work it does itself (a cleaning's decision and write, a latest "
-    "state, a table commit): its in-process bounds derive from it; past them, work goes to Spark tasks (`describe`)",
+    "state, a table commit, an ingestion's backlog): past the bounds it sets, work goes to Spark tasks (`describe`)",
     parse=positive_int,
     shown_as="a quarter of the machine's memory, or of its container's limit (6 GiB on 24 GiB)",
 )
