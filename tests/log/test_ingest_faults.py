@@ -161,7 +161,12 @@ def as_tuples(records) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ingest-kill")
+    return write_kill_landing(tmp_path_factory.mktemp("ingest-kill"))
+
+
+def write_kill_landing(root: Path):
+    """The landing area of the kill trials under `root` (with its topics file): the root, the files' names,
+    the oracle's records and the records after each file."""
     folder = root / "landing" / "events" / "partition=0"
     rng = random.Random(4242)
     files = [_rows(rng, i, ROWS) for i in range(FILES)]
@@ -178,9 +183,9 @@ def landing(tmp_path_factory):
 
 
 class Ingestion:
-    """`python -m compaction_assets ingest` in its own process group, with a 0.5 s lease."""
+    """`python -m compaction_assets ingest [flags]` in its own process group, with a 0.5 s lease."""
 
-    def __init__(self, root: Path, store: Path):
+    def __init__(self, root: Path, store: Path, *flags: str):
         env = dict(os.environ, COMPACTION_LOCK_TTL_SECONDS="0.5", PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [
@@ -194,6 +199,7 @@ class Ingestion:
                 "ingest",
                 "--landing",
                 str(root / "landing"),
+                *flags,
             ],
             cwd=str(REPO),
             env=env,

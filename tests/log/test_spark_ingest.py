@@ -25,6 +25,13 @@ from tests.log.connectors.sinks import write_lines
 from tests.log.connectors.test_confluent import AVRO_CFG, avro_users, tombstones
 from tests.log.test_avro import records as avro_records
 from tests.log.test_avro import write_avro
+from tests.log.test_ingest_faults import LOG, Ingestion, as_tuples, write_kill_landing
+from tests.log.test_store_faults import (
+    check_layout,
+    only_referenced_data_left,
+    referenced_files_exist,
+    wait_lease_expiry,
+)
 
 FILES = 9  # three windows of units on the test session's two cores
 ROWS = 40
@@ -220,3 +227,30 @@ def test_the_route_goes_to_spark_past_the_memory_budget_or_when_asked(tmp_path, 
         spark=SparkOffer(session, backlog - 1),
     )
     assert report.path == SPARK and report.files_ingested == FILES and "past" in report.why
+
+
+@pytest.mark.slow
+def test_a_spark_ingestion_killed_mid_backlog_leaves_whole_files_and_a_rerun_finishes_once(tmp_path, spark):
+    """`ingest --spark` SIGKILLed as its third file begins (its own progress line): the log holds a prefix
+    of the files, each whole; the stage it left is unreferenced and the garbage collection removes it; a
+    rerun on the Spark route ingests the rest once."""
+    root, names, expected, ends = write_kill_landing(tmp_path / "kill")
+    store = tmp_path / "store"
+    run = Ingestion(root, store, "--spark")
+    assert run.started.wait(300), run.lines
+    run.wait_begun(3, timeout=300)
+    run.kill()
+    handle = LogStore(str(store), gc_grace_s=0).log(LOG)
+    m = handle.manifest()
+    k = len(m.ingested)
+    assert k >= 2 and list(m.ingested) == names[:k]  # a prefix, in order, each once
+    assert as_tuples(check_layout(handle, m)) == expected[: ends[k - 1]]  # whole files only
+    wait_lease_expiry(handle, "append")
+    offer = SparkOffer(lambda: spark, GiB, requested=True)
+    report = ingest(handle, build_config({"segment.bytes": 8000}), landing_logs(root / "landing")[0][LOG], spark=offer)
+    assert report.path == SPARK and report.files_ingested == len(names) - k
+    m = handle.manifest()
+    assert list(m.ingested) == names and as_tuples(check_layout(handle, m)) == expected
+    handle.collect_garbage(grace_s=0)  # the killed run's stage and uncommitted files go
+    only_referenced_data_left(handle)
+    referenced_files_exist(handle)
