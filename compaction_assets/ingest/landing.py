@@ -275,11 +275,12 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress, route: 
     """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
     from compaction_assets.ingest.connectors.ingest import append_batch, batches, builder, plan_work
     from compaction_assets.ingest.connectors.stream import StreamedGroup
+    from compaction_assets.ingest.spark_units import planned
 
     appended, records, dropped, from_mtime, inferred = [], 0, 0, 0, []
     ingested = handle.manifest().ingested
     # the Spark route plans every batch first (a streamed group's footers read here; it is read here too)
-    work = list(plan_work(src, config.landing, ingested)) if route.path != IN_PROCESS else []
+    work = planned(plan_work(src, config.landing, ingested)) if route.path != IN_PROCESS else []
     lazily = batches(src, config.landing, ingested)  # read only on the route in this process
     # the next batch is read and shaped while this one is appended (its error is raised after this one)
     with _reads(

@@ -53,6 +53,18 @@ class Refusal:
         return InvalidInputError(self.message, row=self.row)
 
 
+def planned(items: Iterator[Any]) -> list[Any]:
+    """The items a plan yields, listed for the windows; a refusal while planning (a file that vanished, read
+    for the plan) ends the list as a Refusal, raised in its turn, after the items before it are committed,
+    as the plan read lazily in this process raises it."""
+    out: list[Any] = []
+    try:
+        out.extend(items)
+    except InvalidInputError as exc:
+        out.append(Refusal(str(exc), exc.row))
+    return out
+
+
 def _location(storage: Storage) -> str:
     """What opens `storage` again in a worker: a local folder's absolute root, an object store's URI."""
     return storage.root if storage.local else storage.location
@@ -101,7 +113,8 @@ class SparkBuilt(Generic[Item]):
         here: Callable[[Any], bool] = lambda item: False,
     ):
         self._spark, self._handle, self._src, self._items = spark, handle, src, items
-        self._build, self._here = build, here
+        self._build = build
+        self._here = lambda item: isinstance(item, Refusal) or here(item)  # a plan's refusal is raised here
         self._stage = handle.path(f"{STAGE_PREFIX}{uuid.uuid4().hex}")
         self._windows = ReadAhead(self._jobs())
 
@@ -119,7 +132,10 @@ class SparkBuilt(Generic[Item]):
         for window in self._windows:
             for number, path in window:
                 if path is None:
-                    yield self._items[number]
+                    item = self._items[number]
+                    if isinstance(item, Refusal):
+                        raise item.error()
+                    yield item
                     continue
                 with self._handle.st.fs.open_input_file(path) as staged:
                     result = pickle.load(staged)

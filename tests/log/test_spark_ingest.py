@@ -23,6 +23,8 @@ from compaction_assets.store.log_store import LogStore
 from compaction_assets.topics.config import build_config
 from tests.log.connectors.sinks import write_lines
 from tests.log.connectors.test_confluent import AVRO_CFG, avro_users, tombstones
+from tests.log.connectors.test_streamed_group import CFG as STREAMED_CFG
+from tests.log.connectors.test_streamed_group import _land
 from tests.log.test_avro import records as avro_records
 from tests.log.test_avro import write_avro
 from tests.log.test_ingest_faults import LOG, Ingestion, as_tuples, write_kill_landing
@@ -171,6 +173,17 @@ def test_a_malformed_file_is_refused_alike_with_nothing_of_it_written(tmp_path, 
     assert stored_there == stored_here and stored_there["stages"] == []
     ingested = "|".join(stored_here["ingested"])
     assert bad.name not in ingested and len(stored_here["ingested"]) >= 3  # those before it, each whole
+
+
+def test_a_streamed_confluent_group_is_read_in_its_turn_on_the_spark_route(tmp_path, spark):
+    """A Confluent Parquet group that tombstones chain is streamed a value file at a time in this process
+    (connectors/stream.py), on the Spark route too: the same log."""
+    root = tmp_path / "landing"
+    _land(root, [(1, 60), (60, 130), (130, 200)])
+    _, stored_here = _ingest(tmp_path, "here", root, "users-0", STREAMED_CFG, None)
+    offer = SparkOffer(lambda: spark, GiB, requested=True)
+    there, stored_there = _ingest(tmp_path, "spark", root, "users-0", STREAMED_CFG, offer)
+    assert there.path == SPARK and stored_there == stored_here and len(stored_here["records"]) > 150
 
 
 def test_a_record_refused_at_its_commit_is_refused_alike(tmp_path, spark):
