@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_assets.spark.lazy_session import local_master_cores, master_named_by, session_target
+
 IN_PROCESS = "in-process"  # read and shaped in this process, the next unit read while one is appended
 SPARK = "spark"  # read and shaped by Spark tasks, committed here in order
 
@@ -26,14 +28,22 @@ class IngestRoute:
     why: str
 
 
+def configured_master() -> str | None:
+    """The master the settings send a session to, found without starting one (None: a Connect server that
+    only the session can name)."""
+    return master_named_by(session_target())
+
+
 @dataclass(frozen=True)
 class SparkOffer:
     """What lets an ingestion go to Spark: the session (opened only when it does), the memory budget its
-    backlog is held to, and whether the caller asks for Spark whatever the backlog."""
+    backlog is held to, whether the caller asks for Spark whatever the backlog, and the master its tasks
+    would run on (asked only past the budget)."""
 
     session: Callable[[], Any]
     budget: int
     requested: bool = False
+    master: Callable[[], str | None] = configured_master
 
 
 NOT_OFFERED = IngestRoute(IN_PROCESS, "no Spark session was offered to this ingestion")
@@ -50,6 +60,16 @@ def ingest_route(backlog_bytes: int, offer: SparkOffer | None) -> IngestRoute:
     if offer.requested:
         return IngestRoute(SPARK, f"asked for: Spark tasks read and shape its backlog ({_mib(backlog_bytes)})")
     if backlog_bytes > offer.budget:
+        master = offer.master()
+        if master is not None and local_master_cores(master) is not None:
+            # this process holds a few files at a time whatever the backlog, and a local master's tasks share
+            # its cores at about twice its CPU (docs/performance.md): Spark pays only where it adds machines
+            return IngestRoute(
+                IN_PROCESS,
+                f"its backlog ({_mib(backlog_bytes)}) is past COMPACTION_MEMORY_BUDGET ({_mib(offer.budget)}), "
+                f"but Spark's master ({master}) is this machine: read here a few files at a time "
+                "(`ingest --spark` asks for Spark)",
+            )
         return IngestRoute(
             SPARK,
             f"its backlog ({_mib(backlog_bytes)}) is past COMPACTION_MEMORY_BUDGET ({_mib(offer.budget)}): "

@@ -227,8 +227,13 @@ def test_the_route_goes_to_spark_past_the_memory_budget_or_when_asked(tmp_path, 
     assert ingest_route(10 << 20, None).path == IN_PROCESS
     within = ingest_route(10 << 20, SparkOffer(session, 20 << 20))
     assert within.path == IN_PROCESS and "within COMPACTION_MEMORY_BUDGET (20 MiB)" in within.why
-    past = ingest_route(30 << 20, SparkOffer(session, 20 << 20))
+    cluster = lambda: "spark://10.0.0.5:7077"  # noqa: E731 - a cluster's master, named by the settings
+    past = ingest_route(30 << 20, SparkOffer(session, 20 << 20, master=cluster))
     assert past.path == SPARK and "past COMPACTION_MEMORY_BUDGET (20 MiB)" in past.why
+    # on a local master Spark's tasks share this machine's cores: the backlog is read here, a few files at a time
+    local = ingest_route(30 << 20, SparkOffer(session, 20 << 20, master=lambda: "local[*]"))
+    assert local.path == IN_PROCESS and "past COMPACTION_MEMORY_BUDGET" in local.why and "local[*]" in local.why
+    assert ingest_route(30 << 20, SparkOffer(session, 20 << 20, master=lambda: None)).path == SPARK
     assert ingest_route(1, SparkOffer(session, 20 << 20, requested=True)).path == SPARK
     root = tmp_path / "landing"
     log = native_jsonl(root)
@@ -237,7 +242,7 @@ def test_the_route_goes_to_spark_past_the_memory_budget_or_when_asked(tmp_path, 
         LogStore(str(tmp_path / "store")).log(log),
         build_config({}),
         landing_logs(root)[0][log],
-        spark=SparkOffer(session, backlog - 1),
+        spark=SparkOffer(session, backlog - 1, master=cluster),
     )
     assert report.path == SPARK and report.files_ingested == FILES and "past" in report.why
 
