@@ -15,7 +15,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from compaction_assets.errors import InvalidInputError
+from compaction_assets.errors import ConfigError, InvalidInputError
 from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
 from compaction_assets.ingest.connectors.registry import connector_for
 from compaction_assets.ingest.connectors.shaping import columns, csv_columns
@@ -204,3 +204,45 @@ def test_a_blank_line_is_a_record_not_skipped(tmp_path, store):
         ingest(handle, build_config({"landing.format": "aiven"}), landing_logs(str(root))[0]["users-0"])
     assert "users-0-0.csv: line 3: offset 1 is below the next offset 2" in str(info.value), str(info.value)
     assert not handle.exists()
+
+
+CSV_OF_NO_SINK = [
+    (
+        "confluent",
+        {"users/partition=0/users+0+0000000000.csv": "a,1\n", "users/partition=0/users+0+0000000000.keys.csv": "k\n"},
+        "users+0+0000000000.csv: Confluent's S3 sink writes no CSV",
+    ),
+    (
+        "lenses",
+        {"users/0/000000000000_1_1.csv": "name,age\nalice,3\n"},
+        "000000000000_1_1.csv: Lenses' S3 sink writes CSV only",
+    ),
+]
+
+
+@pytest.mark.parametrize("landing_format, files, refusal", CSV_OF_NO_SINK, ids=["confluent", "lenses"])
+def test_csv_of_a_connector_that_writes_none_is_refused_naming_the_file(
+    tmp_path, store, landing_format, files, refusal
+):
+    """Confluent's S3 sink has no CSV format and Lenses' writes CSV only without the envelope (no key, no
+    offset): a `.csv` file in their layouts is refused in one line naming it, nothing written (before, a
+    Confluent `.csv` unit landed its cells as JSON arrays: key `["k"]`, value `["a","1"]`)."""
+    from compaction_assets.ingest.landing import ingest, landing_logs
+
+    root = tmp_path / "landing"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    handle = store.log("users-0")
+    with pytest.raises(InvalidInputError) as info:
+        ingest(handle, build_config({"landing.format": landing_format}), landing_logs(str(root))[0]["users-0"])
+    assert refusal in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert not handle.exists()
+
+
+@pytest.mark.parametrize("landing_format", ["native", "confluent", "lenses"])
+def test_landing_file_format_csv_needs_aiven(landing_format):
+    with pytest.raises(ConfigError) as info:
+        build_config({"landing.format": landing_format, "landing.file.format": "csv"}, "users")
+    assert "landing.file.format='csv': needs landing.format aiven" in str(info.value)
+    assert build_config({"landing.format": "aiven", "landing.file.format": "csv"}).landing.file_format is FileFormat.CSV
