@@ -68,7 +68,7 @@ def _file(rng: random.Random, fields: int, newline: str) -> bytes:
         if fields == 1 and not cells[0]:
             cells[0] = b64(b"k")  # a line of one empty cell is a blank line (the columns leave it to the rows)
         cells += ["x"] * (fields - 4) if fields > 4 else []
-        lines.append(",".join(cells[:fields]))
+        lines.append(",".join(cells[:fields]) if rng.random() > 0.02 else "")  # a blank line: empty cells
     return (newline.join(lines) + (newline if rng.random() < 0.8 else "")).encode()
 
 
@@ -129,7 +129,18 @@ def test_aiven_csv_the_columns_cannot_read_exactly_are_read_by_row(text):
     assert (fast is not None) == (text in TAKEN), "the columns take these odd files, and only these"
 
 
-TAKEN = {f"YR==,{V},0,1\n", f"{K},{V},007,-0\n", f"{K}\n", ",,,\n", f"{K},{V},0,1,,,\n"}
+TAKEN = {
+    f"YR==,{V},0,1\n",
+    f"{K},{V},007,-0\n",
+    f"{K}\n",
+    ",,,\n",
+    f"{K},{V},0,1,,,\n",
+    # a blank line: a record of empty cells, in the rows (one, the others missing) as in pyarrow's reader
+    # (each cell empty)
+    f"{K},{V},0,1\n\n{K},{V},1,2\n",
+    f"{K},{V},0,1\n\n\n",
+    "\n",
+}
 
 
 def test_corrupt_gzip_is_read_by_row():
@@ -171,6 +182,28 @@ def test_base64_columns_are_the_per_row_decoders():
         with pytest.raises((binascii.Error, ValueError)):
             base64.b64decode(bad, validate=True)
         assert base64_columns.decode(pa.array(["YQ==", bad])) is None
+
+
+def test_base64_columns_with_empty_as_null_over_slices_and_nulls():
+    rng = random.Random(11)
+    texts = [
+        rng.choice([None, "", b64(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 20))))]) for _ in range(900)
+    ]
+    arr = pa.array(texts, pa.string())
+    for start, length in [(0, 900), (1, 500), (333, 7), (899, 1), (5, 0)]:
+        expected = [base64.b64decode(t, validate=True) if t else None for t in texts[start : start + length]]
+        assert base64_columns.decode(arr.slice(start, length), True).to_pylist() == expected
+    assert base64_columns.decode(pa.array(["", None, ""]), True).to_pylist() == [None, None, None]
+    assert base64_columns.decode(pa.array(["", None, ""])).to_pylist() == [b"", None, b""]
+
+
+def test_integer_cells_over_slices():
+    cells = pa.array(["7", "", "-12", "9223372036854775807", "", "-9223372036854775808", "0"], pa.string())
+    values = [7, None, -12, 2**63 - 1, None, -(2**63), 0]
+    for start in range(len(values)):
+        assert csv_columns._longs(cells.slice(start), len(values) - start).to_pylist() == values[start:]
+    for bad in ["-", "1-", "--1", "+1", " 1", "0x1", "1e3", "9223372036854775808", "\u0663"]:
+        assert csv_columns._longs(pa.array(["1", bad]), 2) is None, bad
 
 
 def test_a_bad_cell_is_named_by_the_ingestion(tmp_path, store):
