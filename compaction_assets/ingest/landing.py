@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,7 +197,7 @@ def ingest(handle, config, folder: Any, *, drop_invalid: bool = False, progress=
 
 
 def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestReport:
-    """Today's record shape, one file at a time, the next file read while this one is appended
+    """Today's record shape, one file at a time, the next files read while this one is appended
     (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
@@ -209,7 +210,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress) -> IngestR
         if u.name not in done and Path(u.name).suffix.lower() in NATIVE_FILES.formats
     ]
     appended, records, dropped = [], 0, 0
-    with ReadAhead(read_files(src, files)) as pending:
+    with closing(read_files(src, files)) as pending:
         for n, read in enumerate(pending, 1):
             if isinstance(read, Refused):
                 raise _with_layout_hint(read.error, src, read.landed, handle.topic) from None
