@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,7 @@ def _reworded(exc: InvalidInputError, local: str, uri: str) -> InvalidInputError
     return InvalidInputError(str(exc).replace(local, uri), row=exc.row)
 
 
-def read_files(src: Any, files: list[Any], workers: int = READ_WORKERS) -> Iterator[ReadFile | Refused]:
+def read_files(src: Any, files: list[Any], workers: int = READ_WORKERS) -> Generator[ReadFile | Refused, None, None]:
     """Each of `files` (LandedFile of the PartitionSource `src`) read whole, handed over in order; stops after
     a refusal. `workers` files are read at once in threads, ahead of the one the caller appends: a file of
     50,000 records is one block of pyarrow's JSON reader, parsed by one thread, so reading one file at a time
