@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
-from collections.abc import Iterator
+from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -202,19 +202,22 @@ def ingest(
     return dataclasses.replace(report, set_aside=set_aside, path=route.path, why=route.why)
 
 
-def _reads(handle, src, in_process: Iterator[Any], route: IngestRoute, spark: SparkOffer | None, *args, **kw):
-    """What an ingestion appends, in order: `in_process` produced in a thread while each is appended
-    (log/read_ahead.py), or on the Spark route `SparkBuilt(session, handle, src, *args, **kw)` (spark_units.py),
-    which builds the same items with the same function in Spark tasks. Both are context managers."""
+def _reads(
+    handle, src, in_process: AbstractContextManager[Any], route: IngestRoute, spark: SparkOffer | None, *args, **kw
+):
+    """What an ingestion appends, in order: `in_process`, produced in threads while each is appended
+    (native_reads.read_files, log/read_ahead.py), or on the Spark route `SparkBuilt(session, handle, src, *args,
+    **kw)` (spark_units.py), which builds the same items with the same function in Spark tasks. Both are
+    context managers; `in_process` is not started on the Spark route."""
     if route.path == IN_PROCESS or spark is None:
-        return ReadAhead(in_process)
+        return in_process
     from compaction_assets.ingest.spark_units import SparkBuilt
 
     return SparkBuilt(spark.session(), handle, src, *args, **kw)
 
 
 def _ingest_native(handle, config, src, drop_invalid: bool, progress, route: IngestRoute, spark) -> IngestReport:
-    """Today's record shape, one file at a time, the next file read while this one is appended
+    """Today's record shape, one file at a time, the next files read while this one is appended
     (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
@@ -227,7 +230,7 @@ def _ingest_native(handle, config, src, drop_invalid: bool, progress, route: Ing
         if u.name not in done and Path(u.name).suffix.lower() in NATIVE_FILES.formats
     ]
     appended, records, dropped = [], 0, 0
-    with _reads(handle, src, read_files(src, files), route, spark, files, read_file) as pending:
+    with _reads(handle, src, closing(read_files(src, files)), route, spark, files, read_file) as pending:
         for n, read in enumerate(pending, 1):
             if isinstance(read, Refused):
                 raise _with_layout_hint(read.error, src, read.landed, handle.topic) from None
@@ -284,7 +287,14 @@ def _ingest_connector(handle, config, src, drop_invalid: bool, progress, route: 
     lazily = batches(src, config.landing, ingested)  # read only on the route in this process
     # the next batch is read and shaped while this one is appended (its error is raised after this one)
     with _reads(
-        handle, src, lazily, route, spark, work, builder(config.landing), here=lambda w: isinstance(w, StreamedGroup)
+        handle,
+        src,
+        ReadAhead(lazily),
+        route,
+        spark,
+        work,
+        builder(config.landing),
+        here=lambda w: isinstance(w, StreamedGroup),
     ) as pending:
         for n, batch in enumerate(pending, 1):
             if progress:

@@ -248,6 +248,9 @@ def _landing(topic: str, v: Mapping[str, Any], strategy: str, header: str | None
         return NATIVE_LANDING
     fmt = _choice(topic, "landing.format", v["landing.format"], LandingFormat)
     file_format = _choice(topic, "landing.file.format", v["landing.file.format"], FileFormat)
+    if file_format is FileFormat.CSV and fmt is not LandingFormat.AIVEN:
+        # Confluent's sink has no CSV format, and Lenses' writes CSV without the envelope (no key, no offset)
+        raise _fail(topic, "landing.file.format", "csv", "needs landing.format aiven (only Aiven's S3 sink writes CSV)")
     offset_field = _field_name(topic, "landing.offset.field", v["landing.offset.field"])
     ts_field = _field_name(topic, "landing.timestamp.field", v["landing.timestamp.field"])
     cdc = _choice(topic, "cdc.format", v["cdc.format"], CdcFormat)

@@ -28,6 +28,10 @@ class Confluent(Connector):
     format = LandingFormat.CONFLUENT
     file_name = CONFLUENT_NAME
     offsets_interleave = True
+    csv_refused = (
+        "Confluent's S3 sink writes no CSV (its format.class is Avro, JSON, Parquet or ByteArray); "
+        "landing.format confluent reads .avro, .json and .parquet"
+    )
 
     def units(self, src: PartitionSource) -> list[Unit]:
         """Value files with their views, and tombstone files, by start offset (a tombstone file after the

@@ -33,6 +33,9 @@ class Connector:
     native_records: ClassVar[bool] = False  # files in the product's own record shape, read by input_files.py
     json_is_array: ClassVar[bool] = False  # `.json` holds a JSON array of records (else JSON Lines)
     offsets_interleave: ClassVar[bool] = False  # units whose offset ranges overlap are appended as one batch
+    # why a CSV file is none of this connector's (None: its sink writes CSV); a `.csv` file, or
+    # `landing.file.format csv`, is then refused with it rather than shaped as records it never holds
+    csv_refused: ClassVar[str | None] = None
 
     def units(self, src: PartitionSource) -> list[Unit]:
         """Every unit of a partition's files, in ingestion order."""

@@ -40,6 +40,8 @@ class Batch:
 
 def _data(src: PartitionSource, f: LandedFile, cfg: LandingConfig, connector: Connector) -> tuple[bytes, FileFormat]:
     fmt = file_format(f.name, CONNECTOR_FILES, cfg.file_format, json_is_array=connector.json_is_array)
+    if fmt is FileFormat.CSV and connector.csv_refused is not None:
+        raise InvalidInputError(f"{src.uri(f.path)}: {connector.csv_refused}")
     try:
         return src.storage.read_bytes(src.readable(f)), fmt
     except FileNotFoundError:

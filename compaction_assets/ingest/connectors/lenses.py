@@ -25,6 +25,10 @@ class Lenses(NamedByOffset):
     file_name = LENSES_NAME
     layout = Layout.LENSES
     offset_group = "last"
+    csv_refused = (
+        "Lenses' S3 sink writes CSV only without store.envelope, so its CSV holds no key nor offset; "
+        "landing.format lenses reads STOREAS AVRO, PARQUET or JSON with store.envelope=true"
+    )
 
     def parquet_columns(self, tables: list[pa.Table], unit: Unit, label: str, cfg: LandingConfig) -> Columns | None:
         """Lenses' Parquet envelopes column by column."""

@@ -11,11 +11,12 @@ import binascii
 import csv
 import gzip
 import random
+import re
 
 import pyarrow as pa
 import pytest
 
-from compaction_assets.errors import InvalidInputError
+from compaction_assets.errors import ConfigError, InvalidInputError
 from compaction_assets.ingest.connectors.layouts import LandedFile, Unit
 from compaction_assets.ingest.connectors.registry import connector_for
 from compaction_assets.ingest.connectors.shaping import columns, csv_columns
@@ -68,7 +69,7 @@ def _file(rng: random.Random, fields: int, newline: str) -> bytes:
         if fields == 1 and not cells[0]:
             cells[0] = b64(b"k")  # a line of one empty cell is a blank line (the columns leave it to the rows)
         cells += ["x"] * (fields - 4) if fields > 4 else []
-        lines.append(",".join(cells[:fields]))
+        lines.append(",".join(cells[:fields]) if rng.random() > 0.02 else "")  # a blank line: empty cells
     return (newline.join(lines) + (newline if rng.random() < 0.8 else "")).encode()
 
 
@@ -129,7 +130,18 @@ def test_aiven_csv_the_columns_cannot_read_exactly_are_read_by_row(text):
     assert (fast is not None) == (text in TAKEN), "the columns take these odd files, and only these"
 
 
-TAKEN = {f"YR==,{V},0,1\n", f"{K},{V},007,-0\n", f"{K}\n", ",,,\n", f"{K},{V},0,1,,,\n"}
+TAKEN = {
+    f"YR==,{V},0,1\n",
+    f"{K},{V},007,-0\n",
+    f"{K}\n",
+    ",,,\n",
+    f"{K},{V},0,1,,,\n",
+    # a blank line: a record of empty cells, in the rows (one, the others missing) as in pyarrow's reader
+    # (each cell empty)
+    f"{K},{V},0,1\n\n{K},{V},1,2\n",
+    f"{K},{V},0,1\n\n\n",
+    "\n",
+}
 
 
 def test_corrupt_gzip_is_read_by_row():
@@ -173,6 +185,45 @@ def test_base64_columns_are_the_per_row_decoders():
         assert base64_columns.decode(pa.array(["YQ==", bad])) is None
 
 
+def test_base64_columns_take_the_strict_form_alone_as_the_decoder_decodes_it():
+    """Text of whole quads from the alphabet and `=` anywhere: decoded where it is in the strict form, as the
+    per-row decoder decodes it; declined (None) otherwise, which covers all the decoder refuses (and a few
+    it takes: Python 3.11's takes `=` after a whole quad, `A/g+====`); one value at a time and in one column."""
+    rng = random.Random(5)
+    texts = ["".join(rng.choice("AQYgw/+9=") for _ in range(4 * rng.randrange(0, 4))) for _ in range(4000)]
+    strict = [t for t in texts if re.fullmatch(base64_columns.STRICT, t)]
+    for text in texts:
+        decoded = base64_columns.decode(pa.array(["QUJD", text, "QQ=="]))
+        if text in strict:
+            assert decoded.to_pylist() == [b"ABC", base64.b64decode(text, validate=True), b"A"], text
+        else:
+            assert decoded is None, text
+    assert len(strict) > 1000
+    assert base64_columns.decode(pa.array(strict)).to_pylist() == [base64.b64decode(t, validate=True) for t in strict]
+
+
+def test_base64_columns_with_empty_as_null_over_slices_and_nulls():
+    rng = random.Random(11)
+    texts = [
+        rng.choice([None, "", b64(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 20))))]) for _ in range(900)
+    ]
+    arr = pa.array(texts, pa.string())
+    for start, length in [(0, 900), (1, 500), (333, 7), (899, 1), (5, 0)]:
+        expected = [base64.b64decode(t, validate=True) if t else None for t in texts[start : start + length]]
+        assert base64_columns.decode(arr.slice(start, length), True).to_pylist() == expected
+    assert base64_columns.decode(pa.array(["", None, ""]), True).to_pylist() == [None, None, None]
+    assert base64_columns.decode(pa.array(["", None, ""])).to_pylist() == [b"", None, b""]
+
+
+def test_integer_cells_over_slices():
+    cells = pa.array(["7", "", "-12", "9223372036854775807", "", "-9223372036854775808", "0"], pa.string())
+    values = [7, None, -12, 2**63 - 1, None, -(2**63), 0]
+    for start in range(len(values)):
+        assert csv_columns._longs(cells.slice(start), len(values) - start).to_pylist() == values[start:]
+    for bad in ["-", "1-", "--1", "+1", " 1", "0x1", "1e3", "9223372036854775808", "\u0663"]:
+        assert csv_columns._longs(pa.array(["1", bad]), 2) is None, bad
+
+
 def test_a_bad_cell_is_named_by_the_ingestion(tmp_path, store):
     """Through the ingestion: the column-wise path declines and the refusal names the file and line."""
     from compaction_assets.ingest.landing import ingest, landing_logs
@@ -204,3 +255,45 @@ def test_a_blank_line_is_a_record_not_skipped(tmp_path, store):
         ingest(handle, build_config({"landing.format": "aiven"}), landing_logs(str(root))[0]["users-0"])
     assert "users-0-0.csv: line 3: offset 1 is below the next offset 2" in str(info.value), str(info.value)
     assert not handle.exists()
+
+
+CSV_OF_NO_SINK = [
+    (
+        "confluent",
+        {"users/partition=0/users+0+0000000000.csv": "a,1\n", "users/partition=0/users+0+0000000000.keys.csv": "k\n"},
+        "users+0+0000000000.csv: Confluent's S3 sink writes no CSV",
+    ),
+    (
+        "lenses",
+        {"users/0/000000000000_1_1.csv": "name,age\nalice,3\n"},
+        "000000000000_1_1.csv: Lenses' S3 sink writes CSV only",
+    ),
+]
+
+
+@pytest.mark.parametrize("landing_format, files, refusal", CSV_OF_NO_SINK, ids=["confluent", "lenses"])
+def test_csv_of_a_connector_that_writes_none_is_refused_naming_the_file(
+    tmp_path, store, landing_format, files, refusal
+):
+    """Confluent's S3 sink has no CSV format and Lenses' writes CSV only without the envelope (no key, no
+    offset): a `.csv` file in their layouts is refused in one line naming it, nothing written (before, a
+    Confluent `.csv` unit landed its cells as JSON arrays: key `["k"]`, value `["a","1"]`)."""
+    from compaction_assets.ingest.landing import ingest, landing_logs
+
+    root = tmp_path / "landing"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    handle = store.log("users-0")
+    with pytest.raises(InvalidInputError) as info:
+        ingest(handle, build_config({"landing.format": landing_format}), landing_logs(str(root))[0]["users-0"])
+    assert refusal in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert not handle.exists()
+
+
+@pytest.mark.parametrize("landing_format", ["native", "confluent", "lenses"])
+def test_landing_file_format_csv_needs_aiven(landing_format):
+    with pytest.raises(ConfigError) as info:
+        build_config({"landing.format": landing_format, "landing.file.format": "csv"}, "users")
+    assert "landing.file.format='csv': needs landing.format aiven" in str(info.value)
+    assert build_config({"landing.format": "aiven", "landing.file.format": "csv"}).landing.file_format is FileFormat.CSV
