@@ -106,13 +106,14 @@ def reuse_engines(storage) -> None:
     shard), and used as Dagster uses it: a new connection (NullPool) and one transaction, under the
     storage's lock; a table found is not looked for again (tables are not dropped under a run)."""
     from sqlalchemy import create_engine
+    from sqlalchemy.engine import Engine
     from sqlalchemy.pool import NullPool
 
     if storage in _REUSING or not hasattr(storage, "_connect") or not hasattr(storage, "conn_string_for_shard"):
         return
     _REUSING.add(storage)
     dagster_connect, dagster_has_table = storage._connect, storage.has_table
-    engines: dict[str, object] = {}
+    engines: dict[str, Engine] = {}
     found: set[str] = set()
 
     @contextmanager
