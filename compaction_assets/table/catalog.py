@@ -1,7 +1,8 @@
 """Where a store's topic tables live: the catalog, the warehouse, and the table name of a topic.
 
-By default the catalog is a SQLite `SqlCatalog` kept with the store (`<store>/_tables/catalog.db`) and the
-warehouse is beside the logs (`<store>/_tables/warehouse`); a store on S3 has its warehouse in the same
+By default the catalog is a SQLite `SqlCatalog` kept with the store (`<store>/_tables/catalog.db`; its
+everyday calls made by table/sqlite_catalog.py) and the warehouse is beside the logs
+(`<store>/_tables/warehouse`); a store on S3 has its warehouse in the same
 bucket, reached with the store's own S3 settings, and its SQLite catalog in a local file of its own
 (`var/tables/<endpoint and store>/catalog.db`), since SQLite cannot live in a bucket: a deployment with
 several hosts sets COMPACTION_TABLE_CATALOG_URI to a shared catalog (PostgreSQL, or a REST catalog with
@@ -25,6 +26,7 @@ from compaction_assets.topics.config import TABLE_NAME_RE
 
 TABLES_FOLDER = "_tables"
 LOCAL_CATALOGS_FOR_OBJECT_STORES = os.path.join("var", "tables")
+CATALOG_NAME = "compaction"  # pyiceberg's name of the catalog (its rows' catalog_name, its configuration's key)
 TOPIC_PROPERTY = "compaction.topic"  # the table's topic, as Kafka names it (the table name maps it)
 
 
@@ -117,11 +119,9 @@ def open_catalog(location: CatalogLocation):
 
 def _load_catalog(location: CatalogLocation, attempts: int = 5):
     """Load the catalog and make its namespace (processes starting at once may race to create either)."""
-    from pyiceberg.catalog import load_catalog
-
     for attempt in range(attempts):
         try:
-            catalog = load_catalog("compaction", **location.properties())
+            catalog = _catalog_of(location)
             if (location.namespace,) not in catalog.list_namespaces():
                 catalog.create_namespace_if_not_exists(location.namespace)
             return catalog
@@ -132,6 +132,21 @@ def _load_catalog(location: CatalogLocation, attempts: int = 5):
                     "(COMPACTION_TABLE_CATALOG_URI / COMPACTION_TABLE_CATALOG_TYPE)"
                 ) from None
             time.sleep(0.1 * (attempt + 1))
+
+
+def _catalog_of(location: CatalogLocation):
+    """The catalog itself: a SQLite file's through table/sqlite_catalog.py (no SQLAlchemy on a command's
+    path), unless pyiceberg's own configuration (~/.pyiceberg.yaml, PYICEBERG_CATALOG__COMPACTION__*) adds
+    to it; any other through pyiceberg's `load_catalog`, which merges that configuration."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.utils.config import Config
+
+    sqlite = location.catalog_type == "sql" and location.uri.startswith("sqlite:///")
+    if sqlite and not Config().get_catalog_config(CATALOG_NAME):
+        from compaction_assets.table.sqlite_catalog import open_sqlite
+
+        return open_sqlite(CATALOG_NAME, location.properties())
+    return load_catalog(CATALOG_NAME, **location.properties())
 
 
 def _racing(exc: BaseException) -> bool:

@@ -18,6 +18,9 @@ pyiceberg version than the pinned one, and when one of these names is gone):
   `_transaction` (the metadata of the parent snapshot), `_io`, `_parent_snapshot_id`, `_compression` (a
   deletes manifest is compressed as its own); written: `_added_data_files` and `_deleted_data_files` (the
   summary counts data and delete files from them).
+- `pyiceberg.catalog.MetastoreCatalog._update_and_stage_table`: a commit's requirements checked and its updates
+  applied to the current metadata, at the next metadata file's location: what every pyiceberg catalog's
+  `commit_table` does first, and table/sqlite_catalog.py's too (it writes the catalog's row itself).
 - `pyiceberg.manifest.ManifestWriterV2._meta`: overridden, so that a manifest of position deletes says
   `content: deletes` in its Avro metadata as the spec asks.
 Importing this module imports pyiceberg: the modules of table/ import it where they use it, as they do
@@ -29,16 +32,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import pyarrow as pa
-from pyiceberg.catalog import Catalog
+from pyiceberg.catalog import Catalog, MetastoreCatalog
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import _dataframe_to_data_files, _read_deletes
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, ManifestFile, ManifestWriter, ManifestWriterV2
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
-from pyiceberg.table import Transaction
+from pyiceberg.table import StagedTable, Table, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation, Snapshot
+from pyiceberg.table.update import TableRequirement, TableUpdate
 from pyiceberg.table.update.snapshot import _SnapshotProducer
+from pyiceberg.typedef import Identifier
 
 # (owner, name) of each private part used above: a module's function or a class's attribute. The test
 # checks each still exists on the installed pyiceberg, and that this list names every one the code uses.
@@ -59,7 +64,20 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("pyiceberg.table.update.snapshot._SnapshotProducer", "_added_data_files"),
     ("pyiceberg.table.update.snapshot._SnapshotProducer", "_deleted_data_files"),
     ("pyiceberg.manifest.ManifestWriterV2", "_meta"),
+    ("pyiceberg.catalog.MetastoreCatalog", "_update_and_stage_table"),
 )
+
+
+def stage_table_update(
+    catalog: MetastoreCatalog,
+    current: Table | None,
+    identifier: Identifier,
+    requirements: tuple[TableRequirement, ...],
+    updates: tuple[TableUpdate, ...],
+) -> StagedTable:
+    """The table `identifier` of `catalog` after `updates` (its `requirements` checked against `current`, the
+    catalog's table now, None for a new one): its metadata and the location to write it at, not written."""
+    return catalog._update_and_stage_table(current, identifier, requirements, updates)
 
 
 def transaction_io(tx: Transaction) -> FileIO:

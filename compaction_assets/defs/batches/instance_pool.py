@@ -28,6 +28,7 @@ triage), as after a kill. The store's own commits (the manifests) do not depend 
 import os
 import sqlite3
 import weakref
+from contextlib import contextmanager
 
 import dagster as dg
 
@@ -42,6 +43,9 @@ _POOLED: "weakref.WeakSet[dg.DagsterInstance]" = weakref.WeakSet()
 # The SQLite shards held open per instance, by path: closed when the instance is collected.
 _HELD: "weakref.WeakKeyDictionary[dg.DagsterInstance, dict]" = weakref.WeakKeyDictionary()
 INDEX_SHARD = "index"  # the name Dagster's SQLite event storage gives its index shard
+SQLITE_BUSY_TIMEOUT_SECONDS = 30  # Dagster's own for its SQLite connections (dagster._core.storage.sqlite)
+# The SQLite event storages whose engines this process reuses (reuse_engines: once a storage).
+_REUSING: "weakref.WeakSet[object]" = weakref.WeakSet()
 
 
 def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None:
@@ -56,6 +60,7 @@ def hold_instance_connections(instance: dg.DagsterInstance, run_id: str) -> None
         return
     if settings.current().batches.sqlite_sync == "normal":
         sync_normal_under(instance.root_directory)
+    reuse_engines(instance.event_log_storage)
     held = _HELD.setdefault(instance, {})
     for path in (path_for_shard(INDEX_SHARD), path_for_shard(run_id)):
         if path not in held and os.path.exists(path):
@@ -90,3 +95,47 @@ def _normal_if_under_roots(dbapi_connection, _record) -> None:
     files = [row[2] for row in dbapi_connection.execute("PRAGMA database_list") if row[2]]
     if any(os.path.realpath(f).startswith(root) for f in files for root in _NORMAL_ROOTS):
         dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+
+def reuse_engines(storage) -> None:
+    """Dagster's SQLite event storage builds a SQLAlchemy engine for every transaction (about 25 a log in a
+    batch, with `create_engine`'s dialect set-up each time) and another, with a connection and a schema
+    inspection, for every `has_table` (`supports_asset_checks`, asked at each check's event): the largest
+    of the batch's own costs in Dagster after the writes themselves (docs/performance.md). Here each shard's
+    engine is built once, after Dagster's own first transaction on it (which creates and migrates the
+    shard), and used as Dagster uses it: a new connection (NullPool) and one transaction, under the
+    storage's lock; a table found is not looked for again (tables are not dropped under a run)."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.pool import NullPool
+
+    if storage in _REUSING or not hasattr(storage, "_connect") or not hasattr(storage, "conn_string_for_shard"):
+        return
+    _REUSING.add(storage)
+    dagster_connect, dagster_has_table = storage._connect, storage.has_table
+    engines: dict[str, Engine] = {}
+    found: set[str] = set()
+
+    @contextmanager
+    def connect(shard: str):
+        engine = engines.get(shard)
+        if engine is None:
+            with dagster_connect(shard):  # Dagster's own first transaction: the shard created and migrated
+                pass
+            engine = engines.setdefault(
+                shard,
+                create_engine(
+                    storage.conn_string_for_shard(shard),
+                    poolclass=NullPool,
+                    connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+                ),
+            )
+        with storage._db_lock, engine.connect() as connection, connection.begin():
+            yield connection
+
+    def has_table(name: str) -> bool:
+        if name not in found and dagster_has_table(name):
+            found.add(name)
+        return name in found
+
+    storage._connect, storage.has_table = connect, has_table
