@@ -2,7 +2,8 @@
 
 The same change as change.py's comparison here, by the same rule: the log's latest state (Spark's,
 state/latest_state.py's `latest_state_df`) joined by key with the table's live rows of the log partition
-(read with where each lies by Python workers: spark_tasks.py's `live_reader`); a key whose winning offset
+(read with where each lies by Spark's Parquet reader on a local disk, by Python workers on an object store:
+spark_tasks.py's `live_reader`); a key whose winning offset
 differs, is new, or is gone was touched. The touched keys' new rows are written as data files and their old
 rows masked by position-delete files, both by the workers; only the written files' metadata and their counts
 come back, and snapshot.py commits them with the other logs' in one snapshot, with the same marks and figures

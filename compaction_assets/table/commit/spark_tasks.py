@@ -2,7 +2,8 @@
 
 Three kinds of task, each a function for `mapInArrow`: the table's live rows of a log partition read a data
 file at a time with where each lies (`live_reader`: key, offset, file, position, its position deletes
-applied, as change.py's `live_rows` reads them here); the new and updated keys' rows written as data files
+applied, as change.py's `live_rows` reads them here; for files on an object store, Spark's reader reads local
+ones); the new and updated keys' rows written as data files
 of the table (`data_writer`); the changed keys' old rows masked, a position-delete file per data file
 (`delete_writer`). The writers send back the Iceberg `DataFile`s they wrote, pickled, and their counts: the
 driver commits them in one snapshot, holding neither the log's state nor the table's rows.
