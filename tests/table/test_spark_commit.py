@@ -139,3 +139,24 @@ def test_structured_values_become_the_same_columns_through_spark_tasks(tmp_path,
     assert [path for path, _ in here] == ["in-process"] * 2 and [path for path, _ in there] == ["spark"] * 2
     assert [rows for _, rows in here] == [rows for _, rows in there]
     assert {"email", "age", "value_partition", "plan"} <= set(there[-1][1][0])
+
+
+def test_headers_sent_to_the_writers_as_json_come_back_as_the_same_lists(spark):
+    """The data writers get the headers as Spark's `to_json` text (its Arrow writer is slow on lists of
+    structs) and rebuild the list: null, empty, a null value and bytes that are not UTF-8 survive."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from compaction_assets.table.commit.spark_tasks import headers_from_json
+    from compaction_assets.table.schema import HEADER_TYPE
+
+    headers = [
+        None,
+        [],
+        [{"name": "v", "value": b"\x00\xff"}, {"name": "n", "value": None}],
+        [{"name": "é", "value": b""}],
+    ]
+    rows = pa.table({"key": [b"a", b"b", b"c", b"d"], "headers": pa.array(headers, pa.list_(HEADER_TYPE))})
+    sent = spark.createDataFrame(rows.to_pandas()).withColumn("headers", F.to_json("headers")).orderBy("key").toArrow()
+    assert pa.types.is_string(sent.column("headers").type)
+    assert headers_from_json(sent).column("headers").to_pylist() == headers
