@@ -2,11 +2,10 @@
 
 The same change as change.py's comparison here, by the same rule: the log's latest state (Spark's,
 state/latest_state.py's `latest_state_df`) joined by key with the table's live rows of the log partition
-(read with where each lies by Spark's Parquet reader on a local disk, by Python workers on an object store:
-spark_tasks.py's `live_reader`); a key whose winning offset
-differs, is new, or is gone was touched. The touched keys' new rows are written as data files and their old
-rows masked by position-delete files, both by the workers; only the written files' metadata and their counts
-come back, and snapshot.py commits them with the other logs' in one snapshot, with the same marks and figures
+(read with where each lies by Python workers a data file at a time: spark_tasks.py's `live_reader`); a key
+whose winning offset differs, is new, or is gone was touched. The touched keys' new rows are written as data
+files and their old rows masked by position-delete files, both by the workers; only the written files'
+metadata and their counts come back, and snapshot.py commits them with the other logs' in one snapshot, with the same marks and figures
 as a commit here. Without a table (or without rows of the partition in it) every row of the state is new.
 
 The joined rows are persisted (memory, then disk) for the two writes that read them, and dropped after.
@@ -131,54 +130,14 @@ def _tasks(spark, visible_bytes: int) -> int:
 
 
 def _live_rows(spark, tasks: list[FileScanTask], io, n: int):
-    """The table's live rows of the partition (key, t, file, pos), hashed by key into `n` partitions (the
-    state's, so that the join moves the state no further): read by Spark's own Parquet reader when every file
-    is on a local disk, else by Python workers a data file at a time."""
+    """The table's live rows of the partition (key, t, file, pos), read by workers a data file at a time and
+    hashed by key into `n` partitions (the state's, so that the join moves the state no further). Spark's own
+    Parquet reader (`_metadata.row_index`, an anti join on the position deletes) was tried for tables on a
+    local disk: it did not cost less at 2M records (docs/performance.md), and a second reader would have left
+    the object stores' one untested."""
     from compaction_assets.table.commit import spark_tasks
 
-    if all(_local_path(task.file.file_path) for task in tasks):
-        return _live_rows_read_by_spark(spark, tasks).repartition(n, "key")
     files = [(task.file.file_path, [d.file_path for d in task.delete_files]) for task in tasks]
     runner = spark_tasks.live_reader(files, io)
     slices = min(len(files), n)
     return spark.range(0, len(files), 1, slices).mapInArrow(runner, spark_tasks.LIVE_SCHEMA).repartition(n, "key")
-
-
-def _local_path(path: str) -> bool:
-    """Whether a table file's path is on this machine's disk (Spark's reader needs no connector for it)."""
-    return path.startswith(("/", "file:/"))
-
-
-def _live_rows_read_by_spark(spark, tasks: list[FileScanTask]):
-    """The live rows of the tasks' data files read by Spark's Parquet reader in the JVM (no Python worker):
-    key, offset as `t`, the data file's index as `file`, the row's position in it (`_metadata.row_index`) as
-    `pos`, less the rows the tasks' position-delete files mask (an anti join on file and position)."""
-    from pyspark.sql import functions as F
-
-    index = {_file_name(task.file.file_path): i for i, task in enumerate(tasks)}
-    # the data file's index from its name (Iceberg's file names are unique UUIDs): a small table joined by
-    # broadcast, not a map literal, which Spark searches linearly row by row
-    names = spark.createDataFrame(list(index.items()), "name string, file int")
-    data = spark.read.parquet(*[_spark_uri(task.file.file_path) for task in tasks]).select(
-        F.col("key").cast("binary").alias("key"),
-        F.col("offset").cast("long").alias("t"),
-        F.substring_index(F.col("_metadata.file_path"), "/", -1).alias("name"),
-        F.col("_metadata.row_index").alias("pos"),
-    )
-    live = data.join(F.broadcast(names), "name").drop("name")
-    delete_paths = sorted({d.file_path for task in tasks for d in task.delete_files})
-    if delete_paths:
-        masked = spark.read.parquet(*[_spark_uri(p) for p in delete_paths]).select(
-            F.substring_index(F.col("file_path"), "/", -1).alias("name"), F.col("pos").cast("long").alias("pos")
-        )
-        masked = masked.join(F.broadcast(names), "name").drop("name")
-        live = live.join(masked, ["file", "pos"], "left_anti")
-    return live.select("key", "t", "file", "pos")
-
-
-def _file_name(path: str) -> str:
-    return path.rsplit("/", 1)[-1]
-
-
-def _spark_uri(path: str) -> str:
-    return path if path.startswith("file:") else "file://" + path
