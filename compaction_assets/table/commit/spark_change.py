@@ -5,8 +5,9 @@ state/latest_state.py's `latest_state_df`) joined by key with the table's live r
 (read with where each lies by Python workers a data file at a time: spark_tasks.py's `live_reader`); a key
 whose winning offset differs, is new, or is gone was touched. The touched keys' new rows are written as data
 files and their old rows masked by position-delete files, both by the workers; only the written files'
-metadata and their counts come back, and snapshot.py commits them with the other logs' in one snapshot, with the same marks and figures
-as a commit here. Without a table (or without rows of the partition in it) every row of the state is new.
+metadata and their counts come back, and snapshot.py commits them with the other logs' in one snapshot, with
+the same marks and figures as a commit here. Without a table (or without rows of the partition in it) every
+row of the state is new.
 
 The joined rows are persisted (memory, then disk) for the two writes that read them, and dropped after.
 """
