@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import dagster as dg
+from dagster_pyspark import LazyPySparkResource
 
 from compaction_assets.cli import main
 from compaction_assets.definitions import defs
@@ -25,7 +26,7 @@ def test_the_discovery_sensor_deletes_a_deleted_topic_s_partitions(tmp_path, cap
     monkeypatch.setenv("COMPACTION_TABLES", "0")
     landing, store = tmp_path / "landing", str(tmp_path / "store")
     log_store = LogStoreResource(root=store, landing=str(landing), latest_state_root=str(tmp_path / "latest"))
-    resources = {"log_store": log_store}
+    resources = {"log_store": log_store, "pyspark": LazyPySparkResource(spark_config={})}
     for topic in ("users", "orders"):
         land(landing, topic, "a.jsonl", [{"key": "k", "value": "v", "timestamp": 1}])
     with dg.instance_for_test() as instance:
