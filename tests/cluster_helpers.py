@@ -176,7 +176,9 @@ class StandaloneCluster:
             try:
                 if ready():
                     return
-            except OSError:
+            # a UI that answers with its HTML page is still attaching its handlers: the master's binds its port
+            # before `/json/` is routed, and under load that window lasts long enough to be asked in it
+            except (OSError, json.JSONDecodeError):
                 pass
             time.sleep(0.5)
         logs = "\n".join(f"--- {n}\n{_tail(log)}" for n, _, log in self.procs)
