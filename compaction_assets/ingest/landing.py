@@ -193,12 +193,13 @@ def ingest(
     from compaction_assets.ingest.connectors.registry import connector_for
 
     src, set_aside = _without(_source(folder, handle.name), Quarantine(handle.st).names(handle.name))
-    backlog = pending_files(src, handle.manifest().ingested) if spark is not None else []
+    ingested = handle.manifest().ingested  # read once: the route and the files still to ingest both need it
+    backlog = pending_files(src, ingested) if spark is not None else []
     route = ingest_route(sum(f.size_bytes for f in backlog), spark)
     if connector_for(config.landing.format).native_records:
-        report = _ingest_native(handle, config, src, drop_invalid, progress, route, spark)
+        report = _ingest_native(handle, config, src, ingested, drop_invalid, progress, route, spark)
     else:
-        report = _ingest_connector(handle, config, src, drop_invalid, progress, route, spark)
+        report = _ingest_connector(handle, config, src, ingested, drop_invalid, progress, route, spark)
     return dataclasses.replace(report, set_aside=set_aside, path=route.path, why=route.why)
 
 
@@ -216,14 +217,16 @@ def _reads(
     return SparkBuilt(spark.session(), handle, src, *args, **kw)
 
 
-def _ingest_native(handle, config, src, drop_invalid: bool, progress, route: IngestRoute, spark) -> IngestReport:
+def _ingest_native(
+    handle, config, src, ingested, drop_invalid: bool, progress, route: IngestRoute, spark
+) -> IngestReport:
     """Today's record shape, one file at a time, the next files read while this one is appended
     (native_reads.py)."""
     from compaction_assets.ingest.connectors.layouts import recorded_names
     from compaction_assets.ingest.connectors.registry import connector_for
     from compaction_assets.ingest.formats.native_reads import Refused, read_file, read_files
 
-    done = recorded_names(handle.manifest().ingested)
+    done = recorded_names(ingested)
     files = [
         u.main
         for u in connector_for(config.landing.format).units(src)
@@ -274,14 +277,15 @@ def _with_layout_hint(exc: InvalidInputError, src: Any, f: Any, topic: str) -> I
     )
 
 
-def _ingest_connector(handle, config, src, drop_invalid: bool, progress, route: IngestRoute, spark) -> IngestReport:
+def _ingest_connector(
+    handle, config, src, ingested, drop_invalid: bool, progress, route: IngestRoute, spark
+) -> IngestReport:
     """A connector's layout (compaction_assets/log/connectors): each unit all or nothing, at most once."""
     from compaction_assets.ingest.connectors.ingest import append_batch, batches, builder, plan_work
     from compaction_assets.ingest.connectors.stream import StreamedGroup
     from compaction_assets.ingest.spark_units import planned
 
     appended, records, dropped, from_mtime, inferred = [], 0, 0, 0, []
-    ingested = handle.manifest().ingested
     # the Spark route plans every batch first (a streamed group's footers read here; it is read here too)
     work = planned(plan_work(src, config.landing, ingested)) if route.path != IN_PROCESS else []
     lazily = batches(src, config.landing, ingested)  # read only on the route in this process

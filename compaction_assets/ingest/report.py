@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_assets.ingest.route import IN_PROCESS
+
 MTIME_TIMESTAMP_SOURCE = (
     "the objects' modification time for records without a timestamp field (landing.timestamp.field)"
 )
@@ -22,7 +24,7 @@ class IngestReport:
     timestamps_from_mtime: int = 0  # records without a timestamp field, stamped with their object's mtime
     offsets_inferred: tuple[str, ...] = ()  # first file of each unit whose offsets were inferred, not read
     set_aside: tuple[str, ...] = ()  # files passed over: set aside (quarantined) by an operator
-    path: str = "in-process"  # where the files were read and shaped: route.IN_PROCESS or route.SPARK
+    path: str = IN_PROCESS  # where the files were read and shaped: route.IN_PROCESS or route.SPARK
     why: str = ""  # the route's reason, in words (route.py)
 
     @property

@@ -204,8 +204,8 @@ def ingest_batch_op(
     log's backlog past the memory budget is read and shaped by Spark tasks (the session opened only then)."""
     hold_instance_connections(context.instance, context.run_id)
     folders, outcomes = landing_logs(log_store.landing_area(), log_store.store.storage)[0], []
+    offer = SparkOffer(lambda: pyspark.spark_session, memory_budget())  # the same for every log of the batch
     for log in config.logs:
-        offer = SparkOffer(lambda: pyspark.spark_session, memory_budget())
         outcome = _ingest_one(log_store, log, folders, None, offer)  # its events show progress (see above)
         outcomes.append(outcome)
         yield from outcome.events
